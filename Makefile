@@ -1,0 +1,45 @@
+# Entry points. Each target runs scripts/setup.sh first, so a fresh machine needs nothing
+# else. PRESET selects a CMake preset (release, debug, asan, ubsan, tsan, fuzz).
+PRESET ?= release
+BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
+WERROR := $(if $(HAMI_WERROR),ON,OFF)
+
+.PHONY: all setup configure build test demo bench asan ubsan tsan fuzz format tidy clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+configure: setup
+	@cmake --preset $(PRESET) -DHAMI_WERROR=$(WERROR) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET)
+
+# Every test except those labelled gpu; ends with CTest's summary.
+test: build
+	@ctest --preset $(PRESET)
+
+# A driver-API program on the simulated GPU (or a real one when present): lists devices
+# and verifies a memory round trip.
+demo: build
+	@$(BUILD_DIR)/bin/hami run -- $(BUILD_DIR)/bin/hami-demo
+
+bench: build
+	@$(BUILD_DIR)/bin/hami bench
+
+asan ubsan tsan:
+	@$(MAKE) --no-print-directory test PRESET=$@
+
+fuzz: setup
+	@cmake --preset fuzz >/dev/null && cmake --build --preset fuzz
+
+format:
+	@git ls-files '*.h' '*.cc' '*.c' | xargs clang-format -i
+
+tidy: configure
+	@git ls-files 'src/*.cc' | xargs clang-tidy -p $(BUILD_DIR) --quiet
+
+clean:
+	@rm -rf build build-*

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and benchmarking hami-cpp needs.
+# Idempotent: when everything is present it only checks and returns (well under a second).
+# Run as root, or as a user with sudo. The CUDA toolkit (headers, nvcc) is not a Debian
+# package here: it must already be under /usr/local/cuda (or CUDAToolkit_ROOT), as on a GPU
+# node; this script only checks for it.
+set -euo pipefail
+
+packages=(
+  build-essential      # g++, make
+  cmake ninja-build pkg-config
+  python3              # generates the CUDA symbol tables from the toolkit headers
+  libgtest-dev libgmock-dev googletest   # unit and integration tests
+  libbenchmark-dev     # micro-benchmarks and `make bench`
+  libcli11-dev         # the `hami` command line
+  nlohmann-json3-dev   # JSON output of `hami` commands
+  util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
+  clang libclang-rt-14-dev   # the `fuzz` preset (libFuzzer) and sanitizer runtimes
+  clang-format clang-tidy    # `make format`, `make tidy`
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; then
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
+if [[ ! -f "$cuda_root/include/cuda.h" || ! -f "$cuda_root/include/cudaTypedefs.h" ]]; then
+  cat >&2 <<MSG
+setup: the CUDA toolkit headers were not found under $cuda_root/include (cuda.h,
+cudaTypedefs.h). hami-cpp builds against the real driver API headers; install the CUDA
+toolkit (12.x or 13.x) there, or set CUDAToolkit_ROOT to its location.
+MSG
+  exit 1
+fi

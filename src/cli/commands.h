@@ -1,0 +1,13 @@
+// The subcommands of `hami`. Each Add* function registers one subcommand on the app;
+// main() runs the parsed one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace hami::cli {
+
+void AddSimCommand(CLI::App& app);
+void AddRunCommand(CLI::App& app);
+void AddBenchCommand(CLI::App& app);
+
+}  // namespace hami::cli

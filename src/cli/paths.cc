@@ -1,0 +1,50 @@
+#include "cli/paths.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace hami::cli {
+
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, size_t(n));
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string SimLibraryDir() {
+  if (const char* env = std::getenv("HAMI_SIM_LIBDIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::string exe = ExecutableDir();
+  for (const std::string& dir : {exe + "/../lib/sim", exe + "/../lib/hami/sim"}) {
+    if (Exists(dir + "/libcuda.so.1")) {
+      char real[PATH_MAX];
+      return realpath(dir.c_str(), real) != nullptr ? std::string(real) : dir;
+    }
+  }
+  return "";
+}
+
+std::string BenchDir() {
+  std::string dir = ExecutableDir() + "/../bench";
+  char real[PATH_MAX];
+  if (!Exists(dir) || realpath(dir.c_str(), real) == nullptr) return "";
+  return real;
+}
+
+}  // namespace hami::cli

@@ -1,0 +1,21 @@
+// Where hami's own files are, relative to the running `hami` binary: build/bin/hami finds
+// build/lib/sim and build/bench; an installed /usr/local/bin/hami finds
+// /usr/local/lib/hami/sim.
+#pragma once
+
+#include <string>
+
+namespace hami::cli {
+
+// Directory of the running executable ("/work/build/bin").
+std::string ExecutableDir();
+
+// The directory holding the simulated libcuda.so.1 and libnvidia-ml.so.1: $HAMI_SIM_LIBDIR,
+// else the first of <exe>/../lib/sim and <exe>/../lib/hami/sim that has libcuda.so.1.
+// Empty when none does.
+std::string SimLibraryDir();
+
+// The directory holding benchmark binaries (<exe>/../bench), empty when absent.
+std::string BenchDir();
+
+}  // namespace hami::cli

@@ -1,0 +1,85 @@
+#include "common/file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace hami {
+
+Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode) {
+  UniqueFd fd(::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!fd.valid()) {
+    int err = errno;
+    if (err == ELOOP) {
+      return Error(ErrorCode::kPermission, path + ": is a symbolic link; refusing to follow it",
+                   err);
+    }
+    return Error::FromErrno("open " + path, err);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+  if (!S_ISREG(st.st_mode)) {
+    return Error(ErrorCode::kPermission, path + ": not a regular file; refusing to use it");
+  }
+  return fd;
+}
+
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
+  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDONLY));
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("read " + path);
+    }
+    if (n == 0) break;
+    if (out.size() + size_t(n) > max_bytes) {
+      return Error(ErrorCode::kInvalidArgument,
+                   path + ": larger than " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+Status WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("write");
+    }
+    data.remove_prefix(size_t(n));
+  }
+  return OkStatus();
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    addr_ = std::exchange(o.addr_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+Result<MappedFile> MappedFile::Map(int fd, size_t size, bool writable, std::string_view what) {
+  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return Error::FromErrno(std::string("mmap ") + std::string(what));
+  MappedFile m;
+  m.addr_ = p;
+  m.size_ = size;
+  return m;
+}
+
+void MappedFile::Reset() {
+  if (addr_ != nullptr) ::munmap(addr_, size_);
+  addr_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace hami

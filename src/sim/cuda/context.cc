@@ -1,0 +1,698 @@
+// Contexts (primary and created), the per-thread context stack, streams, events and
+// synchronization.
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "sim/cuda/model.h"
+
+namespace hami::sim {
+
+namespace {
+
+thread_local std::vector<CUctx_st*> t_stack;
+// Per-thread default streams, by context id (ids are never reused).
+thread_local std::unordered_map<uint64_t, CUstream_st*> t_per_thread;
+
+CUstream_st* NewStream(CUctx_st* ctx, unsigned flags, int priority) {
+  Driver& d = D();
+  auto* s = new CUstream_st{};
+  s->id = d.next_id++;
+  s->ctx = ctx;
+  s->flags = flags;
+  s->priority = priority;
+  ctx->streams.insert(s);
+  d.Register(s, HandleKind::kStream);
+  return s;
+}
+
+void DeleteStream(CUstream_st* s) {
+  s->ctx->streams.erase(s);
+  D().Unregister(s);
+  delete s;
+}
+
+CUresult CreateContext(CUctx_st** out, unsigned flags, CUdevice dev, bool primary) {
+  Driver& d = D();
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  if (CUresult r = d.EnsureSlot(); r != CUDA_SUCCESS) return r;
+  {
+    std::unique_ptr<SharedState::ContextCreationLock> serial;
+    if (d.options.ctx_serialize) serial = d.state->LockContextCreation();
+    SleepForNs(int64_t(d.options.ctx_create_us) * 1000);
+  }
+  uint64_t bytes = d.ContextBytes(p);
+  if (CUresult r = d.Charge(p, bytes); r != CUDA_SUCCESS) return r;
+  auto* ctx = new CUctx_st{};
+  ctx->id = d.next_id++;
+  ctx->device = p;
+  ctx->ordinal = dev;
+  ctx->flags = flags;
+  ctx->primary = primary;
+  ctx->charge = bytes;
+  ctx->limits[CU_LIMIT_STACK_SIZE] = 1024;
+  ctx->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+  ctx->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+  ctx->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+  ctx->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+  ctx->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+  d.Register(ctx, HandleKind::kContext);
+  ctx->legacy_stream = NewStream(ctx, 0, 0);
+  ctx->legacy_stream->legacy = true;
+  d.state->AddContexts(d.slot, p, 1);
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+constexpr unsigned kCtxFlagsMask = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
+                                   CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE |
+                                   CU_CTX_SYNC_MEMOPS;
+
+CUresult CtxCreate(CUcontext* pctx, unsigned flags, CUdevice dev) {
+  if (pctx == nullptr || (flags & ~kCtxFlagsMask) != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  if (CUresult r = CreateContext(&ctx, flags, dev, false); r != CUDA_SUCCESS) return r;
+  t_stack.push_back(ctx);
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult CtxDestroy(CUcontext ctx) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(ctx, HandleKind::kContext) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  WaitUnlocked(api, LegacyTail(ctx));
+  if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  DestroyContextLocked(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CtxPush(CUcontext ctx) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  t_stack.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CtxPop(CUcontext* pctx) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  CUctx_st* top = t_stack.back();
+  t_stack.pop_back();
+  if (pctx != nullptr) *pctx = top;
+  return CUDA_SUCCESS;
+}
+
+CUresult PrimaryRelease(CUdevice dev) {
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  DeviceRt& rt = D().rt[size_t(p)];
+  if (rt.primary == nullptr || rt.primary->primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--rt.primary->primary_refs == 0) {
+    WaitUnlocked(api, LegacyTail(rt.primary));
+    if (rt.primary != nullptr && rt.primary->primary_refs == 0) DestroyContextLocked(rt.primary);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult PrimaryReset(CUdevice dev) {
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  DeviceRt& rt = D().rt[size_t(p)];
+  if (rt.primary != nullptr) {
+    WaitUnlocked(api, LegacyTail(rt.primary));
+    if (rt.primary != nullptr) DestroyContextLocked(rt.primary);
+  }
+  rt.primary_flags = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult PrimarySetFlags(CUdevice dev, unsigned flags) {
+  if ((flags & ~kCtxFlagsMask) != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  DeviceRt& rt = D().rt[size_t(p)];
+  rt.primary_flags = flags;
+  if (rt.primary != nullptr) rt.primary->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult SyncStream(CUstream h, bool ptsz) {
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  if (s->capture != nullptr) {
+    s->capture_invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  int device = s->ctx->device;
+  WaitUnlocked(api, s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+  TrimPoolsAtSyncLocked(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult QueryStream(CUstream h, bool ptsz) {
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  if (s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int64_t tail = s->legacy ? LegacyTail(s->ctx) : s->tail_ns;
+  return MonotonicNs() >= tail ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult EventRecord(CUevent e, CUstream h, bool ptsz) {
+  ApiLock api;
+  if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  if (s->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  e->recorded = true;
+  e->time_ns = std::max(MonotonicNs(), s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+  return CUDA_SUCCESS;
+}
+
+CUresult WaitEvent(CUstream h, CUevent e, bool ptsz) {
+  ApiLock api;
+  if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  if (e->recorded) s->tail_ns = std::max(s->tail_ns, e->time_ns);
+  return CUDA_SUCCESS;
+}
+
+CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(start, HandleKind::kEvent) || !D().Live(end, HandleKind::kEvent)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0 || !start->recorded ||
+      !end->recorded) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  int64_t now = MonotonicNs();
+  if (now < start->time_ns || now < end->time_ns) return CUDA_ERROR_NOT_READY;
+  *ms = float(double(end->time_ns - start->time_ns) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamGetCtx(CUstream h, CUcontext* pctx, bool ptsz) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  *pctx = s->ctx;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUctx_st* CurrentContext() { return t_stack.empty() ? nullptr : t_stack.back(); }
+
+void SetCurrentContext(CUctx_st* ctx) {
+  if (ctx == nullptr) {
+    if (!t_stack.empty()) t_stack.pop_back();
+    return;
+  }
+  if (t_stack.empty()) {
+    t_stack.push_back(ctx);
+  } else {
+    t_stack.back() = ctx;
+  }
+}
+
+CUresult RequireContext(CUctx_st** ctx) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  CUctx_st* c = CurrentContext();
+  if (c == nullptr || !D().Live(c, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveStream(CUstream handle, bool ptsz, CUstream_st** out) {
+  if (handle == CU_STREAM_PER_THREAD || (handle == nullptr && ptsz)) {
+    CUctx_st* ctx;
+    if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+    CUstream_st*& s = t_per_thread[ctx->id];
+    if (s == nullptr || !D().Live(s, HandleKind::kStream)) {
+      s = NewStream(ctx, 0, 0);
+      s->per_thread = true;
+    }
+    *out = s;
+    return CUDA_SUCCESS;
+  }
+  if (handle == nullptr || handle == CU_STREAM_LEGACY) {
+    CUctx_st* ctx;
+    if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+    *out = ctx->legacy_stream;
+    return CUDA_SUCCESS;
+  }
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(handle, HandleKind::kStream)) return CUDA_ERROR_INVALID_HANDLE;
+  *out = handle;
+  return CUDA_SUCCESS;
+}
+
+int64_t StreamTail(CUstream_st* s) { return s->tail_ns; }
+
+int64_t LegacyTail(CUctx_st* ctx) {
+  int64_t t = 0;
+  for (CUstream_st* s : ctx->streams) {
+    if (s->legacy || (s->flags & CU_STREAM_NON_BLOCKING) == 0) t = std::max(t, s->tail_ns);
+  }
+  return t;
+}
+
+void WaitUnlocked(ApiLock& api, int64_t deadline_ns) {
+  if (deadline_ns <= MonotonicNs()) return;
+  api.lock().unlock();
+  SleepUntilNs(deadline_ns);
+  api.lock().lock();
+}
+
+void DestroyContextLocked(CUctx_st* ctx) {
+  Driver& d = D();
+  // Modules first (their globals are allocations of the context).
+  std::vector<CUmod_st*> modules;
+  for (auto& [h, kind] : d.handles) {
+    if (kind == HandleKind::kModule && static_cast<const CUmod_st*>(h)->ctx == ctx) {
+      modules.push_back(const_cast<CUmod_st*>(static_cast<const CUmod_st*>(h)));
+    }
+  }
+  for (CUmod_st* m : modules) DestroyModuleLocked(m);
+  std::vector<const void*> owned;
+  for (auto& [h, kind] : d.handles) {
+    if ((kind == HandleKind::kEvent && static_cast<const CUevent_st*>(h)->ctx == ctx) ||
+        (kind == HandleKind::kArray && static_cast<const CUarray_st*>(h)->ctx == ctx)) {
+      owned.push_back(h);
+    }
+  }
+  for (const void* h : owned) {
+    if (d.handles[h] == HandleKind::kArray) {
+      auto* a = const_cast<CUarray_st*>(static_cast<const CUarray_st*>(h));
+      d.Uncharge(a->ctx->device, a->charge);
+      std::free(a->data);
+      delete a;
+    } else {
+      delete const_cast<CUevent_st*>(static_cast<const CUevent_st*>(h));
+    }
+    d.Unregister(h);
+  }
+  FreeContextMemoryLocked(ctx);
+  std::vector<CUstream_st*> streams(ctx->streams.begin(), ctx->streams.end());
+  for (CUstream_st* s : streams) DeleteStream(s);
+  d.Uncharge(ctx->device, ctx->charge);
+  d.state->AddContexts(d.slot, ctx->device, -1);
+  if (d.rt[size_t(ctx->device)].primary == ctx) d.rt[size_t(ctx->device)].primary = nullptr;
+  std::erase(t_stack, ctx);
+  d.Unregister(ctx);
+  delete ctx;
+}
+
+}  // namespace hami::sim
+
+using namespace hami;       // NOLINT: the exported C API below
+using namespace hami::sim;  // NOLINT
+
+extern "C" {
+
+// ---- contexts ----
+
+CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return CtxCreate(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return CtxCreate(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
+                                unsigned int flags, CUdevice dev) {
+  if (numParams < 0 || (numParams > 0 && paramsArray == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return CtxCreate(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
+                                CUdevice dev) {
+  if (params != nullptr && params->numExecAffinityParams > 0 && params->cigParams != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;  // the two are mutually exclusive
+  }
+  return CtxCreate(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return CtxDestroy(ctx); }
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return CtxDestroy(ctx); }
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) { return CtxPush(ctx); }
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) { return CtxPush(ctx); }
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx) { return CtxPop(pctx); }
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) { return CtxPop(pctx); }
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  *pctx = CurrentContext();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && !D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  SetCurrentContext(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *device = ctx->ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx == nullptr) return cuCtxGetDevice(device);
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = ctx->ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *flags = ctx->flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags) {
+  if ((flags & ~kCtxFlagsMask) != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  ctx->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
+  if (ctxId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (ctx == nullptr) {
+    if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  } else if (!D().Live(ctx, HandleKind::kContext)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *ctxId = ctx->id;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (ctx == nullptr) {
+    if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  } else if (!D().Live(ctx, HandleKind::kContext)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *version = 3020;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize() {
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  int64_t t = 0;
+  for (CUstream_st* s : ctx->streams) t = std::max(t, s->tail_ns);
+  int device = ctx->device;
+  WaitUnlocked(api, t);
+  TrimPoolsAtSyncLocked(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
+  if (pvalue == nullptr || int(limit) < 0 || int(limit) >= 8) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *pvalue = ctx->limits[limit];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+  if (int(limit) < 0 || int(limit) >= 8) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  ctx->limits[limit] = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache* config) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *config = CU_FUNC_CACHE_PREFER_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
+  if (int(config) < 0 || int(config) > 3) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  return RequireContext(&ctx);
+}
+
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (leastPriority != nullptr) *leastPriority = 0;
+  if (greatestPriority != nullptr) *greatestPriority = -5;
+  return CUDA_SUCCESS;
+}
+
+// ---- primary contexts ----
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  DeviceRt& rt = D().rt[size_t(p)];
+  if (rt.primary == nullptr) {
+    CUctx_st* ctx;
+    if (CUresult r = CreateContext(&ctx, rt.primary_flags, dev, true); r != CUDA_SUCCESS) {
+      return r;
+    }
+    rt.primary = ctx;
+  }
+  rt.primary->primary_refs += 1;
+  *pctx = rt.primary;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) { return PrimaryRelease(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return PrimaryRelease(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) { return PrimaryReset(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) { return PrimaryReset(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return PrimarySetFlags(dev, flags);
+}
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  return PrimarySetFlags(dev, flags);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  const DeviceRt& rt = D().rt[size_t(p)];
+  *flags = rt.primary_flags;
+  *active = rt.primary != nullptr && rt.primary->primary_refs > 0;
+  return CUDA_SUCCESS;
+}
+
+// ---- streams ----
+
+CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  if (phStream == nullptr || (Flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *phStream = NewStream(ctx, Flags, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  if (phStream == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *phStream = NewStream(ctx, flags, std::clamp(priority, -5, 0));
+  return CUDA_SUCCESS;
+}
+
+static CUresult StreamDestroy(CUstream h) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(h, HandleKind::kStream) || h->legacy || h->per_thread) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  // Work already queued still completes; the device timeline keeps it.
+  DeleteStream(h);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream h) { return StreamDestroy(h); }
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) { return StreamDestroy(h); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream h) { return SyncStream(h, false); }
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h) { return SyncStream(h, true); }
+CUresult CUDAAPI cuStreamQuery(CUstream h) { return QueryStream(h, false); }
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h) { return QueryStream(h, true); }
+CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int) {
+  return WaitEvent(h, e, false);
+}
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int) {
+  return WaitEvent(h, e, true);
+}
+CUresult CUDAAPI cuStreamGetCtx(CUstream h, CUcontext* pctx) {
+  return StreamGetCtx(h, pctx, false);
+}
+CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream h, CUcontext* pctx) {
+  return StreamGetCtx(h, pctx, true);
+}
+CUresult CUDAAPI cuStreamGetCtx_v2(CUstream h, CUcontext* pctx, CUgreenCtx* green) {
+  if (green != nullptr) *green = nullptr;
+  return StreamGetCtx(h, pctx, false);
+}
+CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pctx, CUgreenCtx* green) {
+  if (green != nullptr) *green = nullptr;
+  return StreamGetCtx(h, pctx, true);
+}
+
+static CUresult StreamGetFlags(CUstream h, unsigned int* flags, bool ptsz) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  *flags = s->flags;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamGetFlags(CUstream h, unsigned int* f) {
+  return StreamGetFlags(h, f, false);
+}
+CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream h, unsigned int* f) {
+  return StreamGetFlags(h, f, true);
+}
+
+static CUresult StreamGetPriority(CUstream h, int* priority, bool ptsz) {
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  *priority = s->priority;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamGetPriority(CUstream h, int* p) { return StreamGetPriority(h, p, false); }
+CUresult CUDAAPI cuStreamGetPriority_ptsz(CUstream h, int* p) {
+  return StreamGetPriority(h, p, true);
+}
+
+static CUresult StreamGetId(CUstream h, unsigned long long* id, bool ptsz) {
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  *id = s->id;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamGetId(CUstream h, unsigned long long* id) {
+  return StreamGetId(h, id, false);
+}
+CUresult CUDAAPI cuStreamGetId_ptsz(CUstream h, unsigned long long* id) {
+  return StreamGetId(h, id, true);
+}
+
+// ---- events ----
+
+CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  constexpr unsigned kMask =
+      CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (phEvent == nullptr || (Flags & ~kMask) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((Flags & CU_EVENT_INTERPROCESS) != 0 && (Flags & CU_EVENT_DISABLE_TIMING) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  auto* e = new CUevent_st{ctx, Flags};
+  D().Register(e, HandleKind::kEvent);
+  *phEvent = e;
+  return CUDA_SUCCESS;
+}
+
+static CUresult EventDestroy(CUevent e) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  D().Unregister(e);
+  delete e;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent e) { return EventDestroy(e); }
+CUresult CUDAAPI cuEventDestroy_v2(CUevent e) { return EventDestroy(e); }
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) { return EventRecord(e, s, false); }
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream s) { return EventRecord(e, s, true); }
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int) {
+  return EventRecord(e, s, false);
+}
+CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int) {
+  return EventRecord(e, s, true);
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent e) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  return !e->recorded || MonotonicNs() >= e->time_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->recorded) {
+    int device = e->ctx->device;
+    WaitUnlocked(api, e->time_ns);
+    TrimPoolsAtSyncLocked(device);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent s, CUevent e) {
+  return ElapsedTime(ms, s, e);
+}
+CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent s, CUevent e) {
+  return ElapsedTime(ms, s, e);
+}
+
+}  // extern "C"

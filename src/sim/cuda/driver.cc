@@ -1,0 +1,633 @@
+// Initialization, devices, errors and symbol lookup of the simulated driver.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/clock.h"
+#include "sim/cuda/model.h"
+
+namespace hami::sim {
+
+RawLogger g_log("hami-sim", LogLevel::kWarn);
+
+namespace {
+
+Driver* g_driver = new Driver();  // leaked on purpose: usable during static destruction
+
+void AtForkPrepare() { D().mu.lock(); }
+void AtForkParent() { D().mu.unlock(); }
+// The child is a new process: it must not act as its parent (contexts, slot, locks). Its
+// copy of the parent's model is abandoned, and CUDA starts afresh in it (cuInit again).
+void AtForkChild() {
+  Driver* old = g_driver;
+  old->mu.unlock();
+  if (old->state) old->state->AbandonAfterFork();
+  g_driver = new Driver();
+  SetCurrentContext(nullptr);
+}
+
+// Applies CUDA_VISIBLE_DEVICES as the driver does: entries are indices or UUIDs (with the
+// GPU- prefix; a unique prefix is enough) in any order; the list ends at the first entry
+// that names no device or repeats one.
+std::vector<int> VisibleDevices(const std::vector<DeviceSpec>& devices) {
+  std::vector<int> out;
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (env == nullptr) {
+    for (size_t i = 0; i < devices.size(); ++i) out.push_back(int(i));
+    return out;
+  }
+  std::string_view rest(env);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view tok = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    while (!tok.empty() && tok.front() == ' ') tok.remove_prefix(1);
+    while (!tok.empty() && tok.back() == ' ') tok.remove_suffix(1);
+    int found = -1;
+    if (tok.size() > 4 && tok.substr(0, 4) == "GPU-") {
+      for (size_t i = 0; i < devices.size(); ++i) {
+        if (devices[i].uuid.compare(0, tok.size(), tok) == 0) {
+          found = found == -1 ? int(i) : -2;  // -2: ambiguous prefix
+        }
+      }
+    } else if (!tok.empty() && tok.find_first_not_of("0123456789") == std::string_view::npos &&
+               tok.size() < 4) {
+      int idx = std::atoi(std::string(tok).c_str());
+      if (idx < int(devices.size())) found = idx;
+    }
+    if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) {
+      if (!tok.empty()) {
+        g_log.Log(LogLevel::kInfo,
+                  "CUDA_VISIBLE_DEVICES='%s': entry '%.*s' names no device (or repeats one); "
+                  "devices listed after it are not visible",
+                  env, int(tok.size()), tok.data());
+      }
+      break;
+    }
+    out.push_back(found);
+  }
+  return out;
+}
+
+CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;  // sticky, as in the driver
+
+CUresult InitLocked() {
+  Driver& d = D();
+  auto options = LoadSimOptionsFromEnvironment();
+  if (!options.ok()) {
+    g_log.Log(LogLevel::kError, "%s", options.error().message().c_str());
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  d.options = std::move(options).value();
+  g_log.set_level(LogLevel(d.options.log_level));
+  SleepForNs(int64_t(d.options.init_us) * 1000);
+  auto state = SharedState::Open(d.options.state_path, d.options.profile_spec, d.options.node,
+                                 d.options.kill_point);
+  if (!state.ok()) {
+    g_log.Log(LogLevel::kError, "%s", state.error().message().c_str());
+    return state.error().code() == ErrorCode::kInvalidArgument ? CUDA_ERROR_INVALID_VALUE
+                                                               : CUDA_ERROR_OPERATING_SYSTEM;
+  }
+  d.state = std::move(state).value();
+  d.devices = d.state->devices();
+  d.rt.resize(d.devices.size());
+  d.visible = VisibleDevices(d.devices);
+  if (d.visible.empty()) return CUDA_ERROR_NO_DEVICE;
+  d.initialized = true;
+  return CUDA_SUCCESS;
+}
+
+// ---- errors ----
+
+struct ErrorName {
+  CUresult value;
+  const char* name;
+};
+
+constexpr ErrorName kErrors[] = {
+#define HAMI_CUDA_ERROR(name, value) {name, #name},
+#include "cuda_errors.inc"
+#undef HAMI_CUDA_ERROR
+};
+
+// "CUDA_ERROR_OUT_OF_MEMORY" -> "out of memory"; computed once per code.
+const char* ErrorText(size_t index) {
+  static std::string texts[std::size(kErrors)];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (size_t i = 0; i < std::size(kErrors); ++i) {
+      std::string_view n = kErrors[i].name;
+      n.remove_prefix(n.rfind("CUDA_ERROR_", 0) == 0 ? 11 : 5);
+      std::string t;
+      for (char c : n) t += c == '_' ? ' ' : char(std::tolower(static_cast<unsigned char>(c)));
+      if (kErrors[i].value == CUDA_SUCCESS) t = "no error";
+      texts[i] = t;
+    }
+  });
+  return texts[index].c_str();
+}
+
+// ---- cuGetProcAddress ----
+
+struct ProcEntry {
+  const char* base;
+  int version;
+  int flavor;  // 0: legacy default stream, 1: per-thread default stream
+  void* fn;
+};
+
+const ProcEntry kProcTable[] = {
+#define HAMI_CUDA_API(base, version, flavor, name) \
+  {#base, version, flavor, reinterpret_cast<void*>(&name)},
+#include "cuda_api_table.inc"
+#undef HAMI_CUDA_API
+};
+
+CUresult LookupProc(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                    CUdriverProcAddressQueryResult* status) {
+  if (pfn != nullptr) *pfn = nullptr;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (symbol == nullptr || pfn == nullptr ||
+      (flags & ~cuuint64_t(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto lo = std::lower_bound(
+      std::begin(kProcTable), std::end(kProcTable), symbol,
+      [](const ProcEntry& e, const char* s) { return std::strcmp(e.base, s) < 0; });
+  auto hi = lo;
+  while (hi != std::end(kProcTable) && std::strcmp(hi->base, symbol) == 0) ++hi;
+  if (lo == hi) return CUDA_ERROR_NOT_FOUND;
+  int flavor = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 &&
+                       std::any_of(lo, hi, [](const ProcEntry& e) { return e.flavor == 1; })
+                   ? 1
+                   : 0;
+  const ProcEntry* best = nullptr;
+  for (auto it = lo; it != hi; ++it) {
+    if (it->flavor == flavor && it->version <= version &&
+        (best == nullptr || it->version > best->version)) {
+      best = &*it;
+    }
+  }
+  if (best == nullptr) {
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = best->fn;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+Driver& D() { return *g_driver; }
+
+CUresult NotModelled(const char* name) {
+  g_log.Log(LogLevel::kInfo, "%s is not modelled by the simulated GPU: CUDA_ERROR_NOT_SUPPORTED",
+            name);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult ToCuResult(const Error& error) {
+  g_log.Log(LogLevel::kWarn, "%s", error.message().c_str());
+  switch (error.code()) {
+    case ErrorCode::kInvalidArgument:
+      return CUDA_ERROR_INVALID_VALUE;
+    case ErrorCode::kNotFound:
+      return CUDA_ERROR_NOT_FOUND;
+    case ErrorCode::kUnsupported:
+      return CUDA_ERROR_NOT_SUPPORTED;
+    case ErrorCode::kBusy:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    default:
+      return CUDA_ERROR_OPERATING_SYSTEM;
+  }
+}
+
+CUresult RequireInit() { return D().initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
+
+CUresult PhysicalDevice(CUdevice dev, int* physical) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (dev < 0 || size_t(dev) >= D().visible.size()) return CUDA_ERROR_INVALID_DEVICE;
+  *physical = D().visible[size_t(dev)];
+  return CUDA_SUCCESS;
+}
+
+uint64_t Driver::ContextBytes(int physical) const {
+  return options.context_bytes != 0 ? options.context_bytes
+                                    : spec(physical).profile->context_mib << 20;
+}
+
+CUresult Driver::EnsureSlot() {
+  if (slot >= 0) return CUDA_SUCCESS;
+  auto s = state->ClaimSlot();
+  if (!s.ok()) return ToCuResult(s.error());
+  slot = *s;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::Charge(int physical, uint64_t bytes) {
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (CUresult r = EnsureSlot(); r != CUDA_SUCCESS) return r;
+  return state->Charge(slot, physical, bytes) == ChargeResult::kOk ? CUDA_SUCCESS
+                                                                   : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void Driver::Uncharge(int physical, uint64_t bytes) {
+  if (bytes != 0 && slot >= 0) state->Uncharge(slot, physical, bytes);
+}
+
+Allocation* Driver::FindAllocation(uintptr_t ptr, size_t bytes) {
+  auto it = allocations.upper_bound(ptr);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  if (ptr < a.base || ptr - a.base > a.size || bytes > a.size - (ptr - a.base)) return nullptr;
+  return &a;
+}
+
+bool Driver::DeviceAccessible(uintptr_t ptr, size_t bytes) {
+  if (FindAllocation(ptr, bytes) != nullptr) return true;
+  auto it = mappings.upper_bound(ptr);
+  if (it == mappings.begin()) return false;
+  --it;
+  const VaMapping& m = it->second;
+  return ptr >= m.base && ptr - m.base <= m.size && bytes <= m.size - (ptr - m.base) &&
+         (m.prot & PROT_WRITE) != 0;
+}
+
+}  // namespace hami::sim
+
+using namespace hami;       // NOLINT: the exported C API below
+using namespace hami::sim;  // NOLINT
+
+extern "C" {
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild); });
+  ApiLock api;
+  if (D().initialized) return CUDA_SUCCESS;
+  if (g_init_result != CUDA_ERROR_NOT_INITIALIZED) return g_init_result;
+  g_init_result = InitLocked();
+  if (g_init_result == CUDA_ERROR_NOT_INITIALIZED) g_init_result = CUDA_ERROR_UNKNOWN;
+  return g_init_result;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (D().initialized) {
+    *driverVersion = D().options.driver_version;
+    return CUDA_SUCCESS;
+  }
+  auto options = LoadSimOptionsFromEnvironment();
+  *driverVersion = options.ok() ? options->driver_version : CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  *count = int(D().visible.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int physical;
+  if (CUresult r = PhysicalDevice(ordinal, &physical); r != CUDA_SUCCESS) return r;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  std::string_view n = D().spec(p).profile->name;
+  size_t k = std::min(size_t(len) - 1, n.size());
+  std::memcpy(name, n.data(), k);
+  name[k] = '\0';
+  return CUDA_SUCCESS;
+}
+
+static CUresult DeviceUuid(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  std::memcpy(uuid->bytes, D().spec(p).uuid_bytes, 16);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return DeviceUuid(uuid, dev); }
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) { return DeviceUuid(uuid, dev); }
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  *bytes = D().spec(p).usable_bytes();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  size_t b = 0;
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = cuDeviceTotalMem_v2(&b, dev);
+  if (r == CUDA_SUCCESS) *bytes = unsigned(std::min<size_t>(b, 0xffffffffu));
+  return r;
+}
+
+CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  // The driver's form: "0000:19:00.0" (4-digit domain).
+  char buf[32];
+  const DeviceSpec& s = D().spec(p);
+  std::snprintf(buf, sizeof(buf), "%04X:%02X:%02X.0", unsigned(s.pci_domain), unsigned(s.pci_bus),
+                unsigned(s.pci_device));
+  size_t k = std::min(size_t(len) - 1, std::strlen(buf));
+  std::memcpy(pciBusId, buf, k);
+  pciBusId[k] = '\0';
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
+  if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  int n = std::sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &device, &function);
+  if (n != 4) {
+    domain = 0;
+    n = std::sscanf(pciBusId, "%x:%x.%x", &bus, &device, &function);
+    if (n != 3) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < D().visible.size(); ++i) {
+    const DeviceSpec& s = D().spec(D().visible[i]);
+    if (unsigned(s.pci_domain) == domain && unsigned(s.pci_bus) == bus &&
+        unsigned(s.pci_device) == device && function == 0) {
+      *dev = int(i);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  const DeviceSpec& s = D().spec(p);
+  const DeviceProfile& f = *s.profile;
+  int v = 0;
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      v = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      v = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      v = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      v = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      v = 48 * 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      v = 64 * 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+      v = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      v = f.clock_mhz * 1000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+      v = 512;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      v = f.sm_count;
+      break;
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+      v = CU_COMPUTEMODE_DEFAULT;
+      break;
+    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
+      v = 512;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+      v = f.cc_major >= 8 && f.memory_bus_width >= 5120;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      v = s.pci_bus;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      v = s.pci_device;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      v = s.pci_domain;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      v = f.memory_clock_mhz * 1000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      v = f.memory_bus_width;
+      break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      v = f.l2_bytes;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      v = f.max_threads_per_sm;
+      break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      v = 2;
+      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      v = f.cc_major;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      v = f.cc_minor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      v = f.shared_mem_per_sm;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
+      v = p;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      v = f.shared_mem_per_block_optin;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+      v = f.max_blocks_per_sm;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
+      v = f.l2_bytes * 3 / 4;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
+      v = 128 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+      v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
+      v = CU_DEVICE_NUMA_CONFIG_NONE;
+      break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
+      v = -1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+      v = s.numa_node;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      v = f.cc_major >= 9;
+      break;
+    default:
+      if (int(attrib) < 1 || int(attrib) >= int(CU_DEVICE_ATTRIBUTE_MAX)) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      v = 0;  // a real attribute the model has no value for
+  }
+  *pi = v;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
+  if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  *major = D().spec(p).profile->cc_major;
+  *minor = D().spec(p).profile->cc_minor;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (const ErrorName& e : kErrors) {
+    if (e.value == error) {
+      *pStr = e.name;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pStr = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < std::size(kErrors); ++i) {
+    if (kErrors[i].value == error) {
+      *pStr = ErrorText(i);
+      return CUDA_SUCCESS;
+    }
+  }
+  *pStr = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                  cuuint64_t flags) {
+  return LookupProc(symbol, pfn, cudaVersion, flags, nullptr);
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                     cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult* symbolStatus) {
+  return LookupProc(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+}  // extern "C"

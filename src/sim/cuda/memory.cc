@@ -1,0 +1,1564 @@
+// Every allocation family of the driver API, copies and sets, memory pools, virtual memory
+// management, arrays, pinned host memory and pointer queries.
+//
+// Device memory is host memory at the same address (an anonymous MAP_NORESERVE mapping, so
+// untouched pages cost nothing), so copies move real bytes. What a device has in use lives
+// in the shared state: each allocation charges it, rounded the way the driver rounds:
+// large allocations to the allocation granularity; small ones share granule pages per
+// context and device.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/clock.h"
+#include "sim/cuda/model.h"
+
+namespace hami::sim {
+
+namespace {
+
+constexpr size_t kSmallAlign = 512;
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+size_t PageSize() {
+  static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+void* MapBacking(size_t bytes, bool low32 = false) {
+  size_t n = RoundUp(std::max<size_t>(bytes, 1), PageSize());
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, flags, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void UnmapBacking(uintptr_t base, size_t bytes) {
+  if (bytes != 0) munmap(reinterpret_cast<void*>(base), RoundUp(bytes, PageSize()));
+}
+
+bool IsSmall(uint64_t bytes) { return bytes <= D().Granularity() / 2; }
+
+// Charges `bytes` of device memory for an allocation of `ctx`, small or large.
+CUresult ChargeFor(CUctx_st* ctx, int device, uint64_t bytes, uint64_t* charge, bool* small) {
+  Driver& d = D();
+  uint64_t g = d.Granularity();
+  if (ctx != nullptr && IsSmall(bytes)) {
+    SmallPages& sp = ctx->small[device];
+    uint64_t new_bytes = sp.bytes + RoundUp(bytes, kSmallAlign);
+    uint64_t pages = RoundUp(new_bytes, g) / g;
+    if (pages > sp.pages) {
+      if (CUresult r = d.Charge(device, (pages - sp.pages) * g); r != CUDA_SUCCESS) return r;
+    }
+    sp.bytes = new_bytes;
+    sp.pages = std::max(sp.pages, pages);
+    *charge = RoundUp(bytes, kSmallAlign);
+    *small = true;
+    return CUDA_SUCCESS;
+  }
+  *charge = RoundUp(bytes, g);
+  *small = false;
+  return d.Charge(device, *charge);
+}
+
+void UnchargeFor(CUctx_st* ctx, int device, uint64_t charge, bool small) {
+  Driver& d = D();
+  if (!small) {
+    d.Uncharge(device, charge);
+    return;
+  }
+  uint64_t g = d.Granularity();
+  SmallPages& sp = ctx->small[device];
+  sp.bytes -= std::min(sp.bytes, charge);
+  uint64_t pages = RoundUp(sp.bytes, g) / g;
+  if (pages < sp.pages) {
+    d.Uncharge(device, (sp.pages - pages) * g);
+    sp.pages = pages;
+  }
+}
+
+// Allocates `bytes` of device (or managed) memory in `ctx`.
+CUresult AllocDevice(CUctx_st* ctx, size_t bytes, AllocKind kind, CUdeviceptr* out,
+                     bool low32 = false) {
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  Allocation a;
+  a.kind = kind;
+  a.device = ctx->device;
+  a.ctx = ctx;
+  a.size = bytes;
+  if (CUresult r = ChargeFor(ctx, ctx->device, bytes, &a.charge, &a.small); r != CUDA_SUCCESS) {
+    return r;
+  }
+  void* p = MapBacking(bytes, low32);
+  if (p == nullptr) {
+    UnchargeFor(ctx, ctx->device, a.charge, a.small);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.mapped_size = bytes;
+  D().allocations[a.base] = a;
+  *out = CUdeviceptr(a.base);
+  return CUDA_SUCCESS;
+}
+
+void ReleaseAllocation(std::map<uintptr_t, Allocation>::iterator it) {
+  Driver& d = D();
+  Allocation& a = it->second;
+  switch (a.kind) {
+    case AllocKind::kPool:
+      if (a.pool != nullptr && d.Live(a.pool, HandleKind::kPool)) {
+        a.pool->used -= std::min(a.pool->used, uint64_t(a.size));
+      }
+      break;
+    case AllocKind::kHost:
+    case AllocKind::kRegistered:
+    case AllocKind::kGraph:
+      break;
+    default:
+      UnchargeFor(a.ctx, a.device, a.charge, a.small);
+  }
+  if (a.kind != AllocKind::kGraph) UnmapBacking(a.base, a.mapped_size);
+  d.allocations.erase(it);
+}
+
+CUresult MemAlloc(CUdeviceptr* dptr, size_t bytes, bool low32) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  return AllocDevice(ctx, bytes, AllocKind::kDevice, dptr, low32);
+}
+
+CUresult MemFree(CUdeviceptr dptr) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  CUctx_st* ctx = CurrentContext();
+  // Freeing device memory waits for the device, as the driver's cuMemFree does.
+  if (ctx != nullptr && D().Live(ctx, HandleKind::kContext)) WaitUnlocked(api, LegacyTail(ctx));
+  return FreeLocked(uintptr_t(dptr), false);
+}
+
+CUresult MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  const DeviceSpec& s = D().spec(ctx->device);
+  uint64_t used = D().state->UsedBytes(ctx->device);
+  uint64_t usable = s.usable_bytes();
+  if (free_bytes != nullptr) *free_bytes = used >= usable ? 0 : usable - used;
+  if (total_bytes != nullptr) *total_bytes = usable;
+  return CUDA_SUCCESS;
+}
+
+// Waits as a synchronous copy does: for all prior work of the current context's legacy
+// stream (or the per-thread stream for the _ptds variants).
+CUresult SyncForCopy(ApiLock& api, bool ptds) {
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (ptds) {
+    CUstream_st* s;
+    if (CUresult r = ResolveStream(nullptr, true, &s); r != CUDA_SUCCESS) return r;
+    WaitUnlocked(api, s->tail_ns);
+  } else {
+    WaitUnlocked(api, LegacyTail(ctx));
+  }
+  return RequireContext(&ctx);
+}
+
+// Where a 3D copy's side lives; validates the whole range it touches.
+CUresult CopySide(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
+                  size_t y, size_t z, size_t pitch, size_t height, size_t width, size_t rows,
+                  size_t depth, uint8_t** base, size_t* out_pitch, size_t* out_height) {
+  Driver& d = D();
+  if (type == CU_MEMORYTYPE_ARRAY) {
+    if (!d.Live(array, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
+    pitch = array->desc.Width * array->element_bytes;
+    height = std::max<size_t>(array->desc.Height, 1);
+    size_t adepth = std::max<size_t>(array->desc.Depth, 1);
+    if (x + width > pitch || y + rows > height || z + depth > adepth) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *base = static_cast<uint8_t*>(array->data);
+  } else {
+    uintptr_t p;
+    if (type == CU_MEMORYTYPE_HOST) {
+      p = reinterpret_cast<uintptr_t>(host);
+    } else if (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED) {
+      p = uintptr_t(device);
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (p == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (pitch == 0) pitch = x + width;
+    if (height == 0) height = y + rows;
+    if (x + width > pitch) return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_MEMORYTYPE_DEVICE) {
+      size_t span = (z + depth - 1) * pitch * height + (y + rows - 1) * pitch + x + width;
+      if (!d.DeviceAccessible(p, span)) return CUDA_ERROR_INVALID_VALUE;
+    }
+    *base = reinterpret_cast<uint8_t*>(p);
+  }
+  *out_pitch = pitch;
+  *out_height = height;
+  return CUDA_SUCCESS;
+}
+
+CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& c) {
+  CUDA_MEMCPY3D p{};
+  p.srcXInBytes = c.srcXInBytes;
+  p.srcY = c.srcY;
+  p.srcMemoryType = c.srcMemoryType;
+  p.srcHost = c.srcHost;
+  p.srcDevice = c.srcDevice;
+  p.srcArray = c.srcArray;
+  p.srcPitch = c.srcPitch;
+  p.dstXInBytes = c.dstXInBytes;
+  p.dstY = c.dstY;
+  p.dstMemoryType = c.dstMemoryType;
+  p.dstHost = c.dstHost;
+  p.dstDevice = c.dstDevice;
+  p.dstArray = c.dstArray;
+  p.dstPitch = c.dstPitch;
+  p.WidthInBytes = c.WidthInBytes;
+  p.Height = c.Height;
+  p.Depth = 1;
+  return p;
+}
+
+enum class Sync { kSync, kSyncPtds, kAsync, kAsyncPtsz };
+
+// A copy through the API: waits (or checks the stream) as `sync` says, records a graph node
+// on a capturing stream, otherwise copies now.
+CUresult ApiCopy3D(const CUDA_MEMCPY3D* p, Sync sync, CUstream stream) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (sync == Sync::kSync || sync == Sync::kSyncPtds) {
+    if (CUresult r = SyncForCopy(api, sync == Sync::kSyncPtds); r != CUDA_SUCCESS) return r;
+  } else {
+    CUstream_st* s;
+    if (CUresult r = ResolveStream(stream, sync == Sync::kAsyncPtsz, &s); r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (s->capture != nullptr) {
+      auto* n = new CUgraphNode_st{};
+      n->graph = s->capture;
+      n->kind = NodeKind::kMemcpy;
+      n->copy = *p;
+      n->deps = s->capture_deps;
+      s->capture->nodes.push_back(n);
+      D().Register(n, HandleKind::kGraphNode);
+      s->capture_deps = {n};
+      return CUDA_SUCCESS;
+    }
+  }
+  return Copy3DLocked(*p);
+}
+
+CUresult ApiCopy(uintptr_t dst, uintptr_t src, size_t bytes, CUmemorytype dst_type,
+                 CUmemorytype src_type, Sync sync, CUstream stream) {
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = src_type;
+  p.srcHost = reinterpret_cast<const void*>(src);
+  p.srcDevice = CUdeviceptr(src);
+  p.dstMemoryType = dst_type;
+  p.dstHost = reinterpret_cast<void*>(dst);
+  p.dstDevice = CUdeviceptr(dst);
+  p.WidthInBytes = bytes;
+  p.Height = 1;
+  p.Depth = 1;
+  if (bytes == 0) return CUDA_SUCCESS;
+  return ApiCopy3D(&p, sync, stream);
+}
+
+CUresult ApiCopyArray(CUarray array, size_t offset, uintptr_t other, size_t bytes,
+                      CUmemorytype other_type, bool to_array, Sync sync, CUstream stream) {
+  {
+    ApiLock api;
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    if (!D().Live(array, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
+    if (offset > array->bytes || bytes > array->bytes - offset) return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Linear view of the array: one row of its whole size.
+  CUDA_MEMCPY3D q{};
+  q.WidthInBytes = bytes;
+  q.Height = 1;
+  q.Depth = 1;
+  auto set_array = [&](bool dst) {
+    if (dst) {
+      q.dstMemoryType = CU_MEMORYTYPE_HOST;
+      q.dstHost = static_cast<uint8_t*>(array->data) + offset;
+    } else {
+      q.srcMemoryType = CU_MEMORYTYPE_HOST;
+      q.srcHost = static_cast<const uint8_t*>(array->data) + offset;
+    }
+  };
+  auto set_other = [&](bool dst) {
+    if (dst) {
+      q.dstMemoryType = other_type;
+      q.dstHost = reinterpret_cast<void*>(other);
+      q.dstDevice = CUdeviceptr(other);
+    } else {
+      q.srcMemoryType = other_type;
+      q.srcHost = reinterpret_cast<const void*>(other);
+      q.srcDevice = CUdeviceptr(other);
+    }
+  };
+  set_array(to_array);
+  set_other(!to_array);
+  return ApiCopy3D(&q, sync, stream);
+}
+
+CUresult ApiMemset(uintptr_t dst, size_t pitch, unsigned value, unsigned elem, size_t width,
+                   size_t height, Sync sync, CUstream stream) {
+  ApiLock api;
+  if (sync == Sync::kSync || sync == Sync::kSyncPtds) {
+    if (CUresult r = SyncForCopy(api, sync == Sync::kSyncPtds); r != CUDA_SUCCESS) return r;
+  } else {
+    CUstream_st* s;
+    if (CUresult r = ResolveStream(stream, sync == Sync::kAsyncPtsz, &s); r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (s->capture != nullptr) {
+      auto* n = new CUgraphNode_st{};
+      n->graph = s->capture;
+      n->kind = NodeKind::kMemset;
+      n->memset.dst = CUdeviceptr(dst);
+      n->memset.pitch = pitch;
+      n->memset.value = value;
+      n->memset.elementSize = elem;
+      n->memset.width = width;
+      n->memset.height = height;
+      n->deps = s->capture_deps;
+      s->capture->nodes.push_back(n);
+      D().Register(n, HandleKind::kGraphNode);
+      s->capture_deps = {n};
+      return CUDA_SUCCESS;
+    }
+  }
+  return MemsetLocked(dst, pitch, value, elem, width, height);
+}
+
+CUmemPoolHandle_st* NewPool(int device, bool is_default) {
+  auto* p = new CUmemPoolHandle_st{};
+  p->device = device;
+  p->is_default = is_default;
+  D().Register(p, HandleKind::kPool);
+  return p;
+}
+
+CUmemPoolHandle_st* CurrentPool(int device) {
+  DeviceRt& rt = D().rt[size_t(device)];
+  if (rt.default_pool == nullptr) rt.default_pool = NewPool(device, true);
+  if (rt.current_pool == nullptr || !D().Live(rt.current_pool, HandleKind::kPool)) {
+    rt.current_pool = rt.default_pool;
+  }
+  return rt.current_pool;
+}
+
+void TrimPool(CUmemPoolHandle_st* pool, uint64_t keep) {
+  keep = std::max(keep, RoundUp(pool->used, D().Granularity()));
+  if (pool->reserved > keep) {
+    D().Uncharge(pool->device, pool->reserved - keep);
+    pool->reserved = keep;
+  }
+}
+
+CUresult AllocAsync(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, CUstream stream,
+                    bool ptsz) {
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
+  if (pool != nullptr && !D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  if (pool == nullptr) pool = CurrentPool(s->ctx->device);
+  if (s->capture != nullptr) {
+    // Becomes a memory-allocation node: the address is fixed now, the memory is charged
+    // when the graph first runs.
+    auto ga = std::make_shared<GraphAlloc>();
+    void* p = MapBacking(bytes);
+    if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    ga->base = reinterpret_cast<uintptr_t>(p);
+    ga->size = bytes;
+    ga->device = pool->device;
+    ga->charge = RoundUp(bytes, D().Granularity());
+    Allocation a;
+    a.base = ga->base;
+    a.size = bytes;
+    a.mapped_size = bytes;
+    a.kind = AllocKind::kGraph;
+    a.device = ga->device;
+    a.ctx = s->ctx;
+    a.graph_alloc = ga.get();
+    D().allocations[a.base] = a;
+    D().graph_allocs.push_back(ga);
+    auto* n = new CUgraphNode_st{};
+    n->graph = s->capture;
+    n->kind = NodeKind::kMemAlloc;
+    n->alloc = ga;
+    n->deps = s->capture_deps;
+    s->capture->nodes.push_back(n);
+    D().Register(n, HandleKind::kGraphNode);
+    s->capture_deps = {n};
+    *dptr = CUdeviceptr(ga->base);
+    return CUDA_SUCCESS;
+  }
+  return AllocFromPoolLocked(pool, s->ctx, bytes, dptr);
+}
+
+CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
+  if (s->capture != nullptr) {
+    Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
+    if (a == nullptr || a->base != uintptr_t(dptr)) return CUDA_ERROR_INVALID_VALUE;
+    auto* n = new CUgraphNode_st{};
+    n->graph = s->capture;
+    n->kind = NodeKind::kMemFree;
+    n->free_ptr = dptr;
+    n->deps = s->capture_deps;
+    s->capture->nodes.push_back(n);
+    D().Register(n, HandleKind::kGraphNode);
+    s->capture_deps = {n};
+    return CUDA_SUCCESS;
+  }
+  return FreeLocked(uintptr_t(dptr), true);
+}
+
+// ---- virtual memory management ----
+
+CUresult CheckAllocProp(const CUmemAllocationProp* prop, int* physical) {
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = PhysicalDevice(prop->location.id, physical); r != CUDA_SUCCESS) {
+    return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_DEVICE : r;
+  }
+  return CUDA_SUCCESS;
+}
+
+void DropPhysicalIfUnused(CUmemGenericAllocationHandle h) {
+  Driver& d = D();
+  auto it = d.physical_allocs.find(h);
+  if (it == d.physical_allocs.end() || !it->second.released || it->second.mappings > 0) return;
+  d.Uncharge(it->second.device, it->second.charge);
+  close(it->second.fd);
+  d.physical_allocs.erase(it);
+}
+
+}  // namespace
+
+// ---- shared with graphs and contexts ----
+
+CUresult CopyLocked(uintptr_t dst, uintptr_t src, size_t bytes, bool dst_device, bool src_device) {
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((dst_device && !D().DeviceAccessible(dst, bytes)) ||
+      (src_device && !D().DeviceAccessible(src, bytes))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult Copy3DLocked(const CUDA_MEMCPY3D& p) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  size_t width = p.WidthInBytes, rows = std::max<size_t>(p.Height, 1),
+         depth = std::max<size_t>(p.Depth, 1);
+  if (width == 0) return CUDA_SUCCESS;
+  uint8_t *src, *dst;
+  size_t spitch, sheight, dpitch, dheight;
+  if (CUresult r =
+          CopySide(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY,
+                   p.srcZ, p.srcPitch, p.srcHeight, width, rows, depth, &src, &spitch, &sheight);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r =
+          CopySide(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY,
+                   p.dstZ, p.dstPitch, p.dstHeight, width, rows, depth, &dst, &dpitch, &dheight);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  for (size_t z = 0; z < depth; ++z) {
+    for (size_t y = 0; y < rows; ++y) {
+      std::memmove(dst + (p.dstZ + z) * dpitch * dheight + (p.dstY + y) * dpitch + p.dstXInBytes,
+                   src + (p.srcZ + z) * spitch * sheight + (p.srcY + y) * spitch + p.srcXInBytes,
+                   width);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult MemsetLocked(uintptr_t dst, size_t pitch, unsigned value, unsigned elem, size_t width,
+                      size_t height) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (elem != 1 && elem != 2 && elem != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (dst % elem != 0 || (height > 1 && (pitch % elem != 0 || pitch < width * elem))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (height == 1) pitch = width * elem;
+  size_t span = (height - 1) * pitch + width * elem;
+  if (!D().DeviceAccessible(dst, span)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t y = 0; y < height; ++y) {
+    auto* row = reinterpret_cast<uint8_t*>(dst + y * pitch);
+    if (elem == 1) {
+      std::memset(row, int(value & 0xff), width);
+    } else if (elem == 2) {
+      auto v = uint16_t(value);
+      for (size_t i = 0; i < width; ++i) std::memcpy(row + 2 * i, &v, 2);
+    } else {
+      auto v = uint32_t(value);
+      for (size_t i = 0; i < width; ++i) std::memcpy(row + 4 * i, &v, 4);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult AllocFromPoolLocked(CUmemPoolHandle_st* pool, CUctx_st* ctx, size_t bytes,
+                             CUdeviceptr* out) {
+  Driver& d = D();
+  uint64_t cached = pool->reserved - pool->used;
+  if (bytes > cached) {
+    uint64_t grow = RoundUp(bytes - cached, d.Granularity());
+    CUresult r = d.Charge(pool->device, grow);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && pool->reserved > pool->used) {
+      TrimPool(pool, 0);  // give back what the pool caches, then try again
+      cached = pool->reserved - pool->used;
+      grow = bytes > cached ? RoundUp(bytes - cached, d.Granularity()) : 0;
+      r = d.Charge(pool->device, grow);
+    }
+    if (r != CUDA_SUCCESS) return r;
+    pool->reserved += grow;
+  }
+  void* p = MapBacking(bytes);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  pool->used += bytes;
+  pool->used_high = std::max(pool->used_high, pool->used);
+  pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.size = bytes;
+  a.mapped_size = bytes;
+  a.kind = AllocKind::kPool;
+  a.device = pool->device;
+  a.ctx = ctx;
+  a.pool = pool;
+  d.allocations[a.base] = a;
+  *out = CUdeviceptr(a.base);
+  return CUDA_SUCCESS;
+}
+
+CUresult FreeLocked(uintptr_t ptr, bool async) {
+  Driver& d = D();
+  auto it = d.allocations.find(ptr);
+  if (it == d.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  switch (it->second.kind) {
+    case AllocKind::kDevice:
+    case AllocKind::kManaged:
+    case AllocKind::kPool:
+      ReleaseAllocation(it);
+      return CUDA_SUCCESS;
+    case AllocKind::kGraph:
+      GraphFreeLocked(ptr);
+      return CUDA_SUCCESS;
+    default:
+      (void)async;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult GraphAllocLaunchLocked(GraphAlloc* a) {
+  if (!a->resident) {
+    if (CUresult r = D().Charge(a->device, a->charge); r != CUDA_SUCCESS) return r;
+    a->resident = true;
+  }
+  a->in_use = true;
+  DeviceRt& rt = D().rt[size_t(a->device)];
+  uint64_t used = 0, reserved = 0;
+  for (auto& g : D().graph_allocs) {
+    if (g->device != a->device) continue;
+    if (g->resident) reserved += g->charge;
+    if (g->resident && g->in_use) used += g->charge;
+  }
+  rt.graph_used_high = std::max(rt.graph_used_high, used);
+  rt.graph_reserved_high = std::max(rt.graph_reserved_high, reserved);
+  return CUDA_SUCCESS;
+}
+
+void GraphFreeLocked(uintptr_t ptr) {
+  Allocation* a = D().FindAllocation(ptr, 1);
+  if (a != nullptr && a->kind == AllocKind::kGraph && a->graph_alloc != nullptr) {
+    a->graph_alloc->in_use = false;
+  }
+}
+
+void FreeContextMemoryLocked(CUctx_st* ctx) {
+  Driver& d = D();
+  for (auto it = d.allocations.begin(); it != d.allocations.end();) {
+    auto next = std::next(it);
+    Allocation& a = it->second;
+    if (a.ctx == ctx && a.kind != AllocKind::kGraph) ReleaseAllocation(it);
+    it = next;
+  }
+  for (auto& [device, sp] : ctx->small) {
+    d.Uncharge(device, sp.pages * d.Granularity());
+    sp = {};
+  }
+  // The last context of this process on the device: its pools hold nothing any more.
+  bool others = false;
+  for (auto& [h, kind] : d.handles) {
+    if (kind == HandleKind::kContext && h != ctx &&
+        static_cast<const CUctx_st*>(h)->device == ctx->device) {
+      others = true;
+    }
+  }
+  if (!others) {
+    for (auto& [h, kind] : d.handles) {
+      if (kind != HandleKind::kPool) continue;
+      auto* pool = const_cast<CUmemPoolHandle_st*>(static_cast<const CUmemPoolHandle_st*>(h));
+      if (pool->device == ctx->device) TrimPool(pool, 0);
+    }
+  }
+}
+
+void TrimPoolsAtSyncLocked(int physical) {
+  for (auto& [h, kind] : D().handles) {
+    if (kind != HandleKind::kPool) continue;
+    auto* pool = const_cast<CUmemPoolHandle_st*>(static_cast<const CUmemPoolHandle_st*>(h));
+    if (pool->device == physical) TrimPool(pool, pool->release_threshold);
+  }
+}
+
+}  // namespace hami::sim
+
+using namespace hami;       // NOLINT: the exported C API below
+using namespace hami::sim;  // NOLINT
+
+extern "C" {
+
+// ---- device memory ----
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  return MemAlloc(dptr, bytesize, false);
+}
+
+// The 32-bit ABI of CUDA 2.x: device pointers below 4 GiB.
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  CUresult r = MemAlloc(&p, bytesize, true);
+  if (r == CUDA_SUCCESS) *dptr = CUdeviceptr_v1(p);
+  return r;
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) { return MemFree(dptr); }
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) { return MemFree(dptr); }
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                                    size_t Height, unsigned int ElementSizeBytes) {
+  if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0 ||
+      (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  size_t pitch = RoundUp(WidthInBytes, 512);
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = AllocDevice(ctx, pitch * Height, AllocKind::kDevice, dptr); r != CUDA_SUCCESS) {
+    return r;
+  }
+  *pPitch = pitch;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  if (dptr == nullptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  return AllocDevice(ctx, bytesize, AllocKind::kManaged, dptr);
+}
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return MemGetInfo(free, total);
+}
+
+CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  size_t f, t;
+  CUresult r = MemGetInfo(&f, &t);
+  if (r == CUDA_SUCCESS) {
+    *free = unsigned(std::min<size_t>(f, 0xffffffffu));
+    *total = unsigned(std::min<size_t>(t, 0xffffffffu));
+  }
+  return r;
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(uintptr_t(dptr), 0);
+  if (a == nullptr || a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered) {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (pbase != nullptr) *pbase = CUdeviceptr(a->base);
+  if (psize != nullptr) *psize = a->size;
+  return CUDA_SUCCESS;
+}
+
+// ---- pinned host memory ----
+
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  constexpr unsigned kMask =
+      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (pp == nullptr || bytesize == 0 || (Flags & ~kMask) != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  void* p = MapBacking(bytesize);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.size = bytesize;
+  a.mapped_size = bytesize;
+  a.kind = AllocKind::kHost;
+  a.ctx = ctx;
+  D().allocations[a.base] = a;
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
+CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto it = D().allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == D().allocations.end() || it->second.kind != AllocKind::kHost) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ReleaseAllocation(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int Flags) {
+  constexpr unsigned kMask = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+  if (p == nullptr || bytesize == 0 || (Flags & ~kMask) != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  auto base = reinterpret_cast<uintptr_t>(p);
+  auto it = D().allocations.lower_bound(base);
+  bool overlaps = (it != D().allocations.end() && it->first < base + bytesize) ||
+                  (it != D().allocations.begin() &&
+                   std::prev(it)->second.base + std::prev(it)->second.size > base);
+  if (overlaps) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  Allocation a;
+  a.base = base;
+  a.size = bytesize;
+  a.kind = AllocKind::kRegistered;
+  a.ctx = ctx;
+  D().allocations[base] = a;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags) {
+  return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto it = D().allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == D().allocations.end() || it->second.kind != AllocKind::kRegistered) {
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  }
+  ReleaseAllocation(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
+  if (pdptr == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(reinterpret_cast<uintptr_t>(p), 1);
+  if (a == nullptr || (a->kind != AllocKind::kHost && a->kind != AllocKind::kRegistered)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pdptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
+  if (pFlags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(reinterpret_cast<uintptr_t>(p), 1);
+  if (a == nullptr || a->kind != AllocKind::kHost) return CUDA_ERROR_INVALID_VALUE;
+  *pFlags = 0;
+  return CUDA_SUCCESS;
+}
+
+// ---- copies ----
+
+CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_UNIFIED, CU_MEMORYTYPE_UNIFIED, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_UNIFIED, CU_MEMORYTYPE_UNIFIED, Sync::kSyncPtds,
+                 nullptr);
+}
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_UNIFIED, CU_MEMORYTYPE_UNIFIED, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_UNIFIED, CU_MEMORYTYPE_UNIFIED, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  return ApiCopy(dst, uintptr_t(src), n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, Sync::kSync,
+                 nullptr);
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return ApiCopy(dst, uintptr_t(src), n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, Sync::kSyncPtds,
+                 nullptr);
+}
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr_v1 dst, const void* src, unsigned int n) {
+  return cuMemcpyHtoD_v2(dst, src, n);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return ApiCopy(dst, uintptr_t(src), n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return ApiCopy(dst, uintptr_t(src), n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, Sync::kAsyncPtsz,
+                 s);
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  return ApiCopy(uintptr_t(dst), src, n, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, Sync::kSync,
+                 nullptr);
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+  return ApiCopy(uintptr_t(dst), src, n, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, Sync::kSyncPtds,
+                 nullptr);
+}
+CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr_v1 src, unsigned int n) {
+  return cuMemcpyDtoH_v2(dst, src, n);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ApiCopy(uintptr_t(dst), src, n, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ApiCopy(uintptr_t(dst), src, n, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, Sync::kAsyncPtsz,
+                 s);
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n,
+                                   CUstream s) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kAsync, s);
+}
+
+CUresult CUDAAPI cuMemcpyHtoA_v2(CUarray dst, size_t offset, const void* src, size_t n) {
+  return ApiCopyArray(dst, offset, uintptr_t(src), n, CU_MEMORYTYPE_HOST, true, Sync::kSync,
+                      nullptr);
+}
+CUresult CUDAAPI cuMemcpyAtoH_v2(void* dst, CUarray src, size_t offset, size_t n) {
+  return ApiCopyArray(src, offset, uintptr_t(dst), n, CU_MEMORYTYPE_HOST, false, Sync::kSync,
+                      nullptr);
+}
+CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray dst, size_t offset, CUdeviceptr src, size_t n) {
+  return ApiCopyArray(dst, offset, src, n, CU_MEMORYTYPE_DEVICE, true, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t offset, size_t n) {
+  return ApiCopyArray(src, offset, dst, n, CU_MEMORYTYPE_DEVICE, false, Sync::kSync, nullptr);
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = From2D(*p);
+  return ApiCopy3D(&q, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* p) { return cuMemcpy2D_v2(p); }
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* p, CUstream s) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = From2D(*p);
+  return ApiCopy3D(&q, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D* p) {
+  return ApiCopy3D(p, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* p, CUstream s) {
+  return ApiCopy3D(p, Sync::kAsync, s);
+}
+
+// ---- sets ----
+
+CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
+  return ApiMemset(d, 0, v, 1, n, 1, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) {
+  return ApiMemset(d, 0, v, 1, n, 1, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) {
+  return ApiMemset(d, 0, v, 2, n, 1, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) {
+  return ApiMemset(d, 0, v, 4, n, 1, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) {
+  return ApiMemset(d, 0, v, 4, n, 1, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h) {
+  return ApiMemset(d, pitch, v, 1, w, h, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
+                                  size_t h) {
+  return ApiMemset(d, pitch, v, 2, w, h, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h) {
+  return ApiMemset(d, pitch, v, 4, w, h, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
+  return ApiMemset(d, 0, v, 1, n, 1, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
+  return ApiMemset(d, 0, v, 1, n, 1, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
+  return ApiMemset(d, 0, v, 2, n, 1, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
+  return ApiMemset(d, 0, v, 4, n, 1, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
+  return ApiMemset(d, 0, v, 4, n, 1, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h,
+                                   CUstream s) {
+  return ApiMemset(d, pitch, v, 1, w, h, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h,
+                                    CUstream s) {
+  return ApiMemset(d, pitch, v, 4, w, h, Sync::kAsync, s);
+}
+
+// ---- stream-ordered allocation and pools ----
+
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return AllocAsync(dptr, bytesize, nullptr, s, false);
+}
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return AllocAsync(dptr, bytesize, nullptr, s, true);
+}
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                         CUstream s) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AllocAsync(dptr, bytesize, pool, s, false);
+}
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                              CUstream s) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AllocAsync(dptr, bytesize, pool, s, true);
+}
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream s) { return FreeAsync(dptr, s, false); }
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+  return FreeAsync(dptr, s, true);
+}
+
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  CurrentPool(p);
+  *pool = D().rt[size_t(p)].default_pool;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  *pool = CurrentPool(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool) || pool->device != p) return CUDA_ERROR_INVALID_VALUE;
+  D().rt[size_t(p)].current_pool = pool;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  if (pool == nullptr || props == nullptr || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(props->location.id, &p); r != CUDA_SUCCESS) {
+    return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_VALUE : r;
+  }
+  *pool = NewPool(p, false);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool) || pool->is_default) return CUDA_ERROR_INVALID_VALUE;
+  // Outstanding allocations stay addressable; their memory returns with the pool's.
+  for (auto& [base, a] : D().allocations) {
+    if (a.pool == pool) a.pool = nullptr;
+  }
+  D().Uncharge(pool->device, pool->reserved);
+  DeviceRt& rt = D().rt[size_t(pool->device)];
+  if (rt.current_pool == pool) rt.current_pool = rt.default_pool;
+  D().Unregister(pool);
+  delete pool;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  TrimPool(pool, minBytesToKeep);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      pool->reuse_flags[int(attr) - 1] = *static_cast<int*>(value);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      pool->release_threshold = *static_cast<cuuint64_t*>(value);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+      if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) {
+        pool->reserved_high = pool->reserved;
+      } else {
+        pool->used_high = pool->used;
+      }
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  auto* u64 = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      *static_cast<int*>(value) = pool->reuse_flags[int(attr) - 1];
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      *u64 = pool->release_threshold;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      *u64 = pool->reserved;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      *u64 = pool->reserved_high;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      *u64 = pool->used;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      *u64 = pool->used_high;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// ---- virtual memory management ----
+
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                               CUmemAllocationGranularity_flags option) {
+  if (granularity == nullptr || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                                 option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  int p;
+  if (CUresult r = CheckAllocProp(prop, &p); r != CUDA_SUCCESS) return r;
+  *granularity = D().Granularity();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  if (handle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = CheckAllocProp(prop, &p); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  if (size == 0 || size % d.Granularity() != 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = memfd_create("hami-sim-vmm", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, off_t(size)) != 0) {
+    if (fd >= 0) close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (CUresult r = d.Charge(p, size); r != CUDA_SUCCESS) {
+    close(fd);
+    return r;
+  }
+  CUmemGenericAllocationHandle h = d.next_physical++;
+  d.physical_allocs[h] = PhysicalAlloc{p, size, size, fd};
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto it = D().physical_allocs.find(handle);
+  if (it == D().physical_allocs.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  DropPhysicalIfUnused(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  if (ptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  size_t g = D().Granularity();
+  if (size == 0 || size % g != 0 || (alignment != 0 && (alignment & (alignment - 1)) != 0)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  size_t align = std::max(alignment, g);
+  size_t span = size + align;
+  void* hint = reinterpret_cast<void*>(addr);
+  void* raw = mmap(hint, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto base = RoundUp(reinterpret_cast<uintptr_t>(raw), align);
+  // Keep exactly [base, base + size).
+  if (base > reinterpret_cast<uintptr_t>(raw)) munmap(raw, base - reinterpret_cast<uintptr_t>(raw));
+  uintptr_t end = reinterpret_cast<uintptr_t>(raw) + span;
+  if (end > base + size) munmap(reinterpret_cast<void*>(base + size), end - base - size);
+  D().reservations[base] = VaReservation{base, size};
+  *ptr = CUdeviceptr(base);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto it = D().reservations.find(uintptr_t(ptr));
+  if (it == D().reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& [base, m] : D().mappings) {
+    if (base >= it->second.base && base < it->second.base + size) return CUDA_ERROR_INVALID_VALUE;
+  }
+  munmap(reinterpret_cast<void*>(ptr), size);
+  D().reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  auto ph = d.physical_allocs.find(handle);
+  if (ph == d.physical_allocs.end() || ph->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  size_t g = d.Granularity();
+  auto base = uintptr_t(ptr);
+  if (size == 0 || size % g != 0 || offset % g != 0 || base % g != 0 ||
+      offset + size > ph->second.size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto rv = d.reservations.upper_bound(base);
+  if (rv == d.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --rv;
+  if (base < rv->second.base || base + size > rv->second.base + rv->second.size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto next = d.mappings.lower_bound(base);
+  if ((next != d.mappings.end() && next->first < base + size) ||
+      (next != d.mappings.begin() &&
+       std::prev(next)->second.base + std::prev(next)->second.size > base)) {
+    return CUDA_ERROR_INVALID_VALUE;  // already mapped
+  }
+  void* p = mmap(reinterpret_cast<void*>(base), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                 ph->second.fd, off_t(offset));
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  ph->second.mappings += 1;
+  d.mappings[base] = VaMapping{base, size, handle, 0};
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  auto base = uintptr_t(ptr);
+  auto it = d.mappings.find(base);
+  if (it == d.mappings.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  mmap(reinterpret_cast<void*>(base), size, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  CUmemGenericAllocationHandle h = it->second.handle;
+  d.mappings.erase(it);
+  auto ph = d.physical_allocs.find(h);
+  if (ph != d.physical_allocs.end()) {
+    ph->second.mappings -= 1;
+    DropPhysicalIfUnused(h);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                size_t count) {
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  int prot = 0;
+  for (size_t i = 0; i < count; ++i) {
+    int p;
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        PhysicalDevice(desc[i].location.id, &p) != CUDA_SUCCESS) {
+      return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
+    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == 0) prot = PROT_READ;
+  }
+  Driver& d = D();
+  auto base = uintptr_t(ptr);
+  // Every byte of the range must be mapped.
+  uintptr_t cursor = base;
+  std::vector<VaMapping*> hit;
+  for (auto it = d.mappings.lower_bound(base); it != d.mappings.end() && it->first < base + size;
+       ++it) {
+    if (it->first != cursor) return CUDA_ERROR_INVALID_VALUE;
+    hit.push_back(&it->second);
+    cursor = it->first + it->second.size;
+  }
+  if (cursor < base + size || hit.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (VaMapping* m : hit) {
+    mprotect(reinterpret_cast<void*>(m->base), m->size, prot);
+    m->prot = prot;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                        CUmemGenericAllocationHandle handle) {
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto it = D().physical_allocs.find(handle);
+  if (it == D().physical_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  *prop = CUmemAllocationProp{};
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  for (size_t i = 0; i < D().visible.size(); ++i) {
+    if (D().visible[i] == it->second.device) prop->location.id = int(i);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto base = reinterpret_cast<uintptr_t>(addr);
+  auto it = D().mappings.upper_bound(base);
+  if (it == D().mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (base >= it->second.base + it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  *handle = it->second.handle;
+  return CUDA_SUCCESS;
+}
+
+// ---- arrays ----
+
+static CUresult ArrayCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
+  if (pHandle == nullptr || desc.Width == 0 ||
+      (desc.NumChannels != 1 && desc.NumChannels != 2 && desc.NumChannels != 4)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  size_t elem;
+  switch (desc.Format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      elem = 1;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      elem = 2;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      elem = 4;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  elem *= desc.NumChannels;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  size_t bytes =
+      desc.Width * elem * std::max<size_t>(desc.Height, 1) * std::max<size_t>(desc.Depth, 1);
+  uint64_t charge = RoundUp(bytes, D().Granularity());
+  if (CUresult r = D().Charge(ctx->device, charge); r != CUDA_SUCCESS) return r;
+  void* data = std::calloc(1, bytes);
+  if (data == nullptr) {
+    D().Uncharge(ctx->device, charge);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto* a = new CUarray_st{ctx, desc, elem, bytes, charge, data};
+  D().Register(a, HandleKind::kArray);
+  *pHandle = a;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* d) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  desc.Width = d->Width;
+  desc.Height = d->Height;
+  desc.Format = d->Format;
+  desc.NumChannels = d->NumChannels;
+  return ArrayCreate(pHandle, desc);
+}
+
+CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate(pHandle, *d);
+}
+
+CUresult CUDAAPI cuArrayDestroy(CUarray a) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(a, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
+  D().Uncharge(a->ctx->device, a->charge);
+  std::free(a->data);
+  D().Unregister(a);
+  delete a;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* d, CUarray a) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(a, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
+  d->Width = a->desc.Width;
+  d->Height = a->desc.Height;
+  d->Format = a->desc.Format;
+  d->NumChannels = a->desc.NumChannels;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* d, CUarray a) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(a, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
+  *d = a->desc;
+  return CUDA_SUCCESS;
+}
+
+// ---- managed memory hints ----
+
+static CUresult CheckManaged(CUdeviceptr p, size_t count) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(uintptr_t(p), count);
+  return a != nullptr && a->kind == AllocKind::kManaged ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuMemAdvise(CUdeviceptr p, size_t count, CUmem_advise, CUdevice) {
+  return CheckManaged(p, count);
+}
+CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr p, size_t count, CUmem_advise, CUmemLocation) {
+  return CheckManaged(p, count);
+}
+CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr p, size_t count, CUmemLocation, unsigned int,
+                                       CUstream) {
+  return CheckManaged(p, count);
+}
+
+// ---- pointer attributes ----
+
+static CUresult PointerAttribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr,
+                                 bool lenient) {
+  Driver& d = D();
+  Allocation* a = d.FindAllocation(uintptr_t(ptr), 0);
+  if (a == nullptr) {
+    if (!lenient) return CUDA_ERROR_INVALID_VALUE;
+    // cuPointerGetAttributes describes unknown memory as plain host memory.
+    if (attr == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) *static_cast<unsigned*>(data) = 0;
+    return CUDA_SUCCESS;
+  }
+  bool host = a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered;
+  int ordinal = -2;
+  for (size_t i = 0; i < d.visible.size(); ++i) {
+    if (a->device >= 0 && d.visible[i] == a->device) ordinal = int(i);
+  }
+  switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = a->ctx;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (!host && a->kind != AllocKind::kManaged) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<unsigned*>(data) = a->kind == AllocKind::kManaged;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = host ? (a->ctx ? a->ctx->ordinal : 0) : ordinal;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = a->base;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = a->size;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<unsigned*>(data) = 1;
+      break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = a->base;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      *static_cast<CUmemoryPool*>(data) = a->pool;
+      break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+      *static_cast<unsigned*>(data) = 1;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  return PointerAttribute(data, attribute, ptr, false);
+}
+
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                        void** data, CUdeviceptr ptr) {
+  if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  for (unsigned i = 0; i < numAttributes; ++i) {
+    if (data[i] == nullptr) continue;
+    if (CUresult r = PointerAttribute(data[i], attributes[i], ptr, true); r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- graph memory ----
+
+CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice dev) {
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  for (auto& g : D().graph_allocs) {
+    if (g->device == p && g->resident && !g->in_use) {
+      D().Uncharge(p, g->charge);
+      g->resident = false;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                              void* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  uint64_t used = 0, reserved = 0;
+  for (auto& g : D().graph_allocs) {
+    if (g->device != p) continue;
+    if (g->resident) reserved += g->charge;
+    if (g->resident && g->in_use) used += g->charge;
+  }
+  auto* out = static_cast<cuuint64_t*>(value);
+  const DeviceRt& rt = D().rt[size_t(p)];
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      *out = used;
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      *out = rt.graph_used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      *out = reserved;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      *out = rt.graph_reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

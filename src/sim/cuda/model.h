@@ -1,0 +1,354 @@
+// The simulated driver's process-local model: contexts, streams, events, modules,
+// allocations, pools, graphs. cuda.h declares the handle types as pointers to incomplete
+// structs (CUctx_st, CUstream_st, ...); they are defined here, and a handle is a pointer to
+// one of them. Every handle a caller passes is looked up in a registry before it is
+// dereferenced, so a stale or forged handle is an error code, never a crash.
+//
+// Concurrency: one process-wide mutex (Driver::mu) guards the whole model. API functions
+// take it through an ApiLock at entry and never call each other with it held. Waits
+// (synchronize, a full launch queue) release it first.
+#pragma once
+
+#include <pthread.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/raw_log.h"
+#include "common/result.h"
+#include "sim/cuda/stubs.h"
+#include "sim/options.h"
+#include "sim/profiles.h"
+#include "sim/state.h"
+
+namespace hami::sim {
+
+extern RawLogger g_log;
+
+enum class HandleKind : uint8_t {
+  kContext,
+  kStream,
+  kEvent,
+  kModule,
+  kFunction,
+  kArray,
+  kPool,
+  kGraph,
+  kGraphNode,
+  kGraphExec,
+};
+
+enum class AllocKind : uint8_t {
+  kDevice,      // cuMemAlloc, cuMemAllocPitch
+  kManaged,     // cuMemAllocManaged
+  kPool,        // cuMemAllocAsync, cuMemAllocFromPoolAsync
+  kHost,        // cuMemAllocHost, cuMemHostAlloc
+  kRegistered,  // cuMemHostRegister
+  kGraph,       // a graph memory-allocation node
+  kModuleGlobal,
+};
+
+// Memory a caller can address: device, managed, pool, pinned host, graph memory. Device
+// memory is backed by host memory at the same address, so data round-trips exactly.
+struct Allocation {
+  uintptr_t base = 0;
+  size_t size = 0;
+  size_t mapped_size = 0;  // the host mapping behind it (0: not ours to unmap)
+  AllocKind kind = AllocKind::kDevice;
+  int device = -1;  // physical device, -1 for host memory
+  CUctx_st* ctx = nullptr;
+  uint64_t charge = 0;  // device bytes charged for it (small ones: see SmallPages)
+  bool small = false;
+  CUmemPoolHandle_st* pool = nullptr;
+  struct GraphAlloc* graph_alloc = nullptr;
+};
+
+struct GraphAlloc {
+  uintptr_t base = 0;
+  size_t size = 0;
+  int device = 0;
+  uint64_t charge = 0;
+  bool resident = false;  // physical memory charged
+  bool in_use = false;    // allocated by a launch and not yet freed
+};
+
+// One granule per page holds small allocations of a context on a device; the model
+// ignores fragmentation: pages = ceil(bytes / granularity).
+struct SmallPages {
+  uint64_t bytes = 0;
+  uint64_t pages = 0;
+};
+
+struct PerThreadKey;
+
+}  // namespace hami::sim
+
+struct CUctx_st {
+  uint64_t id;
+  int device;   // physical
+  int ordinal;  // CUdevice the caller used
+  unsigned flags;
+  bool primary;
+  int primary_refs = 0;
+  uint64_t charge = 0;  // the context's own device memory
+  CUstream_st* legacy_stream = nullptr;
+  std::set<CUstream_st*> streams;  // every stream of the context, legacy included
+  std::map<int, hami::sim::SmallPages> small;
+  size_t limits[8] = {};
+};
+
+struct CUstream_st {
+  uint64_t id;
+  CUctx_st* ctx;
+  unsigned flags;
+  int priority;
+  bool legacy = false;          // the context's NULL stream
+  bool per_thread = false;      // a per-thread default stream
+  int64_t tail_ns = 0;          // completion time of the last work queued
+  std::deque<int64_t> pending;  // end times of queued launches (queue depth)
+  // Capture.
+  CUgraph_st* capture = nullptr;
+  CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  uint64_t capture_id = 0;
+  bool capture_invalidated = false;
+  std::vector<CUgraphNode_st*> capture_deps;
+};
+
+struct CUevent_st {
+  CUctx_st* ctx;
+  unsigned flags;
+  bool recorded = false;
+  int64_t time_ns = 0;
+};
+
+struct CUfunc_st {
+  CUmod_st* module;
+  std::string name;
+  uint64_t wave_ns = 0;  // 0: HAMI_SIM_WAVE_NS
+  int max_dynamic_smem = 48 * 1024;
+};
+
+struct CUmod_st {
+  CUctx_st* ctx;
+  bool manifest = false;
+  std::map<std::string, uint64_t> manifest_kernels;  // name -> wave_ns (0: default)
+  std::map<std::string, CUfunc_st*> functions;
+  std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
+  uint64_t charge = 0;
+};
+
+struct CUarray_st {
+  CUctx_st* ctx;
+  CUDA_ARRAY3D_DESCRIPTOR desc;
+  size_t element_bytes;
+  size_t bytes;
+  uint64_t charge;
+  void* data;
+};
+
+struct CUmemPoolHandle_st {
+  int device;
+  bool is_default;
+  uint64_t reserved = 0, used = 0;
+  uint64_t reserved_high = 0, used_high = 0;
+  uint64_t release_threshold = 0;
+  int reuse_flags[3] = {1, 1, 1};
+};
+
+namespace hami::sim {
+
+enum class NodeKind : uint8_t {
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kEmpty,
+  kMemAlloc,
+  kMemFree,
+  kHost,
+  kEventRecord
+};
+
+}  // namespace hami::sim
+
+struct CUgraphNode_st {
+  CUgraph_st* graph;
+  hami::sim::NodeKind kind;
+  std::vector<CUgraphNode_st*> deps;
+  // Kernel.
+  CUfunc_st* func = nullptr;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  unsigned shared_mem = 0;
+  // Memcpy / memset: kept as the caller described them.
+  CUDA_MEMCPY3D copy{};
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  // Memory nodes.
+  std::shared_ptr<hami::sim::GraphAlloc> alloc;
+  CUdeviceptr free_ptr = 0;
+  // Host node.
+  CUhostFn host_fn = nullptr;
+  void* host_data = nullptr;
+};
+
+struct CUgraph_st {
+  std::vector<CUgraphNode_st*> nodes;  // insertion order is a topological order
+  int instantiated = 0;
+};
+
+struct CUgraphExec_st {
+  std::vector<CUgraphNode_st> nodes;  // a copy: later edits of the graph do not affect it
+  CUctx_st* ctx;
+};
+
+namespace hami::sim {
+
+struct VaReservation {
+  uintptr_t base;
+  size_t size;
+};
+
+struct PhysicalAlloc {
+  int device;
+  size_t size;
+  uint64_t charge;
+  int fd;  // memfd backing the physical pages, so several mappings share data
+  int mappings = 0;
+  bool released = false;
+};
+
+struct VaMapping {
+  uintptr_t base;
+  size_t size;
+  CUmemGenericAllocationHandle handle;
+  int prot = 0;  // PROT_* granted by cuMemSetAccess
+};
+
+// Per physical device state of this process.
+struct DeviceRt {
+  CUctx_st* primary = nullptr;
+  unsigned primary_flags = 0;
+  CUmemPoolHandle_st* default_pool = nullptr;
+  CUmemPoolHandle_st* current_pool = nullptr;
+  uint64_t graph_used_high = 0, graph_reserved_high = 0;
+};
+
+class Driver {
+ public:
+  std::mutex mu;
+
+  // Set by cuInit.
+  bool initialized = false;
+  SimOptions options;
+  std::vector<DeviceSpec> devices;  // physical
+  std::vector<int> visible;         // CUdevice ordinal -> physical index
+  std::unique_ptr<SharedState> state;
+  std::vector<DeviceRt> rt;
+
+  int slot = -1;  // this process's slot in the state, claimed with its first context
+  uint64_t next_id = 1;
+
+  std::unordered_map<const void*, HandleKind> handles;
+  std::map<uintptr_t, Allocation> allocations;  // by base address
+  std::vector<std::shared_ptr<GraphAlloc>> graph_allocs;
+  std::map<uintptr_t, VaReservation> reservations;
+  std::map<uintptr_t, VaMapping> mappings;
+  std::map<CUmemGenericAllocationHandle, PhysicalAlloc> physical_allocs;
+  CUmemGenericAllocationHandle next_physical = 1;
+
+  bool Live(const void* h, HandleKind kind) const {
+    auto it = handles.find(h);
+    return it != handles.end() && it->second == kind;
+  }
+  void Register(const void* h, HandleKind kind) { handles[h] = kind; }
+  void Unregister(const void* h) { handles.erase(h); }
+
+  const DeviceSpec& spec(int physical) const { return devices[size_t(physical)]; }
+  uint64_t ContextBytes(int physical) const;
+  uint64_t Granularity() const { return options.alloc_granularity; }
+
+  // Device memory accounting against the shared state. Charge fails with
+  // CUDA_ERROR_OUT_OF_MEMORY at physical capacity.
+  CUresult Charge(int physical, uint64_t bytes);
+  void Uncharge(int physical, uint64_t bytes);
+  CUresult EnsureSlot();
+
+  // Finds the allocation containing [ptr, ptr + bytes), or null.
+  Allocation* FindAllocation(uintptr_t ptr, size_t bytes);
+  // True when [ptr, ptr + bytes) is device-accessible memory the simulation backs.
+  bool DeviceAccessible(uintptr_t ptr, size_t bytes);
+};
+
+Driver& D();
+
+// Locks the driver for one API call.
+class ApiLock {
+ public:
+  ApiLock() : lock_(D().mu) {}
+  std::unique_lock<std::mutex>& lock() { return lock_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+
+// ---- shared helpers (implemented in context.cc, exec.cc, memory.cc) ----
+
+// The calling thread's current context, or null.
+CUctx_st* CurrentContext();
+void SetCurrentContext(CUctx_st* ctx);
+
+// CUDA_SUCCESS when initialized and a live context is current (then *ctx is it).
+CUresult RequireContext(CUctx_st** ctx);
+CUresult RequireInit();
+// Maps a CUdevice ordinal to its physical index.
+CUresult PhysicalDevice(CUdevice dev, int* physical);
+
+// Resolves a stream handle as the caller meant it (NULL, CU_STREAM_LEGACY,
+// CU_STREAM_PER_THREAD, or a created stream). `ptsz` is true for the per-thread-default
+// variants of the API, where NULL names the per-thread stream.
+CUresult ResolveStream(CUstream handle, bool ptsz, CUstream_st** out);
+
+// Completion time of everything a legacy-stream operation in `ctx` waits for.
+int64_t LegacyTail(CUctx_st* ctx);
+// Time at which work queued to `s` now would be complete.
+int64_t StreamTail(CUstream_st* s);
+// Sleeps until `deadline_ns` with the driver unlocked.
+void WaitUnlocked(ApiLock& api, int64_t deadline_ns);
+
+// Destroys a context and everything it owns (memory returned to the device).
+void DestroyContextLocked(CUctx_st* ctx);
+// Frees every allocation of `ctx` (memory.cc).
+void FreeContextMemoryLocked(CUctx_st* ctx);
+// Trims the memory pools of `ctx`'s device at a synchronization point (memory.cc).
+void TrimPoolsAtSyncLocked(int physical);
+// Destroys a module (exec.cc).
+void DestroyModuleLocked(CUmod_st* m);
+
+// Queues a kernel of `func` on `stream` (exec.cc); validates dimensions.
+CUresult LaunchLocked(ApiLock& api, CUfunc_st* func, const unsigned grid[3],
+                      const unsigned block[3], unsigned shared_mem, CUstream_st* stream,
+                      bool cooperative);
+// Device time of one launch.
+int64_t KernelDurationNs(const DeviceSpec& spec, const SimOptions& options, uint64_t wave_ns,
+                         const unsigned grid[3], const unsigned block[3], unsigned shared_mem);
+
+// Memory operations shared by the direct API and graph execution (memory.cc).
+CUresult CopyLocked(uintptr_t dst, uintptr_t src, size_t bytes, bool dst_device, bool src_device);
+CUresult Copy3DLocked(const CUDA_MEMCPY3D& p);
+CUresult MemsetLocked(uintptr_t dst, size_t pitch, unsigned value, unsigned element_size,
+                      size_t width, size_t height);
+CUresult AllocFromPoolLocked(CUmemPoolHandle_st* pool, CUctx_st* ctx, size_t bytes,
+                             CUdeviceptr* out);
+CUresult FreeLocked(uintptr_t ptr, bool async);
+CUresult GraphAllocLaunchLocked(GraphAlloc* a);
+void GraphFreeLocked(uintptr_t ptr);
+
+// Converts a project error to the CUresult the boundary reports, logging the message.
+CUresult ToCuResult(const Error& error);
+
+}  // namespace hami::sim

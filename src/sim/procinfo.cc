@@ -1,0 +1,110 @@
+#include "sim/procinfo.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/file.h"
+#include "common/parse.h"
+
+namespace hami::sim {
+
+namespace {
+
+std::string ProcPath(pid_t pid, const char* leaf) {
+  return (pid == 0 ? std::string("/proc/self/") : "/proc/" + std::to_string(pid) + "/") + leaf;
+}
+
+}  // namespace
+
+uint64_t PidNamespaceInode(pid_t pid) {
+  struct stat st;
+  if (stat(ProcPath(pid, "ns/pid").c_str(), &st) != 0) return 0;
+  return uint64_t(st.st_ino);
+}
+
+uint64_t ProcessStartTicks(pid_t pid) {
+  auto text = ReadFileToString(ProcPath(pid, "stat"), 4096);
+  if (!text.ok()) return 0;
+  // comm may contain spaces and ')': fields resume after the last ')'.
+  size_t close = text->rfind(')');
+  if (close == std::string::npos) return 0;
+  const char* p = text->c_str() + close + 1;
+  // Field 3 (state) is the first after ')'; start time is field 22.
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  while (*p == ' ') ++p;
+  const char* end = p;
+  while (*end >= '0' && *end <= '9') ++end;
+  auto v = ParseUint64(std::string_view(p, size_t(end - p)), "starttime");
+  return v.ok() ? *v : 0;
+}
+
+std::vector<pid_t> NsTgids(pid_t pid) {
+  std::vector<pid_t> out;
+  auto text = ReadFileToString(ProcPath(pid, "status"), 1 << 16);
+  if (!text.ok()) return out;
+  size_t pos = text->find("\nNStgid:");
+  if (pos == std::string::npos) return out;
+  size_t eol = text->find('\n', pos + 1);
+  std::string_view line(text->data() + pos + 8,
+                        (eol == std::string::npos ? text->size() : eol) - pos - 8);
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+    if (j > i) {
+      auto v = ParseUint64(line.substr(i, j - i), "NStgid");
+      if (!v.ok() || *v == 0 || *v > 0x7fffffff) return {};
+      out.push_back(pid_t(*v));
+    }
+    i = j;
+  }
+  return out;
+}
+
+std::string ProcessComm(pid_t pid) {
+  auto text = ReadFileToString(ProcPath(pid, "comm"), 256);
+  if (!text.ok()) return "";
+  std::string s = *text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+pid_t PidInNamespace(uint64_t host_ns) {
+  if (host_ns == 0) return 0;
+  if (PidNamespaceInode() == host_ns) return getpid();
+  // This /proc belongs to the host's namespace exactly when its PID 1 lives there; then the
+  // first NStgid entry is our PID in it.
+  if (PidNamespaceInode(1) != host_ns) return 0;
+  std::vector<pid_t> ids = NsTgids();
+  return ids.size() >= 2 ? ids.front() : 0;
+}
+
+pid_t FindPidByNamespacePid(uint64_t pidns, pid_t ns_pid, uint64_t start_ticks) {
+  DIR* dir = opendir("/proc");
+  if (dir == nullptr) return 0;
+  pid_t found = 0;
+  while (dirent* e = readdir(dir)) {
+    auto pid = ParseUint64(e->d_name, "pid");
+    if (!pid.ok() || *pid == 0 || *pid > 0x7fffffff) continue;
+    pid_t p = pid_t(*pid);
+    if (PidNamespaceInode(p) != pidns) continue;
+    std::vector<pid_t> ids = NsTgids(p);
+    if (ids.empty() || ids.back() != ns_pid) continue;
+    if (start_ticks != 0 && ProcessStartTicks(p) != start_ticks) continue;
+    found = p;
+    break;
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace hami::sim

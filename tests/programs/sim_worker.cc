@@ -1,0 +1,122 @@
+// sim_worker: a scripted CUDA driver API process for multi-process tests of the simulated
+// GPU. It runs its steps in order, prints one line per step on stdout, and with `hold`
+// waits until its stdin closes (or it is killed) before releasing anything.
+//
+//   sim_worker [device N] [context] [alloc BYTES] [launch COUNT] [sync] [free-all]
+//              [sleep-ms N] [hold] [release-context] ...
+//
+// Exit status: 0 when every step succeeded; 1 with "error <step> <CUresult>" otherwise.
+#include <cuda.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/parse.h"
+
+namespace {
+
+int Fail(const char* step, int code) {
+  std::printf("error %s %d\n", step, code);
+  std::fflush(stdout);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (CUresult r = cuInit(0); r != CUDA_SUCCESS) return Fail("cuInit", r);
+  int device = 0;
+  CUcontext ctx = nullptr;
+  CUmodule module = nullptr;
+  CUfunction kernel = nullptr;
+  std::vector<CUdeviceptr> held;
+  for (int i = 1; i < argc; ++i) {
+    std::string step = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (step == "device") {
+      device = std::atoi(next().c_str());
+      continue;
+    }
+    if (ctx == nullptr || step == "context") {
+      CUdevice dev;
+      if (CUresult r = cuDeviceGet(&dev, device); r != CUDA_SUCCESS) return Fail("cuDeviceGet", r);
+      if (CUresult r = cuDevicePrimaryCtxRetain(&ctx, dev); r != CUDA_SUCCESS) {
+        return Fail("cuDevicePrimaryCtxRetain", r);
+      }
+      if (CUresult r = cuCtxSetCurrent(ctx); r != CUDA_SUCCESS) return Fail("cuCtxSetCurrent", r);
+      if (step == "context") {
+        std::printf("context device=%d\n", device);
+        continue;
+      }
+    }
+    if (step == "alloc") {
+      auto bytes = hami::ParseSize(next(), "alloc");
+      if (!bytes.ok()) return Fail("alloc-size", 1);
+      CUdeviceptr p;
+      if (CUresult r = cuMemAlloc_v2(&p, *bytes); r != CUDA_SUCCESS) return Fail("alloc", r);
+      held.push_back(p);
+      std::printf("alloc %llu\n", static_cast<unsigned long long>(*bytes));
+    } else if (step == "launch") {
+      int count = std::atoi(next().c_str());
+      if (module == nullptr) {
+        if (CUresult r = cuModuleLoadData(&module, "hami-sim-module\nkernel busy\n");
+            r != CUDA_SUCCESS) {
+          return Fail("module", r);
+        }
+        if (CUresult r = cuModuleGetFunction(&kernel, module, "busy"); r != CUDA_SUCCESS) {
+          return Fail("function", r);
+        }
+      }
+      for (int k = 0; k < count; ++k) {
+        if (CUresult r =
+                cuLaunchKernel(kernel, 4096, 1, 1, 256, 1, 1, 0, nullptr, nullptr, nullptr);
+            r != CUDA_SUCCESS) {
+          return Fail("launch", r);
+        }
+      }
+      std::printf("launched %d\n", count);
+    } else if (step == "sync") {
+      if (CUresult r = cuCtxSynchronize(); r != CUDA_SUCCESS) return Fail("sync", r);
+      std::printf("synced\n");
+    } else if (step == "free-all") {
+      for (CUdeviceptr p : held) {
+        if (CUresult r = cuMemFree_v2(p); r != CUDA_SUCCESS) return Fail("free", r);
+      }
+      held.clear();
+      std::printf("freed\n");
+    } else if (step == "hold") {
+      std::printf("holding pid=%d\n", int(getpid()));
+      std::fflush(stdout);
+      char buf[64];
+      while (read(0, buf, sizeof(buf)) > 0) {
+      }
+      std::printf("released\n");
+    } else if (step == "sleep-ms") {
+      struct timespec ts = {std::atoi(next().c_str()) / 1000, 0};
+      ts.tv_nsec = long(std::atoi(argv[i]) % 1000) * 1000000;
+      nanosleep(&ts, nullptr);
+      std::printf("slept\n");
+    } else if (step == "release-context") {
+      CUdevice dev;
+      cuDeviceGet(&dev, device);
+      if (CUresult r = cuDevicePrimaryCtxRelease_v2(dev); r != CUDA_SUCCESS) {
+        return Fail("release", r);
+      }
+      ctx = nullptr;
+      std::printf("context released\n");
+    } else if (step == "context") {
+      // handled above
+    } else {
+      std::fprintf(stderr, "sim_worker: unknown step '%s'\n", step.c_str());
+      return 2;
+    }
+    std::fflush(stdout);
+  }
+  std::printf("done\n");
+  return 0;
+}
