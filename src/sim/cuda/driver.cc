@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/clock.h"
 #include "sim/cuda/model.h"
+#include "sim/visible_devices.h"
 
 namespace hami::sim {
 
@@ -29,47 +31,17 @@ void AtForkChild() {
   SetCurrentContext(nullptr);
 }
 
-// Applies CUDA_VISIBLE_DEVICES as the driver does: entries are indices or UUIDs (with the
-// GPU- prefix; a unique prefix is enough) in any order; the list ends at the first entry
-// that names no device or repeats one.
-std::vector<int> VisibleDevices(const std::vector<DeviceSpec>& devices) {
-  std::vector<int> out;
+std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices) {
   const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (env == nullptr) {
-    for (size_t i = 0; i < devices.size(); ++i) out.push_back(int(i));
-    return out;
+  VisibleDevices v = ParseVisibleDevices(
+      env != nullptr ? std::optional<std::string_view>(env) : std::nullopt, devices);
+  if (!v.stopped_at.empty()) {
+    g_log.Log(LogLevel::kWarn,
+              "CUDA_VISIBLE_DEVICES='%s': entry '%s' names no device (or repeats one); "
+              "devices listed after it are not visible",
+              env, v.stopped_at.c_str());
   }
-  std::string_view rest(env);
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    std::string_view tok = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    while (!tok.empty() && tok.front() == ' ') tok.remove_prefix(1);
-    while (!tok.empty() && tok.back() == ' ') tok.remove_suffix(1);
-    int found = -1;
-    if (tok.size() > 4 && tok.substr(0, 4) == "GPU-") {
-      for (size_t i = 0; i < devices.size(); ++i) {
-        if (devices[i].uuid.compare(0, tok.size(), tok) == 0) {
-          found = found == -1 ? int(i) : -2;  // -2: ambiguous prefix
-        }
-      }
-    } else if (!tok.empty() && tok.find_first_not_of("0123456789") == std::string_view::npos &&
-               tok.size() < 4) {
-      int idx = std::atoi(std::string(tok).c_str());
-      if (idx < int(devices.size())) found = idx;
-    }
-    if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) {
-      if (!tok.empty()) {
-        g_log.Log(LogLevel::kInfo,
-                  "CUDA_VISIBLE_DEVICES='%s': entry '%.*s' names no device (or repeats one); "
-                  "devices listed after it are not visible",
-                  env, int(tok.size()), tok.data());
-      }
-      break;
-    }
-    out.push_back(found);
-  }
-  return out;
+  return v.physical;
 }
 
 CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;  // sticky, as in the driver
@@ -94,7 +66,7 @@ CUresult InitLocked() {
   d.state = std::move(state).value();
   d.devices = d.state->devices();
   d.rt.resize(d.devices.size());
-  d.visible = VisibleDevices(d.devices);
+  d.visible = VisibleFromEnvironment(d.devices);
   if (d.visible.empty()) return CUDA_ERROR_NO_DEVICE;
   d.initialized = true;
   return CUDA_SUCCESS;

@@ -11,65 +11,17 @@
 // next launch call blocks until the oldest completes, as a full command queue does.
 #include <algorithm>
 #include <cstring>
-#include <sstream>
 
 #include "common/clock.h"
 #include "common/file.h"
-#include "common/parse.h"
 #include "sim/cuda/model.h"
+#include "sim/manifest.h"
 
 namespace hami::sim {
 
 namespace {
 
-constexpr std::string_view kManifestMagic = "hami-sim-module";
-
 uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
-
-// A module image is either a manifest ("hami-sim-module" on its first line, then lines
-// "kernel NAME [wave_ns=N]" and "global NAME bytes=N"), which declares exactly what the
-// module holds, or anything else (cubin, PTX, fatbin), whose functions are found by any name.
-Status ParseManifest(std::string_view text, CUmod_st* m,
-                     std::vector<std::pair<std::string, size_t>>* globals) {
-  m->manifest = true;
-  std::istringstream in{std::string(text)};
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (number == 1 || line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    std::string kind, name, option;
-    words >> kind >> name;
-    auto bad = [&](const std::string& why) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "module manifest line " + std::to_string(number) + " '" + line + "': " + why);
-    };
-    if (name.empty()) return bad("expected 'kernel NAME' or 'global NAME bytes=N'");
-    uint64_t wave_ns = 0, bytes = 0;
-    while (words >> option) {
-      size_t eq = option.find('=');
-      std::string key = option.substr(0, eq);
-      std::string value = eq == std::string::npos ? "" : option.substr(eq + 1);
-      if (kind == "kernel" && key == "wave_ns") {
-        wave_ns = HAMI_TRY(ParseUint64(value, "wave_ns"));
-      } else if (kind == "global" && key == "bytes") {
-        bytes = HAMI_TRY(ParseSize(value, "bytes"));
-      } else {
-        return bad("unknown option '" + key + "'");
-      }
-    }
-    if (kind == "kernel") {
-      m->manifest_kernels[name] = wave_ns;
-    } else if (kind == "global") {
-      if (bytes == 0) return bad("a global needs bytes=N (N > 0)");
-      globals->push_back({name, size_t(bytes)});
-    } else {
-      return bad("unknown entry '" + kind + "'");
-    }
-  }
-  return OkStatus();
-}
 
 CUresult LoadModule(CUmodule* out, const void* image, size_t size_hint) {
   if (out == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -80,14 +32,18 @@ CUresult LoadModule(CUmodule* out, const void* image, size_t size_hint) {
   auto* m = new CUmod_st{};
   m->ctx = ctx;
   const char* text = static_cast<const char*>(image);
-  std::vector<std::pair<std::string, size_t>> globals;
-  if (std::strncmp(text, kManifestMagic.data(), kManifestMagic.size()) == 0) {
+  Manifest manifest;
+  if (IsManifest(text)) {
     size_t n = size_hint != 0 ? size_hint : std::strlen(text);
-    if (Status s = ParseManifest(std::string_view(text, n), m, &globals); !s.ok()) {
-      g_log.Log(LogLevel::kError, "%s", s.error().message().c_str());
+    auto parsed = ParseManifest(std::string_view(text, n));
+    if (!parsed.ok()) {
+      g_log.Log(LogLevel::kError, "%s", parsed.error().message().c_str());
       delete m;
       return CUDA_ERROR_INVALID_IMAGE;
     }
+    manifest = std::move(parsed).value();
+    m->manifest = true;
+    m->manifest_kernels = manifest.kernels;
   }
   // Code and constant banks of a loaded module occupy device memory: one granule.
   m->charge = d.Granularity();
@@ -96,7 +52,7 @@ CUresult LoadModule(CUmodule* out, const void* image, size_t size_hint) {
     return r;
   }
   d.Register(m, HandleKind::kModule);
-  for (auto& [name, bytes] : globals) {
+  for (auto& [name, bytes] : manifest.globals) {
     CUdeviceptr p;
     api.lock().unlock();
     CUresult r = cuMemAlloc_v2(&p, bytes);
