@@ -37,11 +37,15 @@ endfunction()
 # hami_cc_test(NAME n SRCS ... [DEPS ...] LABELS unit|integration|sim|gpu
 #              [ENV K=V ...] [TIMEOUT seconds] [RUN_SERIAL])
 # A GoogleTest binary under build/tests; each test case becomes one CTest test carrying
-# the labels, so `ctest -L unit` or `-LE gpu` select them.
+# the label, so `ctest -L unit` or `-LE gpu` select them. One label per test: unit (no
+# processes or files beyond temp files), integration (several processes, real files and
+# locks), sim (runs on the simulated GPU), gpu (needs a real GPU).
 function(hami_cc_test)
   cmake_parse_arguments(A "RUN_SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
-  if(NOT A_LABELS)
-    message(FATAL_ERROR "hami_cc_test(${A_NAME}): LABELS is required")
+  list(LENGTH A_LABELS _n)
+  if(NOT _n EQUAL 1 OR NOT A_LABELS MATCHES "^(unit|integration|sim|gpu)$")
+    message(FATAL_ERROR "hami_cc_test(${A_NAME}): LABELS must be one of unit, integration, "
+                        "sim, gpu")
   endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
@@ -50,7 +54,7 @@ function(hami_cc_test)
   target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
-  set(_props LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
+  set(_props LABELS ${A_LABELS} TIMEOUT ${A_TIMEOUT})
   if(A_ENV)
     list(APPEND _props ENVIRONMENT "${A_ENV}")
   endif()

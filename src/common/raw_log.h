@@ -28,7 +28,8 @@ class RawLogger {
   }
 
   void Log(LogLevel level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
-  void VLog(LogLevel level, const char* fmt, va_list args) const;
+  void VLog(LogLevel level, const char* fmt, va_list args) const
+      __attribute__((format(printf, 3, 0)));
 
   // Where lines go; tests point it at a pipe. Default: 2 (stderr).
   void set_fd(int fd) { fd_.store(fd, std::memory_order_relaxed); }

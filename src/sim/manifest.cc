@@ -37,19 +37,21 @@ Result<Manifest> ParseManifest(std::string_view text) {
     pos = eol == std::string_view::npos ? text.size() : eol + 1;
     ++number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto bad = [&](const std::string& why) {
+      return Error(ErrorCode::kInvalidArgument, "module manifest line " + std::to_string(number) +
+                                                    " '" + std::string(line) + "': " + why);
+    };
     if (number == 1) {
       if (line != kManifestMagic) {
-        return Error(ErrorCode::kInvalidArgument, "module manifest: the first line must be '" +
-                                                      std::string(kManifestMagic) + "'");
+        return bad("the first line must be '" + std::string(kManifestMagic) + "'");
       }
       continue;
     }
     std::vector<std::string_view> w = Words(line);
     if (w.empty() || w[0][0] == '#') continue;
-    auto bad = [&](const std::string& why) {
-      return Error(ErrorCode::kInvalidArgument, "module manifest line " + std::to_string(number) +
-                                                    " '" + std::string(line) + "': " + why);
-    };
+    if (w[0] != "kernel" && w[0] != "global") {
+      return bad("unknown entry '" + std::string(w[0]) + "' (expected kernel or global)");
+    }
     if (w.size() < 2) return bad("expected 'kernel NAME [wave_ns=N]' or 'global NAME bytes=N'");
     std::string name(w[1]);
     uint64_t wave_ns = 0, bytes = 0;
@@ -73,14 +75,12 @@ Result<Manifest> ParseManifest(std::string_view text) {
     if (w[0] == "kernel") {
       if (m.kernels.count(name) != 0) return bad("kernel '" + name + "' declared twice");
       m.kernels[name] = wave_ns;
-    } else if (w[0] == "global") {
+    } else {
       if (bytes == 0) return bad("a global needs bytes=N");
       for (const auto& g : m.globals) {
         if (g.first == name) return bad("global '" + name + "' declared twice");
       }
       m.globals.push_back({name, bytes});
-    } else {
-      return bad("unknown entry '" + std::string(w[0]) + "' (expected kernel or global)");
     }
   }
   if (number == 0) return Error(ErrorCode::kInvalidArgument, "module manifest: empty");

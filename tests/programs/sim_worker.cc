@@ -2,8 +2,12 @@
 // GPU. It runs its steps in order, prints one line per step on stdout, and with `hold`
 // waits until its stdin closes (or it is killed) before releasing anything.
 //
-//   sim_worker [device N] [context] [alloc BYTES] [launch COUNT] [sync] [free-all]
-//              [sleep-ms N] [hold] [release-context] ...
+//   sim_worker [device N] [print-devices] [context] [alloc BYTES] [launch COUNT]
+//              [launch-for-ms N] [sync] [free-all] [sleep-ms N] [hold] [release-context] ...
+//
+// print-devices needs no context: it prints "device ORDINAL UUID PCI_BUS_ID" for each
+// device CUDA shows. launch-for-ms launches back-to-back kernels (each several waves of the
+// whole device) for N milliseconds of wall time, then prints "launched COUNT".
 //
 // Exit status: 0 when every step succeeded; 1 with "error <step> <CUresult>" otherwise.
 #include <cuda.h>
@@ -16,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/parse.h"
 
 namespace {
@@ -24,6 +29,26 @@ int Fail(const char* step, int code) {
   std::printf("error %s %d\n", step, code);
   std::fflush(stdout);
   return 1;
+}
+
+int PrintDevices() {
+  int count = 0;
+  if (CUresult r = cuDeviceGetCount(&count); r != CUDA_SUCCESS) return Fail("cuDeviceGetCount", r);
+  for (int i = 0; i < count; ++i) {
+    CUuuid u;
+    char bus[32];
+    if (CUresult r = cuDeviceGetUuid_v2(&u, i); r != CUDA_SUCCESS) return Fail("uuid", r);
+    if (CUresult r = cuDeviceGetPCIBusId(bus, sizeof(bus), i); r != CUDA_SUCCESS) {
+      return Fail("pci", r);
+    }
+    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+    std::printf(
+        "device %d GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
+        "%s\n",
+        i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+        b[14], b[15], bus);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -40,6 +65,11 @@ int main(int argc, char** argv) {
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (step == "device") {
       device = std::atoi(next().c_str());
+      continue;
+    }
+    if (step == "print-devices") {
+      if (int rc = PrintDevices(); rc != 0) return rc;
+      std::fflush(stdout);
       continue;
     }
     if (ctx == nullptr || step == "context") {
@@ -61,8 +91,8 @@ int main(int argc, char** argv) {
       if (CUresult r = cuMemAlloc_v2(&p, *bytes); r != CUDA_SUCCESS) return Fail("alloc", r);
       held.push_back(p);
       std::printf("alloc %llu\n", static_cast<unsigned long long>(*bytes));
-    } else if (step == "launch") {
-      int count = std::atoi(next().c_str());
+    } else if (step == "launch" || step == "launch-for-ms") {
+      int n = std::atoi(next().c_str());
       if (module == nullptr) {
         if (CUresult r = cuModuleLoadData(&module, "hami-sim-module\nkernel busy\n");
             r != CUDA_SUCCESS) {
@@ -72,12 +102,15 @@ int main(int argc, char** argv) {
           return Fail("function", r);
         }
       }
-      for (int k = 0; k < count; ++k) {
+      const int64_t until = hami::MonotonicNs() + int64_t(n) * 1000000;
+      int count = 0;
+      while (step == "launch" ? count < n : hami::MonotonicNs() < until) {
         if (CUresult r =
                 cuLaunchKernel(kernel, 4096, 1, 1, 256, 1, 1, 0, nullptr, nullptr, nullptr);
             r != CUDA_SUCCESS) {
           return Fail("launch", r);
         }
+        ++count;
       }
       std::printf("launched %d\n", count);
     } else if (step == "sync") {

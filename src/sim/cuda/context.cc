@@ -1,5 +1,7 @@
 // Contexts (primary and created), the per-thread context stack, streams, events and
 // synchronization.
+#include <pthread.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -10,9 +12,29 @@ namespace hami::sim {
 
 namespace {
 
-thread_local std::vector<CUctx_st*> t_stack;
+// One entry of a thread's context stack. The id tells a context destroyed meanwhile (by
+// another thread) from a new one that got the same address.
+struct StackEntry {
+  CUctx_st* ctx;
+  uint64_t id;
+};
+
+thread_local std::vector<StackEntry> t_stack;
 // Per-thread default streams, by context id (ids are never reused).
 thread_local std::unordered_map<uint64_t, CUstream_st*> t_per_thread;
+
+bool Destroyed(const StackEntry& e) {
+  return !D().Live(e.ctx, HandleKind::kContext) || e.ctx->id != e.id;
+}
+
+// A fork child starts with no current context (its driver starts afresh).
+void ClearStackInChild() { t_stack.clear(); }
+
+void Push(CUctx_st* ctx) {
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ClearStackInChild); });
+  t_stack.push_back({ctx, ctx->id});
+}
 
 CUstream_st* NewStream(CUctx_st* ctx, unsigned flags, int priority) {
   Driver& d = D();
@@ -30,6 +52,16 @@ void DeleteStream(CUstream_st* s) {
   s->ctx->streams.erase(s);
   D().Unregister(s);
   delete s;
+}
+
+// Deletes the destroyed streams of `ctx` whose work is done (see StreamDestroy).
+void SweepDestroyedStreams(CUctx_st* ctx) {
+  int64_t now = MonotonicNs();
+  std::vector<CUstream_st*> done;
+  for (CUstream_st* s : ctx->streams) {
+    if (!D().Live(s, HandleKind::kStream) && s->tail_ns <= now) done.push_back(s);
+  }
+  for (CUstream_st* s : done) DeleteStream(s);
 }
 
 CUresult CreateContext(CUctx_st** out, unsigned flags, CUdevice dev, bool primary) {
@@ -75,7 +107,7 @@ CUresult CtxCreate(CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   CUctx_st* ctx;
   if (CUresult r = CreateContext(&ctx, flags, dev, false); r != CUDA_SUCCESS) return r;
-  t_stack.push_back(ctx);
+  Push(ctx);
   *pctx = ctx;
   return CUDA_SUCCESS;
 }
@@ -94,7 +126,7 @@ CUresult CtxPush(CUcontext ctx) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
-  t_stack.push_back(ctx);
+  Push(ctx);
   return CUDA_SUCCESS;
 }
 
@@ -102,7 +134,7 @@ CUresult CtxPop(CUcontext* pctx) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  CUctx_st* top = t_stack.back();
+  CUctx_st* top = t_stack.back().ctx;
   t_stack.pop_back();
   if (pctx != nullptr) *pctx = top;
   return CUDA_SUCCESS;
@@ -175,7 +207,7 @@ CUresult EventRecord(CUevent e, CUstream h, bool ptsz) {
   if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
   if (s->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
   e->recorded = true;
-  e->time_ns = std::max(MonotonicNs(), s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+  e->time_ns = std::max(MonotonicNs(), StreamTail(s));
   return CUDA_SUCCESS;
 }
 
@@ -216,7 +248,9 @@ CUresult StreamGetCtx(CUstream h, CUcontext* pctx, bool ptsz) {
 
 }  // namespace
 
-CUctx_st* CurrentContext() { return t_stack.empty() ? nullptr : t_stack.back(); }
+CUctx_st* CurrentContext() {
+  return t_stack.empty() || Destroyed(t_stack.back()) ? nullptr : t_stack.back().ctx;
+}
 
 void SetCurrentContext(CUctx_st* ctx) {
   if (ctx == nullptr) {
@@ -224,17 +258,18 @@ void SetCurrentContext(CUctx_st* ctx) {
     return;
   }
   if (t_stack.empty()) {
-    t_stack.push_back(ctx);
+    Push(ctx);
   } else {
-    t_stack.back() = ctx;
+    t_stack.back() = {ctx, ctx->id};
   }
 }
 
 CUresult RequireContext(CUctx_st** ctx) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  CUctx_st* c = CurrentContext();
-  if (c == nullptr || !D().Live(c, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
-  *ctx = c;
+  if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  // A context another thread destroyed stays current here, unusable, as in the driver.
+  if (Destroyed(t_stack.back())) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *ctx = t_stack.back().ctx;
   return CUDA_SUCCESS;
 }
 
@@ -262,7 +297,15 @@ CUresult ResolveStream(CUstream handle, bool ptsz, CUstream_st** out) {
   return CUDA_SUCCESS;
 }
 
-int64_t StreamTail(CUstream_st* s) { return s->tail_ns; }
+int64_t StreamTail(CUstream_st* s) {
+  if (s->legacy) return LegacyTail(s->ctx);
+  // Work on a blocking stream (the per-thread default stream is one) follows the work
+  // already queued to the legacy stream.
+  if ((s->flags & CU_STREAM_NON_BLOCKING) == 0) {
+    return std::max(s->tail_ns, s->ctx->legacy_stream->tail_ns);
+  }
+  return s->tail_ns;
+}
 
 int64_t LegacyTail(CUctx_st* ctx) {
   int64_t t = 0;
@@ -313,7 +356,7 @@ void DestroyContextLocked(CUctx_st* ctx) {
   d.Uncharge(ctx->device, ctx->charge);
   d.state->AddContexts(d.slot, ctx->device, -1);
   if (d.rt[size_t(ctx->device)].primary == ctx) d.rt[size_t(ctx->device)].primary = nullptr;
-  std::erase(t_stack, ctx);
+  std::erase_if(t_stack, [ctx](const StackEntry& e) { return e.ctx == ctx && e.id == ctx->id; });
   d.Unregister(ctx);
   delete ctx;
 }
@@ -357,7 +400,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  *pctx = CurrentContext();
+  *pctx = t_stack.empty() ? nullptr : t_stack.back().ctx;
   return CUDA_SUCCESS;
 }
 
@@ -557,8 +600,11 @@ static CUresult StreamDestroy(CUstream h) {
   if (!D().Live(h, HandleKind::kStream) || h->legacy || h->per_thread) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  // Work already queued still completes; the device timeline keeps it.
-  DeleteStream(h);
+  // Work already queued still completes, and synchronizing the context waits for it: the
+  // handle dies now, the stream stays in its context until its work is done.
+  CUctx_st* ctx = h->ctx;
+  D().Unregister(h);
+  SweepDestroyedStreams(ctx);
   return CUDA_SUCCESS;
 }
 

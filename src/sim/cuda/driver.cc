@@ -19,16 +19,20 @@ namespace {
 
 Driver* g_driver = new Driver();  // leaked on purpose: usable during static destruction
 
+CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;  // sticky, as in the driver
+
 void AtForkPrepare() { D().mu.lock(); }
 void AtForkParent() { D().mu.unlock(); }
 // The child is a new process: it must not act as its parent (contexts, slot, locks). Its
-// copy of the parent's model is abandoned, and CUDA starts afresh in it (cuInit again).
+// copy of the parent's model is abandoned, and CUDA starts afresh in it (cuInit again):
+// no initialization result carries over, and no current context (context.cc clears the
+// forking thread's stack).
 void AtForkChild() {
   Driver* old = g_driver;
   old->mu.unlock();
   if (old->state) old->state->AbandonAfterFork();
   g_driver = new Driver();
-  SetCurrentContext(nullptr);
+  g_init_result = CUDA_ERROR_NOT_INITIALIZED;
 }
 
 std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices) {
@@ -43,8 +47,6 @@ std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices) 
   }
   return v.physical;
 }
-
-CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;  // sticky, as in the driver
 
 CUresult InitLocked() {
   Driver& d = D();

@@ -140,7 +140,7 @@ CUresult HostFunc(CUstream stream, CUhostFn fn, void* data, bool ptsz) {
   }
   // The function runs when the stream reaches it; the model runs it then, on the caller's
   // thread, so later work of the stream is ordered after it.
-  WaitUnlocked(api, s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+  WaitUnlocked(api, StreamTail(s));
   api.lock().unlock();
   fn(data);
   api.lock().lock();
@@ -151,11 +151,15 @@ CUresult HostFunc(CUstream stream, CUhostFn fn, void* data, bool ptsz) {
 
 int64_t KernelDurationNs(const DeviceSpec& spec, const SimOptions& options, uint64_t wave_ns,
                          const unsigned grid[3], const unsigned block[3], unsigned shared_mem) {
+  // The longest kernel the model runs (about 13 days): the largest legal grids would
+  // otherwise overflow the device timeline.
+  constexpr uint64_t kMaxKernelNs = uint64_t(1) << 50;
   const DeviceProfile& p = *spec.profile;
   uint64_t blocks = uint64_t(grid[0]) * grid[1] * grid[2];
   uint64_t resident = uint64_t(p.sm_count) * ResidentBlocksPerSm(p, block, shared_mem);
   uint64_t waves = (blocks + resident - 1) / resident;
   uint64_t per_wave = wave_ns != 0 ? wave_ns : options.wave_ns;
+  if (waves > (kMaxKernelNs - options.launch_ns) / per_wave) return int64_t(kMaxKernelNs);
   return int64_t(options.launch_ns + waves * per_wave);
 }
 
@@ -189,7 +193,7 @@ CUresult LaunchLocked(ApiLock& api, CUfunc_st* func, const unsigned grid[3],
     }
   }
   int64_t duration = KernelDurationNs(spec, d.options, func->wave_ns, grid, block, shared_mem);
-  int64_t earliest = std::max(MonotonicNs(), s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+  int64_t earliest = std::max(MonotonicNs(), StreamTail(s));
   if (CUresult r = d.EnsureSlot(); r != CUDA_SUCCESS) return r;
   int64_t end = d.state->ReserveBusy(d.slot, s->ctx->device, earliest, duration);
   s->tail_ns = end;

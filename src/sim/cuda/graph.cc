@@ -5,11 +5,16 @@
 // runs the nodes in order on the stream: kernels occupy the device as launches do, copies
 // and sets move bytes, a memory-allocation node makes its memory resident (charging the
 // device the first time) and a free node returns it to the graph pool, where it stays
-// reserved until cuDeviceGraphMemTrim.
+// reserved until cuDeviceGraphMemTrim. A launch fails while an allocation of the previous
+// launch is still live, unless the graph was instantiated with
+// CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH: such an executable graph starts with one
+// free node per allocation node (a free node that names its allocation), run before the
+// check.
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "common/clock.h"
 #include "sim/cuda/model.h"
@@ -70,27 +75,52 @@ void DestroyGraphLocked(CUgraph g) {
   delete g;
 }
 
-CUresult Instantiate(CUgraphExec* out, CUgraph g) {
+// True when a live executable graph was instantiated from the graph that owns `alloc`.
+bool AllocInstantiated(const GraphAlloc* alloc) {
+  for (auto& [h, kind] : D().handles) {
+    if (kind != HandleKind::kGraphExec) continue;
+    for (const CUgraphNode_st& n : static_cast<const CUgraphExec_st*>(h)->nodes) {
+      if (n.kind == NodeKind::kMemAlloc && n.alloc.get() == alloc) return true;
+    }
+  }
+  return false;
+}
+
+CUresult Instantiate(CUgraphExec* out, CUgraph g, unsigned long long flags) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   if (!D().Live(g, HandleKind::kGraph)) return CUDA_ERROR_INVALID_VALUE;
-  auto* e = new CUgraphExec_st{};
+  auto e = std::make_unique<CUgraphExec_st>();
   e->ctx = ctx;
   for (CUgraphNode_st* n : g->nodes) {
     if (n->kind == NodeKind::kKernel && !D().Live(n->func, HandleKind::kFunction)) {
-      delete e;
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    // A graph with memory nodes has at most one executable graph at a time.
+    if (n->kind == NodeKind::kMemAlloc && AllocInstantiated(n->alloc.get())) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (n->kind == NodeKind::kMemAlloc &&
+        (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) {
+      CUgraphNode_st auto_free{};
+      auto_free.kind = NodeKind::kMemFree;
+      auto_free.free_ptr = CUdeviceptr(n->alloc->base);
+      auto_free.alloc = n->alloc;
+      e->nodes.insert(e->nodes.begin(), auto_free);
     }
     e->nodes.push_back(*n);
     e->nodes.back().deps.clear();
   }
   g->instantiated += 1;
-  D().Register(e, HandleKind::kGraphExec);
-  *out = e;
+  D().Register(e.get(), HandleKind::kGraphExec);
+  *out = e.release();
   return CUDA_SUCCESS;
 }
+
+// An auto-free node of CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH (see the top).
+bool IsAutoFree(const CUgraphNode_st& n) { return n.kind == NodeKind::kMemFree && n.alloc; }
 
 CUresult GraphLaunch(CUgraphExec e, CUstream stream, bool ptsz) {
   ApiLock api;
@@ -99,6 +129,13 @@ CUresult GraphLaunch(CUgraphExec e, CUstream stream, bool ptsz) {
   CUstream_st* s;
   if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
   if (s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  size_t first = 0;
+  for (; first < e->nodes.size() && IsAutoFree(e->nodes[first]); ++first) {
+    GraphFreeLocked(uintptr_t(e->nodes[first].free_ptr));
+  }
+  for (CUgraphNode_st& n : e->nodes) {
+    if (n.kind == NodeKind::kMemAlloc && n.alloc->in_use) return CUDA_ERROR_INVALID_VALUE;
+  }
   // Memory first: a launch that cannot get its memory fails before running anything.
   std::vector<GraphAlloc*> charged;
   for (CUgraphNode_st& n : e->nodes) {
@@ -115,7 +152,7 @@ CUresult GraphLaunch(CUgraphExec e, CUstream stream, bool ptsz) {
     if (!was_resident) charged.push_back(n.alloc.get());
   }
   uint64_t exec_id = reinterpret_cast<uintptr_t>(e);
-  for (size_t i = 0; i < e->nodes.size(); ++i) {
+  for (size_t i = first; i < e->nodes.size(); ++i) {
     CUgraphNode_st& n = e->nodes[i];
     CUresult r = CUDA_SUCCESS;
     switch (n.kind) {
@@ -142,10 +179,20 @@ CUresult GraphLaunch(CUgraphExec e, CUstream stream, bool ptsz) {
         }
         break;
       case NodeKind::kHost: {
-        WaitUnlocked(api, s->tail_ns);
+        // Runs when the stream reaches it; on the legacy stream that includes the work of
+        // every blocking stream of the context.
+        WaitUnlocked(api, s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+        uint64_t stream_id = s->id;
+        CUhostFn fn = n.host_fn;
+        void* data = n.host_data;
         api.lock().unlock();
-        n.host_fn(n.host_data);
+        fn(data);
         api.lock().lock();
+        // The driver was unlocked: the exec or the stream may be gone.
+        if (!D().Live(e, HandleKind::kGraphExec) || !D().Live(s, HandleKind::kStream) ||
+            s->id != stream_id) {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
         break;
       }
       case NodeKind::kMemAlloc:
@@ -335,8 +382,18 @@ CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgrap
                                        size_t n, CUdeviceptr dptr) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  // Only memory of an allocation node, and only once in a graph.
   Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
-  if (a == nullptr || a->base != uintptr_t(dptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (a == nullptr || a->base != uintptr_t(dptr) || a->kind != AllocKind::kGraph) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (D().Live(g, HandleKind::kGraph)) {
+    for (const CUgraphNode_st* other : g->nodes) {
+      if (other->kind == NodeKind::kMemFree && other->free_ptr == dptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+  }
   auto* node = new CUgraphNode_st{};
   node->kind = NodeKind::kMemFree;
   node->free_ptr = dptr;
@@ -395,15 +452,19 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g,
   constexpr unsigned long long kMask =
       CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
       CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
-  if ((flags & ~kMask) != 0) return CUDA_ERROR_INVALID_VALUE;
-  return Instantiate(out, g);
+  constexpr unsigned long long kExclusive =
+      CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH;
+  if ((flags & ~kMask) != 0 || (flags & kExclusive) == kExclusive) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return Instantiate(out, g, flags);
 }
 
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* out, CUgraph g, CUgraphNode* errorNode,
                                     char* logBuffer, size_t bufferSize) {
   if (errorNode != nullptr) *errorNode = nullptr;
   if (logBuffer != nullptr && bufferSize > 0) logBuffer[0] = '\0';
-  return Instantiate(out, g);
+  return Instantiate(out, g, 0);
 }
 
 CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* out, CUgraph g, CUgraphNode* errorNode,

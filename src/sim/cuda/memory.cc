@@ -168,6 +168,16 @@ CUresult SyncForCopy(ApiLock& api, bool ptds) {
   return RequireContext(&ctx);
 }
 
+// True when `p` lies in memory the driver handed out: an allocation or a reserved range.
+bool InDeviceAddressSpace(uintptr_t p) {
+  Driver& d = D();
+  if (d.FindAllocation(p, 1) != nullptr) return true;
+  auto it = d.reservations.upper_bound(p);
+  if (it == d.reservations.begin()) return false;
+  --it;
+  return p - it->second.base < it->second.size;
+}
+
 // Where a 3D copy's side lives; validates the whole range it touches.
 CUresult CopySide(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
                   size_t y, size_t z, size_t pitch, size_t height, size_t width, size_t rows,
@@ -195,7 +205,10 @@ CUresult CopySide(CUmemorytype type, const void* host, CUdeviceptr device, CUarr
     if (pitch == 0) pitch = x + width;
     if (height == 0) height = y + rows;
     if (x + width > pitch) return CUDA_ERROR_INVALID_VALUE;
-    if (type == CU_MEMORYTYPE_DEVICE) {
+    // A unified pointer the driver knows (an allocation or reserved address space) is
+    // held to its bounds as a device pointer is; any other one is pageable host memory.
+    if (type == CU_MEMORYTYPE_DEVICE ||
+        (type == CU_MEMORYTYPE_UNIFIED && InDeviceAddressSpace(p))) {
       size_t span = (z + depth - 1) * pitch * height + (y + rows - 1) * pitch + x + width;
       if (!d.DeviceAccessible(p, span)) return CUDA_ERROR_INVALID_VALUE;
     }
@@ -450,6 +463,16 @@ void DropPhysicalIfUnused(CUmemGenericAllocationHandle h) {
   d.physical_allocs.erase(it);
 }
 
+// Graph memory of `device`: resident (reserved) and allocated by a launch (used).
+void GraphMemUsage(int device, uint64_t* used, uint64_t* reserved) {
+  *used = *reserved = 0;
+  for (auto& g : D().graph_allocs) {
+    if (g->device != device || !g->resident) continue;
+    *reserved += g->charge;
+    if (g->in_use) *used += g->charge;
+  }
+}
+
 }  // namespace
 
 // ---- shared with graphs and contexts ----
@@ -565,6 +588,10 @@ CUresult FreeLocked(uintptr_t ptr, bool async) {
       ReleaseAllocation(it);
       return CUDA_SUCCESS;
     case AllocKind::kGraph:
+      // Graph memory is allocated only between a launch of its node and its free.
+      if (it->second.graph_alloc == nullptr || !it->second.graph_alloc->in_use) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
       GraphFreeLocked(ptr);
       return CUDA_SUCCESS;
     default:
@@ -580,12 +607,8 @@ CUresult GraphAllocLaunchLocked(GraphAlloc* a) {
   }
   a->in_use = true;
   DeviceRt& rt = D().rt[size_t(a->device)];
-  uint64_t used = 0, reserved = 0;
-  for (auto& g : D().graph_allocs) {
-    if (g->device != a->device) continue;
-    if (g->resident) reserved += g->charge;
-    if (g->resident && g->in_use) used += g->charge;
-  }
+  uint64_t used, reserved;
+  GraphMemUsage(a->device, &used, &reserved);
   rt.graph_used_high = std::max(rt.graph_used_high, used);
   rt.graph_reserved_high = std::max(rt.graph_reserved_high, reserved);
   return CUDA_SUCCESS;
@@ -706,7 +729,7 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  Allocation* a = D().FindAllocation(uintptr_t(dptr), 0);
+  Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
   if (a == nullptr || a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered) {
     return CUDA_ERROR_NOT_FOUND;
   }
@@ -1210,7 +1233,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   Driver& d = D();
   auto ph = d.physical_allocs.find(handle);
-  if (ph == d.physical_allocs.end() || ph->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  if (ph == d.physical_allocs.end() || ph->second.released) return CUDA_ERROR_INVALID_VALUE;
   size_t g = d.Granularity();
   auto base = uintptr_t(ptr);
   if (size == 0 || size % g != 0 || offset % g != 0 || base % g != 0 ||
@@ -1436,11 +1459,29 @@ CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr p, size_t count, CUmemLocatio
 static CUresult PointerAttribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr,
                                  bool lenient) {
   Driver& d = D();
-  Allocation* a = d.FindAllocation(uintptr_t(ptr), 0);
+  Allocation* a = d.FindAllocation(uintptr_t(ptr), 1);
   if (a == nullptr) {
     if (!lenient) return CUDA_ERROR_INVALID_VALUE;
-    // cuPointerGetAttributes describes unknown memory as plain host memory.
-    if (attr == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) *static_cast<unsigned*>(data) = 0;
+    // cuPointerGetAttributes gives unknown memory default NULL values.
+    switch (attr) {
+      case CU_POINTER_ATTRIBUTE_CONTEXT:
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *static_cast<void**>(data) = nullptr;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *static_cast<CUdeviceptr*>(data) = 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *static_cast<size_t*>(data) = 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *static_cast<unsigned long long*>(data) = 0;
+        break;
+      default:  // the 32-bit ones: memory type, ordinal, flags
+        *static_cast<unsigned*>(data) = 0;
+    }
     return CUDA_SUCCESS;
   }
   bool host = a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered;
@@ -1534,12 +1575,8 @@ CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute
   ApiLock api;
   int p;
   if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
-  uint64_t used = 0, reserved = 0;
-  for (auto& g : D().graph_allocs) {
-    if (g->device != p) continue;
-    if (g->resident) reserved += g->charge;
-    if (g->resident && g->in_use) used += g->charge;
-  }
+  uint64_t used, reserved;
+  GraphMemUsage(p, &used, &reserved);
   auto* out = static_cast<cuuint64_t*>(value);
   const DeviceRt& rt = D().rt[size_t(p)];
   switch (attr) {
@@ -1559,6 +1596,29 @@ CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute
       return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
+}
+
+// Only the high watermarks can be set, and only to zero: they restart from current usage.
+CUresult CUDAAPI cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                              void* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t used, reserved;
+  GraphMemUsage(p, &used, &reserved);
+  DeviceRt& rt = D().rt[size_t(p)];
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      rt.graph_used_high = used;
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      rt.graph_reserved_high = reserved;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 }  // extern "C"

@@ -1,0 +1,28 @@
+// Fuzzes the simulated GPU's parsers of outside input: the device list (HAMI_SIM_PROFILE),
+// CUDA_VISIBLE_DEVICES and module manifests. None may crash; what they accept must be
+// self-consistent.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "sim/manifest.h"
+#include "sim/profiles.h"
+#include "sim/visible_devices.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto devices = hami::sim::ParseProfileSpec(text, "fuzz");
+  if (devices.ok() && devices->size() > size_t(hami::sim::kMaxDevices)) std::abort();
+  static const auto machine = *hami::sim::ParseProfileSpec("h100-80g:3,a100-40g", "");
+  hami::sim::VisibleDevices v = hami::sim::ParseVisibleDevices(text, machine);
+  for (int p : v.physical) {
+    if (p < 0 || p >= int(machine.size())) std::abort();
+  }
+  auto manifest = hami::sim::ParseManifest(text);
+  if (manifest.ok()) {
+    for (const auto& [name, bytes] : manifest->globals) {
+      if (bytes == 0 || name.empty()) std::abort();
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,698 @@
+// The simulated driver's memory family, allocations: device, pitched, managed, legacy
+// 32-bit, stream ordered and pool memory, virtual memory management, arrays, pinned host
+// memory and what a destroyed context gives back, failures included. Copies, sets and
+// pointer queries are in cuda_copy_test.cc.
+#include <cuda.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_device_fixture.h"
+
+namespace hami::testing {
+namespace {
+
+constexpr uint64_t kH100ContextBytes = 500ull << 20;  // h100-80g's context cost
+
+// The 32-bit ABI of CUDA 2.x, which cuda.h declares only for the driver's own build.
+using MemAllocV1 = CUresult (*)(unsigned int* dptr, unsigned int bytes);
+using MemFreeV1 = CUresult (*)(unsigned int dptr);
+
+// ---- device memory ----
+
+class DeviceMemoryTest : public SimDeviceTest {};
+
+TEST_F(DeviceMemoryTest, LargeAllocationsAreChargedInWholeGranules) {
+  size_t before = FreeBytes();
+  CUdeviceptr a = Alloc(g_ + 1);
+  EXPECT_EQ(before - FreeBytes(), 2 * g_);
+  CUdeviceptr b = Alloc(3 * g_);
+  EXPECT_EQ(before - FreeBytes(), 5 * g_);
+  Free({a, b});
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(DeviceMemoryTest, SmallAllocationsShareGranulePagesAndLargerOnesDoNot) {
+  size_t before = FreeBytes();
+  std::vector<CUdeviceptr> small;
+  for (int i = 0; i < 100; ++i) small.push_back(Alloc(g_ / 256));
+  EXPECT_EQ(before - FreeBytes(), g_);
+  small.push_back(Alloc(g_ / 2));  // still fits the first page
+  EXPECT_EQ(before - FreeBytes(), g_);
+  CUdeviceptr large = Alloc(g_ / 2 + 1);  // above half a granule: a granule of its own
+  EXPECT_EQ(before - FreeBytes(), 2 * g_);
+  small.push_back(Alloc(g_ / 2));  // spills into a second page
+  EXPECT_EQ(before - FreeBytes(), 3 * g_);
+  Free({large});
+  for (CUdeviceptr p : small) EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(DeviceMemoryTest, AllocRejectsZeroBytesNullOutputAndNoContext) {
+  size_t before = FreeBytes();
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAlloc_v2(nullptr, 4096), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FreeBytes(), before);
+  CUcontext popped = nullptr;
+  ASSERT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_ERROR_INVALID_CONTEXT);
+  size_t free_bytes, total;
+  EXPECT_EQ(cuMemGetInfo_v2(&free_bytes, &total), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_EQ(cuCtxPushCurrent_v2(popped), CUDA_SUCCESS);
+}
+
+// A forked child starts with an uninitialized driver: nothing works before its own cuInit,
+// and after it the child is a process of its own.
+TEST_F(DeviceMemoryTest, AForkedChildAllocatesOnlyAfterItsOwnCuInit) {
+  std::string state = SimEnv::NewStatePath();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("HAMI_SIM_STATE", state.c_str(), 1);  // a machine of its own
+    CUcontext ctx = nullptr;
+    CUdeviceptr p = 0;
+    if (cuMemAlloc_v2(&p, 4096) != CUDA_ERROR_NOT_INITIALIZED) _exit(1);
+    if (cuInit(0) != CUDA_SUCCESS) _exit(2);
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS) _exit(3);
+    if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) _exit(4);
+    _exit(cuMemAlloc_v2(&p, 4096) == CUDA_SUCCESS ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(DeviceMemoryTest, AllocBeyondCapacityIsOutOfMemoryAndChargesNothing) {
+  size_t before = FreeBytes();
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 100 * kGiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAllocManaged(&p, 100 * kGiB, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAllocPitch_v2(&p, &pitch, 1 << 20, 100 * 1024, 4), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(FreeBytes(), before);
+
+  size_t all = before / g_ * g_;  // up to capacity works; the next granule does not
+  CUdeviceptr big = Alloc(all);
+  ASSERT_NE(big, 0u);
+  EXPECT_LT(FreeBytes(), g_);
+  EXPECT_EQ(cuMemAlloc_v2(&p, g_), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 512), CUDA_ERROR_OUT_OF_MEMORY);  // needs a page of its own
+  EXPECT_EQ(FreeBytes(), before - all);
+  Free({big});
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(DeviceMemoryTest, FreeOfAnythingButAnAllocationBaseIsInvalidValue) {
+  size_t before = FreeBytes();
+  CUdeviceptr p = Alloc(g_);
+  EXPECT_EQ(cuMemFree_v2(Outside()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(p + 256), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(DeviceMemoryTest, LegacyAllocReturnsA32BitPointerThatHoldsData) {
+  void* alloc_fn = nullptr;
+  void* free_fn = nullptr;
+  CUdriverProcAddressQueryResult status;
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemAlloc", &alloc_fn, 3000, 0, &status), CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemFree", &free_fn, 3000, 0, &status), CUDA_SUCCESS);
+  ASSERT_NE(alloc_fn, reinterpret_cast<void*>(&cuMemAlloc_v2));
+  auto mem_alloc = reinterpret_cast<MemAllocV1>(alloc_fn);
+  auto mem_free = reinterpret_cast<MemFreeV1>(free_fn);
+
+  size_t before = FreeBytes();
+  unsigned int p = 0;
+  EXPECT_EQ(mem_alloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(mem_alloc(&p, 3 * 1024 * 1024), CUDA_SUCCESS);
+  ASSERT_NE(p, 0u);
+  EXPECT_EQ(before - FreeBytes(), 2 * g_);
+  auto data = Pattern(4096, 7);
+  ASSERT_EQ(cuMemcpyHtoD_v2(CUdeviceptr(p), data.data(), data.size()), CUDA_SUCCESS);
+  EXPECT_EQ(Download(CUdeviceptr(p), data.size()), data);
+  EXPECT_EQ(mem_free(p), CUDA_SUCCESS);
+  EXPECT_EQ(mem_free(p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(DeviceMemoryTest, AllocPitchRoundsThePitchAndRejectsOddElementSizes) {
+  size_t before = FreeBytes();
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  ASSERT_EQ(cuMemAllocPitch_v2(&p, &pitch, 1000, 2000, 4), CUDA_SUCCESS);
+  EXPECT_EQ(pitch, 1024u);
+  EXPECT_EQ(before - FreeBytes(), g_);  // pitch * height bytes
+  Free({p});
+  EXPECT_EQ(cuMemAllocPitch_v2(&p, &pitch, 1000, 10, 3), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocPitch_v2(&p, &pitch, 1000, 10, 32), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocPitch_v2(&p, &pitch, 0, 10, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocPitch_v2(&p, nullptr, 1000, 10, 4), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DeviceMemoryTest, ManagedMemoryTakesAnAttachFlagAndIsHostAccessible) {
+  size_t before = FreeBytes();
+  auto data = Pattern(4096, 8);
+  for (unsigned flags : {unsigned(CU_MEM_ATTACH_GLOBAL), unsigned(CU_MEM_ATTACH_HOST)}) {
+    CUdeviceptr p = 0;
+    ASSERT_EQ(cuMemAllocManaged(&p, data.size(), flags), CUDA_SUCCESS);
+    std::memcpy(reinterpret_cast<void*>(p), data.data(), data.size());
+    EXPECT_EQ(Download(p, data.size()), data);
+    Free({p});
+  }
+  EXPECT_EQ(FreeBytes(), before);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAllocManaged(&p, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_SINGLE), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DeviceMemoryTest, AddressRangeCoversExactlyTheAllocation) {
+  CUdeviceptr p = Alloc(10000), base = 0;
+  size_t size = 0;
+  ASSERT_EQ(cuMemGetAddressRange_v2(&base, &size, p + 9999), CUDA_SUCCESS);
+  EXPECT_EQ(base, p);
+  EXPECT_EQ(size, 10000u);
+  EXPECT_EQ(cuMemGetAddressRange_v2(&base, &size, Outside()), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuMemGetAddressRange_v2(&base, &size, p + 10000), CUDA_ERROR_NOT_FOUND);
+  Free({p});
+  EXPECT_EQ(cuMemGetAddressRange_v2(&base, &size, p), CUDA_ERROR_NOT_FOUND);
+}
+
+// ---- stream-ordered allocation and pools ----
+
+// Each test has a pool of its own on device 0.
+class MemPoolTest : public SimDeviceTest {
+ protected:
+  void SetUp() override {
+    SimDeviceTest::SetUp();
+    pool_ = CreatePool(0);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cuMemPoolDestroy(pool_), CUDA_SUCCESS);
+    SimDeviceTest::TearDown();
+  }
+  static CUmemoryPool CreatePool(int device) {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = device;
+    CUmemoryPool pool = nullptr;
+    EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    return pool;
+  }
+  static uint64_t Attr(CUmemoryPool pool, CUmemPool_attribute attr) {
+    cuuint64_t v = 0;
+    EXPECT_EQ(cuMemPoolGetAttribute(pool, attr, &v), CUDA_SUCCESS);
+    return v;
+  }
+  CUresult SetAttr(CUmemPool_attribute attr, cuuint64_t v) {
+    return cuMemPoolSetAttribute(pool_, attr, &v);
+  }
+  uint64_t Reserved() { return Attr(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT); }
+  uint64_t Used() { return Attr(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT); }
+  CUdeviceptr AllocAsync(size_t bytes) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(cuMemAllocFromPoolAsync(&p, bytes, pool_, stream_), CUDA_SUCCESS);
+    return p;
+  }
+  void FreeAsync(CUdeviceptr p) { EXPECT_EQ(cuMemFreeAsync(p, stream_), CUDA_SUCCESS); }
+
+  CUmemoryPool pool_ = nullptr;
+};
+
+TEST_F(MemPoolTest, TheDefaultPoolServesAllocAsyncUntilAnotherIsSet) {
+  CUmemoryPool def = nullptr, cur = nullptr;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&def, dev_), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetMemPool(&cur, dev_), CUDA_SUCCESS);
+  EXPECT_EQ(cur, def);
+  CUmemoryPool pool = CreatePool(0);
+  ASSERT_EQ(cuDeviceSetMemPool(dev_, pool), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetMemPool(&cur, dev_), CUDA_SUCCESS);
+  EXPECT_EQ(cur, pool);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAllocAsync(&p, 4096, stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 4096u);
+  FreeAsync(p);
+  EXPECT_EQ(Attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
+
+  CUmemoryPool other = CreatePool(1);
+  EXPECT_NE(cuDeviceSetMemPool(dev_, other), CUDA_SUCCESS);  // not local to device 0
+  EXPECT_EQ(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);  // the device falls back to its default
+  ASSERT_EQ(cuDeviceGetMemPool(&cur, dev_), CUDA_SUCCESS);
+  EXPECT_EQ(cur, def);
+  EXPECT_EQ(cuMemPoolDestroy(other), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(other), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(MemPoolTest, FreedMemoryStaysReservedUntilASynchronizeTrimsIt) {
+  size_t before = FreeBytes();
+  CUdeviceptr p = AllocAsync(1 << 20);
+  EXPECT_EQ(Used(), 1u << 20);
+  EXPECT_EQ(Reserved(), g_);
+  EXPECT_EQ(before - FreeBytes(), g_);
+  FreeAsync(p);
+  EXPECT_EQ(Used(), 0u);
+  EXPECT_EQ(Reserved(), g_);
+  EXPECT_EQ(before - FreeBytes(), g_);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);  // release threshold 0: all of it
+  EXPECT_EQ(Reserved(), 0u);
+  EXPECT_EQ(FreeBytes(), before);
+
+  FreeAsync(AllocAsync(1 << 20));
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);  // a context synchronize trims as well
+  EXPECT_EQ(Reserved(), 0u);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(MemPoolTest, ReleaseThresholdKeepsMemoryAcrossSynchronizeUntilTrimTo) {
+  size_t before = FreeBytes();
+  ASSERT_EQ(SetAttr(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, UINT64_MAX), CUDA_SUCCESS);
+  EXPECT_EQ(Attr(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), UINT64_MAX);
+  CUdeviceptr big = AllocAsync(3 * g_ / 2);
+  FreeAsync(AllocAsync(g_ / 2));
+  EXPECT_EQ(Reserved(), 2 * g_);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Reserved(), 2 * g_);
+
+  CUdeviceptr p = AllocAsync(g_ / 2);  // reused without growing
+  EXPECT_EQ(Reserved(), 2 * g_);
+  EXPECT_EQ(before - FreeBytes(), 2 * g_);
+  FreeAsync(p);
+  ASSERT_EQ(cuMemPoolTrimTo(pool_, 0), CUDA_SUCCESS);  // keeps what `big` uses
+  EXPECT_EQ(Reserved(), 2 * g_);
+  FreeAsync(big);
+  ASSERT_EQ(cuMemPoolTrimTo(pool_, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Reserved(), 0u);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(MemPoolTest, HighWatermarksKeepThePeakUntilResetToCurrent) {
+  FreeAsync(AllocAsync(3 * g_ / 2));
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Used(), 0u);
+  EXPECT_EQ(Reserved(), 0u);
+  EXPECT_EQ(Attr(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * g_ / 2);
+  EXPECT_EQ(Attr(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 2 * g_);
+  EXPECT_EQ(SetAttr(CU_MEMPOOL_ATTR_USED_MEM_HIGH, 5), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(SetAttr(CU_MEMPOOL_ATTR_USED_MEM_HIGH, 0), CUDA_SUCCESS);
+  EXPECT_EQ(SetAttr(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Attr(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
+  EXPECT_EQ(Attr(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 0u);
+  EXPECT_EQ(SetAttr(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(MemPoolTest, BadStreamOrderedRequestsFailWithoutCharging) {
+  size_t before = FreeBytes();
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAllocAsync(&p, 0, stream_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocAsync(nullptr, 4096, stream_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&p, 100 * kGiB, pool_, stream_), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Reserved(), 0u);
+  EXPECT_EQ(cuMemFreeAsync(Outside(), stream_), CUDA_ERROR_INVALID_VALUE);
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_INVALID;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool bad = nullptr;
+  EXPECT_EQ(cuMemPoolCreate(&bad, &props), CUDA_ERROR_INVALID_VALUE);
+  CUmemoryPool dead = CreatePool(0);
+  EXPECT_EQ(cuMemPoolDestroy(dead), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&p, 4096, dead, stream_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+// ---- virtual memory management ----
+
+class VmmTest : public SimDeviceTest {
+ protected:
+  static CUmemGenericAllocationHandle Create(size_t size) {
+    CUmemAllocationProp prop = DeviceProp(0);
+    CUmemGenericAllocationHandle h = 0;
+    EXPECT_EQ(cuMemCreate(&h, size, &prop, 0), CUDA_SUCCESS);
+    return h;
+  }
+  static CUdeviceptr Reserve(size_t size) {
+    CUdeviceptr va = 0;
+    EXPECT_EQ(cuMemAddressReserve(&va, size, 0, 0, 0), CUDA_SUCCESS);
+    return va;
+  }
+  static CUresult SetAccess(CUdeviceptr va, size_t size, CUmemAccess_flags flags) {
+    CUmemAccessDesc desc{};
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = 0;
+    desc.flags = flags;
+    return cuMemSetAccess(va, size, &desc, 1);
+  }
+  // Reserves a range and maps all of `h` there, read-write.
+  static CUdeviceptr MapReadWrite(CUmemGenericAllocationHandle h, size_t size) {
+    CUdeviceptr va = Reserve(size);
+    EXPECT_EQ(cuMemMap(va, size, 0, h, 0), CUDA_SUCCESS);
+    EXPECT_EQ(SetAccess(va, size, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+    return va;
+  }
+};
+
+TEST_F(VmmTest, CreateChargesWholeGranulesAndRejectsOtherSizes) {
+  EXPECT_EQ(g_, 2u << 20);  // HAMI_SIM_ALLOC_GRANULARITY's default
+  CUmemAllocationProp prop = DeviceProp(0);
+  size_t recommended = 0;
+  EXPECT_EQ(
+      cuMemGetAllocationGranularity(&recommended, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+      CUDA_SUCCESS);
+  EXPECT_EQ(recommended, g_);
+  prop.type = CU_MEM_ALLOCATION_TYPE_INVALID;
+  EXPECT_EQ(cuMemGetAllocationGranularity(&recommended, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_ERROR_INVALID_VALUE);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+
+  size_t before = FreeBytes();
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(cuMemCreate(&h, g_ + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemCreate(&h, 0, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemCreate(&h, 100 * kGiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(FreeBytes(), before);
+  h = Create(2 * g_);
+  EXPECT_EQ(before - FreeBytes(), 2 * g_);
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(VmmTest, DataWrittenThroughOneMappingIsReadThroughAnother) {
+  CUmemGenericAllocationHandle h = Create(g_);
+  CUdeviceptr a = MapReadWrite(h, g_);
+  CUdeviceptr b = MapReadWrite(h, g_);
+  EXPECT_EQ(a % g_, 0u);
+  EXPECT_NE(a, b);
+  auto data = Pattern(8192, 3);
+  ASSERT_EQ(cuMemcpyHtoD_v2(a + 4096, data.data(), data.size()), CUDA_SUCCESS);
+  EXPECT_EQ(Download(b + 4096, data.size()), data);
+  CUmemGenericAllocationHandle again = 0;
+  EXPECT_EQ(cuMemRetainAllocationHandle(&again, reinterpret_cast<void*>(b + 10)), CUDA_SUCCESS);
+  EXPECT_EQ(again, h);
+  for (CUdeviceptr va : {a, b}) {
+    EXPECT_EQ(cuMemUnmap(va, g_), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+TEST_F(VmmTest, MemoryReturnsOnlyOnceReleasedAndUnmapped) {
+  size_t before = FreeBytes();
+  CUmemGenericAllocationHandle h = Create(g_);
+  CUdeviceptr va = MapReadWrite(h, g_);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(before - FreeBytes(), g_);  // still mapped
+  ASSERT_EQ(cuMemUnmap(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+
+  h = Create(g_);
+  ASSERT_EQ(cuMemMap(va, g_, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(before - FreeBytes(), g_);  // not released yet
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_SUCCESS);
+}
+
+TEST_F(VmmTest, CopiesIntoAMappedRangeWithoutAccessFail) {
+  CUmemGenericAllocationHandle h = Create(g_);
+  CUdeviceptr va = Reserve(g_);
+  ASSERT_EQ(cuMemMap(va, g_, 0, h, 0), CUDA_SUCCESS);
+  auto data = Pattern(256, 1);
+  EXPECT_EQ(cuMemcpyHtoD_v2(va, data.data(), data.size()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD8_v2(va, 0, 256), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(SetAccess(va, g_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemcpyHtoD_v2(va, data.data(), data.size()), CUDA_SUCCESS);
+  EXPECT_EQ(Download(va, data.size()), data);
+  EXPECT_EQ(cuMemUnmap(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemcpyHtoD_v2(va, data.data(), data.size()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+TEST_F(VmmTest, ARetainedHandleNeedsItsOwnRelease) {
+  GTEST_SKIP() << "sim gap (model.h + memory.cc): PhysicalAlloc has no reference count, so "
+                  "cuMemRetainAllocationHandle does not add a reference and the first "
+                  "cuMemRelease drops the memory; it needs PhysicalAlloc::refs, incremented by "
+                  "cuMemRetainAllocationHandle and decremented by cuMemRelease";
+  size_t before = FreeBytes();
+  CUmemGenericAllocationHandle h = Create(g_);
+  CUdeviceptr va = MapReadWrite(h, g_);
+  CUmemGenericAllocationHandle again = 0;
+  ASSERT_EQ(cuMemRetainAllocationHandle(&again, reinterpret_cast<void*>(va)), CUDA_SUCCESS);
+  ASSERT_EQ(again, h);
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemUnmap(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(before - FreeBytes(), g_);  // the retained reference keeps it
+  EXPECT_EQ(cuMemRelease(again), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_SUCCESS);
+}
+
+TEST_F(VmmTest, ReadOnlyAccessAllowsReadsButNotWrites) {
+  GTEST_SKIP() << "sim bug (driver.cc, Driver::DeviceAccessible): a mapping counts as "
+                  "accessible only with PROT_WRITE, so reading a CU_MEM_ACCESS_FLAGS_PROT_READ "
+                  "range fails; the check needs to know the direction of the access";
+  CUmemGenericAllocationHandle h = Create(g_);
+  CUdeviceptr va = Reserve(g_);
+  ASSERT_EQ(cuMemMap(va, g_, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(SetAccess(va, g_, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
+  std::vector<uint8_t> out(256, 0xff);
+  EXPECT_EQ(cuMemcpyDtoH_v2(out.data(), va, out.size()), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemcpyHtoD_v2(va, out.data(), out.size()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemUnmap(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+TEST_F(VmmTest, MisplacedMapsAndFreesAreRejected) {
+  CUmemGenericAllocationHandle h = Create(2 * g_);
+  CUdeviceptr va = 0;
+  EXPECT_EQ(cuMemAddressReserve(&va, g_ + 1, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAddressReserve(&va, g_, 3, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  va = Reserve(2 * g_);
+  EXPECT_EQ(cuMemMap(Outside() / g_ * g_, g_, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemMap(va, 3 * g_, 0, h, 0), CUDA_ERROR_INVALID_VALUE);   // beyond both
+  EXPECT_EQ(cuMemMap(va, g_, g_ / 2, h, 0), CUDA_ERROR_INVALID_VALUE);  // unaligned offset
+  EXPECT_EQ(SetAccess(va, g_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemMap(va, 2 * g_, 0, h, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va + g_, g_, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
+  EXPECT_EQ(cuMemAddressFree(va, 2 * g_), CUDA_ERROR_INVALID_VALUE);    // still mapped
+  EXPECT_EQ(cuMemUnmap(va, g_), CUDA_ERROR_INVALID_VALUE);              // not the whole mapping
+  ASSERT_EQ(cuMemUnmap(va, 2 * g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemUnmap(va, 2 * g_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_ERROR_INVALID_VALUE);  // not the whole range
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va, 2 * g_, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // released
+  EXPECT_EQ(cuMemAddressFree(va, 2 * g_), CUDA_SUCCESS);
+}
+
+// ---- arrays ----
+
+class ArrayTest : public SimDeviceTest {
+ protected:
+  void SetUp() override {
+    SimDeviceTest::SetUp();
+    CUDA_ARRAY_DESCRIPTOR d = Desc(64, 16, CU_AD_FORMAT_FLOAT, 1);
+    ASSERT_EQ(cuArrayCreate_v2(&array_, &d), CUDA_SUCCESS);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cuArrayDestroy(array_), CUDA_SUCCESS);
+    SimDeviceTest::TearDown();
+  }
+  static CUDA_ARRAY_DESCRIPTOR Desc(size_t width, size_t height, CUarray_format format,
+                                    unsigned channels) {
+    CUDA_ARRAY_DESCRIPTOR d{};
+    d.Width = width;
+    d.Height = height;
+    d.Format = format;
+    d.NumChannels = channels;
+    return d;
+  }
+
+  CUarray array_ = nullptr;
+};
+
+TEST_F(ArrayTest, ArraysKeepTheirDescriptorsAndChargeWholeGranules) {
+  CUDA_ARRAY_DESCRIPTOR got{};
+  ASSERT_EQ(cuArrayGetDescriptor_v2(&got, array_), CUDA_SUCCESS);
+  EXPECT_EQ(got.Width, 64u);
+  EXPECT_EQ(got.Height, 16u);
+  EXPECT_EQ(got.Format, CU_AD_FORMAT_FLOAT);
+  EXPECT_EQ(got.NumChannels, 1u);
+
+  size_t before = FreeBytes();
+  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  d3.Width = 1024;
+  d3.Height = 512;
+  d3.Depth = 3;
+  d3.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+  d3.NumChannels = 4;
+  CUarray a3 = nullptr;
+  ASSERT_EQ(cuArray3DCreate_v2(&a3, &d3), CUDA_SUCCESS);  // 6 MiB
+  EXPECT_EQ(before - FreeBytes(), 3 * g_);
+  CUDA_ARRAY3D_DESCRIPTOR got3{};
+  ASSERT_EQ(cuArray3DGetDescriptor_v2(&got3, a3), CUDA_SUCCESS);
+  EXPECT_EQ(got3.Depth, 3u);
+  EXPECT_EQ(got3.NumChannels, 4u);
+  EXPECT_EQ(cuArrayDestroy(a3), CUDA_SUCCESS);
+  EXPECT_EQ(cuArrayDestroy(a3), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(ArrayTest, BadDescriptorsAreInvalidValue) {
+  CUarray a = nullptr;
+  CUDA_ARRAY_DESCRIPTOR d = Desc(64, 16, CUarray_format(0x7777), 1);
+  EXPECT_EQ(cuArrayCreate_v2(&a, &d), CUDA_ERROR_INVALID_VALUE);
+  d = Desc(64, 16, CU_AD_FORMAT_FLOAT, 3);
+  EXPECT_EQ(cuArrayCreate_v2(&a, &d), CUDA_ERROR_INVALID_VALUE);
+  d = Desc(0, 16, CU_AD_FORMAT_FLOAT, 1);
+  EXPECT_EQ(cuArrayCreate_v2(&a, &d), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuArrayCreate_v2(&a, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(ArrayTest, LinearCopiesRoundTripThroughAnArray) {
+  auto data = Pattern(1000, 9);
+  std::vector<uint8_t> out(data.size());
+  ASSERT_EQ(cuMemcpyHtoA_v2(array_, 96, data.data(), data.size()), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyAtoH_v2(out.data(), array_, 96, out.size()), CUDA_SUCCESS);
+  EXPECT_EQ(out, data);
+  CUdeviceptr p = Alloc(1000);
+  ASSERT_EQ(cuMemcpyAtoD_v2(p, array_, 96, 1000), CUDA_SUCCESS);
+  EXPECT_EQ(Download(p, 1000), data);
+  ASSERT_EQ(cuMemcpyDtoA_v2(array_, 3000, p, 1000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyAtoH_v2(out.data(), array_, 3000, out.size()), CUDA_SUCCESS);
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(cuMemcpyHtoA_v2(array_, 3500, data.data(), data.size()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyAtoH_v2(out.data(), array_, 5000, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoA_v2(reinterpret_cast<CUarray>(p), 0, data.data(), 4),
+            CUDA_ERROR_INVALID_HANDLE);
+  Free({p});
+}
+
+// ---- pinned host memory ----
+
+class HostMemoryTest : public SimDeviceTest {};
+
+TEST_F(HostMemoryTest, PinnedHostMemoryIsHostMemoryAndChargesNoDeviceMemory) {
+  size_t before = FreeBytes();
+  void* host = nullptr;
+  ASSERT_EQ(cuMemAllocHost_v2(&host, 1 << 20), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+  auto data = Pattern(1 << 20, 2);
+  std::memcpy(host, data.data(), data.size());
+  CUdeviceptr dev = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer_v2(&dev, host, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Download(dev, data.size()), data);
+  unsigned type = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(host)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_HOST));
+  EXPECT_EQ(cuMemHostGetDevicePointer_v2(&dev, host, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(CUdeviceptr(host)), CUDA_ERROR_INVALID_VALUE);  // not device memory
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(HostMemoryTest, HostAllocTakesItsFlagsAndFreeHostOnlyItsMemory) {
+  void* host = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&host, 4096,
+                           CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                               CU_MEMHOSTALLOC_WRITECOMBINED),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostAlloc(&host, 4096, 0x80), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostAlloc(&host, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr dev = Alloc(4096);
+  EXPECT_EQ(cuMemFreeHost(reinterpret_cast<void*>(dev)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(reinterpret_cast<void*>(Outside())), CUDA_ERROR_INVALID_VALUE);
+  Free({dev});
+}
+
+TEST_F(HostMemoryTest, HostGetFlagsReturnsTheFlagsOfTheAllocation) {
+  GTEST_SKIP() << "sim gap (model.h + memory.cc): Allocation keeps no flags, so "
+                  "cuMemHostGetFlags always reports 0; it needs an Allocation::host_flags "
+                  "field set by cuMemHostAlloc";
+  void* host = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+            CUDA_SUCCESS);
+  unsigned flags = 0;
+  ASSERT_EQ(cuMemHostGetFlags(&flags, host), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_SUCCESS);
+}
+
+TEST_F(HostMemoryTest, RegisteredMemoryIsDeviceAccessibleUntilUnregistered) {
+  constexpr size_t kBytes = 8192;
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, kBytes));
+  ASSERT_NE(buf, nullptr);
+  auto data = Pattern(kBytes, 4);
+  std::memcpy(buf, data.data(), kBytes);
+  EXPECT_EQ(cuMemHostRegister_v2(buf, kBytes, 0x100), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemHostRegister_v2(buf, kBytes, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostRegister_v2(buf, kBytes, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  EXPECT_EQ(cuMemHostRegister_v2(buf + 4096, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+
+  CUdeviceptr dev = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer_v2(&dev, buf + 100, 0), CUDA_SUCCESS);
+  std::vector<uint8_t> want(data.begin() + 100, data.begin() + 1100);
+  EXPECT_EQ(Download(dev, 1000), want);
+
+  EXPECT_EQ(cuMemHostUnregister(buf + 4096), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  ASSERT_EQ(cuMemHostUnregister(buf), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  EXPECT_EQ(cuMemHostGetDevicePointer_v2(&dev, buf, 0), CUDA_ERROR_INVALID_VALUE);
+  std::free(buf);
+}
+
+// ---- what a context owns ----
+
+class ContextMemoryTest : public SimDeviceTest {};
+
+TEST_F(ContextMemoryTest, DestroyingAContextReturnsAllOfItsMemory) {
+  size_t before = FreeBytes();
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxCreate_v4(&ctx, nullptr, 0, dev_), CUDA_SUCCESS);
+  EXPECT_EQ(before - FreeBytes(), kH100ContextBytes);
+
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 3 * g_ + 1), CUDA_SUCCESS);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(cuMemAlloc_v2(&p, 1000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocPitch_v2(&p, &pitch, 4000, 300, 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&p, g_, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  void* host = nullptr;
+  ASSERT_EQ(cuMemAllocHost_v2(&host, 4096), CUDA_SUCCESS);
+  CUDA_ARRAY_DESCRIPTOR d{};
+  d.Width = 256;
+  d.Height = 256;
+  d.Format = CU_AD_FORMAT_FLOAT;
+  d.NumChannels = 1;
+  CUarray array = nullptr;
+  ASSERT_EQ(cuArrayCreate_v2(&array, &d), CUDA_SUCCESS);
+  CUmodule module = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&module, "hami-sim-module\nkernel busy\n"), CUDA_SUCCESS);
+  // 4 granules for the large allocation, one each for the small ones' page, the pitched
+  // and the managed allocation, the array and the module.
+  EXPECT_EQ(before - FreeBytes(), kH100ContextBytes + 9 * g_);
+
+  ASSERT_EQ(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+  CUcontext current = nullptr;  // seen from the primary context, which stays
+  ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, ctx_);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(cuCtxDestroy_v2(ctx), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+}  // namespace
+}  // namespace hami::testing
