@@ -367,8 +367,10 @@ int64_t SharedState::ReserveBusy(int slot, int device, int64_t earliest_ns, int6
   state::Device& dev = file_->devices[device];
   DeviceRepair repair{file_, device};
   RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
-  int64_t start = std::max(earliest_ns, dev.next_free_ns);
-  int64_t end = start + duration_ns;
+  // Saturate rather than overflow: a timeline of ~292 years is as good as forever.
+  constexpr int64_t kForever = INT64_MAX / 2;
+  int64_t start = std::min(std::max(earliest_ns, dev.next_free_ns), kForever);
+  int64_t end = start + std::min(duration_ns, kForever);
   dev.next_free_ns = end;
   state::Slot& s = file_->slots[slot];
   s.busy_ns[device] += uint64_t(duration_ns);

@@ -15,7 +15,8 @@ namespace hami::sim {
 
 struct VisibleDevices {
   std::vector<int> physical;  // CUDA ordinal -> physical index
-  std::string stopped_at;     // the entry that ended the list, if one did
+  // The entry that ended the list ("" for an empty entry), when one did.
+  std::optional<std::string> stopped_at;
 };
 
 VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,

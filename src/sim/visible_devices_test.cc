@@ -27,13 +27,13 @@ VisibleDevices Parse(std::optional<std::string_view> value) {
 TEST(ParseVisibleDevices, UnsetShowsEveryDeviceInOrder) {
   VisibleDevices v = Parse(std::nullopt);
   EXPECT_THAT(v.physical, ElementsAre(0, 1, 2));
-  EXPECT_EQ(v.stopped_at, "");
+  EXPECT_FALSE(v.stopped_at.has_value());
 }
 
 TEST(ParseVisibleDevices, EmptyShowsNoDevice) {
   VisibleDevices v = Parse("");
   EXPECT_THAT(v.physical, IsEmpty());
-  EXPECT_EQ(v.stopped_at, "");
+  EXPECT_FALSE(v.stopped_at.has_value());
 }
 
 TEST(ParseVisibleDevices, IndicesSelectAndOrderDevices) {
@@ -47,7 +47,7 @@ TEST(ParseVisibleDevices, IgnoresSpacesAroundEntriesAndATrailingComma) {
   EXPECT_THAT(Parse(" 1 ,\t0").physical, ElementsAre(1, 0));
   VisibleDevices v = Parse("0,1,");
   EXPECT_THAT(v.physical, ElementsAre(0, 1));
-  EXPECT_EQ(v.stopped_at, "");
+  EXPECT_FALSE(v.stopped_at.has_value());
 }
 
 TEST(ParseVisibleDevices, AFullUuidOrAUniquePrefixNamesADevice) {
@@ -68,7 +68,7 @@ TEST_P(ParseVisibleDevicesStops, AtTheFirstBadEntryNamingIt) {
   const Stop& c = GetParam();
   VisibleDevices v = Parse(c.value);
   EXPECT_EQ(v.physical, c.visible) << c.value;
-  EXPECT_EQ(v.stopped_at, c.stopped_at) << c.value;
+  EXPECT_EQ(v.stopped_at.value_or("(none)"), c.stopped_at) << c.value;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -85,11 +85,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Stop{"0,1 2", {0}, "1 2"}, Stop{"MIG-aaaa1111,0", {}, "MIG-aaaa1111"},
                       Stop{"gpu-aaaa1111", {}, "gpu-aaaa1111"}));
 
-// An empty entry ends the list as well, but `stopped_at` cannot tell it from a list that
-// did not stop, so no warning names it.
-TEST(ParseVisibleDevices, AnEmptyEntryEndsTheList) {
+TEST(ParseVisibleDevices, AnEmptyEntryEndsTheListAndIsReported) {
   VisibleDevices v = Parse("0,,1");
   EXPECT_THAT(v.physical, ElementsAre(0));
+  ASSERT_TRUE(v.stopped_at.has_value());
+  EXPECT_EQ(*v.stopped_at, "");
 }
 
 }  // namespace

@@ -441,10 +441,6 @@ TEST_F(VmmTest, CopiesIntoAMappedRangeWithoutAccessFail) {
 }
 
 TEST_F(VmmTest, ARetainedHandleNeedsItsOwnRelease) {
-  GTEST_SKIP() << "sim gap (model.h + memory.cc): PhysicalAlloc has no reference count, so "
-                  "cuMemRetainAllocationHandle does not add a reference and the first "
-                  "cuMemRelease drops the memory; it needs PhysicalAlloc::refs, incremented by "
-                  "cuMemRetainAllocationHandle and decremented by cuMemRelease";
   size_t before = FreeBytes();
   CUmemGenericAllocationHandle h = Create(g_);
   CUdeviceptr va = MapReadWrite(h, g_);
@@ -460,9 +456,6 @@ TEST_F(VmmTest, ARetainedHandleNeedsItsOwnRelease) {
 }
 
 TEST_F(VmmTest, ReadOnlyAccessAllowsReadsButNotWrites) {
-  GTEST_SKIP() << "sim bug (driver.cc, Driver::DeviceAccessible): a mapping counts as "
-                  "accessible only with PROT_WRITE, so reading a CU_MEM_ACCESS_FLAGS_PROT_READ "
-                  "range fails; the check needs to know the direction of the access";
   CUmemGenericAllocationHandle h = Create(g_);
   CUdeviceptr va = Reserve(g_);
   ASSERT_EQ(cuMemMap(va, g_, 0, h, 0), CUDA_SUCCESS);
@@ -620,9 +613,6 @@ TEST_F(HostMemoryTest, HostAllocTakesItsFlagsAndFreeHostOnlyItsMemory) {
 }
 
 TEST_F(HostMemoryTest, HostGetFlagsReturnsTheFlagsOfTheAllocation) {
-  GTEST_SKIP() << "sim gap (model.h + memory.cc): Allocation keeps no flags, so "
-                  "cuMemHostGetFlags always reports 0; it needs an Allocation::host_flags "
-                  "field set by cuMemHostAlloc";
   void* host = nullptr;
   ASSERT_EQ(cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
             CUDA_SUCCESS);

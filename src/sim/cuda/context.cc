@@ -186,7 +186,7 @@ CUresult SyncStream(CUstream h, bool ptsz) {
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   int device = s->ctx->device;
-  WaitUnlocked(api, s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+  WaitUnlocked(api, StreamDone(s));
   TrimPoolsAtSyncLocked(device);
   return CUDA_SUCCESS;
 }
@@ -195,9 +195,11 @@ CUresult QueryStream(CUstream h, bool ptsz) {
   ApiLock api;
   CUstream_st* s;
   if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
-  if (s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  int64_t tail = s->legacy ? LegacyTail(s->ctx) : s->tail_ns;
-  return MonotonicNs() >= tail ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (s->capture != nullptr) {
+    s->capture_invalidated = true;  // as synchronizing does: the capture cannot go on
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return MonotonicNs() >= StreamDone(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult EventRecord(CUevent e, CUstream h, bool ptsz) {
@@ -306,6 +308,8 @@ int64_t StreamTail(CUstream_st* s) {
   }
   return s->tail_ns;
 }
+
+int64_t StreamDone(CUstream_st* s) { return s->legacy ? LegacyTail(s->ctx) : s->tail_ns; }
 
 int64_t LegacyTail(CUctx_st* ctx) {
   int64_t t = 0;

@@ -39,11 +39,11 @@ std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices) 
   const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
   VisibleDevices v = ParseVisibleDevices(
       env != nullptr ? std::optional<std::string_view>(env) : std::nullopt, devices);
-  if (!v.stopped_at.empty()) {
+  if (v.stopped_at) {
     g_log.Log(LogLevel::kWarn,
               "CUDA_VISIBLE_DEVICES='%s': entry '%s' names no device (or repeats one); "
               "devices listed after it are not visible",
-              env, v.stopped_at.c_str());
+              env, v.stopped_at->c_str());
   }
   return v.physical;
 }
@@ -223,14 +223,23 @@ Allocation* Driver::FindAllocation(uintptr_t ptr, size_t bytes) {
   return &a;
 }
 
-bool Driver::DeviceAccessible(uintptr_t ptr, size_t bytes) {
+bool Driver::DeviceAccessible(uintptr_t ptr, size_t bytes, Access access) {
   if (FindAllocation(ptr, bytes) != nullptr) return true;
+  int need = access == Access::kWrite ? PROT_WRITE : PROT_READ;
   auto it = mappings.upper_bound(ptr);
   if (it == mappings.begin()) return false;
   --it;
-  const VaMapping& m = it->second;
-  return ptr >= m.base && ptr - m.base <= m.size && bytes <= m.size - (ptr - m.base) &&
-         (m.prot & PROT_WRITE) != 0;
+  uintptr_t cursor = ptr;
+  const uintptr_t end = ptr + bytes;
+  if (end < ptr) return false;
+  // Walk adjacent mappings until the range is covered.
+  for (; it != mappings.end(); ++it) {
+    const VaMapping& m = it->second;
+    if (cursor < m.base || cursor >= m.base + m.size || (m.prot & need) == 0) return false;
+    cursor = m.base + m.size;
+    if (cursor >= end) return true;
+  }
+  return false;
 }
 
 }  // namespace hami::sim

@@ -329,7 +329,7 @@ CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunc
       *pi = f->max_dynamic_smem;
       break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-      *pi = -1;
+      *pi = f->carveout;
       break;
     default:
       if (int(attrib) < 0 || int(attrib) >= int(CU_FUNC_ATTRIBUTE_MAX)) {
@@ -350,7 +350,11 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, i
     f->max_dynamic_smem = value;
     return CUDA_SUCCESS;
   }
-  if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) return CUDA_SUCCESS;
+  if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+    if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;  // percent, or -1
+    f->carveout = value;
+    return CUDA_SUCCESS;
+  }
   return CUDA_ERROR_INVALID_VALUE;
 }
 

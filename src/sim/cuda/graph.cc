@@ -73,6 +73,7 @@ void DestroyGraphLocked(CUgraph g) {
   }
   d.Unregister(g);
   delete g;
+  PruneGraphAllocsLocked();
 }
 
 // True when a live executable graph was instantiated from the graph that owns `alloc`.
@@ -181,7 +182,7 @@ CUresult GraphLaunch(CUgraphExec e, CUstream stream, bool ptsz) {
       case NodeKind::kHost: {
         // Runs when the stream reaches it; on the legacy stream that includes the work of
         // every blocking stream of the context.
-        WaitUnlocked(api, s->legacy ? LegacyTail(s->ctx) : s->tail_ns);
+        WaitUnlocked(api, StreamTail(s));
         uint64_t stream_id = s->id;
         CUhostFn fn = n.host_fn;
         void* data = n.host_data;
@@ -493,6 +494,7 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {
   if (!D().Live(e, HandleKind::kGraphExec)) return CUDA_ERROR_INVALID_VALUE;
   D().Unregister(e);
   delete e;
+  PruneGraphAllocsLocked();
   return CUDA_SUCCESS;
 }
 

@@ -161,7 +161,7 @@ CUresult SyncForCopy(ApiLock& api, bool ptds) {
   if (ptds) {
     CUstream_st* s;
     if (CUresult r = ResolveStream(nullptr, true, &s); r != CUDA_SUCCESS) return r;
-    WaitUnlocked(api, s->tail_ns);
+    WaitUnlocked(api, StreamTail(s));
   } else {
     WaitUnlocked(api, LegacyTail(ctx));
   }
@@ -179,9 +179,10 @@ bool InDeviceAddressSpace(uintptr_t p) {
 }
 
 // Where a 3D copy's side lives; validates the whole range it touches.
-CUresult CopySide(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
-                  size_t y, size_t z, size_t pitch, size_t height, size_t width, size_t rows,
-                  size_t depth, uint8_t** base, size_t* out_pitch, size_t* out_height) {
+CUresult CopySide(Driver::Access access, CUmemorytype type, const void* host, CUdeviceptr device,
+                  CUarray array, size_t x, size_t y, size_t z, size_t pitch, size_t height,
+                  size_t width, size_t rows, size_t depth, uint8_t** base, size_t* out_pitch,
+                  size_t* out_height) {
   Driver& d = D();
   if (type == CU_MEMORYTYPE_ARRAY) {
     if (!d.Live(array, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
@@ -210,7 +211,7 @@ CUresult CopySide(CUmemorytype type, const void* host, CUdeviceptr device, CUarr
     if (type == CU_MEMORYTYPE_DEVICE ||
         (type == CU_MEMORYTYPE_UNIFIED && InDeviceAddressSpace(p))) {
       size_t span = (z + depth - 1) * pitch * height + (y + rows - 1) * pitch + x + width;
-      if (!d.DeviceAccessible(p, span)) return CUDA_ERROR_INVALID_VALUE;
+      if (!d.DeviceAccessible(p, span, access)) return CUDA_ERROR_INVALID_VALUE;
     }
     *base = reinterpret_cast<uint8_t*>(p);
   }
@@ -480,8 +481,8 @@ void GraphMemUsage(int device, uint64_t* used, uint64_t* reserved) {
 CUresult CopyLocked(uintptr_t dst, uintptr_t src, size_t bytes, bool dst_device, bool src_device) {
   if (bytes == 0) return CUDA_SUCCESS;
   if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
-  if ((dst_device && !D().DeviceAccessible(dst, bytes)) ||
-      (src_device && !D().DeviceAccessible(src, bytes))) {
+  if ((dst_device && !D().DeviceAccessible(dst, bytes, Driver::Access::kWrite)) ||
+      (src_device && !D().DeviceAccessible(src, bytes, Driver::Access::kRead))) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
@@ -495,15 +496,15 @@ CUresult Copy3DLocked(const CUDA_MEMCPY3D& p) {
   if (width == 0) return CUDA_SUCCESS;
   uint8_t *src, *dst;
   size_t spitch, sheight, dpitch, dheight;
-  if (CUresult r =
-          CopySide(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY,
-                   p.srcZ, p.srcPitch, p.srcHeight, width, rows, depth, &src, &spitch, &sheight);
+  if (CUresult r = CopySide(Driver::Access::kRead, p.srcMemoryType, p.srcHost, p.srcDevice,
+                            p.srcArray, p.srcXInBytes, p.srcY, p.srcZ, p.srcPitch, p.srcHeight,
+                            width, rows, depth, &src, &spitch, &sheight);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (CUresult r =
-          CopySide(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY,
-                   p.dstZ, p.dstPitch, p.dstHeight, width, rows, depth, &dst, &dpitch, &dheight);
+  if (CUresult r = CopySide(Driver::Access::kWrite, p.dstMemoryType, p.dstHost, p.dstDevice,
+                            p.dstArray, p.dstXInBytes, p.dstY, p.dstZ, p.dstPitch, p.dstHeight,
+                            width, rows, depth, &dst, &dpitch, &dheight);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -527,7 +528,7 @@ CUresult MemsetLocked(uintptr_t dst, size_t pitch, unsigned value, unsigned elem
   }
   if (height == 1) pitch = width * elem;
   size_t span = (height - 1) * pitch + width * elem;
-  if (!D().DeviceAccessible(dst, span)) return CUDA_ERROR_INVALID_VALUE;
+  if (!D().DeviceAccessible(dst, span, Driver::Access::kWrite)) return CUDA_ERROR_INVALID_VALUE;
   for (size_t y = 0; y < height; ++y) {
     auto* row = reinterpret_cast<uint8_t*>(dst + y * pitch);
     if (elem == 1) {
@@ -619,6 +620,20 @@ void GraphFreeLocked(uintptr_t ptr) {
   if (a != nullptr && a->kind == AllocKind::kGraph && a->graph_alloc != nullptr) {
     a->graph_alloc->in_use = false;
   }
+  PruneGraphAllocsLocked();
+}
+
+void PruneGraphAllocsLocked() {
+  Driver& d = D();
+  std::erase_if(d.graph_allocs, [&d](const std::shared_ptr<GraphAlloc>& g) {
+    // Only this list still knows it (its graph and executable graphs are gone) and no launch
+    // holds it: nothing can reach the memory again.
+    if (g.use_count() > 1 || g->in_use) return false;
+    if (g->resident) d.Uncharge(g->device, g->charge);
+    UnmapBacking(g->base, g->size);
+    d.allocations.erase(g->base);
+    return true;
+  });
 }
 
 void FreeContextMemoryLocked(CUctx_st* ctx) {
@@ -755,6 +770,7 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   a.mapped_size = bytesize;
   a.kind = AllocKind::kHost;
   a.ctx = ctx;
+  a.host_flags = Flags;
   D().allocations[a.base] = a;
   *pp = p;
   return CUDA_SUCCESS;
@@ -833,7 +849,7 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   Allocation* a = D().FindAllocation(reinterpret_cast<uintptr_t>(p), 1);
   if (a == nullptr || a->kind != AllocKind::kHost) return CUDA_ERROR_INVALID_VALUE;
-  *pFlags = 0;
+  *pFlags = a->host_flags;
   return CUDA_SUCCESS;
 }
 
@@ -1184,7 +1200,7 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   auto it = D().physical_allocs.find(handle);
   if (it == D().physical_allocs.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
-  it->second.released = true;
+  if (--it->second.handle_refs == 0) it->second.released = true;
   DropPhysicalIfUnused(handle);
   return CUDA_SUCCESS;
 }
@@ -1338,6 +1354,10 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
   if (it == D().mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
   --it;
   if (base >= it->second.base + it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  auto ph = D().physical_allocs.find(it->second.handle);
+  if (ph == D().physical_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  ph->second.handle_refs += 1;  // the caller must release this reference too
+  ph->second.released = false;
   *handle = it->second.handle;
   return CUDA_SUCCESS;
 }

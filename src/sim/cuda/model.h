@@ -68,6 +68,7 @@ struct Allocation {
   bool small = false;
   CUmemPoolHandle_st* pool = nullptr;
   struct GraphAlloc* graph_alloc = nullptr;
+  unsigned host_flags = 0;  // cuMemHostAlloc flags
 };
 
 struct GraphAlloc {
@@ -133,6 +134,7 @@ struct CUfunc_st {
   std::string name;
   uint64_t wave_ns = 0;  // 0: HAMI_SIM_WAVE_NS
   int max_dynamic_smem = 48 * 1024;
+  int carveout = -1;  // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT; -1: no preference
 };
 
 struct CUmod_st {
@@ -219,7 +221,8 @@ struct PhysicalAlloc {
   uint64_t charge;
   int fd;  // memfd backing the physical pages, so several mappings share data
   int mappings = 0;
-  bool released = false;
+  int handle_refs = 1;    // cuMemCreate's reference plus cuMemRetainAllocationHandle's
+  bool released = false;  // every handle reference has been released
 };
 
 struct VaMapping {
@@ -280,8 +283,11 @@ class Driver {
 
   // Finds the allocation containing [ptr, ptr + bytes), or null.
   Allocation* FindAllocation(uintptr_t ptr, size_t bytes);
-  // True when [ptr, ptr + bytes) is device-accessible memory the simulation backs.
-  bool DeviceAccessible(uintptr_t ptr, size_t bytes);
+  // True when [ptr, ptr + bytes) is memory the simulation backs that the device may read
+  // (or write): an allocation, or mapped virtual memory granted that access, possibly over
+  // several adjacent mappings.
+  enum class Access { kRead, kWrite };
+  bool DeviceAccessible(uintptr_t ptr, size_t bytes, Access access);
 };
 
 Driver& D();
@@ -315,8 +321,11 @@ CUresult ResolveStream(CUstream handle, bool ptsz, CUstream_st** out);
 
 // Completion time of everything a legacy-stream operation in `ctx` waits for.
 int64_t LegacyTail(CUctx_st* ctx);
-// Time at which work queued to `s` now would be complete.
+// Earliest time at which work queued to `s` now may start: after the stream's own work
+// and, for a blocking stream, after the legacy stream's.
 int64_t StreamTail(CUstream_st* s);
+// Time at which the work already queued to `s` is complete (what query/synchronize see).
+int64_t StreamDone(CUstream_st* s);
 // Sleeps until `deadline_ns` with the driver unlocked.
 void WaitUnlocked(ApiLock& api, int64_t deadline_ns);
 
@@ -347,6 +356,8 @@ CUresult AllocFromPoolLocked(CUmemPoolHandle_st* pool, CUctx_st* ctx, size_t byt
 CUresult FreeLocked(uintptr_t ptr, bool async);
 CUresult GraphAllocLaunchLocked(GraphAlloc* a);
 void GraphFreeLocked(uintptr_t ptr);
+// Drops graph memory that no graph, executable graph or launch can reach any more.
+void PruneGraphAllocsLocked();
 
 // Converts a project error to the CUresult the boundary reports, logging the message.
 CUresult ToCuResult(const Error& error);
