@@ -17,4 +17,5 @@ if(HAMI_SANITIZER_FLAGS)
                       -fno-sanitize-recover=undefined)
   string(REPLACE "fuzzer-no-link," "" _hami_link_san "${HAMI_SANITIZER_FLAGS}")
   add_link_options(${_hami_link_san})
+
 endif()
