@@ -93,17 +93,11 @@ uint64_t ResidentBlocksPerSm(const DeviceProfile& p, const unsigned block[3], un
 
 CUresult RecordKernelNode(CUstream_st* s, CUfunc_st* f, const unsigned grid[3],
                           const unsigned block[3], unsigned smem) {
-  auto* n = new CUgraphNode_st{};
-  n->graph = s->capture;
-  n->kind = NodeKind::kKernel;
+  CUgraphNode_st* n = AppendCaptureNode(s, NodeKind::kKernel);
   n->func = f;
   std::copy(grid, grid + 3, n->grid);
   std::copy(block, block + 3, n->block);
   n->shared_mem = smem;
-  n->deps = s->capture_deps;
-  s->capture->nodes.push_back(n);
-  D().Register(n, HandleKind::kGraphNode);
-  s->capture_deps = {n};
   return CUDA_SUCCESS;
 }
 
@@ -127,15 +121,9 @@ CUresult HostFunc(CUstream stream, CUhostFn fn, void* data, bool ptsz) {
   CUstream_st* s;
   if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
   if (s->capture != nullptr) {
-    auto* n = new CUgraphNode_st{};
-    n->graph = s->capture;
-    n->kind = NodeKind::kHost;
+    CUgraphNode_st* n = AppendCaptureNode(s, NodeKind::kHost);
     n->host_fn = fn;
     n->host_data = data;
-    n->deps = s->capture_deps;
-    s->capture->nodes.push_back(n);
-    D().Register(n, HandleKind::kGraphNode);
-    s->capture_deps = {n};
     return CUDA_SUCCESS;
   }
   // The function runs when the stream reaches it; the model runs it then, on the caller's

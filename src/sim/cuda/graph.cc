@@ -259,6 +259,17 @@ CUresult CaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t*
 
 }  // namespace
 
+CUgraphNode_st* AppendCaptureNode(CUstream_st* s, NodeKind kind) {
+  auto* n = new CUgraphNode_st{};
+  n->graph = s->capture;
+  n->kind = kind;
+  n->deps = s->capture_deps;
+  s->capture->nodes.push_back(n);
+  D().Register(n, HandleKind::kGraphNode);
+  s->capture_deps = {n};
+  return n;
+}
+
 }  // namespace hami::sim
 
 using namespace hami;       // NOLINT: the exported C API below

@@ -244,29 +244,30 @@ CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& c) {
 
 enum class Sync { kSync, kSyncPtds, kAsync, kAsyncPtsz };
 
-// A copy through the API: waits (or checks the stream) as `sync` says, records a graph node
-// on a capturing stream, otherwise copies now.
+// The start of a copy or set through the API: a synchronous one waits as SyncForCopy does;
+// an asynchronous one resolves its stream, and *capturing is that stream when it is being
+// captured (the operation then becomes a graph node instead of happening now).
+CUresult BeginMemoryOp(ApiLock& api, Sync sync, CUstream stream, CUstream_st** capturing) {
+  *capturing = nullptr;
+  if (sync == Sync::kSync || sync == Sync::kSyncPtds) {
+    return SyncForCopy(api, sync == Sync::kSyncPtds);
+  }
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(stream, sync == Sync::kAsyncPtsz, &s); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (s->capture != nullptr) *capturing = s;
+  return CUDA_SUCCESS;
+}
+
 CUresult ApiCopy3D(const CUDA_MEMCPY3D* p, Sync sync, CUstream stream) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
-  if (sync == Sync::kSync || sync == Sync::kSyncPtds) {
-    if (CUresult r = SyncForCopy(api, sync == Sync::kSyncPtds); r != CUDA_SUCCESS) return r;
-  } else {
-    CUstream_st* s;
-    if (CUresult r = ResolveStream(stream, sync == Sync::kAsyncPtsz, &s); r != CUDA_SUCCESS) {
-      return r;
-    }
-    if (s->capture != nullptr) {
-      auto* n = new CUgraphNode_st{};
-      n->graph = s->capture;
-      n->kind = NodeKind::kMemcpy;
-      n->copy = *p;
-      n->deps = s->capture_deps;
-      s->capture->nodes.push_back(n);
-      D().Register(n, HandleKind::kGraphNode);
-      s->capture_deps = {n};
-      return CUDA_SUCCESS;
-    }
+  CUstream_st* capturing;
+  if (CUresult r = BeginMemoryOp(api, sync, stream, &capturing); r != CUDA_SUCCESS) return r;
+  if (capturing != nullptr) {
+    AppendCaptureNode(capturing, NodeKind::kMemcpy)->copy = *p;
+    return CUDA_SUCCESS;
   }
   return Copy3DLocked(*p);
 }
@@ -328,29 +329,17 @@ CUresult ApiCopyArray(CUarray array, size_t offset, uintptr_t other, size_t byte
 CUresult ApiMemset(uintptr_t dst, size_t pitch, unsigned value, unsigned elem, size_t width,
                    size_t height, Sync sync, CUstream stream) {
   ApiLock api;
-  if (sync == Sync::kSync || sync == Sync::kSyncPtds) {
-    if (CUresult r = SyncForCopy(api, sync == Sync::kSyncPtds); r != CUDA_SUCCESS) return r;
-  } else {
-    CUstream_st* s;
-    if (CUresult r = ResolveStream(stream, sync == Sync::kAsyncPtsz, &s); r != CUDA_SUCCESS) {
-      return r;
-    }
-    if (s->capture != nullptr) {
-      auto* n = new CUgraphNode_st{};
-      n->graph = s->capture;
-      n->kind = NodeKind::kMemset;
-      n->memset.dst = CUdeviceptr(dst);
-      n->memset.pitch = pitch;
-      n->memset.value = value;
-      n->memset.elementSize = elem;
-      n->memset.width = width;
-      n->memset.height = height;
-      n->deps = s->capture_deps;
-      s->capture->nodes.push_back(n);
-      D().Register(n, HandleKind::kGraphNode);
-      s->capture_deps = {n};
-      return CUDA_SUCCESS;
-    }
+  CUstream_st* capturing;
+  if (CUresult r = BeginMemoryOp(api, sync, stream, &capturing); r != CUDA_SUCCESS) return r;
+  if (capturing != nullptr) {
+    CUDA_MEMSET_NODE_PARAMS& m = AppendCaptureNode(capturing, NodeKind::kMemset)->memset;
+    m.dst = CUdeviceptr(dst);
+    m.pitch = pitch;
+    m.value = value;
+    m.elementSize = elem;
+    m.width = width;
+    m.height = height;
+    return CUDA_SUCCESS;
   }
   return MemsetLocked(dst, pitch, value, elem, width, height);
 }
@@ -408,14 +397,8 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, C
     a.graph_alloc = ga.get();
     D().allocations[a.base] = a;
     D().graph_allocs.push_back(ga);
-    auto* n = new CUgraphNode_st{};
-    n->graph = s->capture;
-    n->kind = NodeKind::kMemAlloc;
+    CUgraphNode_st* n = AppendCaptureNode(s, NodeKind::kMemAlloc);
     n->alloc = ga;
-    n->deps = s->capture_deps;
-    s->capture->nodes.push_back(n);
-    D().Register(n, HandleKind::kGraphNode);
-    s->capture_deps = {n};
     *dptr = CUdeviceptr(ga->base);
     return CUDA_SUCCESS;
   }
@@ -429,14 +412,8 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
   if (s->capture != nullptr) {
     Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
     if (a == nullptr || a->base != uintptr_t(dptr)) return CUDA_ERROR_INVALID_VALUE;
-    auto* n = new CUgraphNode_st{};
-    n->graph = s->capture;
-    n->kind = NodeKind::kMemFree;
+    CUgraphNode_st* n = AppendCaptureNode(s, NodeKind::kMemFree);
     n->free_ptr = dptr;
-    n->deps = s->capture_deps;
-    s->capture->nodes.push_back(n);
-    D().Register(n, HandleKind::kGraphNode);
-    s->capture_deps = {n};
     return CUDA_SUCCESS;
   }
   return FreeLocked(uintptr_t(dptr), true);

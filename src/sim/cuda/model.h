@@ -338,6 +338,10 @@ void TrimPoolsAtSyncLocked(int physical);
 // Destroys a module (exec.cc).
 void DestroyModuleLocked(CUmod_st* m);
 
+// Appends a node of `kind` to the graph `s` is capturing, after the capture's current
+// dependencies, and makes it the new dependency (graph.cc).
+CUgraphNode_st* AppendCaptureNode(CUstream_st* s, NodeKind kind);
+
 // Queues a kernel of `func` on `stream` (exec.cc); validates dimensions.
 CUresult LaunchLocked(ApiLock& api, CUfunc_st* func, const unsigned grid[3],
                       const unsigned block[3], unsigned shared_mem, CUstream_st* stream,
