@@ -91,6 +91,24 @@ TEST_F(MultiProcessTest, AKilledProcessDisappearsAndItsMemoryReturns) {
   EXPECT_EQ(after.used, before.used);
 }
 
+TEST_F(MultiProcessTest, CuMemGetInfoSeesTheMemoryOfADeadProcessFreeAgain) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  size_t free_before, free_during, free_after, total;
+  ASSERT_EQ(cuMemGetInfo_v2(&free_before, &total), CUDA_SUCCESS);
+  auto a = Worker({"alloc", "3g", "hold"});
+  ASSERT_TRUE(a->WaitForLine("holding"));
+  ASSERT_EQ(cuMemGetInfo_v2(&free_during, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free_before - free_during, (3ull << 30) + (500ull << 20));
+  a->Kill(SIGKILL);
+  ASSERT_EQ(a->Wait(), 128 + SIGKILL);
+  ASSERT_EQ(cuMemGetInfo_v2(&free_after, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free_after, free_before);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
 TEST_F(MultiProcessTest, AForkChildStartsAfreshAndNeverTakesItsParentsPlace) {
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   CUcontext ctx;

@@ -69,6 +69,7 @@ CUresult CreateContext(CUctx_st** out, unsigned flags, CUdevice dev, bool primar
   int p;
   if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
   if (CUresult r = d.EnsureSlot(); r != CUDA_SUCCESS) return r;
+  d.state->SweepDead();  // the memory of processes that died is free again
   {
     std::unique_ptr<SharedState::ContextCreationLock> serial;
     if (d.options.ctx_serialize) serial = d.state->LockContextCreation();

@@ -146,6 +146,9 @@ CUresult MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   const DeviceSpec& s = D().spec(ctx->device);
+  // A real driver frees a dead process's memory at once; here the first query after the
+  // death does.
+  D().state->SweepDead();
   uint64_t used = D().state->UsedBytes(ctx->device);
   uint64_t usable = s.usable_bytes();
   if (free_bytes != nullptr) *free_bytes = used >= usable ? 0 : usable - used;
