@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (ctx == nullptr || step == "context") {
+      const int64_t context_start = hami::MonotonicNs();
       CUdevice dev;
       if (CUresult r = cuDeviceGet(&dev, device); r != CUDA_SUCCESS) return Fail("cuDeviceGet", r);
       if (CUresult r = cuDevicePrimaryCtxRetain(&ctx, dev); r != CUDA_SUCCESS) {
@@ -80,7 +81,9 @@ int main(int argc, char** argv) {
       }
       if (CUresult r = cuCtxSetCurrent(ctx); r != CUDA_SUCCESS) return Fail("cuCtxSetCurrent", r);
       if (step == "context") {
-        std::printf("context device=%d\n", device);
+        std::printf("context device=%d start_ns=%lld end_ns=%lld\n", device,
+                    static_cast<long long>(context_start),
+                    static_cast<long long>(hami::MonotonicNs()));
         continue;
       }
     }

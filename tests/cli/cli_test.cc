@@ -1,0 +1,149 @@
+// The `hami` command as a user runs it: exit codes, messages that name bad input, and
+// what `hami run` sets up for the program it runs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/sim_env.h"
+#include "support/subprocess.h"
+
+namespace hami::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Outcome {
+  int status;
+  std::string out;
+};
+
+// Runs build/bin/hami with `args`; stderr is merged into stdout.
+Outcome Hami(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1",
+                                   std::string(HAMI_BIN_DIR) + "/hami"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess p(argv, env);
+  std::string out = p.ReadAll(20000);
+  return {p.Wait(20000), out};
+}
+
+class HamiCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { state_ = SimEnv::NewStatePath(); }
+  std::map<std::string, std::string> Env() {
+    return {{"HAMI_SIM_STATE", state_}, {"HAMI_SIM_PROFILE", ""}};
+  }
+  std::string state_;
+};
+
+TEST_F(HamiCliTest, VersionNamesTheCudaHeaders) {
+  Outcome o = Hami({"--version"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, StartsWith("hami "));
+  EXPECT_THAT(o.out, HasSubstr("CUDA headers"));
+}
+
+TEST_F(HamiCliTest, SimListsEveryProfileAsTextAndJson) {
+  Outcome text = Hami({"sim"});
+  EXPECT_EQ(text.status, 0);
+  EXPECT_THAT(text.out, HasSubstr("h100-80g"));
+  EXPECT_THAT(text.out, HasSubstr("NVIDIA A100-SXM4-40GB"));
+  Outcome json = Hami({"sim", "profiles", "--json"});
+  ASSERT_EQ(json.status, 0);
+  auto parsed = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(parsed.is_array());
+  bool h200 = false;
+  for (const auto& p : parsed) h200 |= p["profile"] == "h200-141g" && p["memory_mib"] == 143771;
+  EXPECT_TRUE(h200);
+}
+
+TEST_F(HamiCliTest, SimOptionsListsEveryVariableWithItsValue) {
+  Outcome o = Hami({"sim", "options"}, {{"HAMI_SIM_WAVE_NS", "777"}});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("HAMI_SIM_STATE"));
+  EXPECT_THAT(o.out, HasSubstr("HAMI_SIM_CTX_SERIALIZE"));
+  EXPECT_THAT(o.out, HasSubstr("set: 777"));
+}
+
+TEST_F(HamiCliTest, RunStartsTheCommandOnTheSimulatedGpu) {
+  // hami-demo has no RPATH: it finds libcuda.so.1 only where `hami run` points it.
+  Outcome o = Hami({"run", "--sim", "a100-40g:3", "--sim-state", state_, "--",
+                    std::string(HAMI_BIN_DIR) + "/hami-demo"},
+                   Env());
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("running on the simulated GPU (a100-40g:3"));
+  EXPECT_THAT(o.out, HasSubstr("3 device(s)"));
+  EXPECT_THAT(o.out, HasSubstr("NVIDIA A100-SXM4-40GB"));
+  EXPECT_THAT(o.out, HasSubstr("hami-demo: all checks passed"));
+}
+
+TEST_F(HamiCliTest, RunPassesTheCommandsOwnOptionsThrough) {
+  Outcome o = Hami(
+      {"run", "-q", "--sim", "h100-80g:2", "--", "/bin/sh", "-c", "echo \"$LD_LIBRARY_PATH\" -x"},
+      Env());
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("/lib/sim"));
+  EXPECT_THAT(o.out, HasSubstr("-x"));
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("running on")));
+}
+
+TEST_F(HamiCliTest, RunRefusesAnUnknownProfileNamingIt) {
+  Outcome o = Hami({"run", "--sim", "h100-8g", "--", "/bin/true"}, Env());
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.out, HasSubstr("--sim='h100-8g': unknown profile 'h100-8g'"));
+}
+
+TEST_F(HamiCliTest, RunReportsACommandThatCannotStart) {
+  Outcome o = Hami({"run", "-q", "--", "/nonexistent/program"}, Env());
+  EXPECT_EQ(o.status, 127);
+  EXPECT_THAT(o.out, HasSubstr("cannot run '/nonexistent/program'"));
+}
+
+TEST_F(HamiCliTest, RunReturnsTheCommandsExitStatus) {
+  EXPECT_EQ(Hami({"run", "-q", "--", "/bin/sh", "-c", "exit 7"}, Env()).status, 7);
+}
+
+TEST_F(HamiCliTest, SimStatusShowsProcessesHoldingContexts) {
+  Subprocess worker({TestProgram("sim_worker"), "alloc", "1g", "hold"},
+                    {{"HAMI_SIM_STATE", state_}});
+  ASSERT_TRUE(worker.WaitForLine("holding"));
+  Outcome o = Hami({"sim", "status", "--state", state_, "--json"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j["devices"].size(), 2u);
+  ASSERT_EQ(j["devices"][0]["processes"].size(), 1u);
+  EXPECT_EQ(j["devices"][0]["processes"][0]["host_pid"], worker.pid());
+  EXPECT_EQ(j["devices"][0]["processes"][0]["name"], "sim_worker");
+  EXPECT_EQ(j["devices"][0]["memory_used_bytes"], (1ull << 30) + (500ull << 20));
+  Outcome text = Hami({"sim", "status", "--state", state_});
+  EXPECT_THAT(text.out, HasSubstr("sim_worker"));
+  worker.CloseStdin();
+  EXPECT_EQ(worker.Wait(), 0);
+}
+
+TEST_F(HamiCliTest, SimStatusRefusesAForeignFileNamingIt) {
+  { std::ofstream(state_) << std::string(8192, 'z'); }
+  Outcome o = Hami({"sim", "status", "--state", state_});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.out, HasSubstr(state_));
+  EXPECT_THAT(o.out, HasSubstr("not a simulated-GPU state file"));
+}
+
+TEST_F(HamiCliTest, BenchListsItsBenchmarks) {
+  Outcome o = Hami({"bench", "--list"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("sim_api"));
+  Outcome bad = Hami({"bench", "no_such_benchmark"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.out, HasSubstr("unknown benchmark 'no_such_benchmark'"));
+}
+
+}  // namespace
+}  // namespace hami::testing
