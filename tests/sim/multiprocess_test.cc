@@ -41,6 +41,15 @@ class MultiProcessTest : public ::testing::Test {
     return infos;
   }
 
+  // Initializes CUDA in this process and makes `device`'s primary context current.
+  static CUcontext MakeCurrent(int device) {
+    CUcontext ctx = nullptr;
+    EXPECT_EQ(cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(cuDevicePrimaryCtxRetain(&ctx, device), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    return ctx;
+  }
+
   std::string state_;
   nvmlDevice_t dev0_ = nullptr;
 };
@@ -92,10 +101,8 @@ TEST_F(MultiProcessTest, AKilledProcessDisappearsAndItsMemoryReturns) {
 }
 
 TEST_F(MultiProcessTest, CuMemGetInfoSeesTheMemoryOfADeadProcessFreeAgain) {
-  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
-  CUcontext ctx;
-  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUcontext ctx = MakeCurrent(0);
+  ASSERT_NE(ctx, nullptr);
   size_t free_before, free_during, free_after, total;
   ASSERT_EQ(cuMemGetInfo_v2(&free_before, &total), CUDA_SUCCESS);
   auto a = Worker({"alloc", "3g", "hold"});
@@ -110,10 +117,8 @@ TEST_F(MultiProcessTest, CuMemGetInfoSeesTheMemoryOfADeadProcessFreeAgain) {
 }
 
 TEST_F(MultiProcessTest, AForkChildStartsAfreshAndNeverTakesItsParentsPlace) {
-  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
-  CUcontext ctx;
-  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUcontext ctx = MakeCurrent(0);
+  ASSERT_NE(ctx, nullptr);
   CUdeviceptr p;
   ASSERT_EQ(cuMemAlloc_v2(&p, 1ull << 30), CUDA_SUCCESS);
   int to_parent[2], to_child[2];
@@ -164,10 +169,8 @@ TEST_F(MultiProcessTest, AForkChildStartsAfreshAndNeverTakesItsParentsPlace) {
 }
 
 TEST_F(MultiProcessTest, ManyThreadsAllocatingCopyingAndLaunchingKeepTheBooksExact) {
-  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
-  CUcontext ctx;
-  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 1), CUDA_SUCCESS);
-  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUcontext ctx = MakeCurrent(1);
+  ASSERT_NE(ctx, nullptr);
   CUmodule module;
   CUfunction kernel;
   ASSERT_EQ(cuModuleLoadData(&module, "hami-sim-module\nkernel k wave_ns=1000\n"), CUDA_SUCCESS);
