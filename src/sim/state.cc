@@ -11,8 +11,10 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/ofd_lock.h"
 #include "common/robust_mutex.h"
-#include "sim/procinfo.h"
+#include "common/proc.h"
+#include "sim/host_pid.h"
 
 namespace hami::sim {
 
@@ -21,28 +23,12 @@ namespace {
 using state::File;
 using state::Header;
 
-// Sets or clears an OFD lock on one byte. Returns 0 or an errno.
 int OfdLock(int fd, off_t offset, short type, bool wait) {
-  struct flock fl {};
-  fl.l_type = type;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = offset;
-  fl.l_len = 1;
-  for (;;) {
-    if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0) return 0;
-    if (errno != EINTR) return errno;
-  }
+  return OfdLockByte(fd, offset, type, wait ? LockWait::kYes : LockWait::kNo);
 }
 
-// True when another open file description holds a lock conflicting with `type`.
 bool OfdLockedByOther(int fd, off_t offset, short type) {
-  struct flock fl {};
-  fl.l_type = type;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = offset;
-  fl.l_len = 1;
-  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return true;  // unknown: assume alive
-  return fl.l_type != F_UNLCK;
+  return OfdByteLockedByOther(fd, offset, type);
 }
 
 void CopyString(char* dst, size_t cap, std::string_view src) {

@@ -1,0 +1,750 @@
+#include "region/region.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/kill_point.h"
+#include "common/ofd_lock.h"
+#include "common/proc.h"
+#include "common/robust_mutex.h"
+
+namespace hami::region {
+
+namespace {
+
+using layout::DeviceAccount;
+using layout::File;
+using layout::Header;
+using layout::Slot;
+using layout::SlotState;
+
+constexpr off_t SlotLock(int slot) { return layout::kSlotLockBase + slot; }
+
+void CopyString(char* dst, size_t cap, std::string_view src) {
+  size_t n = std::min(cap - 1, src.size());
+  std::memcpy(dst, src.data(), n);
+  std::memset(dst + n, 0, cap - n);
+}
+
+std::string FixedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
+  return buf;
+}
+
+layout::SectionRef ExpectedPolicy() {
+  return {offsetof(File, policy), sizeof(layout::Policy), 1, sizeof(layout::Policy)};
+}
+layout::SectionRef ExpectedDevices() {
+  return {offsetof(File, devices), sizeof(File::devices), layout::kMaxDevices,
+          sizeof(DeviceAccount)};
+}
+layout::SectionRef ExpectedSlots() {
+  return {offsetof(File, slots), sizeof(File::slots), layout::kMaxSlots, sizeof(Slot)};
+}
+
+bool SameSection(const layout::SectionRef& a, const layout::SectionRef& b) {
+  return a.offset == b.offset && a.size == b.size && a.count == b.count && a.stride == b.stride;
+}
+
+uint64_t SlotDeviceTotal(const Slot& s, int device) {
+  uint64_t sum = 0;
+  for (int k = 0; k < kUsageKinds; ++k) sum += s.usage[device][k].load(std::memory_order_relaxed);
+  return sum;
+}
+
+// ---- the device lock and its repair ----
+
+struct RepairContext {
+  File* file;
+  int device;
+};
+
+// The previous holder of a device's mutex died inside it: it may have updated its slot and
+// not the total, and may have left the sequence odd. The slots are the truth.
+void RepairDevice(void* arg) {
+  auto* c = static_cast<RepairContext*>(arg);
+  HAMI_KILL_POINT("region.repair.begun");
+  DeviceAccount& a = c->file->devices[c->device];
+  uint64_t sum = 0;
+  for (const Slot& s : c->file->slots) {
+    if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) {
+      sum += SlotDeviceTotal(s, c->device);
+    }
+  }
+  uint64_t seq = a.seq.load(std::memory_order_relaxed);
+  if (seq % 2 == 1) a.seq.store(seq + 1, std::memory_order_release);
+  a.used_bytes.store(sum, std::memory_order_relaxed);
+  if (a.peak_bytes.load(std::memory_order_relaxed) < sum) {
+    a.peak_bytes.store(sum, std::memory_order_relaxed);
+  }
+}
+
+class DeviceLock {
+ public:
+  DeviceLock(File* f, int device)
+      : ctx_{f, device}, guard_(&f->devices[device].mutex, RepairDevice, &ctx_) {}
+  bool locked() const { return guard_.locked(); }
+
+ private:
+  RepairContext ctx_;
+  RobustLockGuard guard_;
+};
+
+// Seqlock writer side; the caller holds the device mutex.
+void BeginWrite(DeviceAccount& a) {
+  a.seq.store(a.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+void EndWrite(DeviceAccount& a) {
+  a.seq.store(a.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+// Returns everything `s` holds on every device to the totals. Idempotent.
+void ReturnSlotUsage(File* f, int device_count, Slot& s, const char* kill_point) {
+  for (int d = 0; d < device_count; ++d) {
+    if (SlotDeviceTotal(s, d) == 0) continue;
+    DeviceLock lock(f, d);
+    if (!lock.locked()) continue;
+    DeviceAccount& a = f->devices[d];
+    BeginWrite(a);
+    uint64_t total = SlotDeviceTotal(s, d);
+    uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
+    a.used_bytes.store(used - std::min(used, total), std::memory_order_relaxed);
+    for (int k = 0; k < kUsageKinds; ++k) s.usage[d][k].store(0, std::memory_order_relaxed);
+    EndWrite(a);
+    HAMI_KILL_POINT(kill_point);
+  }
+}
+
+Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
+  if (ftruncate(fd, 0) != 0 || ftruncate(fd, off_t(sizeof(File))) != 0) {
+    return Error::FromErrno("ftruncate " + path);
+  }
+  HAMI_KILL_POINT("region.create.sized");
+  void* m = mmap(nullptr, sizeof(File), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return Error::FromErrno("mmap " + path);
+  Cleanup unmap([m] { munmap(m, sizeof(File)); });
+  File* f = static_cast<File*>(m);
+  Header& h = f->header;
+  std::memcpy(h.magic, layout::kMagic, sizeof(h.magic));
+  h.major = layout::kMajor;
+  h.minor = layout::kMinor;
+  h.header_size = sizeof(Header);
+  h.total_size = sizeof(File);
+  h.fingerprint = layout::Fingerprint();
+  h.max_devices = layout::kMaxDevices;
+  h.max_slots = layout::kMaxSlots;
+  h.usage_kinds = layout::kUsageKinds;
+  h.policy = ExpectedPolicy();
+  h.devices = ExpectedDevices();
+  h.slots = ExpectedSlots();
+  h.created_realtime_ns = RealtimeNs();
+  h.creator_pid = getpid();
+  CopyString(h.creator_comm, sizeof(h.creator_comm), ProcessComm());
+  layout::Policy& pol = f->policy;
+  pol.device_count = uint32_t(p.device_count);
+  pol.priority.store(p.priority);
+  pol.core_policy.store(uint32_t(p.core_policy));
+  pol.oversubscribe.store(p.oversubscribe ? 1 : 0);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    pol.memory_limit[d].store(p.memory_limit[size_t(d)]);
+    pol.sm_limit[d].store(p.sm_limit[size_t(d)]);
+    CopyString(pol.uuid[d], layout::kUuidBytes, p.uuid[size_t(d)]);
+  }
+  pol.stamped_realtime_ns = h.created_realtime_ns;
+  pol.stamped_by_pid = h.creator_pid;
+  std::memcpy(pol.stamped_by_comm, h.creator_comm, sizeof(pol.stamped_by_comm));
+  pol.utilization_switch.store(1);
+  for (DeviceAccount& a : f->devices) HAMI_TRY(InitRobustMutex(&a.mutex));
+  for (Slot& s : f->slots) s.status.store(uint32_t(SlotStatus::kRunning));
+  HAMI_KILL_POINT("region.create.filled");
+  h.initialized.store(layout::kInitialized, std::memory_order_release);
+  return OkStatus();
+}
+
+void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<PolicyDifference>* out) {
+  auto add = [out](std::string field, std::string region, std::string requested) {
+    if (region != requested)
+      out->push_back({std::move(field), std::move(region), std::move(requested)});
+  };
+  add("device_count", std::to_string(r.device_count), std::to_string(mine.device_count));
+  int n = std::max<int>(int(r.device_count), mine.device_count);
+  for (int d = 0; d < std::min(n, kMaxDevices); ++d) {
+    std::string i = "[" + std::to_string(d) + "]";
+    add("memory_limit" + i, std::to_string(r.memory_limit[d].load()),
+        std::to_string(mine.memory_limit[size_t(d)]));
+    add("sm_limit" + i, std::to_string(r.sm_limit[d].load()),
+        std::to_string(mine.sm_limit[size_t(d)]));
+    add("uuid" + i, FixedString(r.uuid[d], layout::kUuidBytes), mine.uuid[size_t(d)]);
+  }
+  add("priority", std::to_string(r.priority.load()), std::to_string(mine.priority));
+  add("core_policy", CorePolicyName(CorePolicy(r.core_policy.load())),
+      CorePolicyName(mine.core_policy));
+  add("oversubscribe", std::to_string(r.oversubscribe.load()),
+      std::to_string(mine.oversubscribe ? 1 : 0));
+}
+
+}  // namespace
+
+const char* UsageKindName(UsageKind kind) {
+  switch (kind) {
+    case UsageKind::kContext:
+      return "context";
+    case UsageKind::kModule:
+      return "module";
+    case UsageKind::kData:
+      return "data";
+    case UsageKind::kPool:
+      return "pool";
+    case UsageKind::kGraph:
+      return "graph";
+    case UsageKind::kVmm:
+      return "vmm";
+    case UsageKind::kOther:
+      return "other";
+  }
+  return "reserved";
+}
+
+const char* IdentitySourceName(IdentitySource source) {
+  switch (source) {
+    case IdentitySource::kUnknown:
+      return "unknown";
+    case IdentitySource::kSameNamespace:
+      return "same-namespace";
+    case IdentitySource::kBroker:
+      return "broker";
+    case IdentitySource::kProcfs:
+      return "procfs";
+    case IdentitySource::kNvmlProbe:
+      return "nvml-probe";
+    case IdentitySource::kFailed:
+      return "failed";
+  }
+  return "invalid";
+}
+
+const char* CorePolicyName(CorePolicy policy) {
+  switch (policy) {
+    case CorePolicy::kDefault:
+      return "default";
+    case CorePolicy::kForce:
+      return "force";
+    case CorePolicy::kDisable:
+      return "disable";
+  }
+  return "invalid";
+}
+
+Status ValidateHeader(const layout::Header& h, uint64_t file_size, const std::string& path) {
+  auto bad = [&path](ErrorCode code, const std::string& why) {
+    return Error(code, "shared region " + path + ": " + why + "; refusing to use it");
+  };
+  if (std::memcmp(h.magic, layout::kMagic, sizeof(h.magic)) != 0) {
+    return bad(ErrorCode::kCorrupt, "not a shared region (bad magic)");
+  }
+  if (h.major != layout::kMajor) {
+    return bad(ErrorCode::kIncompatible, "layout version " + std::to_string(h.major) + "." +
+                                             std::to_string(h.minor) + ", this build reads " +
+                                             std::to_string(layout::kMajor) + ".x");
+  }
+  if (h.header_size != sizeof(Header) || h.total_size != sizeof(File)) {
+    return bad(ErrorCode::kIncompatible,
+               "header says " + std::to_string(h.header_size) + "-byte header, " +
+                   std::to_string(h.total_size) + " bytes in all; expected " +
+                   std::to_string(sizeof(Header)) + " and " + std::to_string(sizeof(File)));
+  }
+  if (h.fingerprint != layout::Fingerprint()) {
+    return bad(ErrorCode::kIncompatible, "layout fingerprint " + Hex(h.fingerprint) +
+                                             ", expected " + Hex(layout::Fingerprint()));
+  }
+  if (h.max_devices != uint32_t(layout::kMaxDevices) ||
+      h.max_slots != uint32_t(layout::kMaxSlots) ||
+      h.usage_kinds != uint32_t(layout::kUsageKinds) || !SameSection(h.policy, ExpectedPolicy()) ||
+      !SameSection(h.devices, ExpectedDevices()) || !SameSection(h.slots, ExpectedSlots())) {
+    return bad(ErrorCode::kCorrupt, "its section table does not match its version");
+  }
+  if (file_size != h.total_size) {
+    return bad(ErrorCode::kCorrupt, "the file is " + std::to_string(file_size) +
+                                        " bytes but its header says " +
+                                        std::to_string(h.total_size));
+  }
+  return OkStatus();
+}
+
+Region::Region(std::string path, UniqueFd fd, void* map, Access access)
+    : path_(std::move(path)), fd_(std::move(fd)), file_(static_cast<File*>(map)), access_(access) {}
+
+Region::~Region() {
+  if (file_ == nullptr) return;
+  Unregister();
+  munmap(file_, sizeof(File));
+}
+
+Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const PolicySpec* stamp,
+                                             Create create,
+                                             std::vector<PolicyDifference>* differences,
+                                             Access access) {
+  if (create == Create::kIfMissing && (stamp == nullptr || access == Access::kReadOnly)) {
+    return Error(ErrorCode::kInvalidArgument, "creating a shared region needs a policy");
+  }
+  if (stamp != nullptr && (stamp->device_count < 0 || stamp->device_count > kMaxDevices)) {
+    return Error(ErrorCode::kInvalidArgument, "shared region " + path + ": device count " +
+                                                  std::to_string(stamp->device_count) +
+                                                  " is not from 0 to 16");
+  }
+  int flags = access == Access::kReadOnly ? O_RDONLY : O_RDWR;
+  if (create == Create::kIfMissing) flags |= O_CREAT;
+  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, flags, 0666));
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+
+  auto published = [&]() -> bool {
+    Header h;
+    return st.st_size == off_t(sizeof(File)) &&
+           pread(fd.get(), &h, sizeof(h), 0) == ssize_t(sizeof(h)) &&
+           h.initialized.load(std::memory_order_acquire) == layout::kInitialized;
+  };
+  if (!published()) {
+    if (create == Create::kNever) {
+      if (st.st_size == 0)
+        return Error(ErrorCode::kNotFound, "shared region " + path + " is empty");
+    }
+    if (create == Create::kIfMissing) {
+      // Make it, or wait for whoever is making it.
+      if (int err = OfdLockByte(fd.get(), layout::kInitLock, F_WRLCK, LockWait::kYes); err != 0) {
+        return Error::FromErrno("locking shared region " + path, err);
+      }
+      const int raw = fd.get();
+      Cleanup unlock([raw] { OfdLockByte(raw, layout::kInitLock, F_UNLCK, LockWait::kNo); });
+      if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+      if (st.st_size == 0) {
+        if (st.st_uid == geteuid()) fchmod(fd.get(), 0666);  // every user of the container
+        HAMI_TRY(Initialize(fd.get(), path, *stamp));
+      } else if (!published()) {
+        Header h;
+        if (st.st_size < off_t(sizeof(Header)) ||
+            pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
+          return Error(ErrorCode::kCorrupt,
+                       "shared region " + path + ": the file is " + std::to_string(st.st_size) +
+                           " bytes, smaller than a header; refusing to use it");
+        }
+        HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
+        // A valid header never published: its creator died while making it.
+        HAMI_TRY(Initialize(fd.get(), path, *stamp));
+      }
+      if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+    }
+  }
+  Header h;
+  if (st.st_size < off_t(sizeof(Header)) ||
+      pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
+    return Error(ErrorCode::kCorrupt, "shared region " + path + ": the file is " +
+                                          std::to_string(st.st_size) +
+                                          " bytes, smaller than a header; refusing to use it");
+  }
+  HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
+  if (h.initialized.load(std::memory_order_acquire) != layout::kInitialized) {
+    return Error(ErrorCode::kBusy, "shared region " + path + " is still being created");
+  }
+  int prot = PROT_READ | (access == Access::kReadWrite ? PROT_WRITE : 0);
+  void* m = mmap(nullptr, sizeof(File), prot, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return Error::FromErrno("mmap " + path);
+  std::unique_ptr<Region> r(new Region(path, std::move(fd), m, access));
+  if (stamp != nullptr && differences != nullptr) Compare(r->file_->policy, *stamp, differences);
+  return r;
+}
+
+int Region::device_count() const { return int(file_->policy.device_count); }
+
+Status Region::Writable() const {
+  if (access_ == Access::kReadOnly) {
+    return Error(ErrorCode::kPermission, "shared region " + path_ + " is open read-only");
+  }
+  return OkStatus();
+}
+
+bool Region::OwnerAlive(int slot) const {
+  if (slot == slot_) return true;
+  return OfdByteLockedByOther(fd_.get(), SlotLock(slot));
+}
+
+Result<int> Region::Register() {
+  HAMI_TRY(Writable());
+  if (slot_ >= 0) return slot_;
+  // Learn what the slot records before claiming one: the claim itself is a few stores.
+  const pid_t pid = getpid();
+  const uint64_t start_ticks = ProcessStartTicks();
+  const uint64_t pidns = PidNamespaceInode();
+  const std::string comm = ProcessComm();
+  Header& h = file_->header;
+  int64_t now = MonotonicNs();
+  int64_t last = h.last_sweep_ns.load(std::memory_order_relaxed);
+  if (now - last >= kSweepIntervalNs &&
+      h.last_sweep_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    SweepDead();
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    uint32_t start = h.claim_hint.load(std::memory_order_relaxed) % uint32_t(kMaxSlots);
+    for (int k = 0; k < kMaxSlots; ++k) {
+      int i = int((start + uint32_t(k)) % uint32_t(kMaxSlots));
+      Slot& s = file_->slots[i];
+      if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) continue;
+      if (OfdLockByte(fd_.get(), SlotLock(i), F_WRLCK, LockWait::kNo) != 0) continue;
+      HAMI_KILL_POINT("region.register.locked");
+      uint32_t expected = uint32_t(SlotState::kFree);
+      if (!s.state.compare_exchange_strong(expected, uint32_t(SlotState::kClaiming),
+                                           std::memory_order_acq_rel)) {
+        OfdLockByte(fd_.get(), SlotLock(i), F_UNLCK, LockWait::kNo);
+        continue;
+      }
+      HAMI_KILL_POINT("region.register.claimed");
+      s.generation += 1;
+      s.pid = pid;
+      s.host_pid.store(0, std::memory_order_relaxed);
+      s.start_time_ticks = start_ticks;
+      s.pidns_inode = pidns;
+      s.status.store(uint32_t(SlotStatus::kRunning), std::memory_order_relaxed);
+      s.identity.store(uint32_t(IdentitySource::kUnknown), std::memory_order_relaxed);
+      CopyString(s.comm, sizeof(s.comm), comm);
+      s.registered_realtime_ns.store(RealtimeNs(), std::memory_order_relaxed);
+      s.last_kernel_ns.store(0, std::memory_order_relaxed);
+      s.launches.store(0, std::memory_order_relaxed);
+      for (auto& u : s.sm_util) u.store(0, std::memory_order_relaxed);
+      HAMI_KILL_POINT("region.register.filled");
+      s.state.store(uint32_t(SlotState::kLive), std::memory_order_release);
+      h.claim_hint.store(uint32_t(i + 1), std::memory_order_relaxed);
+      slot_ = i;
+      return i;
+    }
+    // Every slot looked taken: some owners may be dead.
+    if (SweepDead() == 0) break;
+  }
+  return Error(ErrorCode::kBusy, "shared region " + path_ + ": all " + std::to_string(kMaxSlots) +
+                                     " process slots are held by live processes");
+}
+
+void Region::Unregister() {
+  if (slot_ < 0) return;
+  Slot& s = file_->slots[slot_];
+  ReturnSlotUsage(file_, device_count(), s, "region.unregister.device");
+  s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
+  HAMI_KILL_POINT("region.unregister.freed");
+  OfdLockByte(fd_.get(), SlotLock(slot_), F_UNLCK, LockWait::kNo);
+  slot_ = -1;
+}
+
+void Region::ReclaimHeld(int slot) {
+  Slot& s = file_->slots[slot];
+  ReturnSlotUsage(file_, device_count(), s, "region.reclaim.device");
+  s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
+}
+
+int Region::SweepDead() {
+  if (access_ == Access::kReadOnly) return 0;
+  int n = 0;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    if (i == slot_) continue;
+    Slot& s = file_->slots[i];
+    if (s.state.load(std::memory_order_acquire) == uint32_t(SlotState::kFree)) continue;
+    // Taking the lock proves its owner is gone (and keeps a claimer out while we work).
+    if (OfdLockByte(fd_.get(), SlotLock(i), F_WRLCK, LockWait::kNo) != 0) continue;
+    if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) {
+      ReclaimHeld(i);
+      ++n;
+    }
+    OfdLockByte(fd_.get(), SlotLock(i), F_UNLCK, LockWait::kNo);
+  }
+  file_->header.last_sweep_ns.store(MonotonicNs(), std::memory_order_relaxed);
+  return n;
+}
+
+Status Region::ReopenAfterFork() {
+  // The inherited descriptor shares the parent's open file (and so its locks): closing our
+  // copy releases nothing of the parent's.
+  slot_ = -1;
+  munmap(file_, sizeof(File));
+  file_ = nullptr;
+  fd_.Reset();
+  int flags = access_ == Access::kReadOnly ? O_RDONLY : O_RDWR;
+  UniqueFd fd = HAMI_TRY(OpenRegularFile(path_, flags));
+  int prot = PROT_READ | (access_ == Access::kReadWrite ? PROT_WRITE : 0);
+  void* m = mmap(nullptr, sizeof(File), prot, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return Error::FromErrno("mmap " + path_);
+  fd_ = std::move(fd);
+  file_ = static_cast<File*>(m);
+  return OkStatus();
+}
+
+Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind) {
+  if (slot_ < 0 || device < 0 || device >= kMaxDevices) return Admission::kNotRegistered;
+  if (bytes == 0) return Admission::kOk;
+  Slot& s = file_->slots[slot_];
+  DeviceAccount& a = file_->devices[device];
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      DeviceLock lock(file_, device);
+      if (!lock.locked()) return Admission::kOverLimit;
+      uint64_t limit = file_->policy.memory_limit[device].load(std::memory_order_relaxed);
+      uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
+      if (limit == 0 || (used <= limit && bytes <= limit - used)) {
+        BeginWrite(a);
+        HAMI_KILL_POINT("region.reserve.begun");
+        s.usage[device][uint32_t(kind)].fetch_add(bytes, std::memory_order_relaxed);
+        HAMI_KILL_POINT("region.reserve.slot");
+        a.used_bytes.store(used + bytes, std::memory_order_relaxed);
+        if (a.peak_bytes.load(std::memory_order_relaxed) < used + bytes) {
+          a.peak_bytes.store(used + bytes, std::memory_order_relaxed);
+        }
+        EndWrite(a);
+        return Admission::kOk;
+      }
+    }
+    // The budget looks full: memory of dead processes may still be counted.
+    if (attempt == 0 && SweepDead() == 0) break;
+  }
+  a.rejected.fetch_add(1, std::memory_order_relaxed);
+  return Admission::kOverLimit;
+}
+
+void Region::Release(int device, uint64_t bytes, UsageKind kind) {
+  if (slot_ < 0 || device < 0 || device >= kMaxDevices || bytes == 0) return;
+  Slot& s = file_->slots[slot_];
+  DeviceAccount& a = file_->devices[device];
+  DeviceLock lock(file_, device);
+  if (!lock.locked()) return;
+  uint64_t held = s.usage[device][uint32_t(kind)].load(std::memory_order_relaxed);
+  uint64_t n = std::min(bytes, held);
+  BeginWrite(a);
+  HAMI_KILL_POINT("region.release.begun");
+  s.usage[device][uint32_t(kind)].store(held - n, std::memory_order_relaxed);
+  HAMI_KILL_POINT("region.release.slot");
+  uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
+  a.used_bytes.store(used - std::min(used, n), std::memory_order_relaxed);
+  EndWrite(a);
+}
+
+DeviceSnapshot Region::Snapshot(int device) const {
+  DeviceSnapshot out;
+  if (device < 0 || device >= kMaxDevices) return out;
+  DeviceAccount& a = file_->devices[device];
+  auto read = [&] {
+    out.used_bytes = a.used_bytes.load(std::memory_order_relaxed);
+    out.peak_bytes = a.peak_bytes.load(std::memory_order_relaxed);
+    out.slots.clear();
+    out.slot_sum_bytes = 0;
+    for (int i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = file_->slots[i];
+      if (s.state.load(std::memory_order_acquire) == uint32_t(SlotState::kFree)) continue;
+      std::array<uint64_t, kUsageKinds> u{};
+      uint64_t sum = 0;
+      for (int k = 0; k < kUsageKinds; ++k) {
+        u[size_t(k)] = s.usage[device][k].load(std::memory_order_relaxed);
+        sum += u[size_t(k)];
+      }
+      if (sum != 0) out.slots.push_back({i, u});
+      out.slot_sum_bytes += sum;
+    }
+  };
+  bool consistent = false;
+  for (int attempt = 0; attempt < 64 && !consistent; ++attempt) {
+    uint64_t s1 = a.seq.load(std::memory_order_acquire);
+    if (s1 % 2 == 1) {
+      sched_yield();
+      continue;
+    }
+    read();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    consistent = a.seq.load(std::memory_order_relaxed) == s1;
+  }
+  if (!consistent && access_ == Access::kReadWrite) {
+    // A writer keeps the sequence moving, or died mid-write: read under the mutex, whose
+    // acquisition repairs a dead writer's leftovers.
+    DeviceLock lock(file_, device);
+    read();
+  }
+  out.limit_bytes = file_->policy.memory_limit[device].load(std::memory_order_relaxed);
+  out.rejected = a.rejected.load(std::memory_order_relaxed);
+  return out;
+}
+
+PolicyView Region::Policy() const {
+  const layout::Policy& p = file_->policy;
+  PolicyView v{};
+  v.generation = p.generation.load();
+  v.device_count = int(p.device_count);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    v.memory_limit[size_t(d)] = p.memory_limit[d].load();
+    v.sm_limit[size_t(d)] = p.sm_limit[d].load();
+    v.uuid[size_t(d)] = FixedString(p.uuid[d], layout::kUuidBytes);
+  }
+  v.priority = p.priority.load();
+  v.core_policy = CorePolicy(p.core_policy.load());
+  v.oversubscribe = p.oversubscribe.load() != 0;
+  v.stamped_realtime_ns = p.stamped_realtime_ns;
+  v.stamped_by_pid = p.stamped_by_pid;
+  v.stamped_by_comm = FixedString(p.stamped_by_comm, sizeof(p.stamped_by_comm));
+  v.utilization_switch = p.utilization_switch.load();
+  v.paused = p.paused.load() != 0;
+  return v;
+}
+
+std::vector<SlotView> Region::Slots() const {
+  std::vector<SlotView> out;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = file_->slots[i];
+    uint32_t state = s.state.load(std::memory_order_acquire);
+    if (state == uint32_t(SlotState::kFree)) continue;
+    SlotView v{};
+    v.index = i;
+    v.state = SlotState(state);
+    v.alive = OwnerAlive(i);
+    v.generation = s.generation;
+    v.pid = s.pid;
+    v.host_pid = s.host_pid.load();
+    v.start_time_ticks = s.start_time_ticks;
+    v.status = SlotStatus(s.status.load());
+    v.identity = IdentitySource(s.identity.load());
+    v.comm = FixedString(s.comm, sizeof(s.comm));
+    v.registered_realtime_ns = s.registered_realtime_ns.load();
+    v.launches = s.launches.load();
+    for (int d = 0; d < kMaxDevices; ++d) v.used_bytes[size_t(d)] = SlotDeviceTotal(s, d);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<Inconsistency> Region::Check() const {
+  std::vector<Inconsistency> out;
+  for (int d = 0; d < device_count(); ++d) {
+    DeviceSnapshot snap = Snapshot(d);
+    if (snap.slot_sum_bytes != snap.used_bytes) {
+      out.push_back({Inconsistency::Kind::kSlotSumMismatch, d, -1,
+                     "device " + std::to_string(d) + ": slots add up to " +
+                         std::to_string(snap.slot_sum_bytes) + " bytes but the total says " +
+                         std::to_string(snap.used_bytes)});
+    }
+    if (snap.limit_bytes != 0 && snap.used_bytes > snap.limit_bytes) {
+      out.push_back({Inconsistency::Kind::kOverLimit, d, -1,
+                     "device " + std::to_string(d) + ": " + std::to_string(snap.used_bytes) +
+                         " bytes in use, above the limit of " + std::to_string(snap.limit_bytes) +
+                         " (lowered while in use?)"});
+    }
+  }
+  for (const SlotView& s : Slots()) {
+    if (!s.alive) {
+      out.push_back({Inconsistency::Kind::kDeadOwner, -1, s.index,
+                     "slot " + std::to_string(s.index) + ": its owner (pid " +
+                         std::to_string(s.pid) + ", " + s.comm +
+                         ") is gone; its usage is still counted until reclaimed"});
+    }
+  }
+  return out;
+}
+
+void Region::Touch() {
+  file_->policy.generation.fetch_add(1);
+  file_->policy.changed_realtime_ns.store(RealtimeNs());
+  file_->policy.changed_by_pid.store(getpid());
+}
+
+Status Region::SetMemoryLimit(int device, uint64_t bytes) {
+  HAMI_TRY(Writable());
+  if (device < 0 || device >= device_count()) {
+    return Error(ErrorCode::kInvalidArgument, "shared region " + path_ + " has no device " +
+                                                  std::to_string(device) + " (it has " +
+                                                  std::to_string(device_count()) + ")");
+  }
+  file_->policy.memory_limit[device].store(bytes);
+  Touch();
+  return OkStatus();
+}
+
+Status Region::SetSmLimit(int device, uint32_t percent) {
+  HAMI_TRY(Writable());
+  if (device < 0 || device >= device_count()) {
+    return Error(ErrorCode::kInvalidArgument, "shared region " + path_ + " has no device " +
+                                                  std::to_string(device) + " (it has " +
+                                                  std::to_string(device_count()) + ")");
+  }
+  if (percent > 100) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "SM limit " + std::to_string(percent) + " is not a percentage (0 to 100)");
+  }
+  file_->policy.sm_limit[device].store(percent);
+  Touch();
+  return OkStatus();
+}
+
+Status Region::SetPriority(int32_t priority) {
+  HAMI_TRY(Writable());
+  if (priority < 0 || priority > 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "priority " + std::to_string(priority) + " is not 0 (high) or 1 (low)");
+  }
+  file_->policy.priority.store(priority);
+  Touch();
+  return OkStatus();
+}
+
+Status Region::SetCorePolicy(CorePolicy policy) {
+  HAMI_TRY(Writable());
+  file_->policy.core_policy.store(uint32_t(policy));
+  Touch();
+  return OkStatus();
+}
+
+Status Region::SetUtilizationSwitch(bool on) {
+  HAMI_TRY(Writable());
+  file_->policy.utilization_switch.store(on ? 1 : 0);
+  return OkStatus();
+}
+
+Status Region::SetPaused(bool paused) {
+  HAMI_TRY(Writable());
+  file_->policy.paused.store(paused ? 1 : 0);
+  Touch();
+  return OkStatus();
+}
+
+void Region::SetHostPid(pid_t host_pid, IdentitySource source) {
+  if (slot_ < 0) return;
+  Slot& s = file_->slots[slot_];
+  s.host_pid.store(host_pid, std::memory_order_relaxed);
+  s.identity.store(uint32_t(source), std::memory_order_release);
+}
+
+void Region::RecordLaunch(int64_t now_ns) {
+  if (slot_ < 0) return;
+  Slot& s = file_->slots[slot_];
+  s.launches.fetch_add(1, std::memory_order_relaxed);
+  s.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
+  file_->policy.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
+}
+
+Status Region::SetSlotStatus(int slot, SlotStatus status) {
+  HAMI_TRY(Writable());
+  if (slot < 0 || slot >= kMaxSlots ||
+      file_->slots[slot].state.load() == uint32_t(SlotState::kFree)) {
+    return Error(ErrorCode::kNotFound,
+                 "shared region " + path_ + ": slot " + std::to_string(slot) + " holds no process");
+  }
+  file_->slots[slot].status.store(uint32_t(status));
+  return OkStatus();
+}
+
+}  // namespace hami::region

@@ -1,0 +1,204 @@
+// Region: one process's handle on a container's shared region (layout.h).
+//
+// Protocols (all survive a process killed at any instruction):
+// - Creation: the first opener of an empty file takes the file's init lock, sizes and fills
+//   it, and publishes `initialized` last (release); everyone else maps the file and waits
+//   on the init lock only while the file is not yet published. A published file is never
+//   rewritten; a file a creator left half-done is made again by the next opener.
+// - Membership (lock-free): to claim slot i a process first takes the OFD byte lock of
+//   slot i (so at most one process can be claiming it and a dead claimer's lock is gone),
+//   then CASes the slot from free to claiming, fills it and stores live. The lock, held for
+//   the process's life, is the liveness signal: a non-free slot whose lock nobody holds
+//   belongs to a dead process and is reclaimed — its usage returned, the slot freed — by a
+//   registration (at most one sweep per kSweepInterval), by an admission that would fail,
+//   by `hami inspect --repair` and by the monitor. No live slot ever moves.
+// - Admission (exact): Reserve checks the device's total plus the request against the
+//   limit and records it in the caller's slot and in the total, all under the device's
+//   robust mutex, so concurrent reservations can never pass the limit together. The
+//   caller reserves before it allocates and releases when the allocation fails or is
+//   freed. A holder that dies inside the mutex leaves it to the next locker, which
+//   rebuilds the total from the slots (each slot field is written by one store).
+// - Reading: Snapshot follows the device's seqlock (one writer at a time: writers hold
+//   the mutex) and so never blocks an admission; if a dead writer left the sequence odd,
+//   it takes the mutex, which repairs it.
+//
+// Thread safety: every method may be called from any thread of the process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "region/layout.h"
+
+namespace hami::region {
+
+using layout::CorePolicy;
+using layout::IdentitySource;
+using layout::SlotStatus;
+using layout::UsageKind;
+
+inline constexpr int kMaxDevices = layout::kMaxDevices;
+inline constexpr int kMaxSlots = layout::kMaxSlots;
+inline constexpr int kUsageKinds = layout::kUsageKinds;
+inline constexpr int64_t kSweepIntervalNs = 100'000'000;
+
+// The limits a process read (variables, the limits file) and stamps on a new region.
+struct PolicySpec {
+  int device_count = 0;
+  std::array<uint64_t, kMaxDevices> memory_limit{};  // bytes; 0 = unlimited
+  std::array<uint32_t, kMaxDevices> sm_limit{};      // percent; 0 or 100 = unlimited
+  int32_t priority = 1;
+  CorePolicy core_policy = CorePolicy::kDefault;
+  bool oversubscribe = false;
+  std::array<std::string, kMaxDevices> uuid;
+};
+
+// A field where the region's stamped value differs from what this process read.
+struct PolicyDifference {
+  std::string field;   // "memory_limit[0]"
+  std::string region;  // the value that stands
+  std::string mine;
+};
+
+enum class Create { kIfMissing, kNever };
+enum class Access { kReadWrite, kReadOnly };
+
+enum class Admission { kOk, kOverLimit, kNotRegistered };
+
+struct DeviceSnapshot {
+  uint64_t used_bytes = 0;
+  uint64_t limit_bytes = 0;  // 0 = unlimited
+  uint64_t peak_bytes = 0;
+  uint64_t rejected = 0;
+  uint64_t slot_sum_bytes = 0;  // the slots' usage added up (equals used_bytes)
+  std::vector<std::pair<int, std::array<uint64_t, kUsageKinds>>> slots;  // non-zero only
+};
+
+struct SlotView {
+  int index;
+  layout::SlotState state;
+  bool alive;  // its owner still holds the slot's lock
+  uint32_t generation;
+  pid_t pid;
+  pid_t host_pid;
+  uint64_t start_time_ticks;
+  SlotStatus status;
+  IdentitySource identity;
+  std::string comm;
+  int64_t registered_realtime_ns;
+  uint64_t launches;
+  std::array<uint64_t, kMaxDevices> used_bytes;  // per device, all kinds
+};
+
+struct PolicyView {
+  uint64_t generation;
+  int device_count;
+  std::array<uint64_t, kMaxDevices> memory_limit;
+  std::array<uint32_t, kMaxDevices> sm_limit;
+  int32_t priority;
+  CorePolicy core_policy;
+  bool oversubscribe;
+  std::array<std::string, kMaxDevices> uuid;
+  int64_t stamped_realtime_ns;
+  pid_t stamped_by_pid;
+  std::string stamped_by_comm;
+  uint32_t utilization_switch;
+  bool paused;
+};
+
+// What `hami inspect` reports as wrong.
+struct Inconsistency {
+  enum class Kind { kSlotSumMismatch, kDeadOwner, kOverLimit };
+  Kind kind;
+  int device;  // -1 when not about one device
+  int slot;    // -1 when not about one slot
+  std::string message;
+};
+
+class Region {
+ public:
+  // Opens the region at `path`. With Create::kIfMissing an empty or absent file is made
+  // and stamped with `stamp` (required then); when the region exists, the differences
+  // between its policy and `stamp` are appended to `differences` (the region's stand).
+  // Refuses, naming the file and the mismatch: a symlink or non-regular file, a file
+  // smaller than a header, another magic, major version, size or fingerprint.
+  static Result<std::unique_ptr<Region>> Open(const std::string& path, const PolicySpec* stamp,
+                                              Create create,
+                                              std::vector<PolicyDifference>* differences,
+                                              Access access = Access::kReadWrite);
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  const std::string& path() const { return path_; }
+  int device_count() const;
+
+  // ---- membership ----
+  // Claims a slot for the calling process. kBusy when every slot is held by a live process.
+  Result<int> Register();
+  // Returns everything the slot holds and frees it. Idempotent.
+  void Unregister();
+  int slot() const { return slot_; }
+  // In a fork child: lets go of the parent's registration and file handle without touching
+  // them (the parent still owns its slot) and opens the file afresh. Call Register() again.
+  Status ReopenAfterFork();
+
+  // ---- admission ----
+  Admission Reserve(int device, uint64_t bytes, UsageKind kind);
+  void Release(int device, uint64_t bytes, UsageKind kind);
+  // Reclaims the slots of dead processes; returns how many.
+  int SweepDead();
+
+  // ---- reading ----
+  DeviceSnapshot Snapshot(int device) const;
+  PolicyView Policy() const;
+  std::vector<SlotView> Slots() const;  // every non-free slot
+  std::vector<Inconsistency> Check() const;
+
+  // ---- policy changes (operator actions) ----
+  Status SetMemoryLimit(int device, uint64_t bytes);
+  Status SetSmLimit(int device, uint32_t percent);
+  Status SetPriority(int32_t priority);
+  Status SetCorePolicy(CorePolicy policy);
+  Status SetUtilizationSwitch(bool on);
+  Status SetPaused(bool paused);
+
+  // ---- the calling process's slot (identity, limiter, monitor fill these) ----
+  void SetHostPid(pid_t host_pid, IdentitySource source);
+  void RecordLaunch(int64_t now_ns);
+  // Any slot (hami suspend/resume, the monitor).
+  Status SetSlotStatus(int slot, SlotStatus status);
+
+  // The mapped file, for the monitor's lock-free reads of observation fields.
+  const layout::File& file() const { return *file_; }
+
+ private:
+  Region(std::string path, UniqueFd fd, void* map, Access access);
+  bool OwnerAlive(int slot) const;
+  void ReclaimHeld(int slot);  // the caller holds slot `slot`'s lock
+  Status Writable() const;
+  void Touch();  // records an operator change
+
+  std::string path_;
+  UniqueFd fd_;
+  layout::File* file_;
+  Access access_;
+  int slot_ = -1;
+};
+
+const char* UsageKindName(UsageKind kind);
+const char* IdentitySourceName(IdentitySource source);
+const char* CorePolicyName(CorePolicy policy);
+
+// Checks a header read from `path` (of `file_size` bytes) against this build's layout.
+// Pure; the fuzz target drives it.
+Status ValidateHeader(const layout::Header& header, uint64_t file_size, const std::string& path);
+
+}  // namespace hami::region

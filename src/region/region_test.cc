@@ -1,0 +1,191 @@
+#include "region/region.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/file.h"
+
+namespace hami::region {
+namespace {
+
+using ::testing::HasSubstr;
+
+PolicySpec TwoDevices(uint64_t limit0 = 1ull << 30, uint64_t limit1 = 0) {
+  PolicySpec p;
+  p.device_count = 2;
+  p.memory_limit[0] = limit0;
+  p.memory_limit[1] = limit1;
+  p.sm_limit[0] = 30;
+  p.uuid[0] = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
+  p.uuid[1] = "GPU-bbbbbbbb-0000-4000-8000-000000000000";
+  return p;
+}
+
+class RegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hami-region-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/usage.cache";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::unique_ptr<Region> MustOpen(const PolicySpec& p = TwoDevices(),
+                                   std::vector<PolicyDifference>* diffs = nullptr) {
+    auto r = Region::Open(path_, &p, Create::kIfMissing, diffs);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+
+  template <typename F>
+  int InChild(F body) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(body());
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+  std::string dir_, path_;
+};
+
+TEST_F(RegionTest, TheCreatorStampsItsPolicyAndLaterOpenersSeeIt) {
+  auto a = MustOpen();
+  ASSERT_NE(a, nullptr);
+  PolicyView p = a->Policy();
+  EXPECT_EQ(p.device_count, 2);
+  EXPECT_EQ(p.memory_limit[0], 1ull << 30);
+  EXPECT_EQ(p.sm_limit[0], 30u);
+  EXPECT_EQ(p.uuid[1], "GPU-bbbbbbbb-0000-4000-8000-000000000000");
+  EXPECT_EQ(p.stamped_by_pid, getpid());
+  EXPECT_EQ(p.utilization_switch, 1u);
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+}
+
+TEST_F(RegionTest, ALaterProcessWithOtherLimitsIsToldTheDifferencesAndTheRegionStands) {
+  auto a = MustOpen(TwoDevices(1ull << 30));
+  std::vector<PolicyDifference> diffs;
+  auto b = MustOpen(TwoDevices(2ull << 30), &diffs);
+  ASSERT_EQ(diffs.size(), 1u);
+  EXPECT_EQ(diffs[0].field, "memory_limit[0]");
+  EXPECT_EQ(diffs[0].region, std::to_string(1ull << 30));
+  EXPECT_EQ(diffs[0].mine, std::to_string(2ull << 30));
+  EXPECT_EQ(b->Policy().memory_limit[0], 1ull << 30);
+}
+
+TEST_F(RegionTest, ReservationsStayWithinTheLimitAndReleasesReturnIt) {
+  auto r = MustOpen(TwoDevices(100 << 20));
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(r->Reserve(0, 60 << 20, UsageKind::kData), Admission::kOk);
+  EXPECT_EQ(r->Reserve(0, 40 << 20, UsageKind::kContext), Admission::kOk);
+  EXPECT_EQ(r->Reserve(0, 1, UsageKind::kData), Admission::kOverLimit);
+  DeviceSnapshot s = r->Snapshot(0);
+  EXPECT_EQ(s.used_bytes, 100u << 20);
+  EXPECT_EQ(s.slot_sum_bytes, s.used_bytes);
+  EXPECT_EQ(s.rejected, 1u);
+  ASSERT_EQ(s.slots.size(), 1u);
+  EXPECT_EQ(s.slots[0].second[size_t(UsageKind::kData)], 60u << 20);
+  EXPECT_EQ(s.slots[0].second[size_t(UsageKind::kContext)], 40u << 20);
+  r->Release(0, 60 << 20, UsageKind::kData);
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 40u << 20);
+  EXPECT_EQ(r->Reserve(1, 500ull << 30, UsageKind::kData), Admission::kOk) << "unlimited";
+  r->Unregister();
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 0u);
+  EXPECT_EQ(r->Snapshot(1).used_bytes, 0u);
+  EXPECT_EQ(r->Reserve(0, 1, UsageKind::kData), Admission::kNotRegistered);
+}
+
+TEST_F(RegionTest, AnOperatorChangeOfTheLimitIsSeenByRunningProcesses) {
+  auto a = MustOpen(TwoDevices(10 << 20));
+  auto b = MustOpen();
+  ASSERT_TRUE(a->Register().ok());
+  EXPECT_EQ(a->Reserve(0, 20 << 20, UsageKind::kData), Admission::kOverLimit);
+  uint64_t gen = a->Policy().generation;
+  ASSERT_TRUE(b->SetMemoryLimit(0, 30 << 20).ok());
+  EXPECT_EQ(a->Policy().generation, gen + 1);
+  EXPECT_EQ(a->Reserve(0, 20 << 20, UsageKind::kData), Admission::kOk);
+  EXPECT_FALSE(b->SetMemoryLimit(5, 1).ok());
+  EXPECT_FALSE(b->SetSmLimit(0, 101).ok());
+}
+
+TEST_F(RegionTest, ADeadProcessIsReclaimedWhenTheBudgetLooksFull) {
+  auto r = MustOpen(TwoDevices(100 << 20));
+  EXPECT_EQ(InChild([&] {
+              auto c = Region::Open(path_, nullptr, Create::kNever, nullptr);
+              if (!c.ok() || !(*c)->Register().ok()) return 1;
+              if ((*c)->Reserve(0, 90 << 20, UsageKind::kData) != Admission::kOk) return 2;
+              _exit(0);  // no unregister: like a SIGKILL, the slot stays
+            }),
+            0);
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 90u << 20);
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(r->Reserve(0, 50 << 20, UsageKind::kData), Admission::kOk);
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 50u << 20);
+}
+
+TEST_F(RegionTest, ForkChildRegistersAsItselfAndLeavesItsParentsSlotAlone) {
+  auto r = MustOpen();
+  int parent_slot = *r->Register();
+  ASSERT_EQ(r->Reserve(0, 1 << 20, UsageKind::kData), Admission::kOk);
+  EXPECT_EQ(InChild([&] {
+              if (!r->ReopenAfterFork().ok()) return 1;
+              auto s = r->Register();
+              if (!s.ok() || *s == parent_slot) return 2;
+              if (r->Reserve(0, 2 << 20, UsageKind::kData) != Admission::kOk) return 3;
+              r->Unregister();
+              return 0;
+            }),
+            0);
+  auto slots = r->Slots();
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(slots[0].index, parent_slot);
+  EXPECT_TRUE(slots[0].alive);
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 1u << 20);
+}
+
+TEST_F(RegionTest, RefusesForeignSmallAndLinkedFilesNamingThem) {
+  ASSERT_TRUE(WriteAll(OpenRegularFile(path_, O_CREAT | O_WRONLY)->get(), std::string(8192, 'q')).ok());
+  PolicySpec p = TwoDevices();
+  auto r = Region::Open(path_, &p, Create::kIfMissing, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr(path_));
+  EXPECT_THAT(r.error().message(), HasSubstr("bad magic"));
+  EXPECT_EQ(*ReadFileToString(path_), std::string(8192, 'q'));
+  std::string link = dir_ + "/link";
+  ASSERT_EQ(symlink(path_.c_str(), link.c_str()), 0);
+  EXPECT_THAT(Region::Open(link, &p, Create::kIfMissing, nullptr).error().message(),
+              HasSubstr("symbolic link"));
+}
+
+TEST_F(RegionTest, ThreadsReservingConcurrentlyNeverPassTheLimit) {
+  auto r = MustOpen(TwoDevices(1000));
+  ASSERT_TRUE(r->Register().ok());
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        if (r->Reserve(0, 7, UsageKind::kData) == Admission::kOk) ok++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 1000 / 7);
+  EXPECT_EQ(r->Snapshot(0).used_bytes, uint64_t(1000 / 7 * 7));
+}
+
+}  // namespace
+}  // namespace hami::region
