@@ -55,9 +55,11 @@ int RunOne(const std::string& dir, const std::string& name, const std::vector<st
 void AddBenchCommand(CLI::App& app) {
   static std::vector<std::string> names;
   static bool list = false;
-  CLI::App* bench = app.add_subcommand("bench", "Run benchmarks (all, or those named)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Run benchmarks (all, or those named); options after -- go to each benchmark");
   bench->add_option("names", names, "benchmarks to run");
   bench->add_flag("--list", list, "list the benchmarks");
+  bench->allow_extras();  // other options (e.g. --quick) go to the benchmark
   bench->callback([bench] {
     std::string dir = BenchDir();
     std::vector<std::string> all = ListBenchmarks(dir);

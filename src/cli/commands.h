@@ -9,5 +9,8 @@ namespace hami::cli {
 void AddSimCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+void AddInspectCommand(CLI::App& app);
+void AddTopCommand(CLI::App& app);
+void AddRegionCommand(CLI::App& app);
 
 }  // namespace hami::cli

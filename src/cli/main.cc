@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   hami::cli::AddSimCommand(app);
   hami::cli::AddRunCommand(app);
   hami::cli::AddBenchCommand(app);
+  hami::cli::AddInspectCommand(app);
+  hami::cli::AddTopCommand(app);
+  hami::cli::AddRegionCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -8,7 +8,8 @@
 namespace hami {
 
 Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode) {
-  UniqueFd fd(::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode));
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it.
+  UniqueFd fd(::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode));
   if (!fd.valid()) {
     int err = errno;
     if (err == ELOOP) {
@@ -21,6 +22,12 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode
   if (::fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
   if (!S_ISREG(st.st_mode)) {
     return Error(ErrorCode::kPermission, path + ": not a regular file; refusing to use it");
+  }
+  if ((flags & O_NONBLOCK) == 0) {
+    int fl = fcntl(fd.get(), F_GETFL);
+    if (fl < 0 || fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
+      return Error::FromErrno("fcntl " + path);
+    }
   }
   return fd;
 }

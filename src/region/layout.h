@@ -7,7 +7,9 @@
 // major/minor, sizes and offsets of each section, a fingerprint of the field layout) and
 // every reader validates it before trusting a byte. Compatibility rule: a new minor version
 // may give meaning to reserved bytes only (sizes and offsets stay); anything else is a new
-// major version, which readers of another major refuse.
+// major version, which readers of another major refuse. The fingerprint covers the fields
+// of the major version (kFields); fields a minor version adds get their own table, outside
+// the fingerprint, so readers of an earlier minor keep accepting the file.
 //
 // Concurrency (see region.h for the protocols):
 // - Membership is lock-free: a process claims a slot by taking the slot's OFD byte lock on

@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -68,6 +69,15 @@ uint64_t SlotDeviceTotal(const Slot& s, int device) {
 
 // ---- the device lock and its repair ----
 
+// Seqlock writer side; the caller holds the device mutex.
+void BeginWrite(DeviceAccount& a) {
+  a.seq.store(a.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+void EndWrite(DeviceAccount& a) {
+  a.seq.store(a.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 struct RepairContext {
   File* file;
   int device;
@@ -79,18 +89,20 @@ void RepairDevice(void* arg) {
   auto* c = static_cast<RepairContext*>(arg);
   HAMI_KILL_POINT("region.repair.begun");
   DeviceAccount& a = c->file->devices[c->device];
+  // The repair is a write section of its own (or finishes the one the dead writer left
+  // open): the sequence turns even only after the total is right.
+  if (a.seq.load(std::memory_order_relaxed) % 2 == 0) BeginWrite(a);
   uint64_t sum = 0;
   for (const Slot& s : c->file->slots) {
     if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) {
       sum += SlotDeviceTotal(s, c->device);
     }
   }
-  uint64_t seq = a.seq.load(std::memory_order_relaxed);
-  if (seq % 2 == 1) a.seq.store(seq + 1, std::memory_order_release);
   a.used_bytes.store(sum, std::memory_order_relaxed);
   if (a.peak_bytes.load(std::memory_order_relaxed) < sum) {
     a.peak_bytes.store(sum, std::memory_order_relaxed);
   }
+  EndWrite(a);
 }
 
 class DeviceLock {
@@ -104,24 +116,23 @@ class DeviceLock {
   RobustLockGuard guard_;
 };
 
-// Seqlock writer side; the caller holds the device mutex.
-void BeginWrite(DeviceAccount& a) {
-  a.seq.store(a.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-}
-void EndWrite(DeviceAccount& a) {
-  a.seq.store(a.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
+// Who may still add to a slot whose usage is being returned.
+enum class Writers {
+  kNone,        // its owner is dead: a device it holds nothing on is skipped unlocked
+  kOwnThreads,  // the caller's other threads may be inside Reserve: every device is locked
+};
 
-// Returns everything `s` holds on every device to the totals. Idempotent.
-void ReturnSlotUsage(File* f, int device_count, Slot& s, const char* kill_point) {
-  for (int d = 0; d < device_count; ++d) {
-    if (SlotDeviceTotal(s, d) == 0) continue;
+// Returns everything `s` holds on every device to the totals. Idempotent. Walks every
+// device, not only the policy's count: Reserve takes any device of the layout.
+void ReturnSlotUsage(File* f, Slot& s, Writers writers, const char* kill_point) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (writers == Writers::kNone && SlotDeviceTotal(s, d) == 0) continue;
     DeviceLock lock(f, d);
     if (!lock.locked()) continue;
+    uint64_t total = SlotDeviceTotal(s, d);
+    if (total == 0) continue;
     DeviceAccount& a = f->devices[d];
     BeginWrite(a);
-    uint64_t total = SlotDeviceTotal(s, d);
     uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
     a.used_bytes.store(used - std::min(used, total), std::memory_order_relaxed);
     for (int k = 0; k < kUsageKinds; ++k) s.usage[d][k].store(0, std::memory_order_relaxed);
@@ -140,7 +151,6 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   Cleanup unmap([m] { munmap(m, sizeof(File)); });
   File* f = static_cast<File*>(m);
   Header& h = f->header;
-  std::memcpy(h.magic, layout::kMagic, sizeof(h.magic));
   h.major = layout::kMajor;
   h.minor = layout::kMinor;
   h.header_size = sizeof(Header);
@@ -171,9 +181,27 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   pol.utilization_switch.store(1);
   for (DeviceAccount& a : f->devices) HAMI_TRY(InitRobustMutex(&a.mutex));
   for (Slot& s : f->slots) s.status.store(uint32_t(SlotStatus::kRunning));
+  // The magic last: a file its creator left with a zero magic is recognizably unfinished.
+  std::memcpy(h.magic, layout::kMagic, sizeof(h.magic));
   HAMI_KILL_POINT("region.create.filled");
   h.initialized.store(layout::kInitialized, std::memory_order_release);
   return OkStatus();
+}
+
+// A file whose creator was killed while making it: the full size and no magic yet
+// (Initialize writes the magic last).
+bool LeftUnfinished(int fd, const struct stat& st) {
+  char magic[sizeof(layout::kMagic)];
+  static constexpr char kZero[sizeof(magic)] = {};
+  return st.st_size == off_t(sizeof(File)) &&
+         pread(fd, magic, sizeof(magic), 0) == ssize_t(sizeof(magic)) &&
+         std::memcmp(magic, kZero, sizeof(magic)) == 0;
+}
+
+Error StillBeingCreated(const std::string& path) {
+  return Error(ErrorCode::kBusy, "shared region " + path +
+                                     " is still being created (or its creator died making it: "
+                                     "the next process that may create it makes it again)");
 }
 
 void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<PolicyDifference>* out) {
@@ -287,7 +315,11 @@ Status ValidateHeader(const layout::Header& h, uint64_t file_size, const std::st
 }
 
 Region::Region(std::string path, UniqueFd fd, void* map, Access access)
-    : path_(std::move(path)), fd_(std::move(fd)), file_(static_cast<File*>(map)), access_(access) {}
+    : path_(std::move(path)),
+      fd_(std::move(fd)),
+      file_(static_cast<File*>(map)),
+      access_(access),
+      opener_pid_(getpid()) {}
 
 Region::~Region() {
   if (file_ == nullptr) return;
@@ -307,7 +339,8 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
                                                   std::to_string(stamp->device_count) +
                                                   " is not from 0 to 16");
   }
-  int flags = access == Access::kReadOnly ? O_RDONLY : O_RDWR;
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (a regular file ignores it).
+  int flags = (access == Access::kReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK;
   if (create == Create::kIfMissing) flags |= O_CREAT;
   UniqueFd fd = HAMI_TRY(OpenRegularFile(path, flags, 0666));
   struct stat st;
@@ -323,6 +356,7 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
     if (create == Create::kNever) {
       if (st.st_size == 0)
         return Error(ErrorCode::kNotFound, "shared region " + path + " is empty");
+      if (LeftUnfinished(fd.get(), st)) return StillBeingCreated(path);
     }
     if (create == Create::kIfMissing) {
       // Make it, or wait for whoever is making it.
@@ -332,7 +366,7 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
       const int raw = fd.get();
       Cleanup unlock([raw] { OfdLockByte(raw, layout::kInitLock, F_UNLCK, LockWait::kNo); });
       if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-      if (st.st_size == 0) {
+      if (st.st_size == 0 || LeftUnfinished(fd.get(), st)) {
         if (st.st_uid == geteuid()) fchmod(fd.get(), 0666);  // every user of the container
         HAMI_TRY(Initialize(fd.get(), path, *stamp));
       } else if (!published()) {
@@ -359,7 +393,7 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
   }
   HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
   if (h.initialized.load(std::memory_order_acquire) != layout::kInitialized) {
-    return Error(ErrorCode::kBusy, "shared region " + path + " is still being created");
+    return StillBeingCreated(path);
   }
   int prot = PROT_READ | (access == Access::kReadWrite ? PROT_WRITE : 0);
   void* m = mmap(nullptr, sizeof(File), prot, MAP_SHARED, fd.get(), 0);
@@ -369,7 +403,10 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
   return r;
 }
 
-int Region::device_count() const { return int(file_->policy.device_count); }
+// The file's word, bounded: every loop over devices indexes fixed arrays.
+int Region::device_count() const {
+  return int(std::min<uint32_t>(file_->policy.device_count, uint32_t(kMaxDevices)));
+}
 
 Status Region::Writable() const {
   if (access_ == Access::kReadOnly) {
@@ -379,13 +416,21 @@ Status Region::Writable() const {
 }
 
 bool Region::OwnerAlive(int slot) const {
-  if (slot == slot_) return true;
+  if (slot == slot_.load(std::memory_order_acquire)) return true;
   return OfdByteLockedByOther(fd_.get(), SlotLock(slot));
 }
 
+bool Region::Inherited() const { return getpid() != opener_pid_; }
+
 Result<int> Region::Register() {
   HAMI_TRY(Writable());
-  if (slot_ >= 0) return slot_;
+  if (Inherited()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "shared region " + path_ +
+                     ": this handle came through fork(); call ReopenAfterFork() first");
+  }
+  std::lock_guard<std::mutex> membership(membership_mu_);
+  if (int slot = slot_.load(std::memory_order_relaxed); slot >= 0) return slot;
   // Learn what the slot records before claiming one: the claim itself is a few stores.
   const pid_t pid = getpid();
   const uint64_t start_ticks = ProcessStartTicks();
@@ -396,7 +441,7 @@ Result<int> Region::Register() {
   int64_t last = h.last_sweep_ns.load(std::memory_order_relaxed);
   if (now - last >= kSweepIntervalNs &&
       h.last_sweep_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    SweepDead();
+    SweepDeadLocked();
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t start = h.claim_hint.load(std::memory_order_relaxed) % uint32_t(kMaxSlots);
@@ -428,37 +473,53 @@ Result<int> Region::Register() {
       HAMI_KILL_POINT("region.register.filled");
       s.state.store(uint32_t(SlotState::kLive), std::memory_order_release);
       h.claim_hint.store(uint32_t(i + 1), std::memory_order_relaxed);
-      slot_ = i;
+      slot_.store(i, std::memory_order_release);
       return i;
     }
     // Every slot looked taken: some owners may be dead.
-    if (SweepDead() == 0) break;
+    if (SweepDeadLocked() == 0) break;
   }
   return Error(ErrorCode::kBusy, "shared region " + path_ + ": all " + std::to_string(kMaxSlots) +
                                      " process slots are held by live processes");
 }
 
 void Region::Unregister() {
-  if (slot_ < 0) return;
-  Slot& s = file_->slots[slot_];
-  ReturnSlotUsage(file_, device_count(), s, "region.unregister.device");
+  if (Inherited()) {
+    // A fork child that never reopened (exit handlers, say): the slot, its lock and the open
+    // file are its parent's, which goes on using them.
+    slot_.store(-1, std::memory_order_release);
+    return;
+  }
+  std::lock_guard<std::mutex> membership(membership_mu_);
+  const int slot = slot_.load(std::memory_order_relaxed);
+  if (slot < 0) return;
+  // First: a Reserve or Release of another thread that locks a device after this sees it
+  // and stays out of the slot; one that locked before is seen by the return below.
+  slot_.store(-1, std::memory_order_seq_cst);
+  Slot& s = file_->slots[slot];
+  ReturnSlotUsage(file_, s, Writers::kOwnThreads, "region.unregister.device");
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
   HAMI_KILL_POINT("region.unregister.freed");
-  OfdLockByte(fd_.get(), SlotLock(slot_), F_UNLCK, LockWait::kNo);
-  slot_ = -1;
+  OfdLockByte(fd_.get(), SlotLock(slot), F_UNLCK, LockWait::kNo);
 }
 
 void Region::ReclaimHeld(int slot) {
   Slot& s = file_->slots[slot];
-  ReturnSlotUsage(file_, device_count(), s, "region.reclaim.device");
+  ReturnSlotUsage(file_, s, Writers::kNone, "region.reclaim.device");
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
 }
 
 int Region::SweepDead() {
-  if (access_ == Access::kReadOnly) return 0;
+  if (access_ == Access::kReadOnly || Inherited()) return 0;
+  std::lock_guard<std::mutex> membership(membership_mu_);
+  return SweepDeadLocked();
+}
+
+int Region::SweepDeadLocked() {
+  const int own = slot_.load(std::memory_order_relaxed);
   int n = 0;
   for (int i = 0; i < kMaxSlots; ++i) {
-    if (i == slot_) continue;
+    if (i == own) continue;
     Slot& s = file_->slots[i];
     if (s.state.load(std::memory_order_acquire) == uint32_t(SlotState::kFree)) continue;
     // Taking the lock proves its owner is gone (and keeps a claimer out while we work).
@@ -476,29 +537,33 @@ int Region::SweepDead() {
 Status Region::ReopenAfterFork() {
   // The inherited descriptor shares the parent's open file (and so its locks): closing our
   // copy releases nothing of the parent's.
-  slot_ = -1;
-  munmap(file_, sizeof(File));
-  file_ = nullptr;
+  slot_.store(-1, std::memory_order_relaxed);
+  // The child runs one thread: a membership lock a parent thread held at fork() means
+  // nothing here (std::mutex has no destructor to skip).
+  std::construct_at(&membership_mu_);
+  // The inherited mapping is of the same file and stays valid; only the open file (whose
+  // locks are the parent's) must be our own. Until it is, the handle can read but not
+  // register.
   fd_.Reset();
-  int flags = access_ == Access::kReadOnly ? O_RDONLY : O_RDWR;
-  UniqueFd fd = HAMI_TRY(OpenRegularFile(path_, flags));
-  int prot = PROT_READ | (access_ == Access::kReadWrite ? PROT_WRITE : 0);
-  void* m = mmap(nullptr, sizeof(File), prot, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) return Error::FromErrno("mmap " + path_);
-  fd_ = std::move(fd);
-  file_ = static_cast<File*>(m);
+  int flags = (access_ == Access::kReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK;
+  fd_ = HAMI_TRY(OpenRegularFile(path_, flags));
+  opener_pid_ = getpid();
   return OkStatus();
 }
 
 Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind) {
-  if (slot_ < 0 || device < 0 || device >= kMaxDevices) return Admission::kNotRegistered;
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0) return Admission::kNotRegistered;
+  if (device < 0 || device >= device_count()) return Admission::kNoSuchDevice;
   if (bytes == 0) return Admission::kOk;
-  Slot& s = file_->slots[slot_];
+  Slot& s = file_->slots[slot];
   DeviceAccount& a = file_->devices[device];
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
       DeviceLock lock(file_, device);
       if (!lock.locked()) return Admission::kOverLimit;
+      // Unregister (another thread) may have let the slot go since it was read.
+      if (slot_.load(std::memory_order_acquire) != slot) return Admission::kNotRegistered;
       uint64_t limit = file_->policy.memory_limit[device].load(std::memory_order_relaxed);
       uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
       if (limit == 0 || (used <= limit && bytes <= limit - used)) {
@@ -522,11 +587,12 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind) {
 }
 
 void Region::Release(int device, uint64_t bytes, UsageKind kind) {
-  if (slot_ < 0 || device < 0 || device >= kMaxDevices || bytes == 0) return;
-  Slot& s = file_->slots[slot_];
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0 || device < 0 || device >= kMaxDevices || bytes == 0) return;
+  Slot& s = file_->slots[slot];
   DeviceAccount& a = file_->devices[device];
   DeviceLock lock(file_, device);
-  if (!lock.locked()) return;
+  if (!lock.locked() || slot_.load(std::memory_order_acquire) != slot) return;
   uint64_t held = s.usage[device][uint32_t(kind)].load(std::memory_order_relaxed);
   uint64_t n = std::min(bytes, held);
   BeginWrite(a);
@@ -576,7 +642,9 @@ DeviceSnapshot Region::Snapshot(int device) const {
     // acquisition repairs a dead writer's leftovers.
     DeviceLock lock(file_, device);
     read();
+    consistent = lock.locked();
   }
+  out.consistent = consistent;
   out.limit_bytes = file_->policy.memory_limit[device].load(std::memory_order_relaxed);
   out.rejected = a.rejected.load(std::memory_order_relaxed);
   return out;
@@ -630,7 +698,7 @@ std::vector<SlotView> Region::Slots() const {
 
 std::vector<Inconsistency> Region::Check() const {
   std::vector<Inconsistency> out;
-  for (int d = 0; d < device_count(); ++d) {
+  for (int d = 0; d < kMaxDevices; ++d) {  // Reserve takes any device of the layout
     DeviceSnapshot snap = Snapshot(d);
     if (snap.slot_sum_bytes != snap.used_bytes) {
       out.push_back({Inconsistency::Kind::kSlotSumMismatch, d, -1,
@@ -711,6 +779,7 @@ Status Region::SetCorePolicy(CorePolicy policy) {
 Status Region::SetUtilizationSwitch(bool on) {
   HAMI_TRY(Writable());
   file_->policy.utilization_switch.store(on ? 1 : 0);
+  Touch();
   return OkStatus();
 }
 
@@ -722,15 +791,17 @@ Status Region::SetPaused(bool paused) {
 }
 
 void Region::SetHostPid(pid_t host_pid, IdentitySource source) {
-  if (slot_ < 0) return;
-  Slot& s = file_->slots[slot_];
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0) return;
+  Slot& s = file_->slots[slot];
   s.host_pid.store(host_pid, std::memory_order_relaxed);
   s.identity.store(uint32_t(source), std::memory_order_release);
 }
 
 void Region::RecordLaunch(int64_t now_ns) {
-  if (slot_ < 0) return;
-  Slot& s = file_->slots[slot_];
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0) return;
+  Slot& s = file_->slots[slot];
   s.launches.fetch_add(1, std::memory_order_relaxed);
   s.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
   file_->policy.last_kernel_ns.store(now_ns, std::memory_order_relaxed);

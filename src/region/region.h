@@ -2,16 +2,19 @@
 //
 // Protocols (all survive a process killed at any instruction):
 // - Creation: the first opener of an empty file takes the file's init lock, sizes and fills
-//   it, and publishes `initialized` last (release); everyone else maps the file and waits
-//   on the init lock only while the file is not yet published. A published file is never
-//   rewritten; a file a creator left half-done is made again by the next opener.
+//   it, writes the magic, and publishes `initialized` last (release); everyone else maps the
+//   file and waits on the init lock only while the file is not yet published. A published
+//   file is never rewritten; a file a creator left half-done (full size with no magic yet,
+//   or a valid header never published) is made again by the next opener that may create.
 // - Membership (lock-free): to claim slot i a process first takes the OFD byte lock of
 //   slot i (so at most one process can be claiming it and a dead claimer's lock is gone),
 //   then CASes the slot from free to claiming, fills it and stores live. The lock, held for
 //   the process's life, is the liveness signal: a non-free slot whose lock nobody holds
 //   belongs to a dead process and is reclaimed — its usage returned, the slot freed — by a
 //   registration (at most one sweep per kSweepInterval), by an admission that would fail,
-//   by `hami inspect --repair` and by the monitor. No live slot ever moves.
+//   by `hami inspect --repair` and by the monitor. No live slot ever moves. The threads of
+//   a process share one open file description, whose byte locks do not exclude each other:
+//   a process-local mutex serializes the process's own takes and releases of slot locks.
 // - Admission (exact): Reserve checks the device's total plus the request against the
 //   limit and records it in the caller's slot and in the total, all under the device's
 //   robust mutex, so concurrent reservations can never pass the limit together. The
@@ -28,8 +31,10 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,7 +75,12 @@ struct PolicyDifference {
 enum class Create { kIfMissing, kNever };
 enum class Access { kReadWrite, kReadOnly };
 
-enum class Admission { kOk, kOverLimit, kNotRegistered };
+enum class Admission {
+  kOk,
+  kOverLimit,      // the device's total plus the request would pass its limit
+  kNotRegistered,  // Register() first
+  kNoSuchDevice,   // the region's policy has no such device
+};
 
 struct DeviceSnapshot {
   uint64_t used_bytes = 0;
@@ -78,6 +88,9 @@ struct DeviceSnapshot {
   uint64_t peak_bytes = 0;
   uint64_t rejected = 0;
   uint64_t slot_sum_bytes = 0;  // the slots' usage added up (equals used_bytes)
+  // False when no consistent read was possible: a read-only handle kept finding a write in
+  // progress (or left half-done by a dead writer, which only a read-write handle repairs).
+  bool consistent = true;
   std::vector<std::pair<int, std::array<uint64_t, kUsageKinds>>> slots;  // non-zero only
 };
 
@@ -143,11 +156,14 @@ class Region {
   // ---- membership ----
   // Claims a slot for the calling process. kBusy when every slot is held by a live process.
   Result<int> Register();
-  // Returns everything the slot holds and frees it. Idempotent.
+  // Returns everything the slot holds and frees it. Idempotent. In a fork child that has not
+  // called ReopenAfterFork() (say, from exit handlers) it only forgets the parent's slot.
   void Unregister();
-  int slot() const { return slot_; }
+  int slot() const { return slot_.load(std::memory_order_acquire); }
   // In a fork child: lets go of the parent's registration and file handle without touching
-  // them (the parent still owns its slot) and opens the file afresh. Call Register() again.
+  // them (the parent still owns its slot) and opens the file afresh. Call Register() again;
+  // until then Register() is refused and SweepDead() does nothing (the inherited open file
+  // and its slot locks are the parent's).
   Status ReopenAfterFork();
 
   // ---- admission ----
@@ -182,6 +198,8 @@ class Region {
  private:
   Region(std::string path, UniqueFd fd, void* map, Access access);
   bool OwnerAlive(int slot) const;
+  bool Inherited() const;      // fd_ is a fork parent's (no ReopenAfterFork() yet)
+  int SweepDeadLocked();       // the caller holds membership_mu_
   void ReclaimHeld(int slot);  // the caller holds slot `slot`'s lock
   Status Writable() const;
   void Touch();  // records an operator change
@@ -190,7 +208,12 @@ class Region {
   UniqueFd fd_;
   layout::File* file_;
   Access access_;
-  int slot_ = -1;
+  std::atomic<int> slot_{-1};
+  pid_t opener_pid_;  // the process whose open of the file fd_ is
+  // Every thread of the process shares one open file description, so the slot byte locks do
+  // not exclude one thread from another: this does, around every take and release of them
+  // (Register, Unregister, SweepDead). Taken before a device mutex, never while holding one.
+  std::mutex membership_mu_;
 };
 
 const char* UsageKindName(UsageKind kind);

@@ -1,6 +1,8 @@
 #include "region/region.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,9 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
+#include "common/clock.h"
 #include "common/file.h"
 
 namespace hami::region {
@@ -156,8 +156,72 @@ TEST_F(RegionTest, ForkChildRegistersAsItselfAndLeavesItsParentsSlotAlone) {
   EXPECT_EQ(r->Snapshot(0).used_bytes, 1u << 20);
 }
 
+TEST_F(RegionTest, ADeviceThePolicyDoesNotHaveIsRefusedAndNothingIsCharged) {
+  auto r = MustOpen();  // two devices
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(r->Reserve(5, 1 << 20, UsageKind::kData), Admission::kNoSuchDevice);
+  EXPECT_EQ(r->Reserve(-1, 1 << 20, UsageKind::kData), Admission::kNoSuchDevice);
+  EXPECT_EQ(r->Snapshot(5).used_bytes, 0u);
+  EXPECT_EQ(r->Snapshot(5).slot_sum_bytes, 0u);
+  EXPECT_TRUE(r->Check().empty());
+}
+
+TEST_F(RegionTest, AForkChildMustReopenBeforeItRegistersOrSweeps) {
+  auto r = MustOpen();
+  int parent_slot = *r->Register();
+  EXPECT_EQ(InChild([&] {
+              if (r->Register().ok()) return 1;  // the parent's handle: refused
+              if (r->SweepDead() != 0) return 2;
+              r->Unregister();  // forgets the parent's slot, touches nothing
+              if (r->slot() != -1) return 3;
+              if (!r->ReopenAfterFork().ok()) return 4;
+              auto s = r->Register();
+              if (!s.ok() || *s == parent_slot) return 5;
+              r->Unregister();
+              return 0;
+            }),
+            0);
+  auto slots = r->Slots();
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(slots[0].index, parent_slot);
+  EXPECT_TRUE(slots[0].alive);
+}
+
+TEST_F(RegionTest, ThreadsMayRegisterReserveSweepAndUnregisterTogether) {
+  auto r = MustOpen(TwoDevices(1 << 20));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    while (!stop.load()) {
+      (void)r->Register();
+      std::this_thread::yield();
+      r->Unregister();
+    }
+  });
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      while (!stop.load()) {
+        if (r->Reserve(t % 2, 4096, UsageKind::kData) == Admission::kOk) {
+          r->Release(t % 2, 4096, UsageKind::kData);
+        }
+        r->SweepDead();
+        (void)r->Snapshot(t % 2);
+      }
+    });
+  }
+  SleepForNs(300'000'000);
+  stop = true;
+  for (auto& t : threads) t.join();
+  r->Unregister();
+  EXPECT_TRUE(r->Slots().empty());
+  EXPECT_TRUE(r->Check().empty());
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 0u) << "a reservation landed in a slot being freed";
+  EXPECT_EQ(r->Snapshot(1).used_bytes, 0u) << "a reservation landed in a slot being freed";
+}
+
 TEST_F(RegionTest, RefusesForeignSmallAndLinkedFilesNamingThem) {
-  ASSERT_TRUE(WriteAll(OpenRegularFile(path_, O_CREAT | O_WRONLY)->get(), std::string(8192, 'q')).ok());
+  ASSERT_TRUE(
+      WriteAll(OpenRegularFile(path_, O_CREAT | O_WRONLY)->get(), std::string(8192, 'q')).ok());
   PolicySpec p = TwoDevices();
   auto r = Region::Open(path_, &p, Create::kIfMissing, nullptr);
   ASSERT_FALSE(r.ok());

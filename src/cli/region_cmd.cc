@@ -1,0 +1,341 @@
+// hami region set: the operator's explicit change of a region's limits and of its
+// processes' status. Every argument is checked (against the region too) before anything is
+// changed; running processes see the change at their next reservation.
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/region_report.h"
+#include "common/parse.h"
+
+namespace hami::cli {
+
+namespace {
+
+using region::CorePolicy;
+using region::SlotStatus;
+
+struct SetOptions {
+  std::string path;
+  std::vector<std::string> memory_limits;  // DEV=SIZE
+  std::vector<std::string> sm_limits;      // DEV=PCT
+  std::string priority;
+  std::string core_policy;
+  std::vector<std::string> suspend;  // SLOT
+  std::vector<std::string> resume;   // SLOT
+  CLI::Option* priority_option = nullptr;
+  CLI::Option* core_policy_option = nullptr;
+};
+
+// One argument, parsed; `flag` and `arg` name it in messages.
+struct DeviceValue {
+  std::string flag, arg;
+  int device;
+  uint64_t value;
+};
+struct SlotChange {
+  std::string flag, arg;
+  int slot;
+  SlotStatus status;
+};
+
+struct Plan {
+  std::vector<DeviceValue> memory_limits;
+  std::vector<DeviceValue> sm_limits;
+  std::optional<int32_t> priority;
+  std::optional<CorePolicy> core_policy;
+  std::vector<SlotChange> statuses;
+  bool empty() const {
+    return memory_limits.empty() && sm_limits.empty() && !priority && !core_policy &&
+           statuses.empty();
+  }
+};
+
+std::string Quoted(const std::string& flag, const std::string& arg) {
+  return flag + " '" + arg + "': ";
+}
+
+// The reason a strict parser gave, without its "what='text': " prefix.
+std::string Reason(const Error& e, std::string_view what, std::string_view text) {
+  std::string prefix = std::string(what) + "='" + std::string(text) + "': ";
+  const std::string& m = e.message();
+  return m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m;
+}
+
+// Parses DEV=VALUE arguments of `flag`; `parse` turns VALUE into a number or an Error.
+template <typename ParseValue>
+void ParseDeviceValues(const std::string& flag, const std::vector<std::string>& args,
+                       const char* value_form, ParseValue parse, std::vector<DeviceValue>* out,
+                       std::vector<std::string>* errors) {
+  std::set<int> seen;
+  for (const std::string& arg : args) {
+    size_t eq = arg.find('=');
+    if (eq == std::string::npos) {
+      errors->push_back(Quoted(flag, arg) + "expected DEV=" + value_form);
+      continue;
+    }
+    std::string dev_text = arg.substr(0, eq);
+    std::string value_text = arg.substr(eq + 1);
+    auto dev = ParseUint64(dev_text, "DEV");
+    if (!dev.ok()) {
+      errors->push_back(Quoted(flag, arg) +
+                        "device index: " + Reason(dev.error(), "DEV", dev_text));
+      continue;
+    }
+    if (*dev >= uint64_t(region::kMaxDevices)) {
+      errors->push_back(Quoted(flag, arg) + "no device " + dev_text + " (a region has at most " +
+                        std::to_string(region::kMaxDevices) + ")");
+      continue;
+    }
+    Result<uint64_t> value = parse(value_text);
+    if (!value.ok()) {
+      errors->push_back(Quoted(flag, arg) + value.error().message());
+      continue;
+    }
+    if (!seen.insert(int(*dev)).second) {
+      errors->push_back(Quoted(flag, arg) + "device " + dev_text + " is given twice");
+      continue;
+    }
+    out->push_back({flag, arg, int(*dev), *value});
+  }
+}
+
+void ParseSlots(const std::string& flag, const std::vector<std::string>& args, SlotStatus status,
+                std::set<int>* seen, std::vector<SlotChange>* out,
+                std::vector<std::string>* errors) {
+  for (const std::string& arg : args) {
+    auto slot = ParseUint64(arg, "SLOT");
+    if (!slot.ok()) {
+      errors->push_back(Quoted(flag, arg) + Reason(slot.error(), "SLOT", arg));
+      continue;
+    }
+    if (*slot >= uint64_t(region::kMaxSlots)) {
+      errors->push_back(Quoted(flag, arg) + "no such slot (slots are 0 to " +
+                        std::to_string(region::kMaxSlots - 1) + ")");
+      continue;
+    }
+    if (!seen->insert(int(*slot)).second) {
+      errors->push_back(Quoted(flag, arg) + "slot " + arg +
+                        " is given twice (to --suspend or --resume)");
+      continue;
+    }
+    out->push_back({flag, arg, int(*slot), status});
+  }
+}
+
+// Checks every argument's syntax; appends one message per bad argument.
+Plan ParseArguments(const SetOptions& o, std::vector<std::string>* errors) {
+  Plan plan;
+  ParseDeviceValues(
+      "--memory-limit", o.memory_limits, "SIZE",
+      [](const std::string& text) -> Result<uint64_t> {
+        auto v = ParseSize(text, "SIZE");
+        if (!v.ok()) return Error(ErrorCode::kInvalidArgument, Reason(v.error(), "SIZE", text));
+        return v;
+      },
+      &plan.memory_limits, errors);
+  ParseDeviceValues(
+      "--sm-limit", o.sm_limits, "PCT",
+      [](const std::string& text) -> Result<uint64_t> {
+        auto v = ParseUint64(text, "PCT");
+        if (!v.ok()) return Error(ErrorCode::kInvalidArgument, Reason(v.error(), "PCT", text));
+        if (*v > 100) {
+          return Error(ErrorCode::kInvalidArgument, text + " is not a percentage (0 to 100)");
+        }
+        return v;
+      },
+      &plan.sm_limits, errors);
+  if (o.priority_option->count() > 0) {
+    if (o.priority == "0" || o.priority == "1") {
+      plan.priority = o.priority == "0" ? 0 : 1;
+    } else {
+      errors->push_back(Quoted("--priority", o.priority) + "expected 0 (high) or 1 (low)");
+    }
+  }
+  if (o.core_policy_option->count() > 0) {
+    bool known = false;
+    for (CorePolicy c : {CorePolicy::kDefault, CorePolicy::kForce, CorePolicy::kDisable}) {
+      if (o.core_policy == region::CorePolicyName(c)) {
+        plan.core_policy = c;
+        known = true;
+      }
+    }
+    if (!known) {
+      errors->push_back(Quoted("--core-policy", o.core_policy) +
+                        "expected default, force or disable");
+    }
+  }
+  std::set<int> slots;
+  ParseSlots("--suspend", o.suspend, SlotStatus::kSuspended, &slots, &plan.statuses, errors);
+  ParseSlots("--resume", o.resume, SlotStatus::kRunning, &slots, &plan.statuses, errors);
+  return plan;
+}
+
+// Checks the parsed arguments against the region itself.
+void CheckAgainst(const region::Region& r, const Plan& plan, std::vector<std::string>* errors) {
+  int devices = r.device_count();
+  for (const auto* list : {&plan.memory_limits, &plan.sm_limits}) {
+    for (const DeviceValue& v : *list) {
+      if (v.device >= devices) {
+        errors->push_back(Quoted(v.flag, v.arg) + "the region has no device " +
+                          std::to_string(v.device) + " (it has " + std::to_string(devices) + ")");
+      }
+    }
+  }
+  std::set<int> held;
+  for (const region::SlotView& s : r.Slots()) held.insert(s.index);
+  for (const SlotChange& c : plan.statuses) {
+    if (held.count(c.slot) == 0) {
+      errors->push_back(Quoted(c.flag, c.arg) + "slot " + c.arg + " holds no process");
+    }
+  }
+}
+
+const char* PriorityName(int32_t priority) {
+  return priority == 0 ? "high" : priority == 1 ? "low" : "invalid";
+}
+
+// Prints one change and makes it unless the value already stands.
+template <typename Apply>
+Status Change(const std::string& field, const std::string& before, const std::string& after,
+              bool same, Apply apply) {
+  if (same) {
+    std::printf("  %s: %s (unchanged)\n", field.c_str(), after.c_str());
+    return OkStatus();
+  }
+  HAMI_TRY(apply());
+  std::printf("  %s: %s -> %s\n", field.c_str(), before.c_str(), after.c_str());
+  return OkStatus();
+}
+
+Status Apply(region::Region& r, const Plan& plan) {
+  const region::PolicyView before = r.Policy();
+  std::printf("%s:\n", r.path().c_str());
+  for (const DeviceValue& v : plan.memory_limits) {
+    uint64_t old = before.memory_limit[size_t(v.device)];
+    HAMI_TRY(Change("memory_limit[" + std::to_string(v.device) + "]", FormatLimit(old),
+                    FormatLimit(v.value), old == v.value,
+                    [&] { return r.SetMemoryLimit(v.device, v.value); }));
+    uint64_t used = r.Snapshot(v.device).used_bytes;
+    if (v.value != 0 && used > v.value) {
+      std::printf(
+          "    note: %s in use on device %d, above the new limit; its reservations fail "
+          "until usage drops below it\n",
+          FormatBytes(used).c_str(), v.device);
+    }
+  }
+  for (const DeviceValue& v : plan.sm_limits) {
+    uint32_t old = before.sm_limit[size_t(v.device)];
+    HAMI_TRY(Change("sm_limit[" + std::to_string(v.device) + "]", FormatSmLimit(old),
+                    FormatSmLimit(uint32_t(v.value)), old == v.value,
+                    [&] { return r.SetSmLimit(v.device, uint32_t(v.value)); }));
+  }
+  if (plan.priority) {
+    auto name = [](int32_t p) { return std::to_string(p) + " (" + PriorityName(p) + ")"; };
+    HAMI_TRY(Change("priority", name(before.priority), name(*plan.priority),
+                    before.priority == *plan.priority,
+                    [&] { return r.SetPriority(*plan.priority); }));
+  }
+  if (plan.core_policy) {
+    HAMI_TRY(Change("core_policy", region::CorePolicyName(before.core_policy),
+                    region::CorePolicyName(*plan.core_policy),
+                    before.core_policy == *plan.core_policy,
+                    [&] { return r.SetCorePolicy(*plan.core_policy); }));
+  }
+  if (!plan.statuses.empty()) {
+    std::vector<region::SlotView> slots = r.Slots();
+    for (const SlotChange& c : plan.statuses) {
+      const region::SlotView* view = nullptr;
+      for (const region::SlotView& s : slots) {
+        if (s.index == c.slot) view = &s;
+      }
+      SlotStatus old = view != nullptr ? view->status : SlotStatus::kRunning;
+      std::string field = "slot " + std::to_string(c.slot);
+      if (view != nullptr) {
+        field += " (pid " + std::to_string(view->pid) + ", " + Printable(view->comm) + ")";
+      }
+      HAMI_TRY(Change(field, SlotStatusName(old), SlotStatusName(c.status), old == c.status,
+                      [&] { return r.SetSlotStatus(c.slot, c.status); }));
+    }
+  }
+  std::printf("generation %llu -> %llu\n", static_cast<unsigned long long>(before.generation),
+              static_cast<unsigned long long>(r.Policy().generation));
+  return OkStatus();
+}
+
+int Set(const SetOptions& o) {
+  std::vector<std::string> errors;
+  Plan plan = ParseArguments(o, &errors);
+  if (errors.empty() && plan.empty()) {
+    errors.push_back(
+        "nothing to change: give --memory-limit, --sm-limit, --priority, --core-policy, "
+        "--suspend or --resume");
+  }
+  auto opened = OpenExistingRegion(o.path, RegionAccess::kReadWrite);
+  if (!opened.ok()) {
+    errors.push_back(opened.error().message());
+  } else {
+    CheckAgainst(*opened->region, plan, &errors);
+  }
+  if (!errors.empty()) {
+    for (const std::string& e : errors) std::fprintf(stderr, "hami region set: %s\n", e.c_str());
+    std::fprintf(stderr, "hami region set: nothing was changed\n");
+    return 2;
+  }
+  Status applied = Apply(*opened->region, plan);
+  std::fflush(stdout);
+  if (!applied.ok()) {
+    std::fprintf(stderr,
+                 "hami region set: %s\nhami region set: stopped; only the changes "
+                 "listed above were made\n",
+                 applied.error().message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddRegionCommand(CLI::App& app) {
+  static SetOptions options;
+  CLI::App* region = app.add_subcommand("region", "Change a shared region");
+  region->require_subcommand(1);
+  CLI::App* set = region->add_subcommand(
+      "set",
+      "Change a region's limits or suspend and resume its processes; prints each change "
+      "(old -> new). Every argument is checked first: when any is bad, nothing changes.\n"
+      "Running processes see new limits at their next reservation.\n"
+      "Exit status: 0 changed; 1 a change failed midway (those listed were made); 2 a bad "
+      "argument or region, nothing changed.");
+  set->add_option("REGION", options.path, "the region file")->required();
+  auto repeatable = [](CLI::Option* opt) {
+    opt->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  repeatable(set->add_option("--memory-limit", options.memory_limits,
+                             "device DEV's memory limit: bytes or k/m/g/t units, 0 = unlimited "
+                             "(repeatable)")
+                 ->type_name("DEV=SIZE"));
+  repeatable(set->add_option("--sm-limit", options.sm_limits,
+                             "device DEV's SM limit in percent, 0 or 100 = unlimited (repeatable)")
+                 ->type_name("DEV=PCT"));
+  options.priority_option =
+      set->add_option("--priority", options.priority, "task priority: 0 high, 1 low")
+          ->type_name("0|1");
+  options.core_policy_option =
+      set->add_option("--core-policy", options.core_policy, "the SM limiter's policy")
+          ->type_name("default|force|disable");
+  repeatable(set->add_option("--suspend", options.suspend,
+                             "suspend the process holding SLOT (see hami inspect; repeatable)")
+                 ->type_name("SLOT"));
+  repeatable(
+      set->add_option("--resume", options.resume, "resume the process holding SLOT (repeatable)")
+          ->type_name("SLOT"));
+  set->callback([] { std::exit(Set(options)); });
+}
+
+}  // namespace hami::cli

@@ -1,0 +1,233 @@
+#include "cli/region_report.h"
+
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "common/parse.h"
+
+namespace hami::cli {
+
+namespace {
+
+using region::Access;
+using region::layout::File;
+using region::layout::SlotState;
+
+std::string FixedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
+  return buf;
+}
+
+// The open failed only because this user may not write the file.
+bool NoWriteAccess(const Error& e) {
+  return e.sys_errno() == EACCES || e.sys_errno() == EPERM || e.sys_errno() == EROFS;
+}
+
+nlohmann::json When(int64_t realtime_ns) {
+  return {{"realtime_ns", realtime_ns}, {"time", FormatRealtime(realtime_ns)}};
+}
+
+}  // namespace
+
+const char* AccessName(Access access) {
+  return access == Access::kReadOnly ? "read-only" : "read-write";
+}
+
+const char* SlotStateName(SlotState state) {
+  switch (state) {
+    case SlotState::kFree:
+      return "free";
+    case SlotState::kClaiming:
+      return "claiming";
+    case SlotState::kLive:
+      return "live";
+  }
+  return "invalid";
+}
+
+const char* SlotStatusName(region::SlotStatus status) {
+  switch (status) {
+    case region::SlotStatus::kRunning:
+      return "running";
+    case region::SlotStatus::kSuspended:
+      return "suspended";
+  }
+  return "invalid";
+}
+
+const char* InconsistencyKindName(region::Inconsistency::Kind kind) {
+  switch (kind) {
+    case region::Inconsistency::Kind::kSlotSumMismatch:
+      return "slot_sum_mismatch";
+    case region::Inconsistency::Kind::kDeadOwner:
+      return "dead_owner";
+    case region::Inconsistency::Kind::kOverLimit:
+      return "over_limit";
+  }
+  return "invalid";
+}
+
+std::string FormatLimit(uint64_t limit_bytes) {
+  return limit_bytes == 0 ? "unlimited" : FormatBytes(limit_bytes);
+}
+
+std::string FormatSmLimit(uint32_t percent) {
+  return percent == 0 || percent == 100 ? "unlimited" : std::to_string(percent) + "%";
+}
+
+std::string FormatRealtime(int64_t realtime_ns) {
+  if (realtime_ns == 0) return "-";
+  time_t secs = time_t(realtime_ns / 1000000000);
+  struct tm tm {};
+  if (gmtime_r(&secs, &tm) == nullptr) return std::to_string(realtime_ns) + "ns";
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Printable(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+std::string DumpJson(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<OpenedRegion> OpenExistingRegion(const std::string& path, RegionAccess access) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return Error::FromErrno("shared region " + path);
+  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    return Error(ErrorCode::kPermission,
+                 "shared region " + path + ": not a regular file; refusing to use it");
+  }
+  Access mode = access == RegionAccess::kReadOnly ? Access::kReadOnly : Access::kReadWrite;
+  auto r = region::Region::Open(path, nullptr, region::Create::kNever, nullptr, mode);
+  if (!r.ok() && access == RegionAccess::kReadWriteElseReadOnly && NoWriteAccess(r.error())) {
+    mode = Access::kReadOnly;
+    r = region::Region::Open(path, nullptr, region::Create::kNever, nullptr, mode);
+  }
+  if (!r.ok()) return std::move(r).error();
+  // Every loop over devices (the library's included) trusts this count.
+  uint32_t devices = (*r)->file().policy.device_count;
+  if (devices > uint32_t(region::kMaxDevices)) {
+    return Error(ErrorCode::kCorrupt, "shared region " + path + ": its policy counts " +
+                                          std::to_string(devices) + " devices, more than the " +
+                                          std::to_string(region::kMaxDevices) +
+                                          " its layout holds; refusing to use it");
+  }
+  return OpenedRegion{std::move(r).value(), mode};
+}
+
+nlohmann::json DescribeRegion(const OpenedRegion& opened) {
+  using nlohmann::json;
+  const region::Region& r = *opened.region;
+  const File& f = r.file();
+  const region::PolicyView p = r.Policy();
+  const int n = std::clamp(p.device_count, 0, region::kMaxDevices);
+
+  json out;
+  out["file"] = r.path();
+  out["access"] = AccessName(opened.access);
+  out["layout"] = {{"major", f.header.major},
+                   {"minor", f.header.minor},
+                   {"fingerprint", Hex(f.header.fingerprint)}};
+  out["creator"] = {{"pid", f.header.creator_pid},
+                    {"comm", FixedString(f.header.creator_comm, sizeof(f.header.creator_comm))},
+                    {"created", When(f.header.created_realtime_ns)}};
+
+  int64_t changed_ns = f.policy.changed_realtime_ns.load(std::memory_order_relaxed);
+  json changed = nullptr;
+  if (changed_ns != 0) {
+    changed = When(changed_ns);
+    changed["pid"] = f.policy.changed_by_pid.load(std::memory_order_relaxed);
+  }
+  json stamped = When(p.stamped_realtime_ns);
+  stamped["pid"] = p.stamped_by_pid;
+  stamped["comm"] = p.stamped_by_comm;
+  out["policy"] = {{"generation", p.generation},
+                   {"device_count", p.device_count},
+                   {"priority", p.priority},
+                   {"core_policy", region::CorePolicyName(p.core_policy)},
+                   {"oversubscribe", p.oversubscribe},
+                   {"utilization_switch", p.utilization_switch},
+                   {"paused", p.paused},
+                   {"stamped", stamped},
+                   {"changed", changed}};
+
+  out["devices"] = json::array();
+  for (int d = 0; d < n; ++d) {
+    region::DeviceSnapshot s = r.Snapshot(d);
+    std::array<uint64_t, region::kUsageKinds> kinds{};
+    for (const auto& [slot, usage] : s.slots) {
+      for (size_t k = 0; k < kinds.size(); ++k) kinds[k] += usage[k];
+    }
+    json by_kind = json::object();
+    for (int k = 0; k < region::kUsageKinds; ++k) {
+      const char* name = region::UsageKindName(region::UsageKind(k));
+      // The reserved kind appears only when something was charged to it (a bug).
+      if (std::strcmp(name, "reserved") == 0 && kinds[size_t(k)] == 0) continue;
+      by_kind[name] = kinds[size_t(k)];
+    }
+    const auto& account = f.devices[d];
+    out["devices"].push_back(
+        {{"index", d},
+         {"uuid", p.uuid[size_t(d)]},
+         {"memory_limit_bytes", s.limit_bytes},
+         {"sm_limit_percent", p.sm_limit[size_t(d)]},
+         {"used_bytes", s.used_bytes},
+         {"peak_bytes", s.peak_bytes},
+         {"rejected", s.rejected},
+         {"slot_sum_bytes", s.slot_sum_bytes},
+         {"usage_bytes", by_kind},
+         {"sm_util_percent", account.sm_util.load(std::memory_order_relaxed)},
+         {"monitor_used_bytes", account.monitor_used_bytes.load(std::memory_order_relaxed)}});
+  }
+
+  out["slots"] = json::array();
+  for (const region::SlotView& s : r.Slots()) {
+    json used = json::array();
+    json sm = json::array();
+    for (int d = 0; d < n; ++d) {
+      used.push_back(s.used_bytes[size_t(d)]);
+      sm.push_back(f.slots[s.index].sm_util[d].load(std::memory_order_relaxed));
+    }
+    out["slots"].push_back({{"index", s.index},
+                            {"state", SlotStateName(s.state)},
+                            {"alive", s.alive},
+                            {"generation", s.generation},
+                            {"pid", s.pid},
+                            {"host_pid", s.host_pid},
+                            {"identity", region::IdentitySourceName(s.identity)},
+                            {"status", SlotStatusName(s.status)},
+                            {"comm", s.comm},
+                            {"registered", When(s.registered_realtime_ns)},
+                            {"launches", s.launches},
+                            {"used_bytes", used},
+                            {"sm_util_percent", sm}});
+  }
+
+  out["inconsistencies"] = json::array();
+  for (const region::Inconsistency& i : r.Check()) {
+    out["inconsistencies"].push_back({{"kind", InconsistencyKindName(i.kind)},
+                                      {"device", i.device >= 0 ? json(i.device) : json(nullptr)},
+                                      {"slot", i.slot >= 0 ? json(i.slot) : json(nullptr)},
+                                      {"message", i.message}});
+  }
+  return out;
+}
+
+}  // namespace hami::cli
