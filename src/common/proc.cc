@@ -1,8 +1,11 @@
 #include "common/proc.h"
 
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -27,12 +30,27 @@ uint64_t PidNamespaceInode(pid_t pid) {
 }
 
 uint64_t ProcessStartTicks(pid_t pid) {
-  auto text = ReadFileToString(ProcPath(pid, "stat"), 4096);
-  if (!text.ok()) return 0;
+  // One open/read/close into a stack buffer: registration pays for this on every start.
+  char path[32];
+  if (pid == 0) {
+    std::snprintf(path, sizeof(path), "/proc/self/stat");
+  } else {
+    std::snprintf(path, sizeof(path), "/proc/%d/stat", int(pid));
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof(buf) - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
   // comm may contain spaces and ')': fields resume after the last ')'.
-  size_t close = text->rfind(')');
-  if (close == std::string::npos) return 0;
-  const char* p = text->c_str() + close + 1;
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr) return 0;
+  const char* p = close_paren + 1;
   // Field 3 (state) is the first after ')'; start time is field 22.
   for (int field = 3; field < 22; ++field) {
     while (*p == ' ') ++p;
@@ -70,6 +88,10 @@ std::vector<pid_t> NsTgids(pid_t pid) {
 }
 
 std::string ProcessComm(pid_t pid) {
+  if (pid == 0) {
+    char name[17] = {};
+    if (prctl(PR_GET_NAME, name) == 0) return name;  // no file to open for our own name
+  }
   auto text = ReadFileToString(ProcPath(pid, "comm"), 256);
   if (!text.ok()) return "";
   std::string s = *text;

@@ -326,4 +326,6 @@ constexpr uint64_t Fingerprint() {
   return h;
 }
 
+inline constexpr uint64_t kFingerprint = Fingerprint();
+
 }  // namespace hami::region::layout

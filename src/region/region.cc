@@ -142,7 +142,10 @@ void ReturnSlotUsage(File* f, Slot& s, Writers writers, const char* kill_point) 
 }
 
 Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
-  if (ftruncate(fd, 0) != 0 || ftruncate(fd, off_t(sizeof(File))) != 0) {
+  // Truncating to zero first zero-fills what an earlier, unfinished attempt wrote.
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Error::FromErrno("fstat " + path);
+  if ((st.st_size != 0 && ftruncate(fd, 0) != 0) || ftruncate(fd, off_t(sizeof(File))) != 0) {
     return Error::FromErrno("ftruncate " + path);
   }
   HAMI_KILL_POINT("region.create.sized");
@@ -155,7 +158,7 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   h.minor = layout::kMinor;
   h.header_size = sizeof(Header);
   h.total_size = sizeof(File);
-  h.fingerprint = layout::Fingerprint();
+  h.fingerprint = layout::kFingerprint;
   h.max_devices = layout::kMaxDevices;
   h.max_slots = layout::kMaxSlots;
   h.usage_kinds = layout::kUsageKinds;
@@ -180,7 +183,8 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   std::memcpy(pol.stamped_by_comm, h.creator_comm, sizeof(pol.stamped_by_comm));
   pol.utilization_switch.store(1);
   for (DeviceAccount& a : f->devices) HAMI_TRY(InitRobustMutex(&a.mutex));
-  for (Slot& s : f->slots) s.status.store(uint32_t(SlotStatus::kRunning));
+  // Slots are left zero: a claim fills every field it uses (touching 1.3 MB here would make
+  // the creator, and everyone waiting for it, slow).
   // The magic last: a file its creator left with a zero magic is recognizably unfinished.
   std::memcpy(h.magic, layout::kMagic, sizeof(h.magic));
   HAMI_KILL_POINT("region.create.filled");
@@ -205,25 +209,30 @@ Error StillBeingCreated(const std::string& path) {
 }
 
 void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<PolicyDifference>* out) {
-  auto add = [out](std::string field, std::string region, std::string requested) {
-    if (region != requested)
-      out->push_back({std::move(field), std::move(region), std::move(requested)});
+  // Text is made only for fields that differ: every opener runs this.
+  auto num = [out](const char* field, int device, uint64_t region, uint64_t requested) {
+    if (region == requested) return;
+    std::string name = field;
+    if (device >= 0) name += "[" + std::to_string(device) + "]";
+    out->push_back({std::move(name), std::to_string(region), std::to_string(requested)});
   };
-  add("device_count", std::to_string(r.device_count), std::to_string(mine.device_count));
-  int n = std::max<int>(int(r.device_count), mine.device_count);
-  for (int d = 0; d < std::min(n, kMaxDevices); ++d) {
-    std::string i = "[" + std::to_string(d) + "]";
-    add("memory_limit" + i, std::to_string(r.memory_limit[d].load()),
-        std::to_string(mine.memory_limit[size_t(d)]));
-    add("sm_limit" + i, std::to_string(r.sm_limit[d].load()),
-        std::to_string(mine.sm_limit[size_t(d)]));
-    add("uuid" + i, FixedString(r.uuid[d], layout::kUuidBytes), mine.uuid[size_t(d)]);
+  num("device_count", -1, r.device_count, uint64_t(mine.device_count));
+  int n = std::min(std::max<int>(int(r.device_count), mine.device_count), kMaxDevices);
+  for (int d = 0; d < n; ++d) {
+    num("memory_limit", d, r.memory_limit[d].load(), mine.memory_limit[size_t(d)]);
+    num("sm_limit", d, r.sm_limit[d].load(), mine.sm_limit[size_t(d)]);
+    std::string_view region_uuid(r.uuid[d], strnlen(r.uuid[d], layout::kUuidBytes));
+    if (region_uuid != mine.uuid[size_t(d)]) {
+      out->push_back(
+          {"uuid[" + std::to_string(d) + "]", std::string(region_uuid), mine.uuid[size_t(d)]});
+    }
   }
-  add("priority", std::to_string(r.priority.load()), std::to_string(mine.priority));
-  add("core_policy", CorePolicyName(CorePolicy(r.core_policy.load())),
-      CorePolicyName(mine.core_policy));
-  add("oversubscribe", std::to_string(r.oversubscribe.load()),
-      std::to_string(mine.oversubscribe ? 1 : 0));
+  num("priority", -1, uint64_t(int64_t(r.priority.load())), uint64_t(int64_t(mine.priority)));
+  if (r.core_policy.load() != uint32_t(mine.core_policy)) {
+    out->push_back({"core_policy", CorePolicyName(CorePolicy(r.core_policy.load())),
+                    CorePolicyName(mine.core_policy)});
+  }
+  num("oversubscribe", -1, r.oversubscribe.load(), mine.oversubscribe ? 1 : 0);
 }
 
 }  // namespace
@@ -296,9 +305,9 @@ Status ValidateHeader(const layout::Header& h, uint64_t file_size, const std::st
                    std::to_string(h.total_size) + " bytes in all; expected " +
                    std::to_string(sizeof(Header)) + " and " + std::to_string(sizeof(File)));
   }
-  if (h.fingerprint != layout::Fingerprint()) {
+  if (h.fingerprint != layout::kFingerprint) {
     return bad(ErrorCode::kIncompatible, "layout fingerprint " + Hex(h.fingerprint) +
-                                             ", expected " + Hex(layout::Fingerprint()));
+                                             ", expected " + Hex(layout::kFingerprint));
   }
   if (h.max_devices != uint32_t(layout::kMaxDevices) ||
       h.max_slots != uint32_t(layout::kMaxSlots) ||
@@ -346,11 +355,13 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
 
+  // Published: full size with the flag set (its header is validated below, once mapped).
   auto published = [&]() -> bool {
-    Header h;
+    std::atomic<uint32_t> flag;
     return st.st_size == off_t(sizeof(File)) &&
-           pread(fd.get(), &h, sizeof(h), 0) == ssize_t(sizeof(h)) &&
-           h.initialized.load(std::memory_order_acquire) == layout::kInitialized;
+           pread(fd.get(), &flag, sizeof(flag), offsetof(Header, initialized)) ==
+               ssize_t(sizeof(flag)) &&
+           flag.load(std::memory_order_acquire) == layout::kInitialized;
   };
   if (!published()) {
     if (create == Create::kNever) {
@@ -358,46 +369,68 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
         return Error(ErrorCode::kNotFound, "shared region " + path + " is empty");
       if (LeftUnfinished(fd.get(), st)) return StillBeingCreated(path);
     }
-    if (create == Create::kIfMissing) {
-      // Make it, or wait for whoever is making it.
-      if (int err = OfdLockByte(fd.get(), layout::kInitLock, F_WRLCK, LockWait::kYes); err != 0) {
+    // Make it, or wait for whoever is making it. The maker holds the init lock exclusively;
+    // waiters wait for a shared lock, so they all wake together when it is published, and
+    // try to make it themselves only if its maker died before publishing it.
+    for (int round = 0; create == Create::kIfMissing; ++round) {
+      int err = OfdLockByte(fd.get(), layout::kInitLock, F_WRLCK, LockWait::kNo);
+      if (err == 0) {
+        const int raw = fd.get();
+        Cleanup unlock([raw] { OfdLockByte(raw, layout::kInitLock, F_UNLCK, LockWait::kNo); });
+        if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+        if (st.st_size == 0 || LeftUnfinished(fd.get(), st)) {
+          if (st.st_uid == geteuid()) fchmod(fd.get(), 0666);  // every user of the container
+          HAMI_TRY(Initialize(fd.get(), path, *stamp));
+        } else if (!published()) {
+          Header h;
+          if (st.st_size < off_t(sizeof(Header)) ||
+              pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
+            return Error(ErrorCode::kCorrupt,
+                         "shared region " + path + ": the file is " + std::to_string(st.st_size) +
+                             " bytes, smaller than a header; refusing to use it");
+          }
+          HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
+          // A valid header never published: its creator died while making it.
+          HAMI_TRY(Initialize(fd.get(), path, *stamp));
+        }
+        if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+        break;
+      }
+      if (err != EAGAIN && err != EACCES) {
         return Error::FromErrno("locking shared region " + path, err);
       }
-      const int raw = fd.get();
-      Cleanup unlock([raw] { OfdLockByte(raw, layout::kInitLock, F_UNLCK, LockWait::kNo); });
+      if (round > 0) sched_yield();  // the maker died: let the other waiters go first
+      err = OfdLockByte(fd.get(), layout::kInitLock, F_RDLCK, LockWait::kYes);
+      if (err != 0) return Error::FromErrno("waiting for shared region " + path, err);
+      OfdLockByte(fd.get(), layout::kInitLock, F_UNLCK, LockWait::kNo);
       if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-      if (st.st_size == 0 || LeftUnfinished(fd.get(), st)) {
-        if (st.st_uid == geteuid()) fchmod(fd.get(), 0666);  // every user of the container
-        HAMI_TRY(Initialize(fd.get(), path, *stamp));
-      } else if (!published()) {
-        Header h;
-        if (st.st_size < off_t(sizeof(Header)) ||
-            pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
-          return Error(ErrorCode::kCorrupt,
-                       "shared region " + path + ": the file is " + std::to_string(st.st_size) +
-                           " bytes, smaller than a header; refusing to use it");
-        }
-        HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
-        // A valid header never published: its creator died while making it.
-        HAMI_TRY(Initialize(fd.get(), path, *stamp));
-      }
-      if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+      if (published()) break;
     }
   }
-  Header h;
-  if (st.st_size < off_t(sizeof(Header)) ||
-      pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
-    return Error(ErrorCode::kCorrupt, "shared region " + path + ": the file is " +
-                                          std::to_string(st.st_size) +
-                                          " bytes, smaller than a header; refusing to use it");
+  if (st.st_size != off_t(sizeof(File))) {
+    // Not the size of a region: say why from its header, if it has one.
+    Header h;
+    if (st.st_size < off_t(sizeof(Header)) ||
+        pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
+      return Error(ErrorCode::kCorrupt, "shared region " + path + ": the file is " +
+                                            std::to_string(st.st_size) +
+                                            " bytes, smaller than a header; refusing to use it");
+    }
+    HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
   }
-  HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
-  if (h.initialized.load(std::memory_order_acquire) != layout::kInitialized) {
-    return StillBeingCreated(path);
-  }
+  // Map it and validate the header in place (every opener of a burst pays for this).
   int prot = PROT_READ | (access == Access::kReadWrite ? PROT_WRITE : 0);
   void* m = mmap(nullptr, sizeof(File), prot, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return Error::FromErrno("mmap " + path);
+  const Header& mapped = static_cast<const File*>(m)->header;
+  Status valid = ValidateHeader(mapped, uint64_t(st.st_size), path);
+  if (valid.ok() && mapped.initialized.load(std::memory_order_acquire) != layout::kInitialized) {
+    valid = StillBeingCreated(path);
+  }
+  if (!valid.ok()) {
+    munmap(m, sizeof(File));
+    return std::move(valid).error();
+  }
   std::unique_ptr<Region> r(new Region(path, std::move(fd), m, access));
   if (stamp != nullptr && differences != nullptr) Compare(r->file_->policy, *stamp, differences);
   return r;
@@ -434,7 +467,6 @@ Result<int> Region::Register() {
   // Learn what the slot records before claiming one: the claim itself is a few stores.
   const pid_t pid = getpid();
   const uint64_t start_ticks = ProcessStartTicks();
-  const uint64_t pidns = PidNamespaceInode();
   const std::string comm = ProcessComm();
   Header& h = file_->header;
   int64_t now = MonotonicNs();
@@ -462,7 +494,7 @@ Result<int> Region::Register() {
       s.pid = pid;
       s.host_pid.store(0, std::memory_order_relaxed);
       s.start_time_ticks = start_ticks;
-      s.pidns_inode = pidns;
+      s.pidns_inode = 0;  // the identity code fills it in when it needs it
       s.status.store(uint32_t(SlotStatus::kRunning), std::memory_order_relaxed);
       s.identity.store(uint32_t(IdentitySource::kUnknown), std::memory_order_relaxed);
       CopyString(s.comm, sizeof(s.comm), comm);
