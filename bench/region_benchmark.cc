@@ -90,15 +90,6 @@ struct Options {
 
 // ---- small helpers ----
 
-std::string ExecutableDir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, size_t(n));
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 int CpuCount() {
   cpu_set_t set;
   CPU_ZERO(&set);

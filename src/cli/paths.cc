@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 
+#include "common/proc.h"
+
 namespace hami::cli {
 
 namespace {
@@ -16,15 +18,6 @@ bool Exists(const std::string& path) {
 }
 
 }  // namespace
-
-std::string ExecutableDir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, size_t(n));
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 
 std::string SimLibraryDir() {
   if (const char* env = std::getenv("HAMI_SIM_LIBDIR"); env != nullptr && *env != '\0') {

@@ -7,9 +7,6 @@
 
 namespace hami::cli {
 
-// Directory of the running executable ("/work/build/bin").
-std::string ExecutableDir();
-
 // The directory holding the simulated libcuda.so.1 and libnvidia-ml.so.1: $HAMI_SIM_LIBDIR,
 // else the first of <exe>/../lib/sim and <exe>/../lib/hami/sim that has libcuda.so.1.
 // Empty when none does.

@@ -259,8 +259,8 @@ Status Apply(region::Region& r, const Plan& plan) {
       if (view != nullptr) {
         field += " (pid " + std::to_string(view->pid) + ", " + Printable(view->comm) + ")";
       }
-      HAMI_TRY(Change(field, SlotStatusName(old), SlotStatusName(c.status), old == c.status,
-                      [&] { return r.SetSlotStatus(c.slot, c.status); }));
+      HAMI_TRY(Change(field, region::SlotStatusName(old), region::SlotStatusName(c.status),
+                      old == c.status, [&] { return r.SetSlotStatus(c.slot, c.status); }));
     }
   }
   std::printf("generation %llu -> %llu\n", static_cast<unsigned long long>(before.generation),

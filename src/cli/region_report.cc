@@ -43,40 +43,6 @@ const char* AccessName(Access access) {
   return access == Access::kReadOnly ? "read-only" : "read-write";
 }
 
-const char* SlotStateName(SlotState state) {
-  switch (state) {
-    case SlotState::kFree:
-      return "free";
-    case SlotState::kClaiming:
-      return "claiming";
-    case SlotState::kLive:
-      return "live";
-  }
-  return "invalid";
-}
-
-const char* SlotStatusName(region::SlotStatus status) {
-  switch (status) {
-    case region::SlotStatus::kRunning:
-      return "running";
-    case region::SlotStatus::kSuspended:
-      return "suspended";
-  }
-  return "invalid";
-}
-
-const char* InconsistencyKindName(region::Inconsistency::Kind kind) {
-  switch (kind) {
-    case region::Inconsistency::Kind::kSlotSumMismatch:
-      return "slot_sum_mismatch";
-    case region::Inconsistency::Kind::kDeadOwner:
-      return "dead_owner";
-    case region::Inconsistency::Kind::kOverLimit:
-      return "over_limit";
-  }
-  return "invalid";
-}
-
 std::string FormatLimit(uint64_t limit_bytes) {
   return limit_bytes == 0 ? "unlimited" : FormatBytes(limit_bytes);
 }
@@ -206,13 +172,13 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
       sm.push_back(f.slots[s.index].sm_util[d].load(std::memory_order_relaxed));
     }
     out["slots"].push_back({{"index", s.index},
-                            {"state", SlotStateName(s.state)},
+                            {"state", region::SlotStateName(s.state)},
                             {"alive", s.alive},
                             {"generation", s.generation},
                             {"pid", s.pid},
                             {"host_pid", s.host_pid},
                             {"identity", region::IdentitySourceName(s.identity)},
-                            {"status", SlotStatusName(s.status)},
+                            {"status", region::SlotStatusName(s.status)},
                             {"comm", s.comm},
                             {"registered", When(s.registered_realtime_ns)},
                             {"launches", s.launches},
@@ -222,7 +188,7 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
 
   out["inconsistencies"] = json::array();
   for (const region::Inconsistency& i : r.Check()) {
-    out["inconsistencies"].push_back({{"kind", InconsistencyKindName(i.kind)},
+    out["inconsistencies"].push_back({{"kind", region::InconsistencyKindName(i.kind)},
                                       {"device", i.device >= 0 ? json(i.device) : json(nullptr)},
                                       {"slot", i.slot >= 0 ? json(i.slot) : json(nullptr)},
                                       {"message", i.message}});

@@ -40,11 +40,8 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened);
 // "read-write" or "read-only".
 const char* AccessName(region::Access access);
 // "free", "claiming", "live", or "invalid".
-const char* SlotStateName(region::layout::SlotState state);
 // "running", "suspended", or "invalid".
-const char* SlotStatusName(region::SlotStatus status);
 // "slot_sum_mismatch", "dead_owner", "over_limit".
-const char* InconsistencyKindName(region::Inconsistency::Kind kind);
 
 // A memory limit: "unlimited" for 0, else FormatBytes.
 std::string FormatLimit(uint64_t limit_bytes);

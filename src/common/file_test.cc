@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/temp_dir.h"
+
 namespace hami {
 namespace {
 
@@ -18,11 +20,10 @@ using ::testing::HasSubstr;
 class FileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/hami-file-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.path();
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  TempDir tmp_{"hami-file-test"};
   std::string dir_;
 };
 

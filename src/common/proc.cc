@@ -87,6 +87,15 @@ std::vector<pid_t> NsTgids(pid_t pid) {
   return out;
 }
 
+std::string ExecutableDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, size_t(n));
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 std::string ProcessComm(pid_t pid) {
   if (pid == 0) {
     char name[17] = {};

@@ -21,6 +21,9 @@ uint64_t ProcessStartTicks(pid_t pid = 0);
 // namespace down to the process's own. Empty when absent or malformed.
 std::vector<pid_t> NsTgids(pid_t pid = 0);
 
+// Directory of the running executable ("/work/build/bin"), from /proc/self/exe.
+std::string ExecutableDir();
+
 // The short command name (/proc/<pid>/comm without the newline).
 std::string ProcessComm(pid_t pid = 0);
 

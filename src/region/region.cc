@@ -237,6 +237,40 @@ void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<Policy
 
 }  // namespace
 
+const char* SlotStateName(SlotState state) {
+  switch (state) {
+    case SlotState::kFree:
+      return "free";
+    case SlotState::kClaiming:
+      return "claiming";
+    case SlotState::kLive:
+      return "live";
+  }
+  return "invalid";
+}
+
+const char* SlotStatusName(SlotStatus status) {
+  switch (status) {
+    case SlotStatus::kRunning:
+      return "running";
+    case SlotStatus::kSuspended:
+      return "suspended";
+  }
+  return "invalid";
+}
+
+const char* InconsistencyKindName(Inconsistency::Kind kind) {
+  switch (kind) {
+    case Inconsistency::Kind::kSlotSumMismatch:
+      return "slot_sum_mismatch";
+    case Inconsistency::Kind::kDeadOwner:
+      return "dead_owner";
+    case Inconsistency::Kind::kOverLimit:
+      return "over_limit";
+  }
+  return "invalid";
+}
+
 const char* UsageKindName(UsageKind kind) {
   switch (kind) {
     case UsageKind::kContext:

@@ -217,6 +217,9 @@ class Region {
 };
 
 const char* UsageKindName(UsageKind kind);
+const char* SlotStateName(layout::SlotState state);
+const char* SlotStatusName(SlotStatus status);
+const char* InconsistencyKindName(Inconsistency::Kind kind);
 const char* IdentitySourceName(IdentitySource source);
 const char* CorePolicyName(CorePolicy policy);
 

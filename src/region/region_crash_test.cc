@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/temp_dir.h"
 #include "common/unique_fd.h"
 #include "region/region.h"
 #include "support/subprocess.h"
@@ -146,12 +147,10 @@ std::string OpenElsewhere(const std::string& path, Create create, Access access)
 class RegionCrashTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/hami-region-crash-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/usage.cache";
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.path();
+    path_ = tmp_.File("usage.cache");
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
 
   std::unique_ptr<Region> MustOpen(const std::string& path) {
     PolicySpec p = TwoDevices();
@@ -182,6 +181,7 @@ class RegionCrashTest : public ::testing::Test {
     return status;
   }
 
+  TempDir tmp_{"hami-region-crash"};
   std::string dir_, path_;
 };
 

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/temp_dir.h"
 
 namespace hami::region {
 namespace {
@@ -34,12 +35,10 @@ PolicySpec TwoDevices(uint64_t limit0 = 1ull << 30, uint64_t limit1 = 0) {
 class RegionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/hami-region-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/usage.cache";
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.path();
+    path_ = tmp_.File("usage.cache");
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
 
   std::unique_ptr<Region> MustOpen(const PolicySpec& p = TwoDevices(),
                                    std::vector<PolicyDifference>* diffs = nullptr) {
@@ -57,6 +56,7 @@ class RegionTest : public ::testing::Test {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
 
+  TempDir tmp_{"hami-region-test"};
   std::string dir_, path_;
 };
 

@@ -12,8 +12,8 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/ofd_lock.h"
-#include "common/robust_mutex.h"
 #include "common/proc.h"
+#include "common/robust_mutex.h"
 #include "sim/host_pid.h"
 
 namespace hami::sim {

@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/temp_dir.h"
 
 namespace hami::sim {
 namespace {
@@ -25,12 +26,10 @@ using ::testing::HasSubstr;
 class StateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/hami-state-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/state";
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.path();
+    path_ = tmp_.File("state");
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
 
   std::unique_ptr<SharedState> MustOpen(const char* profile = "h100-80g:2") {
     auto s = SharedState::Open(path_, profile, "");
@@ -50,6 +49,7 @@ class StateTest : public ::testing::Test {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
 
+  TempDir tmp_{"hami-state-test"};
   std::string dir_, path_;
 };
 
