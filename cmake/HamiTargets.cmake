@@ -98,8 +98,11 @@ function(hami_sim_library)
     OUTPUT_NAME ${_out} SUFFIX ${_suffix}
     LIBRARY_OUTPUT_DIRECTORY ${HAMI_SIM_LIB_DIR}
     LINK_DEPENDS ${A_VERSION_SCRIPT})
+  # -Bsymbolic-functions: the library's calls to its own exports stay inside it, as in the
+  # vendor's library, so an interposer preloaded in front of it sees only the program's calls.
   target_link_options(${A_NAME} PRIVATE
-    -Wl,--version-script=${A_VERSION_SCRIPT} -Wl,-soname,${A_FILE_NAME})
+    -Wl,--version-script=${A_VERSION_SCRIPT} -Wl,-soname,${A_FILE_NAME}
+    -Wl,-Bsymbolic-functions)
   if(NOT HAMI_SANITIZE)  # sanitizer runtimes resolve in the executable, not here
     target_link_options(${A_NAME} PRIVATE -Wl,-z,defs)
   endif()
