@@ -503,12 +503,7 @@ Result<int> Region::Register() {
   const uint64_t start_ticks = ProcessStartTicks();
   const std::string comm = ProcessComm();
   Header& h = file_->header;
-  int64_t now = MonotonicNs();
-  int64_t last = h.last_sweep_ns.load(std::memory_order_relaxed);
-  if (now - last >= kSweepIntervalNs &&
-      h.last_sweep_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    SweepDeadLocked();
-  }
+  SweepDeadIfDueLocked();
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t start = h.claim_hint.load(std::memory_order_relaxed) % uint32_t(kMaxSlots);
     for (int k = 0; k < kMaxSlots; ++k) {
@@ -581,6 +576,24 @@ int Region::SweepDead() {
   return SweepDeadLocked();
 }
 
+int Region::SweepDeadIfDue() {
+  if (access_ == Access::kReadOnly || Inherited()) return 0;
+  std::unique_lock<std::mutex> membership(membership_mu_, std::try_to_lock);
+  if (!membership.owns_lock()) return 0;
+  return SweepDeadIfDueLocked();
+}
+
+int Region::SweepDeadIfDueLocked() {
+  Header& h = file_->header;
+  int64_t now = MonotonicNs();
+  int64_t last = h.last_sweep_ns.load(std::memory_order_relaxed);
+  if (now - last < kSweepIntervalNs ||
+      !h.last_sweep_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    return 0;
+  }
+  return SweepDeadLocked();
+}
+
 int Region::SweepDeadLocked() {
   const int own = slot_.load(std::memory_order_relaxed);
   int n = 0;
@@ -617,7 +630,7 @@ Status Region::ReopenAfterFork() {
   return OkStatus();
 }
 
-Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind) {
+Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind, Enforce enforce) {
   const int slot = slot_.load(std::memory_order_acquire);
   if (slot < 0) return Admission::kNotRegistered;
   if (device < 0 || device >= device_count()) return Admission::kNoSuchDevice;
@@ -632,7 +645,7 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind) {
       if (slot_.load(std::memory_order_acquire) != slot) return Admission::kNotRegistered;
       uint64_t limit = file_->policy.memory_limit[device].load(std::memory_order_relaxed);
       uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
-      if (limit == 0 || (used <= limit && bytes <= limit - used)) {
+      if (limit == 0 || enforce == Enforce::kNone || (used <= limit && bytes <= limit - used)) {
         BeginWrite(a);
         HAMI_KILL_POINT("region.reserve.begun");
         s.usage[device][uint32_t(kind)].fetch_add(bytes, std::memory_order_relaxed);
@@ -650,6 +663,21 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind) {
   }
   a.rejected.fetch_add(1, std::memory_order_relaxed);
   return Admission::kOverLimit;
+}
+
+uint64_t Region::UsedBytes(int device) const {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  return file_->devices[device].used_bytes.load(std::memory_order_relaxed);
+}
+
+uint64_t Region::MemoryLimit(int device) const {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  return file_->policy.memory_limit[device].load(std::memory_order_relaxed);
+}
+
+uint32_t Region::SmLimit(int device) const {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  return file_->policy.sm_limit[device].load(std::memory_order_relaxed);
 }
 
 void Region::Release(int device, uint64_t bytes, UsageKind kind) {

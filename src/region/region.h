@@ -167,12 +167,23 @@ class Region {
   Status ReopenAfterFork();
 
   // ---- admission ----
-  Admission Reserve(int device, uint64_t bytes, UsageKind kind);
+  // kNone records the bytes whatever the limit (memory the process cannot do without, such
+  // as a context's own); everything else is refused past the limit.
+  enum class Enforce { kLimit, kNone };
+  Admission Reserve(int device, uint64_t bytes, UsageKind kind, Enforce enforce = Enforce::kLimit);
   void Release(int device, uint64_t bytes, UsageKind kind);
   // Reclaims the slots of dead processes; returns how many.
   int SweepDead();
+  // SweepDead at most once per kSweepIntervalNs across the container, and never waiting
+  // for another thread of this process that is registering or sweeping (for the views).
+  int SweepDeadIfDue();
 
   // ---- reading ----
+  // One lock-free load each: for the hot paths of the views.
+  uint64_t UsedBytes(int device) const;
+  uint64_t MemoryLimit(int device) const;  // 0 = unlimited
+  uint32_t SmLimit(int device) const;
+
   DeviceSnapshot Snapshot(int device) const;
   PolicyView Policy() const;
   std::vector<SlotView> Slots() const;  // every non-free slot
@@ -200,6 +211,7 @@ class Region {
   bool OwnerAlive(int slot) const;
   bool Inherited() const;      // fd_ is a fork parent's (no ReopenAfterFork() yet)
   int SweepDeadLocked();       // the caller holds membership_mu_
+  int SweepDeadIfDueLocked();  // the caller holds membership_mu_
   void ReclaimHeld(int slot);  // the caller holds slot `slot`'s lock
   Status Writable() const;
   void Touch();  // records an operator change

@@ -52,12 +52,23 @@ void* Search(dl_phdr_info* info, const Query& q) {
   const ElfW(Verdef)* verdef = nullptr;
   for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
     switch (d->d_tag) {
-      case DT_SYMTAB: symtab = Ptr<ElfW(Sym)>(base, d->d_un.d_ptr); break;
-      case DT_STRTAB: strtab = Ptr<char>(base, d->d_un.d_ptr); break;
-      case DT_GNU_HASH: gnu_hash = Ptr<uint32_t>(base, d->d_un.d_ptr); break;
-      case DT_VERSYM: versym = Ptr<ElfW(Half)>(base, d->d_un.d_ptr); break;
-      case DT_VERDEF: verdef = Ptr<ElfW(Verdef)>(base, d->d_un.d_ptr); break;
-      default: break;
+      case DT_SYMTAB:
+        symtab = Ptr<ElfW(Sym)>(base, d->d_un.d_ptr);
+        break;
+      case DT_STRTAB:
+        strtab = Ptr<char>(base, d->d_un.d_ptr);
+        break;
+      case DT_GNU_HASH:
+        gnu_hash = Ptr<uint32_t>(base, d->d_un.d_ptr);
+        break;
+      case DT_VERSYM:
+        versym = Ptr<ElfW(Half)>(base, d->d_un.d_ptr);
+        break;
+      case DT_VERDEF:
+        verdef = Ptr<ElfW(Verdef)>(base, d->d_un.d_ptr);
+        break;
+      default:
+        break;
     }
   }
   if (symtab == nullptr || strtab == nullptr || gnu_hash == nullptr) return nullptr;

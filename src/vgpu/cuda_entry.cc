@@ -1,0 +1,215 @@
+// Entry points of the CUDA driver API: initialization, symbol lookup through
+// cuGetProcAddress, the memory views, and contexts.
+#include <algorithm>
+
+#include "common/clock.h"
+#include "vgpu/accounting.h"
+#include "vgpu/runtime.h"
+
+using namespace hami;        // NOLINT: the exported C API below
+using namespace hami::vgpu;  // NOLINT
+
+namespace {
+
+#define HAMI_REAL_OR_FAIL(name, fail)                   \
+  Runtime& rt = Rt();                                   \
+  if (!EnsureCudaLoaded() || rt.cuda.name == nullptr) { \
+    return fail;                                        \
+  }
+
+// Substitutes our wrapper for a driver pointer the driver's own cuGetProcAddress returned:
+// whichever ABI the driver chose for the requested version, the caller gets the wrapper of
+// that same ABI. Pointers of functions we do not intercept are returned as they are.
+void SubstituteWrapper(void** pfn) {
+  if (pfn == nullptr || *pfn == nullptr) return;
+  for (const HookInfo& h : AllHooks()) {
+    if (h.cuda && RealOf(h) == *pfn) {
+      *pfn = WrapperOf(h);
+      return;
+    }
+  }
+}
+
+CUresult MemGetInfo(size_t* free_bytes, size_t* total_bytes, CUresult real_result) {
+  if (real_result != CUDA_SUCCESS) return real_result;
+  int dev;
+  if (CurrentDevice(&dev) != CUDA_SUCCESS) return real_result;
+  uint64_t total, free;
+  if (LimitedView(dev, *total_bytes, *free_bytes, &total, &free)) {
+    *total_bytes = size_t(total);
+    *free_bytes = size_t(free);
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  HookScope scope;
+  // No driver at all: the driver's own "no device" answer, never a crash.
+  HAMI_REAL_OR_FAIL(cuInit, CUDA_ERROR_NO_DEVICE);
+  CUresult r = rt.cuda.cuInit(Flags);
+  if (r == CUDA_SUCCESS && !scope.nested()) {
+    LearnDevicesFromCuda();
+    EnsureRegion();
+  }
+  return r;
+}
+
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                  cuuint64_t flags) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuGetProcAddress, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+  if (r == CUDA_SUCCESS) SubstituteWrapper(pfn);
+  return r;
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                     cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuGetProcAddress_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+  if (r == CUDA_SUCCESS) SubstituteWrapper(pfn);
+  return r;
+}
+
+// ---- views ----
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemGetInfo_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuMemGetInfo_v2(free, total);
+  if (scope.nested()) return r;
+  return MemGetInfo(free, total, r);
+}
+
+CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemGetInfo, CUDA_ERROR_NOT_INITIALIZED);
+  if (free == nullptr || total == nullptr || rt.cuda.cuMemGetInfo_v2 == nullptr) {
+    return rt.cuda.cuMemGetInfo(free, total);
+  }
+  // The same view through the 64-bit call, then narrowed as the old ABI does.
+  size_t f = 0, t = 0;
+  CUresult r = rt.cuda.cuMemGetInfo_v2(&f, &t);
+  if (!scope.nested()) r = MemGetInfo(&f, &t, r);
+  if (r == CUDA_SUCCESS) {
+    *free = unsigned(std::min<size_t>(f, 0xffffffffu));
+    *total = unsigned(std::min<size_t>(t, 0xffffffffu));
+  }
+  return r;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDeviceTotalMem_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDeviceTotalMem_v2(bytes, dev);
+  if (r != CUDA_SUCCESS || scope.nested()) return r;
+  if (uint64_t limit = LimitOf(dev); limit != 0) *bytes = size_t(std::min<uint64_t>(limit, *bytes));
+  return r;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDeviceTotalMem, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDeviceTotalMem(bytes, dev);
+  if (r != CUDA_SUCCESS || scope.nested()) return r;
+  if (uint64_t limit = LimitOf(dev); limit != 0)
+    *bytes = unsigned(std::min<uint64_t>(limit, *bytes));
+  return r;
+}
+
+// ---- contexts ----
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxRetain, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.nested()) return rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev);
+  return CreateContext(dev, pctx, true,
+                       [&] { return rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev); });
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxRelease, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDevicePrimaryCtxRelease(dev);
+  if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
+  return r;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxRelease_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDevicePrimaryCtxRelease_v2(dev);
+  if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
+  return r;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxReset, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDevicePrimaryCtxReset(dev);
+  if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
+  return r;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDevicePrimaryCtxReset_v2(dev);
+  if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
+  return r;
+}
+
+CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuCtxCreate, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.nested()) return rt.cuda.cuCtxCreate(pctx, flags, dev);
+  return CreateContext(dev, pctx, false, [&] { return rt.cuda.cuCtxCreate(pctx, flags, dev); });
+}
+
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuCtxCreate_v2, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.nested()) return rt.cuda.cuCtxCreate_v2(pctx, flags, dev);
+  return CreateContext(dev, pctx, false, [&] { return rt.cuda.cuCtxCreate_v2(pctx, flags, dev); });
+}
+
+CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n,
+                                unsigned int flags, CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuCtxCreate_v3, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.nested()) return rt.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev);
+  return CreateContext(dev, pctx, false,
+                       [&] { return rt.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
+}
+
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
+                                CUdevice dev) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuCtxCreate_v4, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.nested()) return rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev);
+  return CreateContext(dev, pctx, false,
+                       [&] { return rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
+}
+
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuCtxDestroy, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuCtxDestroy(ctx);
+  if (r == CUDA_SUCCESS && !scope.nested()) ContextEnded(ctx);
+  return r;
+}
+
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuCtxDestroy_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuCtxDestroy_v2(ctx);
+  if (r == CUDA_SUCCESS && !scope.nested()) ContextEnded(ctx);
+  return r;
+}
+
+}  // extern "C"

@@ -1,0 +1,123 @@
+// Device memory: admission before the driver allocates, release when it frees.
+#include "vgpu/accounting.h"
+#include "vgpu/runtime.h"
+
+using namespace hami;        // NOLINT: the exported C API below
+using namespace hami::vgpu;  // NOLINT
+using hami::region::UsageKind;
+
+#define HAMI_REAL_OR_FAIL(name)                         \
+  Runtime& rt = Rt();                                   \
+  if (!EnsureCudaLoaded() || rt.cuda.name == nullptr) { \
+    return CUDA_ERROR_NOT_INITIALIZED;                  \
+  }
+
+namespace {
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// Pitched memory: the driver picks the pitch, so reserve for the widest it may choose
+// (the width rounded to 512 bytes per row), then settle on the real pitch x height.
+template <typename Size, typename Call>
+CUresult AllocPitch(CUdeviceptr* dptr, Size* pitch, uint64_t width, uint64_t height, Call call) {
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return call();
+  uint64_t estimate = RoundUp(width, 512) * height;
+  Charge charge;
+  if (CUresult r = Reserve(estimate, UsageKind::kData, &charge); r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return r;
+    return call();
+  }
+  CUresult r = call();
+  if (r != CUDA_SUCCESS) {
+    Unreserve(charge, UsageKind::kData);
+    return r;
+  }
+  uint64_t actual = uint64_t(*pitch) * height;
+  if (charge.device >= 0 && actual > charge.size) {
+    // Wider than estimated (rare): charge the real size, or give the memory back.
+    Unreserve(charge, UsageKind::kData);
+    if (Reserve(actual, UsageKind::kData, &charge) != CUDA_SUCCESS) {
+      Rt().cuda.cuMemFree_v2(*dptr);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  Track(*dptr, charge, UsageKind::kData);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Linear memory: charged as the driver hands it out (see accounting.h).
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemAlloc_v2);
+  if (scope.nested()) return rt.cuda.cuMemAlloc_v2(dptr, bytesize);
+  return AdmitAllocation(dptr, bytesize, UsageKind::kData,
+                         [&] { return rt.cuda.cuMemAlloc_v2(dptr, bytesize); });
+}
+
+// The 32-bit ABI: the same rule.
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemAlloc);
+  if (scope.nested() || dptr == nullptr) return rt.cuda.cuMemAlloc(dptr, bytesize);
+  CUdeviceptr wide = 0;
+  return AdmitAllocation(&wide, bytesize, UsageKind::kData, [&] {
+    CUresult r = rt.cuda.cuMemAlloc(dptr, bytesize);
+    wide = *dptr;
+    return r;
+  });
+}
+
+// Managed memory: charged like device memory (it is resident on the device when used).
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemAllocManaged);
+  if (scope.nested()) return rt.cuda.cuMemAllocManaged(dptr, bytesize, flags);
+  return AdmitAllocation(dptr, bytesize, UsageKind::kData,
+                         [&] { return rt.cuda.cuMemAllocManaged(dptr, bytesize, flags); });
+}
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                                    size_t Height, unsigned int ElementSizeBytes) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemAllocPitch_v2);
+  auto call = [&] {
+    return rt.cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  };
+  if (scope.nested()) return call();
+  return AllocPitch(dptr, pPitch, WidthInBytes, Height, call);
+}
+
+CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
+                                 unsigned int WidthInBytes, unsigned int Height,
+                                 unsigned int ElementSizeBytes) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemAllocPitch);
+  CUdeviceptr wide = 0;
+  auto call = [&] {
+    CUresult r = rt.cuda.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (r == CUDA_SUCCESS) wide = *dptr;
+    return r;
+  };
+  if (scope.nested() || dptr == nullptr) return call();
+  return AllocPitch(&wide, pPitch, WidthInBytes, Height, call);
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemFree_v2);
+  if (scope.nested()) return rt.cuda.cuMemFree_v2(dptr);
+  return FreeAllocation(dptr, [&] { return rt.cuda.cuMemFree_v2(dptr); });
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) {
+  HookScope scope;
+  HAMI_REAL_OR_FAIL(cuMemFree);
+  if (scope.nested()) return rt.cuda.cuMemFree(dptr);
+  return FreeAllocation(dptr, [&] { return rt.cuda.cuMemFree(dptr); });
+}
+
+}  // extern "C"

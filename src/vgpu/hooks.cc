@@ -1,0 +1,130 @@
+#include "vgpu/hooks.h"
+
+#include <algorithm>
+
+#include "vgpu/runtime.h"
+
+namespace hami::vgpu {
+
+namespace {
+
+// ---- compile-time checks of the CUDA list against the toolkit's table of every ABI ----
+
+struct ApiRow {
+  std::string_view name;
+  int version;
+};
+
+constexpr ApiRow kApi[] = {
+#define HAMI_CUDA_API(base, version, flavor, name) {#name, version},
+#include "cuda_api_table.inc"
+#undef HAMI_CUDA_API
+};
+
+constexpr int ApiVersion(std::string_view name) {
+  for (const ApiRow& r : kApi) {
+    if (r.name == name) return r.version;
+  }
+  return -1;
+}
+
+#define HAMI_CUDA_HOOK(name, policy, version)                                            \
+  static_assert(ApiVersion(#name) != -1, #name " is not a function the driver exports"); \
+  static_assert(ApiVersion(#name) == (version),                                          \
+                #name ": the version in cuda_hooks.def is not the one the toolkit gives");
+#include "vgpu/hooks/cuda_hooks.def"
+#undef HAMI_CUDA_HOOK
+
+constexpr auto kHooks = [] {
+  std::array<HookInfo, size_t(CudaHook::kCount) + size_t(NvmlHook::kCount)> a{};
+  size_t i = 0;
+#define HAMI_CUDA_HOOK(name, policy, version) \
+  a[i] = {#name, Policy::policy, version, true, uint16_t(CudaHook::k_##name)}, ++i;
+#include "vgpu/hooks/cuda_hooks.def"
+#undef HAMI_CUDA_HOOK
+#define HAMI_NVML_HOOK(name, policy) \
+  a[i] = {#name, Policy::policy, 0, false, uint16_t(NvmlHook::k_##name)}, ++i;
+#include "vgpu/hooks/nvml_hooks.def"
+#undef HAMI_NVML_HOOK
+  return a;
+}();
+
+constexpr auto kSorted = [] {
+  std::array<HookInfo, kHooks.size()> a = kHooks;
+  std::sort(a.begin(), a.end(),
+            [](const HookInfo& x, const HookInfo& y) { return x.name < y.name; });
+  return a;
+}();
+
+constexpr bool Unique() {
+  for (size_t i = 1; i < kSorted.size(); ++i) {
+    if (kSorted[i - 1].name == kSorted[i].name) return false;
+  }
+  return true;
+}
+static_assert(Unique(), "a hook is listed twice");
+
+// Wrapper addresses, in CudaHook / NvmlHook order. Taking each address makes a missing
+// wrapper definition an undefined symbol, which the link (-z defs) refuses.
+void* const kCudaWrappers[] = {
+#define HAMI_CUDA_HOOK(name, policy, version) reinterpret_cast<void*>(&::name),
+#include "vgpu/hooks/cuda_hooks.def"
+#undef HAMI_CUDA_HOOK
+};
+
+void* const kNvmlWrappers[] = {
+#define HAMI_NVML_HOOK(name, policy) reinterpret_cast<void*>(&::name),
+#include "vgpu/hooks/nvml_hooks.def"
+#undef HAMI_NVML_HOOK
+};
+
+}  // namespace
+
+const char* PolicyName(Policy policy) {
+  switch (policy) {
+    case Policy::kInit:
+      return "init";
+    case Policy::kLookup:
+      return "lookup";
+    case Policy::kView:
+      return "view";
+    case Policy::kContext:
+      return "context";
+    case Policy::kAdmit:
+      return "admit";
+    case Policy::kRelease:
+      return "release";
+    case Policy::kReconcile:
+      return "reconcile";
+  }
+  return "?";
+}
+
+const std::array<HookInfo, size_t(CudaHook::kCount) + size_t(NvmlHook::kCount)>& AllHooks() {
+  return kHooks;
+}
+
+const HookInfo* FindHook(std::string_view name) {
+  auto it = std::lower_bound(kSorted.begin(), kSorted.end(), name,
+                             [](const HookInfo& h, std::string_view n) { return h.name < n; });
+  return it != kSorted.end() && it->name == name ? &*it : nullptr;
+}
+
+void* WrapperOf(const HookInfo& hook) {
+  return hook.cuda ? kCudaWrappers[hook.index] : kNvmlWrappers[hook.index];
+}
+
+void* RealOf(const HookInfo& hook) {
+  const Runtime& rt = Rt();
+  if (hook.cuda) {
+    void* const* table = reinterpret_cast<void* const*>(&rt.cuda);
+    return table[hook.index];
+  }
+  void* const* table = reinterpret_cast<void* const*>(&rt.nvml);
+  return table[hook.index];
+}
+
+static_assert(sizeof(CudaReal) == sizeof(void*) * size_t(CudaHook::kCount));
+static_assert(sizeof(NvmlReal) == sizeof(void*) * size_t(NvmlHook::kCount));
+
+}  // namespace hami::vgpu
