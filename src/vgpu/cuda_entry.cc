@@ -11,12 +11,6 @@ using namespace hami::vgpu;  // NOLINT
 
 namespace {
 
-#define HAMI_REAL_OR_FAIL(name, fail)                   \
-  Runtime& rt = Rt();                                   \
-  if (!EnsureCudaLoaded() || rt.cuda.name == nullptr) { \
-    return fail;                                        \
-  }
-
 // Substitutes our wrapper for a driver pointer the driver's own cuGetProcAddress returned:
 // whichever ABI the driver chose for the requested version, the caller gets the wrapper of
 // that same ABI. Pointers of functions we do not intercept are returned as they are.
@@ -49,7 +43,7 @@ extern "C" {
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   HookScope scope;
   // No driver at all: the driver's own "no device" answer, never a crash.
-  HAMI_REAL_OR_FAIL(cuInit, CUDA_ERROR_NO_DEVICE);
+  HAMI_CUDA_REAL(cuInit, CUDA_ERROR_NO_DEVICE);
   CUresult r = rt.cuda.cuInit(Flags);
   if (r == CUDA_SUCCESS && !scope.nested()) {
     LearnDevicesFromCuda();
@@ -61,7 +55,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
 CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                   cuuint64_t flags) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuGetProcAddress, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuGetProcAddress, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
   if (r == CUDA_SUCCESS) SubstituteWrapper(pfn);
   return r;
@@ -70,7 +64,7 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersio
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
                                      cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuGetProcAddress_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuGetProcAddress_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
   if (r == CUDA_SUCCESS) SubstituteWrapper(pfn);
   return r;
@@ -80,7 +74,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemGetInfo_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuMemGetInfo_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuMemGetInfo_v2(free, total);
   if (scope.nested()) return r;
   return MemGetInfo(free, total, r);
@@ -88,7 +82,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 
 CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemGetInfo, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuMemGetInfo, CUDA_ERROR_NOT_INITIALIZED);
   if (free == nullptr || total == nullptr || rt.cuda.cuMemGetInfo_v2 == nullptr) {
     return rt.cuda.cuMemGetInfo(free, total);
   }
@@ -105,7 +99,7 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
 
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDeviceTotalMem_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDeviceTotalMem_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDeviceTotalMem_v2(bytes, dev);
   if (r != CUDA_SUCCESS || scope.nested()) return r;
   if (uint64_t limit = LimitOf(dev); limit != 0) *bytes = size_t(std::min<uint64_t>(limit, *bytes));
@@ -114,7 +108,7 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 
 CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDeviceTotalMem, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDeviceTotalMem, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDeviceTotalMem(bytes, dev);
   if (r != CUDA_SUCCESS || scope.nested()) return r;
   if (uint64_t limit = LimitOf(dev); limit != 0)
@@ -126,7 +120,7 @@ CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxRetain, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDevicePrimaryCtxRetain, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev);
   return CreateContext(dev, pctx, true,
                        [&] { return rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev); });
@@ -134,7 +128,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxRelease, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDevicePrimaryCtxRelease, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDevicePrimaryCtxRelease(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
@@ -142,7 +136,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxRelease_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDevicePrimaryCtxRelease_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDevicePrimaryCtxRelease_v2(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
@@ -150,7 +144,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxReset, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDevicePrimaryCtxReset, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDevicePrimaryCtxReset(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
@@ -158,7 +152,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDevicePrimaryCtxReset_v2(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
@@ -166,14 +160,14 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
 
 CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuCtxCreate, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuCtxCreate, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuCtxCreate(pctx, flags, dev);
   return CreateContext(dev, pctx, false, [&] { return rt.cuda.cuCtxCreate(pctx, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuCtxCreate_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuCtxCreate_v2, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuCtxCreate_v2(pctx, flags, dev);
   return CreateContext(dev, pctx, false, [&] { return rt.cuda.cuCtxCreate_v2(pctx, flags, dev); });
 }
@@ -181,7 +175,7 @@ CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice de
 CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n,
                                 unsigned int flags, CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuCtxCreate_v3, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuCtxCreate_v3, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev);
   return CreateContext(dev, pctx, false,
                        [&] { return rt.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
@@ -190,7 +184,7 @@ CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, in
 CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                                 CUdevice dev) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuCtxCreate_v4, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuCtxCreate_v4, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev);
   return CreateContext(dev, pctx, false,
                        [&] { return rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
@@ -198,7 +192,7 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsi
 
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuCtxDestroy, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuCtxDestroy, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuCtxDestroy(ctx);
   if (r == CUDA_SUCCESS && !scope.nested()) ContextEnded(ctx);
   return r;
@@ -206,7 +200,7 @@ CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
 
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuCtxDestroy_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_REAL(cuCtxDestroy_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuCtxDestroy_v2(ctx);
   if (r == CUDA_SUCCESS && !scope.nested()) ContextEnded(ctx);
   return r;

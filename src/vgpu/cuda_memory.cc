@@ -6,12 +6,6 @@ using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
 using hami::region::UsageKind;
 
-#define HAMI_REAL_OR_FAIL(name)                         \
-  Runtime& rt = Rt();                                   \
-  if (!EnsureCudaLoaded() || rt.cuda.name == nullptr) { \
-    return CUDA_ERROR_NOT_INITIALIZED;                  \
-  }
-
 namespace {
 
 uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
@@ -52,7 +46,7 @@ extern "C" {
 // Linear memory: charged as the driver hands it out (see accounting.h).
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemAlloc_v2);
+  HAMI_CUDA_REAL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuMemAlloc_v2(dptr, bytesize);
   return AdmitAllocation(dptr, bytesize, UsageKind::kData,
                          [&] { return rt.cuda.cuMemAlloc_v2(dptr, bytesize); });
@@ -61,7 +55,7 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 // The 32-bit ABI: the same rule.
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemAlloc);
+  HAMI_CUDA_REAL(cuMemAlloc, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested() || dptr == nullptr) return rt.cuda.cuMemAlloc(dptr, bytesize);
   CUdeviceptr wide = 0;
   return AdmitAllocation(&wide, bytesize, UsageKind::kData, [&] {
@@ -74,7 +68,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
 // Managed memory: charged like device memory (it is resident on the device when used).
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemAllocManaged);
+  HAMI_CUDA_REAL(cuMemAllocManaged, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuMemAllocManaged(dptr, bytesize, flags);
   return AdmitAllocation(dptr, bytesize, UsageKind::kData,
                          [&] { return rt.cuda.cuMemAllocManaged(dptr, bytesize, flags); });
@@ -83,7 +77,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemAllocPitch_v2);
+  HAMI_CUDA_REAL(cuMemAllocPitch_v2, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] {
     return rt.cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   };
@@ -95,7 +89,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
                                  unsigned int WidthInBytes, unsigned int Height,
                                  unsigned int ElementSizeBytes) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemAllocPitch);
+  HAMI_CUDA_REAL(cuMemAllocPitch, CUDA_ERROR_NOT_INITIALIZED);
   CUdeviceptr wide = 0;
   auto call = [&] {
     CUresult r = rt.cuda.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
@@ -108,14 +102,14 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemFree_v2);
+  HAMI_CUDA_REAL(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuMemFree_v2(dptr);
   return FreeAllocation(dptr, [&] { return rt.cuda.cuMemFree_v2(dptr); });
 }
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) {
   HookScope scope;
-  HAMI_REAL_OR_FAIL(cuMemFree);
+  HAMI_CUDA_REAL(cuMemFree, CUDA_ERROR_NOT_INITIALIZED);
   if (scope.nested()) return rt.cuda.cuMemFree(dptr);
   return FreeAllocation(dptr, [&] { return rt.cuda.cuMemFree(dptr); });
 }

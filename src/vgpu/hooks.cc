@@ -96,6 +96,8 @@ const char* PolicyName(Policy policy) {
       return "release";
     case Policy::kReconcile:
       return "reconcile";
+    case Policy::kLaunch:
+      return "launch";
   }
   return "?";
 }

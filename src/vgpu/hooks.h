@@ -13,7 +13,16 @@
 
 namespace hami::vgpu {
 
-enum class Policy : uint8_t { kInit, kLookup, kView, kContext, kAdmit, kRelease, kReconcile };
+enum class Policy : uint8_t {
+  kInit,
+  kLookup,
+  kView,
+  kContext,
+  kAdmit,
+  kRelease,
+  kReconcile,
+  kLaunch,
+};
 const char* PolicyName(Policy policy);
 
 enum class CudaHook : uint16_t {

@@ -8,12 +8,6 @@
 using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
 
-#define HAMI_NVML_REAL_OR_FAIL(name)                    \
-  Runtime& rt = Rt();                                   \
-  if (!EnsureNvmlLoaded() || rt.nvml.name == nullptr) { \
-    return NVML_ERROR_UNINITIALIZED;                    \
-  }
-
 namespace {
 
 // The CUDA ordinal of an NVML handle, or -1 when the container does not see that device.
@@ -66,59 +60,59 @@ bool Limited(nvmlDevice_t h, uint64_t physical_total, uint64_t physical_free, ui
 extern "C" {
 
 nvmlReturn_t nvmlInit_v2(void) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlInit_v2);
+  HAMI_NVML_REAL(nvmlInit_v2);
   return AfterInit(rt.nvml.nvmlInit_v2());
 }
 
 nvmlReturn_t nvmlInit(void) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlInit);
+  HAMI_NVML_REAL(nvmlInit);
   return AfterInit(rt.nvml.nvmlInit());
 }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlInitWithFlags);
+  HAMI_NVML_REAL(nvmlInitWithFlags);
   return AfterInit(rt.nvml.nvmlInitWithFlags(flags));
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetCount_v2);
+  HAMI_NVML_REAL(nvmlDeviceGetCount_v2);
   return Count(count, rt.nvml.nvmlDeviceGetCount_v2(count));
 }
 
 nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetCount);
+  HAMI_NVML_REAL(nvmlDeviceGetCount);
   return Count(count, rt.nvml.nvmlDeviceGetCount(count));
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetHandleByIndex_v2);
+  HAMI_NVML_REAL(nvmlDeviceGetHandleByIndex_v2);
   return ByIndex(index, device,
                  [&](unsigned i) { return rt.nvml.nvmlDeviceGetHandleByIndex_v2(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetHandleByIndex);
+  HAMI_NVML_REAL(nvmlDeviceGetHandleByIndex);
   return ByIndex(index, device,
                  [&](unsigned i) { return rt.nvml.nvmlDeviceGetHandleByIndex(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetHandleByUUID);
+  HAMI_NVML_REAL(nvmlDeviceGetHandleByUUID);
   return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByUUID(uuid, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* device) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetHandleByPciBusId_v2);
+  HAMI_NVML_REAL(nvmlDeviceGetHandleByPciBusId_v2);
   return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* device) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetHandleByPciBusId);
+  HAMI_NVML_REAL(nvmlDeviceGetHandleByPciBusId);
   return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetIndex);
+  HAMI_NVML_REAL(nvmlDeviceGetIndex);
   nvmlReturn_t r = rt.nvml.nvmlDeviceGetIndex(device, index);
   if (r != NVML_SUCCESS || index == nullptr) return r;
   int ordinal = OrdinalOf(device, VisibleDevicesForNvml());
@@ -128,7 +122,7 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetMemoryInfo);
+  HAMI_NVML_REAL(nvmlDeviceGetMemoryInfo);
   nvmlReturn_t r = rt.nvml.nvmlDeviceGetMemoryInfo(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;
@@ -141,7 +135,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
-  HAMI_NVML_REAL_OR_FAIL(nvmlDeviceGetMemoryInfo_v2);
+  HAMI_NVML_REAL(nvmlDeviceGetMemoryInfo_v2);
   nvmlReturn_t r = rt.nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;

@@ -190,8 +190,9 @@ bool EnsureCudaLoaded() {
 }
 
 bool EnsureNvmlLoaded() {
-  EnsureConfigured();
   Runtime& rt = Rt();
+  if (rt.nvml_loaded.load(std::memory_order_acquire)) return true;
+  EnsureConfigured();
   std::lock_guard<std::mutex> l(rt.mu);
   if (rt.nvml_load_tried) return rt.nvml_handle != nullptr;
   rt.nvml_load_tried = true;
@@ -207,6 +208,7 @@ bool EnsureNvmlLoaded() {
 #undef HAMI_NVML_HOOK
   Load(real, h, "nvmlDeviceGetUUID", &rt.nvml_aux.nvmlDeviceGetUUID);
   rt.nvml_handle = h;
+  rt.nvml_loaded.store(true, std::memory_order_release);
   return true;
 }
 

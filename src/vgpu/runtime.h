@@ -72,6 +72,7 @@ struct Runtime {
   // Set once each stage is done, read without the lock by every hook.
   std::atomic<bool> configured_fast{false};
   std::atomic<bool> cuda_loaded{false};
+  std::atomic<bool> nvml_loaded{false};
   std::atomic<region::Region*> region_fast{nullptr};
 
   // Initialization stages; each is attempted once per process (again after fork).
@@ -158,3 +159,16 @@ class HookScope {
 };
 
 }  // namespace hami::vgpu
+
+// Opens a wrapper: binds `rt` and returns `fail` when there is no real driver or it lacks
+// `name` (a missing driver gives the driver's own codes, never a crash).
+#define HAMI_CUDA_REAL(name, fail)                                    \
+  ::hami::vgpu::Runtime& rt = ::hami::vgpu::Rt();                     \
+  if (!::hami::vgpu::EnsureCudaLoaded() || rt.cuda.name == nullptr) { \
+    return fail;                                                      \
+  }
+#define HAMI_NVML_REAL(name)                                          \
+  ::hami::vgpu::Runtime& rt = ::hami::vgpu::Rt();                     \
+  if (!::hami::vgpu::EnsureNvmlLoaded() || rt.nvml.name == nullptr) { \
+    return NVML_ERROR_UNINITIALIZED;                                  \
+  }

@@ -2,9 +2,13 @@
 // GPU. It runs its steps in order, prints one line per step on stdout, and with `hold`
 // waits until its stdin closes (or it is killed) before releasing anything.
 //
-//   sim_worker [device N] [print-devices] [context] [alloc BYTES] [launch COUNT]
-//              [launch-for-ms N] [sync] [free-all] [sleep-ms N] [hold] [release-context] ...
+//   sim_worker [device N] [print-devices] [context] [alloc BYTES] [try-alloc BYTES]
+//              [meminfo] [launch COUNT] [launch-for-ms N] [sync] [free-all] [sleep-ms N]
+//              [hold] [release-context] ...
 //
+// try-alloc prints "try-alloc BYTES CURESULT" and goes on whatever the result (a failed
+// allocation is not an error); meminfo prints "meminfo FREE TOTAL DEVICE_TOTAL" from
+// cuMemGetInfo_v2 and cuDeviceTotalMem_v2 for the current device.
 // print-devices needs no context: it prints "device ORDINAL UUID PCI_BUS_ID" for each
 // device CUDA shows. launch-for-ms launches back-to-back kernels (each several waves of the
 // whole device) for N milliseconds of wall time, then prints "launched COUNT".
@@ -94,6 +98,22 @@ int main(int argc, char** argv) {
       if (CUresult r = cuMemAlloc_v2(&p, *bytes); r != CUDA_SUCCESS) return Fail("alloc", r);
       held.push_back(p);
       std::printf("alloc %llu\n", static_cast<unsigned long long>(*bytes));
+    } else if (step == "try-alloc") {
+      auto bytes = hami::ParseSize(next(), "try-alloc");
+      if (!bytes.ok()) return Fail("try-alloc-size", 1);
+      CUdeviceptr p;
+      CUresult r = cuMemAlloc_v2(&p, *bytes);
+      if (r == CUDA_SUCCESS) held.push_back(p);
+      std::printf("try-alloc %llu %d\n", static_cast<unsigned long long>(*bytes), int(r));
+    } else if (step == "meminfo") {
+      size_t free = 0, total = 0, device_total = 0;
+      if (CUresult r = cuMemGetInfo_v2(&free, &total); r != CUDA_SUCCESS) {
+        return Fail("meminfo", r);
+      }
+      if (CUresult r = cuDeviceTotalMem_v2(&device_total, device); r != CUDA_SUCCESS) {
+        return Fail("device-total", r);
+      }
+      std::printf("meminfo %zu %zu %zu\n", free, total, device_total);
     } else if (step == "launch" || step == "launch-for-ms") {
       int n = std::atoi(next().c_str());
       if (module == nullptr) {

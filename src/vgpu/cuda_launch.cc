@@ -1,0 +1,60 @@
+// Kernel launches. With no compute limit on the device a launch goes straight to the
+// driver: one acquire load and an indirect call.
+#include "vgpu/runtime.h"
+
+extern "C" {
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
+                                void** extra) {
+  HAMI_CUDA_REAL(cuLaunchKernel, CUDA_ERROR_NOT_INITIALIZED);
+  return rt.cuda.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                sharedMemBytes, hStream, kernelParams, extra);
+}
+
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                     unsigned int gridDimZ, unsigned int blockDimX,
+                                     unsigned int blockDimY, unsigned int blockDimZ,
+                                     unsigned int sharedMemBytes, CUstream hStream,
+                                     void** kernelParams, void** extra) {
+  HAMI_CUDA_REAL(cuLaunchKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  return rt.cuda.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                     blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                  void** extra) {
+  HAMI_CUDA_REAL(cuLaunchKernelEx, CUDA_ERROR_NOT_INITIALIZED);
+  return rt.cuda.cuLaunchKernelEx(config, f, kernelParams, extra);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                       void** kernelParams, void** extra) {
+  HAMI_CUDA_REAL(cuLaunchKernelEx_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  return rt.cuda.cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+                                           unsigned int gridDimY, unsigned int gridDimZ,
+                                           unsigned int blockDimX, unsigned int blockDimY,
+                                           unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                           CUstream hStream, void** kernelParams) {
+  HAMI_CUDA_REAL(cuLaunchCooperativeKernel, CUDA_ERROR_NOT_INITIALIZED);
+  return rt.cuda.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                           blockDimZ, sharedMemBytes, hStream, kernelParams);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                unsigned int gridDimY, unsigned int gridDimZ,
+                                                unsigned int blockDimX, unsigned int blockDimY,
+                                                unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                                CUstream hStream, void** kernelParams) {
+  HAMI_CUDA_REAL(cuLaunchCooperativeKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  return rt.cuda.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                                                blockDimY, blockDimZ, sharedMemBytes, hStream,
+                                                kernelParams);
+}
+
+}  // extern "C"
