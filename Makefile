@@ -21,10 +21,11 @@ build: configure
 test: build
 	@ctest --preset $(PRESET)
 
-# A driver-API program on the simulated GPU (or a real one when present): lists devices
-# and verifies a memory round trip.
+# On the simulated GPU (or a real one when present): a driver-API round trip, then memory
+# limits under `hami run --memory` — the view, refusal past the limit, two processes sharing
+# one budget, and a process with an empty environment held by the limits file.
 demo: build
-	@$(BUILD_DIR)/bin/hami run -- $(BUILD_DIR)/bin/hami-demo
+	@scripts/demo.sh $(BUILD_DIR)
 
 bench: build
 	@$(BUILD_DIR)/bin/hami bench

@@ -12,5 +12,6 @@ void AddBenchCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddTopCommand(CLI::App& app);
 void AddRegionCommand(CLI::App& app);
+void AddEnvCommand(CLI::App& app);
 
 }  // namespace hami::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   hami::cli::AddInspectCommand(app);
   hami::cli::AddTopCommand(app);
   hami::cli::AddRegionCommand(app);
+  hami::cli::AddEnvCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,93 +1,683 @@
 // hami run: runs a command against the GPU — the real one when a driver is present, the
-// simulated one otherwise or when asked (--sim).
+// simulated one otherwise or when asked (--sim). With --memory, --sm, --devices or
+// --limits-file-mount the command runs under libvgpu.so with a shared region of its own,
+// like one container (docs/hami-run.md).
+#include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/paths.h"
+#include "common/file.h"
+#include "common/parse.h"
+#include "common/proc.h"
+#include "common/result.h"
+#include "common/temp_dir.h"
+#include "common/unique_fd.h"
+#include "common/visible_devices.h"
+#include "sim/options.h"
 #include "sim/profiles.h"
+#include "vgpu/config.h"
+
+extern char** environ;
 
 namespace hami::cli {
 
 namespace {
 
-// True when the loader finds a libcuda.so.1 that is not the simulated one and it reports
-// at least one device.
-bool RealDriverPresent(const std::string& sim_dir) {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) return false;
-  bool real = true;
-  link_map* map = nullptr;
-  if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
-    char resolved[4096];
-    std::string path = realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
-    if (!sim_dir.empty() && path.rfind(sim_dir + "/", 0) == 0) real = false;
-  }
-  if (real) {
-    using InitFn = int (*)(unsigned);
-    using CountFn = int (*)(int*);
-    auto init = reinterpret_cast<InitFn>(dlsym(h, "cuInit"));
-    auto count = reinterpret_cast<CountFn>(dlsym(h, "cuDeviceGetCount"));
-    int n = 0;
-    real = init != nullptr && count != nullptr && init(0) == 0 && count(&n) == 0 && n > 0;
-  }
-  dlclose(h);
-  return real;
-}
+// Exit statuses of hami itself; any other status is the command's.
+constexpr int kExitSetupFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitCannotExecute = 126;
+constexpr int kExitNotFound = 127;
+
+enum class Gpu { kReal, kSimulated };
 
 struct RunOptions {
   std::string sim_profile;
   std::string sim_state;
   bool quiet = false;
+  std::string memory;   // "4g" or "4g,2g" (by CUDA ordinal)
+  std::string sm;       // percent
+  std::string devices;  // indices or GPU- UUIDs
+  bool limits_file_mount = false;
+  // Which of the limiting options were given (an empty value is not the same as none).
+  bool memory_given = false;
+  bool sm_given = false;
+  bool devices_given = false;
+  bool Limited() const { return memory_given || sm_given || devices_given || limits_file_mount; }
 };
 
-[[noreturn]] void Run(const RunOptions& o, std::vector<std::string> cmd) {
-  if (cmd.empty()) {
-    std::fprintf(stderr, "hami run: no command given (usage: hami run [--sim PROFILE] -- CMD)\n");
-    std::exit(2);
+// An error that ends `hami run` with `status` after printing `message`.
+struct Failure {
+  int status;
+  std::string message;
+};
+
+// The devices a CUDA program started now would see, in CUDA ordinal order, from the loader's
+// libcuda.so.1. Empty when there is no driver, it is the simulated one, or it fails.
+std::vector<std::string> RealDriverDevices(const std::string& sim_dir) {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return {};
+  std::vector<std::string> uuids;
+  link_map* map = nullptr;
+  bool simulated = false;
+  if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+    char resolved[4096];
+    std::string path = realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
+    simulated = !sim_dir.empty() && path.rfind(sim_dir + "/", 0) == 0;
   }
-  std::string sim_dir = SimLibraryDir();
-  bool use_sim = !o.sim_profile.empty() || !RealDriverPresent(sim_dir);
-  if (use_sim) {
-    if (sim_dir.empty()) {
-      std::fprintf(stderr,
-                   "hami run: no NVIDIA driver found and no simulated GPU next to this hami "
-                   "(looked for lib/sim/libcuda.so.1; set HAMI_SIM_LIBDIR)\n");
-      std::exit(1);
+  auto init = reinterpret_cast<decltype(&::cuInit)>(dlsym(h, "cuInit"));
+  auto count = reinterpret_cast<decltype(&::cuDeviceGetCount)>(dlsym(h, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<decltype(&::cuDeviceGet)>(dlsym(h, "cuDeviceGet"));
+  auto uuid = reinterpret_cast<decltype(&::cuDeviceGetUuid)>(dlsym(h, "cuDeviceGetUuid"));
+  int n = 0;
+  if (!simulated && init != nullptr && count != nullptr && get != nullptr && uuid != nullptr &&
+      init(0) == CUDA_SUCCESS && count(&n) == CUDA_SUCCESS) {
+    for (int i = 0; i < n; ++i) {
+      CUdevice dev;
+      CUuuid u{};
+      if (get(&dev, i) != CUDA_SUCCESS || uuid(&u, dev) != CUDA_SUCCESS) break;
+      uuids.push_back(GpuUuidText(u.bytes));
     }
-    if (!o.sim_profile.empty()) {
-      auto devices = sim::ParseProfileSpec(o.sim_profile, "", "--sim");
-      if (!devices.ok()) {
-        std::fprintf(stderr, "hami run: %s\n", devices.error().message().c_str());
-        std::exit(2);
+  }
+  dlclose(h);
+  return uuids;
+}
+
+// The simulated machine's devices a CUDA program started now would see (its profile, node
+// and CUDA_VISIBLE_DEVICES), in CUDA ordinal order, without loading the simulator.
+Result<std::vector<std::string>> SimulatedDevices() {
+  sim::SimOptions options = HAMI_TRY(sim::LoadSimOptionsFromEnvironment());
+  auto specs = HAMI_TRY(sim::ParseProfileSpec(options.profile_spec, options.node));
+  std::vector<std::string> all;
+  for (const sim::DeviceSpec& d : specs) all.push_back(d.uuid);
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  VisibleDevices v = ParseVisibleDevices(
+      cvd != nullptr ? std::optional<std::string_view>(cvd) : std::nullopt, all);
+  std::vector<std::string> visible;
+  for (int p : v.physical) visible.push_back(all[size_t(p)]);
+  return visible;
+}
+
+// Points the environment at the simulated GPU (LD_LIBRARY_PATH, its profile and state).
+std::optional<Failure> UseSimulator(const RunOptions& o, const std::string& sim_dir) {
+  if (sim_dir.empty()) {
+    return Failure{kExitSetupFailed,
+                   "no NVIDIA driver found and no simulated GPU next to this hami (looked for "
+                   "lib/sim/libcuda.so.1; set HAMI_SIM_LIBDIR)"};
+  }
+  if (!o.sim_profile.empty()) {
+    auto devices = sim::ParseProfileSpec(o.sim_profile, "", "--sim");
+    if (!devices.ok()) return Failure{kExitUsage, devices.error().message()};
+    setenv("HAMI_SIM_PROFILE", o.sim_profile.c_str(), 1);
+  }
+  if (!o.sim_state.empty()) setenv("HAMI_SIM_STATE", o.sim_state.c_str(), 1);
+  const char* old = std::getenv("LD_LIBRARY_PATH");
+  std::string path = sim_dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
+  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+  if (!o.quiet) {
+    const char* profile = std::getenv("HAMI_SIM_PROFILE");
+    const char* state = std::getenv("HAMI_SIM_STATE");
+    std::fprintf(stderr, "hami: running on the simulated GPU (%s, state %s)\n",
+                 profile != nullptr && *profile != '\0'
+                     ? profile
+                     : std::string(sim::kDefaultProfileSpec).c_str(),
+                 state != nullptr && *state != '\0' ? state : "/tmp/hami-sim.state");
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string_view> SplitList(std::string_view text, char separator = ',') {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(separator, start);
+    out.push_back(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// "1g", "512m", "4096": the largest binary unit that states `bytes` exactly.
+std::string SizeText(uint64_t bytes) {
+  static constexpr struct {
+    int shift;
+    char suffix;
+  } kUnits[] = {{40, 't'}, {30, 'g'}, {20, 'm'}, {10, 'k'}};
+  for (const auto& u : kUnits) {
+    if (bytes != 0 && bytes % (uint64_t{1} << u.shift) == 0) {
+      return std::to_string(bytes >> u.shift) + u.suffix;
+    }
+  }
+  return std::to_string(bytes);
+}
+
+// --memory: one value for every device, or one per device the command sees.
+Result<std::vector<uint64_t>> ParseMemory(std::string_view text) {
+  std::vector<uint64_t> out;
+  for (std::string_view entry : SplitList(text))
+    out.push_back(HAMI_TRY(ParseSize(entry, "--memory")));
+  return out;
+}
+
+Result<uint32_t> ParseSmPercent(std::string_view text) {
+  uint64_t p = HAMI_TRY(ParseUint64(text, "--sm"));
+  if (p > 100) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--sm='" + std::string(text) + "': must be a percentage from 0 to 100");
+  }
+  return uint32_t(p);
+}
+
+// Checks every --devices entry against `present` (all devices, CUDA order): each must name
+// exactly one device, once. Returns how many devices the command will see.
+Result<int> CheckDevices(std::string_view text, const std::vector<std::string>& present) {
+  auto bad = [&](std::string_view entry, const std::string& why) {
+    std::string list;
+    for (size_t i = 0; i < present.size(); ++i) {
+      list += (i == 0 ? "" : ", ") + std::to_string(i) + " " + present[i];
+    }
+    return Error(ErrorCode::kInvalidArgument,
+                 "--devices='" + std::string(text) + "': entry '" + std::string(entry) + "' " +
+                     why + " (present: " + (list.empty() ? "none" : list) + ")");
+  };
+  std::vector<int> chosen;
+  for (std::string_view entry : SplitList(text)) {
+    if (entry.empty()) return bad(entry, "is empty");
+    VisibleDevices one = ParseVisibleDevices(entry, present);
+    if (one.physical.size() != 1) {
+      bool uuid = entry.substr(0, 4) == "GPU-";
+      int matches = 0;
+      for (const std::string& u : present) matches += uuid && u.rfind(entry, 0) == 0;
+      return bad(entry, matches > 1 ? "is an ambiguous UUID prefix"
+                        : uuid      ? "names no device present"
+                                    : "is not the index of a device present");
+    }
+    for (int c : chosen) {
+      if (c == one.physical[0]) return bad(entry, "repeats a device already listed");
+    }
+    chosen.push_back(one.physical[0]);
+  }
+  return int(chosen.size());
+}
+
+// libvgpu.so next to this hami: <bin>/../lib or, installed, <bin>/../lib/hami.
+std::string VgpuLibrary() {
+  std::string exe = ExecutableDir();
+  for (const std::string& path : {exe + "/../lib/libvgpu.so", exe + "/../lib/hami/libvgpu.so"}) {
+    char real[PATH_MAX];
+    if (realpath(path.c_str(), real) != nullptr) return real;
+  }
+  return "";
+}
+
+void UnsetWithPrefix(std::string_view prefix) {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (entry.substr(0, prefix.size()) == prefix) {
+      names.emplace_back(entry.substr(0, entry.find('=')));
+    }
+  }
+  for (const std::string& n : names) unsetenv(n.c_str());
+}
+
+void PrependPreload(const std::string& library) {
+  const char* old = std::getenv("LD_PRELOAD");
+  std::string value = old != nullptr ? old : "";
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find_first_of(": ", start);
+    if (end == std::string::npos) end = value.size();
+    if (value.compare(start, end - start, library) == 0) return;  // already there
+    start = end + 1;
+  }
+  value = value.empty() ? library : library + ":" + value;
+  setenv("LD_PRELOAD", value.c_str(), 1);
+}
+
+// Holds the limits file's mount point (/overrideEnv) for the run. When it is absent it is
+// created empty and removed at the end. Every run holds a shared lock on it; the creator
+// removes it only when it can take the lock exclusively, so that a concurrent run's bind
+// mount on it is never detached by the removal.
+class MountPoint {
+ public:
+  static Result<MountPoint> Hold(const std::string& path) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      bool created = false;
+      UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      if (!fd.valid() && errno == ENOENT) {
+        fd.Reset(open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+        if (!fd.valid() && errno == EEXIST) continue;
+        if (!fd.valid()) {
+          int err = errno;
+          std::string text = path + " does not exist and cannot be created: " + std::strerror(err);
+          if (err == EACCES || err == EPERM || err == EROFS) {
+            text += " (as root, create an empty one once: touch " + path + ")";
+          }
+          return Error(ErrorCode::kPermission, text, err);
+        }
+        created = true;
       }
-      setenv("HAMI_SIM_PROFILE", o.sim_profile.c_str(), 1);
+      if (!fd.valid()) {
+        return Error::FromErrno(errno == ELOOP
+                                    ? path + " is a symbolic link; refusing to mount on it"
+                                    : "cannot open " + path);
+      }
+      struct stat st;
+      if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
+      if (!S_ISREG(st.st_mode)) {
+        return Error(ErrorCode::kPermission,
+                     path + " is not a regular file; refusing to mount on it");
+      }
+      while (flock(fd.get(), LOCK_SH) != 0) {
+        if (errno != EINTR) return Error::FromErrno("flock " + path);
+      }
+      struct stat now;
+      if (lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+        return MountPoint(path, std::move(fd), created);
+      }
+      // Removed (or replaced) while we waited for the lock: start again.
     }
-    if (!o.sim_state.empty()) setenv("HAMI_SIM_STATE", o.sim_state.c_str(), 1);
-    const char* old = std::getenv("LD_LIBRARY_PATH");
-    std::string path = sim_dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
-    setenv("LD_LIBRARY_PATH", path.c_str(), 1);
-    if (!o.quiet) {
-      const char* profile = std::getenv("HAMI_SIM_PROFILE");
-      const char* state = std::getenv("HAMI_SIM_STATE");
-      std::fprintf(stderr, "hami: running on the simulated GPU (%s, state %s)\n",
-                   profile != nullptr ? profile : std::string(sim::kDefaultProfileSpec).c_str(),
-                   state != nullptr ? state : "/tmp/hami-sim.state");
+    return Error(ErrorCode::kBusy, path + " keeps changing; cannot hold it");
+  }
+
+  MountPoint(MountPoint&&) = default;
+  MountPoint& operator=(MountPoint&&) = delete;
+  ~MountPoint() {
+    if (!created_ || !fd_.valid()) return;
+    struct stat st, now;
+    if (flock(fd_.get(), LOCK_EX | LOCK_NB) == 0 && fstat(fd_.get(), &st) == 0 &&
+        lstat(path_.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev &&
+        now.st_size == 0) {
+      unlink(path_.c_str());
+    }
+  }
+
+ private:
+  MountPoint(std::string path, UniqueFd fd, bool created)
+      : path_(std::move(path)), fd_(std::move(fd)), created_(created) {}
+  std::string path_;
+  UniqueFd fd_;
+  bool created_;
+};
+
+// What the child does between fork and exec. Prepared by the parent: the child runs only
+// async-signal-safe calls (the parent may have threads from the driver it probed).
+struct ChildPlan {
+  std::string program;                // resolved path
+  std::vector<char*> argv;            // of the command
+  std::vector<char*> shell_argv;      // /bin/sh PROGRAM ARGS..., for a script without #!
+  const char* limits_file = nullptr;  // bind-mounted at kLimitsFilePath when set
+  std::string uid_map, gid_map;       // for a user namespace: "<id> <id> 1\n"
+  sigset_t mask;                      // restored before exec
+};
+
+// The stage at which the child failed, sent to the parent before it exits.
+enum class ChildStage : int {
+  kNamespace,
+  kMakePrivate,
+  kBindMount,
+  kExec,
+};
+
+struct ChildReport {
+  ChildStage stage;
+  int err;         // errno of the failure
+  int err_second;  // kNamespace: errno of the user-namespace attempt (0: not tried)
+};
+
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+volatile sig_atomic_t g_child_pid = 0;
+
+void ForwardSignal(int sig, siginfo_t* info, void*) {
+  // The terminal sends its signals (Ctrl-C, hangup) to the whole foreground process group,
+  // which includes the command: sending it again would deliver it twice.
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  pid_t child = g_child_pid;
+  if (child > 0) kill(child, sig);
+}
+
+// Async-signal-safe, for the child between fork and exec: plain system calls on a raw
+// descriptor.
+bool WriteSmall(const char* path, const char* text, size_t size) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, text, size) == ssize_t(size);
+  int err = errno;
+  close(fd);
+  errno = err;
+  return ok;
+}
+
+[[noreturn]] void ChildFail(int report_fd, ChildStage stage, int err, int err_second = 0) {
+  ChildReport r{stage, err, err_second};
+  ssize_t ignored = write(report_fd, &r, sizeof(r));
+  (void)ignored;
+  _exit(kExitNotFound);
+}
+
+// Runs in the forked child; never returns.
+[[noreturn]] void ChildMain(const ChildPlan& plan, int report_fd) {
+  auto fail = [report_fd](ChildStage stage, int err, int err_second = 0) {
+    ChildFail(report_fd, stage, err, err_second);
+  };
+  for (int sig : kForwardedSignals) signal(sig, SIG_DFL);
+  if (plan.limits_file != nullptr) {
+    int err_root = 0, err_user = 0;
+    bool isolated = false;
+    if (geteuid() == 0) {
+      isolated = unshare(CLONE_NEWNS) == 0;
+      if (!isolated) err_root = errno;
+    }
+    if (!isolated) {
+      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+        err_user = errno;
+      } else if (!WriteSmall("/proc/self/setgroups", "deny", 4) ||
+                 !WriteSmall("/proc/self/uid_map", plan.uid_map.data(), plan.uid_map.size()) ||
+                 !WriteSmall("/proc/self/gid_map", plan.gid_map.data(), plan.gid_map.size())) {
+        err_user = errno;
+      } else {
+        isolated = true;
+      }
+    }
+    if (!isolated) fail(ChildStage::kNamespace, err_root, err_user);
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      fail(ChildStage::kMakePrivate, errno);
+    }
+    if (mount(plan.limits_file, vgpu::kLimitsFilePath, nullptr, MS_BIND, nullptr) != 0) {
+      fail(ChildStage::kBindMount, errno);
+    }
+    // Read-only where allowed (a user namespace may not change the flags it inherited).
+    mount(nullptr, vgpu::kLimitsFilePath, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr);
+  }
+  sigprocmask(SIG_SETMASK, &plan.mask, nullptr);
+  execve(plan.program.c_str(), plan.argv.data(), environ);
+  if (errno == ENOEXEC) execve("/bin/sh", plan.shell_argv.data(), environ);
+  ChildFail(report_fd, ChildStage::kExec, errno);
+}
+
+// The program execvp would run for `name`: searched in PATH unless it has a slash.
+Result<std::string> FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* env = std::getenv("PATH");
+  std::string path = env != nullptr ? env : "/usr/local/bin:/bin:/usr/bin";
+  int err = ENOENT;
+  for (std::string_view dir : SplitList(path, ':')) {
+    std::string candidate = (dir.empty() ? "." : std::string(dir)) + "/" + name;
+    struct stat st;
+    if (stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    err = EACCES;
+  }
+  return Error::FromErrno("cannot run '" + name + "'", err);
+}
+
+std::string ChildFailureText(const ChildReport& r, const std::string& command) {
+  switch (r.stage) {
+    case ChildStage::kNamespace: {
+      std::string text =
+          "--limits-file-mount: cannot make a private mount namespace for the command: ";
+      if (r.err != 0) text += std::string("unshare(CLONE_NEWNS): ") + std::strerror(r.err) + "; ";
+      text += std::string("unshare(CLONE_NEWUSER|CLONE_NEWNS): ") + std::strerror(r.err_second);
+      text += geteuid() == 0 ? " (a container without CAP_SYS_ADMIN, or a seccomp profile?)"
+                             : " (run as root, or allow unprivileged user namespaces)";
+      return text;
+    }
+    case ChildStage::kMakePrivate:
+      return std::string(
+                 "--limits-file-mount: cannot make / private in the command's mount "
+                 "namespace: ") +
+             std::strerror(r.err);
+    case ChildStage::kBindMount:
+      return std::string("--limits-file-mount: cannot bind-mount the limits file at ") +
+             vgpu::kLimitsFilePath + ": " + std::strerror(r.err);
+    case ChildStage::kExec:
+      return "cannot run '" + command + "': " + std::strerror(r.err);
+  }
+  return "the command's process failed to start";
+}
+
+// Runs the plan in a child, forwarding signals to it; returns its exit status (128+signal
+// when a signal ended it) or hami's own failure.
+Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, std::string* failure) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
+  UniqueFd report_read(fds[0]), report_write(fds[1]);
+
+  sigset_t forwarded, old_mask;
+  sigemptyset(&forwarded);
+  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
+  plan.mask = old_mask;
+  struct sigaction sa = {};
+  sa.sa_sigaction = ForwardSignal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kForwardedSignals) sigaction(sig, &sa, nullptr);
+
+  pid_t pid = fork();
+  if (pid == 0) ChildMain(plan, report_write.get());
+  if (pid < 0) {
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    return Error::FromErrno("fork", err);
+  }
+  g_child_pid = pid;
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  report_write.Reset();
+
+  ChildReport report{};
+  ssize_t n;
+  do {
+    n = read(report_read.get(), &report, sizeof(report));
+  } while (n < 0 && errno == EINTR);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return Error::FromErrno("waitpid");
+  }
+  g_child_pid = 0;
+  if (n == ssize_t(sizeof(report))) {
+    *failure = ChildFailureText(report, command);
+    if (report.stage != ChildStage::kExec) return kExitSetupFailed;
+    return report.err == ENOENT ? kExitNotFound : kExitCannotExecute;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitSetupFailed;
+}
+
+// The limits file's text: sorted KEY=VALUE lines (config.h).
+std::string LimitsText(const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::vector<std::string> lines;
+  for (const auto& [k, v] : settings) lines.push_back(k + "=" + v);
+  lines.push_back(std::string("HAMI_LIMITS_FORMAT=") + vgpu::kLimitsFormat);
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
+// `hami run` with limits: returns the exit status. Locals clean up before the caller exits.
+int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
+  auto fail = [](int status, const std::string& message) {
+    std::fprintf(stderr, "hami run: %s\n", message.c_str());
+    return status;
+  };
+  std::vector<uint64_t> memory;
+  if (o.memory_given) {
+    auto parsed = ParseMemory(o.memory);
+    if (!parsed.ok()) return fail(kExitUsage, parsed.error().message());
+    memory = std::move(parsed).value();
+  }
+  std::optional<uint32_t> sm;
+  if (o.sm_given) {
+    auto parsed = ParseSmPercent(o.sm);
+    if (!parsed.ok()) return fail(kExitUsage, parsed.error().message());
+    sm = *parsed;
+  }
+  // --devices names devices as the driver lists them, whatever this shell narrowed.
+  if (o.devices_given) unsetenv("CUDA_VISIBLE_DEVICES");
+
+  std::string sim_dir = SimLibraryDir();
+  std::vector<std::string> devices;
+  if (o.sim_profile.empty()) devices = RealDriverDevices(sim_dir);
+  Gpu gpu = devices.empty() ? Gpu::kSimulated : Gpu::kReal;
+  if (gpu == Gpu::kSimulated) {
+    if (auto f = UseSimulator(o, sim_dir)) return fail(f->status, f->message);
+    auto sim_devices = SimulatedDevices();
+    if (!sim_devices.ok()) return fail(kExitUsage, sim_devices.error().message());
+    devices = std::move(sim_devices).value();
+  }
+
+  int visible = int(devices.size());
+  if (o.devices_given) {
+    auto n = CheckDevices(o.devices, devices);
+    if (!n.ok()) return fail(kExitUsage, n.error().message());
+    visible = *n;
+    setenv("CUDA_VISIBLE_DEVICES", o.devices.c_str(), 1);
+  }
+  if (memory.size() > 1 && int(memory.size()) != visible) {
+    return fail(kExitUsage, "--memory='" + o.memory + "': " + std::to_string(memory.size()) +
+                                " values for " + std::to_string(visible) +
+                                " device(s): give one value for every device, or one per device");
+  }
+  if (visible > vgpu::kMaxDevices) {
+    return fail(kExitUsage, std::to_string(visible) + " devices; libvgpu.so handles at most " +
+                                std::to_string(vgpu::kMaxDevices));
+  }
+
+  std::string library = VgpuLibrary();
+  if (library.empty()) {
+    return fail(kExitSetupFailed, "libvgpu.so not found next to this hami (looked for " +
+                                      ExecutableDir() + "/../lib/libvgpu.so)");
+  }
+  TempDir dir("hami-run");
+  if (!dir.ok()) {
+    return fail(kExitSetupFailed,
+                std::string("cannot make a directory for the shared region in /tmp: ") +
+                    std::strerror(errno));
+  }
+
+  // With the limits file, processes of other users (su -, SSH) may be started inside: they
+  // must reach the region (created 0666 by libvgpu) through the directory.
+  if (o.limits_file_mount && chmod(dir.path().c_str(), 0711) != 0) {
+    return fail(kExitSetupFailed, "chmod " + dir.path() + ": " + std::strerror(errno));
+  }
+
+  // What the command's processes are told, as variables and, with the mount, in the file.
+  std::vector<std::pair<std::string, std::string>> settings;
+  settings.emplace_back("CUDA_DEVICE_MEMORY_SHARED_CACHE", dir.File("usage.cache"));
+  if (o.memory_given) {
+    UnsetWithPrefix("CUDA_DEVICE_MEMORY_LIMIT");
+    if (memory.size() == 1) {
+      settings.emplace_back("CUDA_DEVICE_MEMORY_LIMIT", SizeText(memory[0]));
+    } else {
+      for (size_t i = 0; i < memory.size(); ++i) {
+        settings.emplace_back("CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i), SizeText(memory[i]));
+      }
+    }
+  }
+  if (sm) {
+    UnsetWithPrefix("CUDA_DEVICE_SM_LIMIT");
+    settings.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(*sm));
+  }
+  if (o.devices_given) settings.emplace_back("CUDA_VISIBLE_DEVICES", o.devices);
+  for (const auto& [k, v] : settings) setenv(k.c_str(), v.c_str(), 1);
+  PrependPreload(library);
+
+  ChildPlan plan;
+  std::optional<MountPoint> mount_point;
+  std::string limits_path;
+  if (o.limits_file_mount) {
+    limits_path = dir.File("limits");
+    auto file = OpenRegularFile(limits_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (!file.ok()) return fail(kExitSetupFailed, file.error().message());
+    if (Status w = WriteAll(file->get(), LimitsText(settings)); !w.ok()) {
+      return fail(kExitSetupFailed, w.error().message());
+    }
+    auto held = MountPoint::Hold(vgpu::kLimitsFilePath);
+    if (!held.ok()) return fail(kExitSetupFailed, "--limits-file-mount: " + held.error().message());
+    mount_point.emplace(std::move(held).value());
+    plan.limits_file = limits_path.c_str();
+    plan.uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
+    plan.gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
+  }
+
+  if (!o.quiet) {
+    std::string memory_text = "unlimited";
+    if (memory.size() == 1) memory_text = FormatBytes(memory[0]) + " per device";
+    if (memory.size() > 1) {
+      memory_text.clear();
+      for (size_t i = 0; i < memory.size(); ++i) {
+        memory_text += (i == 0 ? "" : ", ") + FormatBytes(memory[i]);
+      }
+    }
+    std::fprintf(stderr, "hami: %d device(s), memory %s, SM %s; region %s%s\n", visible,
+                 memory_text.c_str(),
+                 sm && *sm != 0 && *sm != 100 ? (std::to_string(*sm) + "%").c_str() : "unlimited",
+                 dir.File("usage.cache").c_str(),
+                 o.limits_file_mount ? ", limits file mounted at /overrideEnv" : "");
+  }
+
+  auto program = FindProgram(cmd[0]);
+  if (!program.ok()) {
+    return fail(program.error().sys_errno() == ENOENT ? kExitNotFound : kExitCannotExecute,
+                program.error().message());
+  }
+  plan.program = *program;
+  for (std::string& a : cmd) plan.argv.push_back(a.data());
+  plan.argv.push_back(nullptr);
+  static char shell[] = "/bin/sh";
+  plan.shell_argv.push_back(shell);
+  plan.shell_argv.push_back(plan.program.data());
+  for (size_t i = 1; i < cmd.size(); ++i) plan.shell_argv.push_back(cmd[i].data());
+  plan.shell_argv.push_back(nullptr);
+
+  std::string failure;
+  auto status = SpawnAndWait(plan, cmd[0], &failure);
+  if (!status.ok()) return fail(kExitSetupFailed, status.error().message());
+  if (!failure.empty()) return fail(*status, failure);
+  return *status;
+}
+
+// `hami run` without limits: becomes the command (no fork), as it always has.
+[[noreturn]] void RunPlain(const RunOptions& o, std::vector<std::string> cmd) {
+  std::string sim_dir = SimLibraryDir();
+  bool use_sim = !o.sim_profile.empty() || RealDriverDevices(sim_dir).empty();
+  if (use_sim) {
+    if (auto f = UseSimulator(o, sim_dir)) {
+      std::fprintf(stderr, "hami run: %s\n", f->message.c_str());
+      std::exit(f->status);
     }
   }
   std::vector<char*> argv;
   for (std::string& a : cmd) argv.push_back(a.data());
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
-  std::fprintf(stderr, "hami run: cannot run '%s': %s\n", argv[0], std::strerror(errno));
-  std::exit(127);
+  int err = errno;
+  std::fprintf(stderr, "hami run: cannot run '%s': %s\n", argv[0], std::strerror(err));
+  std::exit(err == ENOENT ? kExitNotFound : kExitCannotExecute);
 }
 
 }  // namespace
@@ -95,20 +685,46 @@ struct RunOptions {
 void AddRunCommand(CLI::App& app) {
   static RunOptions options;
   CLI::App* run = app.add_subcommand(
-      "run", "Run a command on the GPU: the real one when present, else the simulated one");
+      "run",
+      "Run a command on the GPU (the real one when present, else the simulated one), "
+      "optionally held to memory and compute limits like a container");
   run->add_option("--sim", options.sim_profile,
                   "use the simulated GPU with these devices (e.g. h100-80g:2), even when a real "
                   "driver is present");
   run->add_option("--sim-state", options.sim_state, "the simulated machine's state file");
   run->add_flag("-q,--quiet", options.quiet, "do not say which GPU the command runs on");
+  CLI::Option* memory = run->add_option(
+      "--memory", options.memory,
+      "device-memory limit: one size for every device, or a comma-separated list by CUDA "
+      "ordinal (k/m/g/t binary units: 4g, 512m)");
+  CLI::Option* sm =
+      run->add_option("--sm", options.sm, "compute (SM) share of each device in percent");
+  CLI::Option* devices =
+      run->add_option("--devices", options.devices,
+                      "the devices the command sees: indices or GPU- UUIDs, comma-separated");
+  run->add_flag("--limits-file-mount", options.limits_file_mount,
+                "also write the limits to a file mounted at /overrideEnv in a private mount "
+                "namespace, so processes started without the environment stay limited");
   static std::vector<std::string> command;
   run->add_option("command", command, "the command and its arguments (put them after --)")
       ->required();
   run->prefix_command();
-  run->callback([run] {
+  run->callback([run, memory, sm, devices] {
+    // CLI11 gives the words after "--" to `command` and leaves the "--" itself among the
+    // remaining arguments: it is not part of the command.
     std::vector<std::string> cmd = command;
-    for (const std::string& extra : run->remaining()) cmd.push_back(extra);
-    Run(options, cmd);
+    for (const std::string& extra : run->remaining()) {
+      if (extra != "--") cmd.push_back(extra);
+    }
+    if (cmd.empty()) {
+      std::fprintf(stderr, "hami run: no command given (usage: hami run [OPTIONS] -- CMD)\n");
+      std::exit(kExitUsage);
+    }
+    options.memory_given = memory->count() > 0;
+    options.sm_given = sm->count() > 0;
+    options.devices_given = devices->count() > 0;
+    if (!options.Limited()) RunPlain(options, std::move(cmd));
+    std::exit(RunLimited(options, std::move(cmd)));
   });
 }
 

@@ -1,10 +1,12 @@
 #include "common/proc.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +108,19 @@ std::string ProcessComm(pid_t pid) {
   std::string s = *text;
   while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
   return s;
+}
+
+namespace {
+std::atomic<uint64_t> g_forks{0};
+}  // namespace
+
+uint64_t ForkCount() {
+  static const bool registered = [] {
+    return pthread_atfork(nullptr, nullptr,
+                          [] { g_forks.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  }();
+  (void)registered;
+  return g_forks.load(std::memory_order_relaxed);
 }
 
 }  // namespace hami

@@ -24,6 +24,13 @@ std::vector<pid_t> NsTgids(pid_t pid = 0);
 // Directory of the running executable ("/work/build/bin"), from /proc/self/exe.
 std::string ExecutableDir();
 
+// How many fork()s lie between this process and the one that first called ForkCount(): it
+// changes in a fork child (a pthread_atfork handler counts), so comparing it with a value
+// saved earlier tells "still the same process" without the system call getpid() costs.
+// Fork handlers registered after the first call (child handlers run in registration order)
+// already see the child's count.
+uint64_t ForkCount();
+
 // The short command name (/proc/<pid>/comm without the newline).
 std::string ProcessComm(pid_t pid = 0);
 

@@ -1,6 +1,7 @@
 #include "common/visible_devices.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace hami {
 
@@ -39,6 +40,16 @@ VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
     out.physical.push_back(found);
   }
   return out;
+}
+
+std::string GpuUuidText(const void* bytes16) {
+  const auto* b = static_cast<const unsigned char*>(bytes16);
+  char buf[48];
+  std::snprintf(buf, sizeof(buf),
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return buf;
 }
 
 }  // namespace hami

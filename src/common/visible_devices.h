@@ -17,6 +17,10 @@ struct VisibleDevices {
   std::optional<std::string> stopped_at;
 };
 
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and nvidia-smi print the 16 bytes of a
+// device UUID (CUuuid::bytes).
+std::string GpuUuidText(const void* bytes16);
+
 // `uuids`: the devices in the driver's enumeration order, "GPU-..." each.
 VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
                                    const std::vector<std::string>& uuids);

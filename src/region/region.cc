@@ -362,7 +362,7 @@ Region::Region(std::string path, UniqueFd fd, void* map, Access access)
       fd_(std::move(fd)),
       file_(static_cast<File*>(map)),
       access_(access),
-      opener_pid_(getpid()) {}
+      opener_forks_(ForkCount()) {}
 
 Region::~Region() {
   if (file_ == nullptr) return;
@@ -471,10 +471,6 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
 }
 
 // The file's word, bounded: every loop over devices indexes fixed arrays.
-int Region::device_count() const {
-  return int(std::min<uint32_t>(file_->policy.device_count, uint32_t(kMaxDevices)));
-}
-
 Status Region::Writable() const {
   if (access_ == Access::kReadOnly) {
     return Error(ErrorCode::kPermission, "shared region " + path_ + " is open read-only");
@@ -487,7 +483,7 @@ bool Region::OwnerAlive(int slot) const {
   return OfdByteLockedByOther(fd_.get(), SlotLock(slot));
 }
 
-bool Region::Inherited() const { return getpid() != opener_pid_; }
+bool Region::Inherited() const { return ForkCount() != opener_forks_; }
 
 Result<int> Region::Register() {
   HAMI_TRY(Writable());
@@ -577,6 +573,8 @@ int Region::SweepDead() {
 }
 
 int Region::SweepDeadIfDue() {
+  int64_t last = file_->header.last_sweep_ns.load(std::memory_order_relaxed);
+  if (MonotonicNs() - last < kSweepIntervalNs) return 0;  // the common case: one clock read
   if (access_ == Access::kReadOnly || Inherited()) return 0;
   std::unique_lock<std::mutex> membership(membership_mu_, std::try_to_lock);
   if (!membership.owns_lock()) return 0;
@@ -626,7 +624,7 @@ Status Region::ReopenAfterFork() {
   fd_.Reset();
   int flags = (access_ == Access::kReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK;
   fd_ = HAMI_TRY(OpenRegularFile(path_, flags));
-  opener_pid_ = getpid();
+  opener_forks_ = ForkCount();
   return OkStatus();
 }
 
@@ -663,21 +661,6 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind, Enforce en
   }
   a.rejected.fetch_add(1, std::memory_order_relaxed);
   return Admission::kOverLimit;
-}
-
-uint64_t Region::UsedBytes(int device) const {
-  if (device < 0 || device >= kMaxDevices) return 0;
-  return file_->devices[device].used_bytes.load(std::memory_order_relaxed);
-}
-
-uint64_t Region::MemoryLimit(int device) const {
-  if (device < 0 || device >= kMaxDevices) return 0;
-  return file_->policy.memory_limit[device].load(std::memory_order_relaxed);
-}
-
-uint32_t Region::SmLimit(int device) const {
-  if (device < 0 || device >= kMaxDevices) return 0;
-  return file_->policy.sm_limit[device].load(std::memory_order_relaxed);
 }
 
 void Region::Release(int device, uint64_t bytes, UsageKind kind) {

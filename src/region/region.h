@@ -30,6 +30,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -151,7 +152,9 @@ class Region {
   Region& operator=(const Region&) = delete;
 
   const std::string& path() const { return path_; }
-  int device_count() const;
+  int device_count() const {
+    return int(std::min<uint32_t>(file_->policy.device_count, uint32_t(kMaxDevices)));
+  }
 
   // ---- membership ----
   // Claims a slot for the calling process. kBusy when every slot is held by a live process.
@@ -179,10 +182,19 @@ class Region {
   int SweepDeadIfDue();
 
   // ---- reading ----
-  // One lock-free load each: for the hot paths of the views.
-  uint64_t UsedBytes(int device) const;
-  uint64_t MemoryLimit(int device) const;  // 0 = unlimited
-  uint32_t SmLimit(int device) const;
+  // One lock-free load each (inline): for the hot paths of the views.
+  uint64_t UsedBytes(int device) const {
+    if (device < 0 || device >= kMaxDevices) return 0;
+    return file_->devices[device].used_bytes.load(std::memory_order_relaxed);
+  }
+  uint64_t MemoryLimit(int device) const {  // 0 = unlimited
+    if (device < 0 || device >= kMaxDevices) return 0;
+    return file_->policy.memory_limit[device].load(std::memory_order_relaxed);
+  }
+  uint32_t SmLimit(int device) const {  // percent; 0 or 100 = unlimited
+    if (device < 0 || device >= kMaxDevices) return 0;
+    return file_->policy.sm_limit[device].load(std::memory_order_relaxed);
+  }
 
   DeviceSnapshot Snapshot(int device) const;
   PolicyView Policy() const;
@@ -221,7 +233,8 @@ class Region {
   layout::File* file_;
   Access access_;
   std::atomic<int> slot_{-1};
-  pid_t opener_pid_;  // the process whose open of the file fd_ is
+  uint64_t opener_forks_;  // ForkCount() when fd_ was opened: fd_ is this process's own
+                           // while the count is unchanged (cheaper than getpid())
   // Every thread of the process shares one open file description, so the slot byte locks do
   // not exclude one thread from another: this does, around every take and release of them
   // (Register, Unregister, SweepDead). Taken before a device mutex, never while holding one.

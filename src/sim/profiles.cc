@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/visible_devices.h"
+
 namespace hami::sim {
 
 namespace {
@@ -48,16 +50,11 @@ void FillIdentity(DeviceSpec* d, std::string_view node, int count) {
   // RFC 4122 version 4 / variant bits, as real GPU UUIDs look random.
   d->uuid_bytes[6] = uint8_t((d->uuid_bytes[6] & 0x0f) | 0x40);
   d->uuid_bytes[8] = uint8_t((d->uuid_bytes[8] & 0x3f) | 0x80);
-  char buf[64];
-  const uint8_t* u = d->uuid_bytes;
-  std::snprintf(buf, sizeof(buf),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                u[14], u[15]);
-  d->uuid = buf;
+  d->uuid = GpuUuidText(d->uuid_bytes);
   d->pci_domain = 0;
   d->pci_bus = 0x08 + 0x0f * d->index;
   d->pci_device = 0;
+  char buf[64];
   std::snprintf(buf, sizeof(buf), "%08X:%02X:%02X.0", unsigned(d->pci_domain), unsigned(d->pci_bus),
                 unsigned(d->pci_device));
   d->pci_bus_id = buf;

@@ -2,12 +2,13 @@
 //
 // Every allocation family follows one rule: reserve in the region *before* the driver
 // allocates (so concurrent processes can never pass the limit together), release when the
-// driver fails or the memory is freed. What a family charges is documented with its wrapper;
-// for linear memory the charge follows how the driver itself hands out memory: an allocation
-// larger than half the allocation granularity (2 MiB on current GPUs) is charged rounded up
-// to whole granules; smaller ones share granule pages per context and device, and a page is
-// charged while anything uses it. A context's own memory is measured once per device and
-// charged per context, counted against the budget but never refused.
+// driver fails or the memory is freed. What each family charges is documented with its
+// wrappers (and in docs/vgpu.md). For linear memory the charge follows how the driver itself
+// hands out memory: an allocation larger than half the allocation granularity (2 MiB on
+// current GPUs) is charged rounded up to whole granules; smaller ones share granule pages per
+// context and device, and a page is charged while anything uses it. A context's own memory
+// is measured once per device and charged per context, counted against the budget but never
+// refused.
 //
 // Calls that cannot be accounted (no current context, NULL output pointers, a zero size) go
 // straight to the driver, which gives its own error. Freeing a pointer we do not know goes
@@ -22,6 +23,23 @@
 
 namespace hami::vgpu {
 
+using region::UsageKind;
+
+inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// ---- the region's books, by CUDA ordinal (a device the region lacks is not accounted) ----
+// Reserves `bytes` unless that would pass the limit (false).
+bool Admit(int ordinal, uint64_t bytes, UsageKind kind);
+// Records memory the driver already holds (never refused: the truth is recorded).
+void Record(int ordinal, uint64_t bytes, UsageKind kind);
+void Return(int ordinal, uint64_t bytes, UsageKind kind);
+// The device's allocation granularity (asked once; 2 MiB when the driver cannot say).
+uint64_t Granularity(int ordinal);
+// The CUDA ordinal of a stream's device (the current context's for the NULL and per-thread
+// streams), or the driver's error.
+CUresult StreamDevice(CUstream stream, int* ordinal);
+
+// ---- linear memory ----
 // The charge of an allocation, computed and recorded (for small ones, the page share)
 // before the driver is asked.
 struct Charge {
@@ -35,28 +53,40 @@ struct Charge {
 // Reserves for `bytes` of `kind` on the current context's device. CUDA_ERROR_OUT_OF_MEMORY
 // past the limit; the driver's error when there is no current context; CUDA_SUCCESS with
 // charge->device == -1 when there is nothing to account against (no region).
-CUresult Reserve(uint64_t bytes, region::UsageKind kind, Charge* charge);
+CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge);
 // Undoes Reserve (the driver call failed).
-void Unreserve(const Charge& charge, region::UsageKind kind);
+void Unreserve(const Charge& charge, UsageKind kind);
 // Records a successful allocation at `ptr`.
-void Track(CUdeviceptr ptr, const Charge& charge, region::UsageKind kind);
+void Track(CUdeviceptr ptr, const Charge& charge, UsageKind kind);
 // Forgets `ptr` and releases its charge; false if it was not ours.
 bool Forget(CUdeviceptr ptr);
-// Whether `ptr` is an allocation we track.
-bool Tracked(CUdeviceptr ptr);
+
+// Marks a driver call that allocates or frees as in flight: module loads are measured only
+// across a window in which none ran.
+class Allocating {
+ public:
+  static constexpr uint64_t kBegun = 1ull << 32;
+  static constexpr uint64_t kInFlight = 1;
+  Allocating() { Rt().allocation_calls.fetch_add(kBegun + kInFlight, std::memory_order_seq_cst); }
+  ~Allocating() { Rt().allocation_calls.fetch_sub(kInFlight, std::memory_order_seq_cst); }
+  Allocating(const Allocating&) = delete;
+  Allocating& operator=(const Allocating&) = delete;
+};
 
 // Reserve + driver call + Track, for calls that produce one device pointer.
 template <typename Call>
-CUresult AdmitAllocation(CUdeviceptr* dptr, uint64_t bytes, region::UsageKind kind, Call call) {
+CUresult AdmitAllocation(CUdeviceptr* dptr, uint64_t bytes, UsageKind kind, Call call) {
   if (dptr == nullptr || bytes == 0) return call();
   Charge charge;
   CUresult r = Reserve(bytes, kind, &charge);
-  if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED ||
-      r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY) {
     return call();  // the driver's own answer for a thread without a usable context
   }
   if (r != CUDA_SUCCESS) return r;
-  r = call();
+  {
+    Allocating allocating;
+    r = call();
+  }
   if (r != CUDA_SUCCESS) {
     Unreserve(charge, kind);
     return r;
@@ -68,12 +98,53 @@ CUresult AdmitAllocation(CUdeviceptr* dptr, uint64_t bytes, region::UsageKind ki
 // Driver call, then release what `ptr` held (unknown pointers: the driver's result alone).
 template <typename Call>
 CUresult FreeAllocation(CUdeviceptr ptr, Call call) {
-  CUresult r = call();
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
   if (r == CUDA_SUCCESS) Forget(ptr);
   return r;
 }
 
-// Contexts: charge a newly created context (primary or not).
+// ---- objects: arrays, mipmapped arrays, modules, libraries ----
+void TrackObject(const void* handle, const Held& held);
+// Releases what `handle` held; false if it was not ours.
+bool ForgetObject(const void* handle);
+
+// Admission + driver call + TrackObject for a created object of `bytes` on the current
+// context's device.
+template <typename Handle, typename Call>
+CUresult AdmitObject(Handle* handle, uint64_t bytes, UsageKind kind, Call call) {
+  int dev;
+  CUcontext ctx;
+  if (handle == nullptr || bytes == 0 || CurrentDevice(&dev, &ctx) != CUDA_SUCCESS) {
+    return call();
+  }
+  uint64_t charge = RoundUp(bytes, Granularity(dev));
+  if (!Admit(dev, charge, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
+  if (r != CUDA_SUCCESS) {
+    Return(dev, charge, kind);
+    return r;
+  }
+  TrackObject(*handle, Held{dev, charge, kind, ctx});
+  return CUDA_SUCCESS;
+}
+
+// ---- pools and graph memory (cuda_pools.cc, cuda_graphs.cc) ----
+// Brings what the region holds for each pool this process uses to the pool's reserved
+// memory now.
+void ReconcilePools();
+// The same for graph memory on CUDA ordinal `ordinal` (-1: every device).
+void ReconcileGraphMemory(int ordinal);
+
+// ---- contexts ----
+// Charges a newly created context (primary or not).
 template <typename Call>
 CUresult CreateContext(CUdevice dev, CUcontext* pctx, bool primary, Call call);
 // A primary context may have gone (last release, reset): release it if so.
@@ -83,14 +154,23 @@ void ContextEnded(CUcontext ctx);
 
 // ---- implementation details of CreateContext ----
 bool PrimaryActive(CUdevice dev);
-// NVML's memory used on CUDA device `dev`, or UINT64_MAX when unknown.
-uint64_t DeviceUsedBytes(CUdevice dev);
-void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, uint64_t used_before);
+// What NVML says is in use on CUDA device `dev`: by the whole device, and by this process
+// (its own entry in the running-process list, 0 when not listed). UINT64_MAX when unknown.
+struct DeviceUse {
+  uint64_t device = UINT64_MAX;
+  uint64_t process = 0;
+  bool process_listed = false;
+};
+DeviceUse MeasureUse(CUdevice dev);
+// The context size measured on `dev` so far (0 = not yet).
+uint64_t KnownContextBytes(CUdevice dev);
+void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before);
 
 template <typename Call>
 CUresult CreateContext(CUdevice dev, CUcontext* pctx, bool primary, Call call) {
   if (pctx == nullptr || (primary && PrimaryActive(dev))) return call();
-  uint64_t before = DeviceUsedBytes(dev);
+  DeviceUse before;
+  if (KnownContextBytes(dev) == 0) before = MeasureUse(dev);
   CUresult r = call();
   if (r == CUDA_SUCCESS) ChargeContext(dev, *pctx, primary, before);
   return r;

@@ -171,7 +171,9 @@ const Option* Find(std::string_view name, int* index) {
     std::string_view prefix = n.substr(0, n.size() - 3);  // drop "<i>"
     if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
     std::string_view digits = name.substr(prefix.size());
-    if (digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    // Only the ordinal in plain decimal ("_1", never "_01"): the names the environment is read by.
+    if (digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string_view::npos ||
+        (digits.size() > 1 && digits[0] == '0')) {
       continue;
     }
     int i = std::stoi(std::string(digits));
@@ -225,10 +227,15 @@ LimitsFile ParseLimitsFile(std::string_view text, std::string_view path) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
     auto problem = [&](const std::string& why) {
-      std::string shown(line.substr(0, 80));
+      std::string shown(line.substr(0, std::min<size_t>(80, line.find('\0'))));
       out.problems.push_back(std::string(path) + " line " + std::to_string(number) + " '" + shown +
                              "': " + why + "; skipped");
     };
+    // A value is used as a C string: a NUL would silently cut it short.
+    if (line.find('\0') != std::string_view::npos) {
+      problem("contains a NUL byte");
+      continue;
+    }
     size_t eq = line.find('=');
     if (eq == std::string_view::npos) {
       problem("not KEY=VALUE");

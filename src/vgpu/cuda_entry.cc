@@ -11,16 +11,23 @@ using namespace hami::vgpu;  // NOLINT
 
 namespace {
 
-// Substitutes our wrapper for a driver pointer the driver's own cuGetProcAddress returned:
-// whichever ABI the driver chose for the requested version, the caller gets the wrapper of
-// that same ABI. Pointers of functions we do not intercept are returned as they are.
-void SubstituteWrapper(void** pfn) {
+// Substitutes our wrapper for the pointer the driver's own cuGetProcAddress returned, so
+// that whichever ABI the driver chose for the requested version and flags, the caller gets
+// the wrapper of that same ABI: the hook whose real function it is, or else (a driver that
+// hands out internal entry points) the ABI the toolkit's table gives for that version.
+// Functions we do not intercept are returned as they are.
+void SubstituteWrapper(const char* symbol, int cuda_version, cuuint64_t flags, void** pfn) {
   if (pfn == nullptr || *pfn == nullptr) return;
   for (const HookInfo& h : AllHooks()) {
     if (h.cuda && RealOf(h) == *pfn) {
       *pfn = WrapperOf(h);
       return;
     }
+  }
+  if (symbol == nullptr) return;
+  bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  if (const HookInfo* h = HookForProc(symbol, cuda_version, per_thread); h != nullptr) {
+    *pfn = WrapperOf(*h);
   }
 }
 
@@ -57,7 +64,7 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersio
   HookScope scope;
   HAMI_CUDA_REAL(cuGetProcAddress, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
-  if (r == CUDA_SUCCESS) SubstituteWrapper(pfn);
+  if (r == CUDA_SUCCESS) SubstituteWrapper(symbol, cudaVersion, flags, pfn);
   return r;
 }
 
@@ -66,7 +73,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
   HookScope scope;
   HAMI_CUDA_REAL(cuGetProcAddress_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
-  if (r == CUDA_SUCCESS) SubstituteWrapper(pfn);
+  if (r == CUDA_SUCCESS) SubstituteWrapper(symbol, cudaVersion, flags, pfn);
   return r;
 }
 
@@ -97,20 +104,20 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
   return r;
 }
 
+// No re-entry guard: applying the limit twice gives the same answer.
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  HookScope scope;
   HAMI_CUDA_REAL(cuDeviceTotalMem_v2, CUDA_ERROR_NOT_INITIALIZED);
+  const uint64_t limit = LimitOf(dev);
+  if (limit == 0) return rt.cuda.cuDeviceTotalMem_v2(bytes, dev);  // a plain tail call
   CUresult r = rt.cuda.cuDeviceTotalMem_v2(bytes, dev);
-  if (r != CUDA_SUCCESS || scope.nested()) return r;
-  if (uint64_t limit = LimitOf(dev); limit != 0) *bytes = size_t(std::min<uint64_t>(limit, *bytes));
+  if (r == CUDA_SUCCESS) *bytes = size_t(std::min<uint64_t>(limit, *bytes));
   return r;
 }
 
 CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
-  HookScope scope;
   HAMI_CUDA_REAL(cuDeviceTotalMem, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuDeviceTotalMem(bytes, dev);
-  if (r != CUDA_SUCCESS || scope.nested()) return r;
+  if (r != CUDA_SUCCESS) return r;
   if (uint64_t limit = LimitOf(dev); limit != 0)
     *bytes = unsigned(std::min<uint64_t>(limit, *bytes));
   return r;

@@ -10,9 +10,11 @@
 // cannot loop through us.
 //
 // The substitution rule, for a name on one of the hook lists:
-// - RTLD_DEFAULT: the wrapper (it is the global definition anyway, as libvgpu is preloaded);
-// - any other handle (RTLD_NEXT, a dlopen() handle of libcuda.so.1 / libnvidia-ml.so.1):
-//   the wrapper when the lookup would find the function at all, else what glibc says (null).
+// - dlsym(RTLD_DEFAULT): the wrapper (it is the global definition anyway, as libvgpu is
+//   preloaded);
+// - any other handle (RTLD_NEXT, a dlopen() handle of libcuda.so.1 / libnvidia-ml.so.1), and
+//   every dlvsym: the wrapper when glibc's lookup would find the function at all, else what
+//   glibc says (null).
 // Names not listed (cuda*, cudnn*, cublas*, any cu*/nvml* we do not intercept) are never
 // substituted.
 #include <dlfcn.h>
@@ -52,8 +54,9 @@ void* Decide(void* handle, const char* name, const char* version) {
   if (!MaybeHooked(name)) return nullptr;
   const hami::vgpu::HookInfo* hook = hami::vgpu::FindHook(name);
   if (hook == nullptr) return nullptr;
-  if (handle == RTLD_DEFAULT) return hami::vgpu::WrapperOf(*hook);
-  // From here RTLD_NEXT means "after libvgpu": the driver, if anything.
+  if (handle == RTLD_DEFAULT && version == nullptr) return hami::vgpu::WrapperOf(*hook);
+  // From here RTLD_NEXT means "after libvgpu": the driver, if anything. A versioned lookup
+  // finds what glibc finds (nothing, when the library has no such version node).
   void* found =
       version == nullptr
           ? reinterpret_cast<hami::vgpu::DlsymFn>(hami_real_dlsym)(handle, name)

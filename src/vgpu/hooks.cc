@@ -11,12 +11,14 @@ namespace {
 // ---- compile-time checks of the CUDA list against the toolkit's table of every ABI ----
 
 struct ApiRow {
-  std::string_view name;
-  int version;
+  std::string_view base;  // the name cuGetProcAddress is asked for
+  int version;            // the CUDA version that introduced this ABI
+  int flavor;             // 1: the per-thread-default-stream variant
+  std::string_view name;  // the exported name
 };
 
 constexpr ApiRow kApi[] = {
-#define HAMI_CUDA_API(base, version, flavor, name) {#name, version},
+#define HAMI_CUDA_API(base, version, flavor, name) {#base, version, flavor, #name},
 #include "cuda_api_table.inc"
 #undef HAMI_CUDA_API
 };
@@ -104,6 +106,19 @@ const char* PolicyName(Policy policy) {
 
 const std::array<HookInfo, size_t(CudaHook::kCount) + size_t(NvmlHook::kCount)>& AllHooks() {
   return kHooks;
+}
+
+const HookInfo* HookForProc(std::string_view symbol, int cuda_version, bool per_thread) {
+  if (cuda_version > CUDA_VERSION) return nullptr;  // newer ABIs than this build knows
+  const ApiRow* best = nullptr;
+  for (const ApiRow& r : kApi) {
+    if (r.base != symbol || r.version > cuda_version) continue;
+    // The per-thread variant when asked for and there is one; the default one otherwise.
+    bool better = best == nullptr || (r.flavor == int(per_thread) && best->flavor != r.flavor) ||
+                  (r.flavor == best->flavor && r.version > best->version);
+    if (better) best = &r;
+  }
+  return best != nullptr ? FindHook(best->name) : nullptr;
 }
 
 const HookInfo* FindHook(std::string_view name) {

@@ -66,6 +66,11 @@ std::array<HookInfo, size_t(CudaHook::kCount) + size_t(NvmlHook::kCount)> const&
 // The hook with exported name `name`, or null. O(log n); no allocation.
 const HookInfo* FindHook(std::string_view name);
 
+// The hook of the ABI cuGetProcAddress gives for `symbol` (a base name such as "cuMemAlloc")
+// at `cuda_version`, from the toolkit's table of ABIs; null when that ABI is not hooked or
+// the version is newer than the table.
+const HookInfo* HookForProc(std::string_view symbol, int cuda_version, bool per_thread);
+
 // Our wrapper for a hook (the address a route hands out).
 void* WrapperOf(const HookInfo& hook);
 

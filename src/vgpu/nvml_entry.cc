@@ -1,7 +1,10 @@
-// NVML as the container should see it: only its visible devices, in CUDA's order, and its
-// memory limits, in the same numbers cuMemGetInfo gives.
+// NVML as the container should see it: only its visible devices, in CUDA's order, its
+// memory limits, in the same numbers cuMemGetInfo gives, and only its own processes.
+#include <sys/types.h>
+
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "vgpu/runtime.h"
 
@@ -10,17 +13,9 @@ using namespace hami::vgpu;  // NOLINT
 
 namespace {
 
-// The CUDA ordinal of an NVML handle, or -1 when the container does not see that device.
-int OrdinalOf(nvmlDevice_t h, const std::vector<VisibleDevice>& devices) {
-  for (size_t i = 0; i < devices.size(); ++i) {
-    if (devices[i].nvml == h) return int(i);
-  }
-  return -1;
-}
-
 nvmlReturn_t AfterInit(nvmlReturn_t r) {
   if (r == NVML_SUCCESS) {
-    VisibleDevicesForNvml();
+    NvmlVisibleCount();
     EnsureRegion();
   }
   return r;
@@ -28,31 +23,126 @@ nvmlReturn_t AfterInit(nvmlReturn_t r) {
 
 nvmlReturn_t Count(unsigned int* count, nvmlReturn_t r) {
   if (r != NVML_SUCCESS || count == nullptr) return r;
-  *count = unsigned(VisibleDevicesForNvml().size());
+  *count = unsigned(NvmlVisibleCount());
   return r;
 }
 
 template <typename GetByIndex>
 nvmlReturn_t ByIndex(unsigned int index, nvmlDevice_t* device, GetByIndex get) {
   if (device == nullptr) return get(index);
-  std::vector<VisibleDevice> devices = VisibleDevicesForNvml();
-  if (index >= devices.size() || devices[index].nvml_index < 0) {
-    return NVML_ERROR_INVALID_ARGUMENT;
-  }
-  return get(unsigned(devices[index].nvml_index));
+  int nvml_index = index <= unsigned(kMaxDevices) ? NvmlIndexOf(int(index)) : -1;
+  if (nvml_index < 0) return NVML_ERROR_INVALID_ARGUMENT;
+  return get(unsigned(nvml_index));
 }
 
 // Handles found another way (UUID, PCI bus id) must name a visible device.
 nvmlReturn_t OnlyVisible(nvmlReturn_t r, nvmlDevice_t* device) {
   if (r != NVML_SUCCESS || device == nullptr) return r;
-  return OrdinalOf(*device, VisibleDevicesForNvml()) >= 0 ? r : NVML_ERROR_NOT_FOUND;
+  return NvmlOrdinalOf(*device) >= 0 ? r : NVML_ERROR_NOT_FOUND;
 }
 
 // The container's view of a visible device's memory (see LimitedView).
 bool Limited(nvmlDevice_t h, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
              uint64_t* free) {
-  int ordinal = OrdinalOf(h, VisibleDevicesForNvml());
+  int ordinal = NvmlOrdinalOf(h);
   return ordinal >= 0 && LimitedView(ordinal, physical_total, physical_free, total, free);
+}
+
+// The kind of work a running-process query asks about.
+enum class Work { kCompute, kGraphics, kMps };
+
+// A process of the container, as its slot in the region records it.
+struct Member {
+  pid_t pid;       // in the container's PID namespace
+  pid_t host_pid;  // 0: not known
+  uint64_t used_bytes;
+  bool listed;
+};
+
+// The running-process queries, all versions and kinds. `real(device, &n, array)` is the
+// driver's query with the caller's struct.
+//
+// The container's processes are those with a live slot in its shared region. The driver
+// checks the handle and initialization and gives its list; we keep the entries of the
+// container's processes, with the driver's pid and MIG placement, and set usedGpuMemory to
+// what the region charges the process on the device, so that the entries add up to what the
+// container uses there (the "used" of the limited memory view, where the limit binds).
+//
+// An entry is a process's when its pid is the host pid the slot records. While that is
+// unknown (0), the pid the slot records is used instead: it is the driver's number for the
+// process when the container shares the host's PID namespace (with a PID namespace of its
+// own, a host process that happens to have that number would be taken for it; knowing host
+// pids avoids this). A process the region charges on the device that no driver entry
+// matches still appears in the compute list, under its host pid if known, else under its pid
+// in the container's namespace: the only number known for it, and one a caller inside the
+// container can use. The graphics and MPS lists are only filtered: the region does not know
+// what kind of work a process does.
+//
+// Without a region holding the device there is nothing to tell the container's processes
+// by, and the driver's list stands (as the physical memory figures do then).
+template <typename Info, typename Real>
+nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* infos, Work work,
+                              Real real) {
+  if (count == nullptr) return real(device, count, infos);
+  std::vector<Info> listed(16);
+  for (int attempt = 0;; ++attempt) {
+    unsigned int n = unsigned(listed.size());
+    nvmlReturn_t r = real(device, &n, listed.data());
+    if (r == NVML_SUCCESS) {
+      listed.resize(n);
+      break;
+    }
+    // Processes may start between two calls: grow and ask again, a bounded number of times.
+    if (r != NVML_ERROR_INSUFFICIENT_SIZE || attempt == 8) return r;
+    listed.resize(std::max<size_t>(size_t(n) + 16, listed.size() * 2));
+  }
+  int ordinal = NvmlOrdinalOf(device);
+  if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
+  region::Region* reg = EnsureRegion();
+  int index = RegionIndex(ordinal);
+  std::vector<Info> out;
+  if (reg == nullptr || index < 0) {
+    out = std::move(listed);
+  } else {
+    // What the dead left is returned first (not only once per sweep interval, as the memory
+    // view does): these queries are rare, and the list then adds up to the "used" after it.
+    reg->SweepDead();
+    std::vector<Member> members;
+    for (const region::SlotView& s : reg->Slots()) {
+      if (s.alive && s.state == region::layout::SlotState::kLive) {
+        members.push_back({s.pid, s.host_pid, s.used_bytes[size_t(index)], false});
+      }
+    }
+    for (const Info& e : listed) {
+      auto m = std::find_if(members.begin(), members.end(), [&](const Member& c) {
+        return !c.listed && pid_t(e.pid) == (c.host_pid != 0 ? c.host_pid : c.pid);
+      });
+      if (m == members.end()) continue;
+      m->listed = true;
+      Info info = e;
+      info.usedGpuMemory = m->used_bytes;
+      out.push_back(info);
+    }
+    for (const Member& m : members) {
+      if (work != Work::kCompute || m.listed || m.used_bytes == 0) continue;
+      Info info{};
+      info.pid = unsigned(m.host_pid != 0 ? m.host_pid : m.pid);
+      info.usedGpuMemory = m.used_bytes;
+      if constexpr (sizeof(Info) > sizeof(nvmlProcessInfo_v1_t)) {
+        info.gpuInstanceId = 0xFFFFFFFFu;  // what the driver gives on a device without MIG
+        info.computeInstanceId = 0xFFFFFFFFu;
+      }
+      out.push_back(info);
+    }
+  }
+  // The caller's array, as the driver treats it.
+  if (*count < out.size() || (infos == nullptr && !out.empty())) {
+    *count = unsigned(out.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(out.begin(), out.end(), infos);
+  *count = unsigned(out.size());
+  return NVML_SUCCESS;
 }
 
 }  // namespace
@@ -111,11 +201,16 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* dev
   return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
 }
 
+nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* device) {
+  HAMI_NVML_REAL(nvmlDeviceGetHandleBySerial);
+  return OnlyVisible(rt.nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
+}
+
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   HAMI_NVML_REAL(nvmlDeviceGetIndex);
   nvmlReturn_t r = rt.nvml.nvmlDeviceGetIndex(device, index);
   if (r != NVML_SUCCESS || index == nullptr) return r;
-  int ordinal = OrdinalOf(device, VisibleDevicesForNvml());
+  int ordinal = NvmlOrdinalOf(device);
   if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
   *index = unsigned(ordinal);
   return r;
@@ -147,6 +242,99 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
     memory->free = free;
     memory->used = total - free;
   }
+  return r;
+}
+
+// ---- running processes (see RunningProcesses) ----
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
+                                                  nvmlProcessInfo_v1_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses);
+  return RunningProcesses(device, infoCount, infos, Work::kCompute,
+                          rt.nvml.nvmlDeviceGetComputeRunningProcesses);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_v2_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v2);
+  return RunningProcesses(device, infoCount, infos, Work::kCompute,
+                          rt.nvml.nvmlDeviceGetComputeRunningProcesses_v2);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v3);
+  return RunningProcesses(device, infoCount, infos, Work::kCompute,
+                          rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
+                                                   nvmlProcessInfo_v1_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses);
+  return RunningProcesses(device, infoCount, infos, Work::kGraphics,
+                          rt.nvml.nvmlDeviceGetGraphicsRunningProcesses);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
+                                                      nvmlProcessInfo_v2_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses_v2);
+  return RunningProcesses(device, infoCount, infos, Work::kGraphics,
+                          rt.nvml.nvmlDeviceGetGraphicsRunningProcesses_v2);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                      nvmlProcessInfo_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses_v3);
+  return RunningProcesses(device, infoCount, infos, Work::kGraphics,
+                          rt.nvml.nvmlDeviceGetGraphicsRunningProcesses_v3);
+}
+
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_v1_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses);
+  return RunningProcesses(device, infoCount, infos, Work::kMps,
+                          rt.nvml.nvmlDeviceGetMPSComputeRunningProcesses);
+}
+
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                        unsigned int* infoCount,
+                                                        nvmlProcessInfo_v2_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses_v2);
+  return RunningProcesses(device, infoCount, infos, Work::kMps,
+                          rt.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v2);
+}
+
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                        unsigned int* infoCount,
+                                                        nvmlProcessInfo_t* infos) {
+  HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses_v3);
+  return RunningProcesses(device, infoCount, infos, Work::kMps,
+                          rt.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
+}
+
+// The same list in the detail layout. The request's mode is the driver's to check; a request
+// of a version whose layout we do not know (none newer exists yet) is the driver's alone.
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                   nvmlProcessDetailList_t* plist) {
+  HAMI_NVML_REAL(nvmlDeviceGetRunningProcessDetailList);
+  if (plist == nullptr || plist->version != nvmlProcessDetailList_v1) {
+    return rt.nvml.nvmlDeviceGetRunningProcessDetailList(device, plist);
+  }
+  const nvmlProcessDetailList_t request = *plist;
+  auto real = [&](nvmlDevice_t d, unsigned int* n, nvmlProcessDetail_v1_t* array) {
+    nvmlProcessDetailList_t list = request;
+    list.numProcArrayEntries = *n;
+    list.procArray = array;
+    nvmlReturn_t r = rt.nvml.nvmlDeviceGetRunningProcessDetailList(d, &list);
+    *n = list.numProcArrayEntries;
+    return r;
+  };
+  Work work = request.mode == NVML_PROCESS_MODE_COMPUTE    ? Work::kCompute
+              : request.mode == NVML_PROCESS_MODE_GRAPHICS ? Work::kGraphics
+                                                           : Work::kMps;
+  unsigned int count = request.numProcArrayEntries;
+  nvmlReturn_t r = RunningProcesses(device, &count, request.procArray, work, real);
+  if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE) plist->numProcArrayEntries = count;
   return r;
 }
 

@@ -10,48 +10,62 @@
 #include <cstring>
 #include <memory>
 
+#include "common/proc.h"
 #include "common/visible_devices.h"
 #include "vgpu/libc_symbols.h"
 
 namespace hami::vgpu {
 
 RawLogger g_log("hami-vgpu", LogLevel::kWarn);
-thread_local int HookScope::depth_ = 0;
+constinit std::atomic<Runtime*> g_runtime{nullptr};
+
+Runtime& MakeRuntime() {
+  static Runtime* const rt = [] {
+    auto* r = new Runtime();
+    g_runtime.store(r, std::memory_order_release);
+    return r;
+  }();
+  return *rt;
+}
 
 namespace {
 
-Runtime* g_rt = new Runtime();  // leaked on purpose: hooks may run during static destruction
 std::atomic<bool> g_loaded{false};
 
 // The only thing that happens at load time.
 __attribute__((constructor)) void OnLoad() { g_loaded.store(true, std::memory_order_relaxed); }
 
-std::string UuidText(const CUuuid& u) {
-  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return buf;
-}
-
 // In a fork child: the process is new. Its parent's registration, allocations and contexts
 // are not its own; its mutex may have been held by a thread that does not exist here.
 void ChildAfterFork() {
-  Runtime& rt = *g_rt;
+  Runtime& rt = Rt();
   std::construct_at(&rt.mu);
-  rt.allocations.clear();
+  std::construct_at(&rt.pool_mu);
+  std::construct_at(&rt.graph_mu);
+  std::construct_at(&rt.module_mu);
+  rt.allocations.Clear();
   rt.small_pages.clear();
   rt.contexts.clear();
+  rt.contexts_epoch.fetch_add(1);
+  rt.objects.clear();
+  rt.physical.clear();
+  rt.mapped.clear();
+  rt.pools.clear();
+  rt.any_pools.store(false);
+  rt.graph_charged = {};
+  rt.graph_execs.clear();
+  rt.any_graph_memory.store(false);
   if (rt.region) {
     Status s = rt.region->ReopenAfterFork();
     if (!s.ok()) {
       g_log.Log(LogLevel::kError, "after fork: %s", s.error().message().c_str());
       rt.region_fast.store(nullptr);
       rt.region.reset();
-      rt.region_tried = false;
     }
+  }
+  if (rt.region == nullptr) {  // the child may succeed where its parent could not
+    rt.region_tried = false;
+    rt.region_gave_up.store(false);
   }
 }
 
@@ -60,11 +74,21 @@ void Load(DlsymFn real, void* handle, const char* name, T* slot) {
   *slot = reinterpret_cast<T>(real(handle, name));
 }
 
+// The process (ForkCount()) whose NVML handles rt.devices holds (guarded by rt.mu). A fork
+// child's NVML may hand out other handles once the child initializes it, so the child maps
+// afresh.
+uint64_t g_nvml_mapped_in = ~uint64_t(0);
+
 // Maps each CUDA-visible device to its NVML index by UUID. Caller holds rt.mu.
 void MapToNvmlLocked(Runtime& rt) {
   if (rt.nvml_handle == nullptr || rt.nvml.nvmlDeviceGetCount_v2 == nullptr) return;
   unsigned count = 0;
   if (rt.nvml.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) return;
+  g_nvml_mapped_in = ForkCount();
+  for (VisibleDevice& d : rt.devices) {
+    d.nvml_index = -1;
+    d.nvml = nullptr;
+  }
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t h;
     char uuid[96];
@@ -102,7 +126,10 @@ void LearnDevicesFromNvmlLocked(Runtime& rt) {
   const auto& cvd = rt.config.visible_devices;
   VisibleDevices v =
       ParseVisibleDevices(cvd ? std::optional<std::string_view>(*cvd) : std::nullopt, uuids);
-  if (v.stopped_at) {
+  // Said once: with no device visible this runs again at every NVML call.
+  static bool warned = false;  // guarded by rt.mu
+  if (v.stopped_at && !warned) {
+    warned = true;
     g_log.Log(LogLevel::kWarn,
               "CUDA_VISIBLE_DEVICES='%s': entry '%s' names no device (or repeats one); the "
               "devices after it are not visible",
@@ -140,8 +167,6 @@ void MapToRegionLocked(Runtime& rt) {
 
 }  // namespace
 
-Runtime& Rt() { return *g_rt; }
-
 void EnsureConfigured() {
   Runtime& rt = Rt();
   if (rt.configured_fast.load(std::memory_order_acquire)) return;
@@ -154,14 +179,24 @@ void EnsureConfigured() {
   g_log.set_level(LogLevel(rt.config.log_level));
   for (const std::string& p : res.problems) g_log.Log(LogLevel::kError, "%s", p.c_str());
   for (const std::string& n : res.notes) g_log.Log(LogLevel::kInfo, "%s", n.c_str());
+  // The driver reads CUDA_VISIBLE_DEVICES from the environment when it starts (after this):
+  // a value from the limits file must reach it there too, or a login that lost the variable
+  // would see every device, and per-device limits would land on the wrong ones.
+  for (const Setting& s : rt.config.settings) {
+    if (s.name == "CUDA_VISIBLE_DEVICES" && s.source == Source::kLimitsFile) {
+      setenv("CUDA_VISIBLE_DEVICES", s.value.c_str(), 1);
+    }
+  }
   static std::once_flag atfork;
-  std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
+  std::call_once(atfork, [] {
+    ForkCount();  // its counter first: ChildAfterFork must see the child's count
+    pthread_atfork(nullptr, nullptr, ChildAfterFork);
+  });
   rt.configured_fast.store(true, std::memory_order_release);
 }
 
-bool EnsureCudaLoaded() {
+bool LoadCuda() {
   Runtime& rt = Rt();
-  if (rt.cuda_loaded.load(std::memory_order_acquire)) return true;
   EnsureConfigured();
   std::lock_guard<std::mutex> l(rt.mu);
   if (rt.cuda_load_tried) return rt.cuda_handle != nullptr;
@@ -184,14 +219,24 @@ bool EnsureCudaLoaded() {
   Load(real, h, "cuCtxGetCurrent", &rt.cuda_aux.cuCtxGetCurrent);
   Load(real, h, "cuDevicePrimaryCtxGetState", &rt.cuda_aux.cuDevicePrimaryCtxGetState);
   Load(real, h, "cuMemGetAllocationGranularity", &rt.cuda_aux.cuMemGetAllocationGranularity);
+  Load(real, h, "cuStreamGetCtx", &rt.cuda_aux.cuStreamGetCtx);
+  Load(real, h, "cuStreamIsCapturing", &rt.cuda_aux.cuStreamIsCapturing);
+  Load(real, h, "cuStreamIsCapturing_ptsz", &rt.cuda_aux.cuStreamIsCapturing_ptsz);
+  Load(real, h, "cuDeviceGetMemPool", &rt.cuda_aux.cuDeviceGetMemPool);
+  Load(real, h, "cuDeviceGetDefaultMemPool", &rt.cuda_aux.cuDeviceGetDefaultMemPool);
+  Load(real, h, "cuMemPoolGetAttribute", &rt.cuda_aux.cuMemPoolGetAttribute);
+  Load(real, h, "cuDeviceGetGraphMemAttribute", &rt.cuda_aux.cuDeviceGetGraphMemAttribute);
+  Load(real, h, "cuGraphGetNodes", &rt.cuda_aux.cuGraphGetNodes);
+  Load(real, h, "cuGraphNodeGetType", &rt.cuda_aux.cuGraphNodeGetType);
+  Load(real, h, "cuGraphMemAllocNodeGetParams", &rt.cuda_aux.cuGraphMemAllocNodeGetParams);
+  Load(real, h, "cuGraphChildGraphNodeGetGraph", &rt.cuda_aux.cuGraphChildGraphNodeGetGraph);
   rt.cuda_handle = h;
   rt.cuda_loaded.store(true, std::memory_order_release);
   return true;
 }
 
-bool EnsureNvmlLoaded() {
+bool LoadNvml() {
   Runtime& rt = Rt();
-  if (rt.nvml_loaded.load(std::memory_order_acquire)) return true;
   EnsureConfigured();
   std::lock_guard<std::mutex> l(rt.mu);
   if (rt.nvml_load_tried) return rt.nvml_handle != nullptr;
@@ -227,7 +272,7 @@ void LearnDevicesFromCuda() {
                      ? rt.cuda_aux.cuDeviceGetUuid_v2(&uuid, dev)
                      : rt.cuda_aux.cuDeviceGetUuid(&uuid, dev);
     if (r != CUDA_SUCCESS) return;
-    devices.push_back({UuidText(uuid), -1, nullptr});
+    devices.push_back({GpuUuidText(uuid.bytes), -1, nullptr});
   }
   rt.devices = std::move(devices);
   rt.devices_from_cuda = true;
@@ -235,23 +280,65 @@ void LearnDevicesFromCuda() {
   if (rt.region != nullptr) MapToRegionLocked(rt);
 }
 
-std::vector<VisibleDevice> VisibleDevicesForNvml() {
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
+namespace {
+
+// The visible devices with their NVML handles, current for this process. Caller holds rt.mu.
+const std::vector<VisibleDevice>& NvmlDevicesLocked(Runtime& rt) {
   if (rt.devices.empty()) {
     LearnDevicesFromNvmlLocked(rt);
-  } else if (rt.devices.front().nvml == nullptr) {
+  } else if (rt.devices.front().nvml == nullptr || g_nvml_mapped_in != ForkCount()) {
     MapToNvmlLocked(rt);
   }
   return rt.devices;
 }
 
-region::Region* EnsureRegion() {
+}  // namespace
+
+std::vector<VisibleDevice> VisibleDevicesForNvml() {
   Runtime& rt = Rt();
-  if (region::Region* r = rt.region_fast.load(std::memory_order_acquire);
-      r != nullptr && r->slot() >= 0) {
-    return r;
+  std::lock_guard<std::mutex> l(rt.mu);
+  return NvmlDevicesLocked(rt);
+}
+
+int NvmlVisibleCount() {
+  Runtime& rt = Rt();
+  std::lock_guard<std::mutex> l(rt.mu);
+  return int(NvmlDevicesLocked(rt).size());
+}
+
+int NvmlOrdinalOf(nvmlDevice_t h) {
+  Runtime& rt = Rt();
+  std::lock_guard<std::mutex> l(rt.mu);
+  const std::vector<VisibleDevice>& devices = NvmlDevicesLocked(rt);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i].nvml == h) return int(i);
   }
+  return -1;
+}
+
+int NvmlIndexOf(int ordinal) {
+  Runtime& rt = Rt();
+  std::lock_guard<std::mutex> l(rt.mu);
+  const std::vector<VisibleDevice>& devices = NvmlDevicesLocked(rt);
+  return ordinal >= 0 && size_t(ordinal) < devices.size() ? devices[size_t(ordinal)].nvml_index
+                                                          : -1;
+}
+
+nvmlDevice_t NvmlHandleOf(int ordinal) {
+  Runtime& rt = Rt();
+  std::lock_guard<std::mutex> l(rt.mu);
+  const std::vector<VisibleDevice>& devices = NvmlDevicesLocked(rt);
+  return ordinal >= 0 && size_t(ordinal) < devices.size() ? devices[size_t(ordinal)].nvml : nullptr;
+}
+
+pid_t OwnHostPid() {
+  region::Region* reg = Rt().region_fast.load(std::memory_order_acquire);
+  int slot = reg != nullptr ? reg->slot() : -1;
+  return slot >= 0 ? reg->file().slots[slot].host_pid.load(std::memory_order_relaxed) : 0;
+}
+
+region::Region* JoinRegion() {
+  Runtime& rt = Rt();
   {
     std::lock_guard<std::mutex> l(rt.mu);
     if (rt.region != nullptr) {
@@ -261,7 +348,10 @@ region::Region* EnsureRegion() {
       }
       return rt.region.get();
     }
-    if (rt.region_tried) return nullptr;
+    if (rt.region_tried) {
+      rt.region_gave_up.store(true, std::memory_order_relaxed);
+      return nullptr;
+    }
     if (rt.devices.empty()) LearnDevicesFromNvmlLocked(rt);
     if (rt.devices.empty()) return nullptr;  // nothing to account on yet
     rt.region_tried = true;
@@ -321,28 +411,36 @@ region::Region* EnsureRegion() {
   return rt.region.get();
 }
 
+namespace {
+
+// The calling thread's last answer: its current context and that context's device, valid
+// while no context has ended since (contexts_epoch).
+struct ThreadContext {
+  CUcontext ctx;
+  int device;
+  uint64_t epoch;
+};
+__attribute__((tls_model("initial-exec"))) constinit thread_local ThreadContext t_context{nullptr,
+                                                                                          -1, 0};
+
+}  // namespace
+
 CUresult CurrentDevice(int* ordinal, CUcontext* ctx) {
   Runtime& rt = Rt();
-  if (rt.cuda_aux.cuCtxGetDevice == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUdevice dev;
-  if (CUresult r = rt.cuda_aux.cuCtxGetDevice(&dev); r != CUDA_SUCCESS) return r;
-  *ordinal = dev;
-  if (ctx != nullptr) {
-    if (CUresult r = rt.cuda_aux.cuCtxGetCurrent(ctx); r != CUDA_SUCCESS) return r;
+  if (rt.cuda_aux.cuCtxGetCurrent == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUcontext current = nullptr;
+  if (CUresult r = rt.cuda_aux.cuCtxGetCurrent(&current); r != CUDA_SUCCESS) return r;
+  if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const uint64_t epoch = rt.contexts_epoch.load(std::memory_order_acquire);
+  ThreadContext& t = t_context;
+  if (t.ctx != current || t.epoch != epoch) {
+    CUdevice dev;
+    if (CUresult r = rt.cuda_aux.cuCtxGetDevice(&dev); r != CUDA_SUCCESS) return r;
+    t = ThreadContext{current, int(dev), epoch};
   }
+  *ordinal = t.device;
+  if (ctx != nullptr) *ctx = current;
   return CUDA_SUCCESS;
-}
-
-int RegionIndex(int ordinal) {
-  if (ordinal < 0 || ordinal >= kMaxDevices) return -1;
-  return Rt().region_index[size_t(ordinal)].load(std::memory_order_relaxed);
-}
-
-uint64_t LimitOf(int ordinal) {
-  region::Region* reg = EnsureRegion();
-  int index = RegionIndex(ordinal);
-  if (reg == nullptr || index < 0) return 0;
-  return reg->MemoryLimit(index);
 }
 
 bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, uint64_t* total,

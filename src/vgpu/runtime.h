@@ -25,6 +25,7 @@
 #include "region/region.h"
 #include "vgpu/config.h"
 #include "vgpu/hooks.h"
+#include "vgpu/pointer_map.h"
 
 namespace hami::vgpu {
 
@@ -40,6 +41,17 @@ struct CudaAux {
   decltype(&::cuCtxGetCurrent) cuCtxGetCurrent = nullptr;
   decltype(&::cuDevicePrimaryCtxGetState) cuDevicePrimaryCtxGetState = nullptr;
   decltype(&::cuMemGetAllocationGranularity) cuMemGetAllocationGranularity = nullptr;
+  decltype(&::cuStreamGetCtx) cuStreamGetCtx = nullptr;
+  decltype(&::cuStreamIsCapturing) cuStreamIsCapturing = nullptr;
+  decltype(&::cuStreamIsCapturing_ptsz) cuStreamIsCapturing_ptsz = nullptr;
+  decltype(&::cuDeviceGetMemPool) cuDeviceGetMemPool = nullptr;
+  decltype(&::cuDeviceGetDefaultMemPool) cuDeviceGetDefaultMemPool = nullptr;
+  decltype(&::cuMemPoolGetAttribute) cuMemPoolGetAttribute = nullptr;
+  decltype(&::cuDeviceGetGraphMemAttribute) cuDeviceGetGraphMemAttribute = nullptr;
+  decltype(&::cuGraphGetNodes) cuGraphGetNodes = nullptr;
+  decltype(&::cuGraphNodeGetType) cuGraphNodeGetType = nullptr;
+  decltype(&::cuGraphMemAllocNodeGetParams) cuGraphMemAllocNodeGetParams = nullptr;
+  decltype(&::cuGraphChildGraphNodeGetGraph) cuGraphChildGraphNodeGetGraph = nullptr;
 };
 
 struct NvmlAux {
@@ -62,7 +74,18 @@ struct Allocation {
   bool small;  // shares granule pages (see ChargeFor)
 };
 
+// Something held that is not linear memory (an array, a module): by handle.
+struct Held {
+  int device;  // CUDA ordinal
+  uint64_t bytes;
+  region::UsageKind kind;
+  CUcontext ctx;  // goes with its context
+};
+
+// The granule pages a context's small allocations share.
 struct SmallPages {
+  CUcontext ctx = nullptr;
+  int device = -1;
   uint64_t bytes = 0;
   uint64_t pages = 0;
 };
@@ -74,6 +97,7 @@ struct Runtime {
   std::atomic<bool> cuda_loaded{false};
   std::atomic<bool> nvml_loaded{false};
   std::atomic<region::Region*> region_fast{nullptr};
+  std::atomic<bool> region_gave_up{false};  // no region can be had (until a fork)
 
   // Initialization stages; each is attempted once per process (again after fork).
   bool configured = false;
@@ -93,9 +117,10 @@ struct Runtime {
 
   std::unique_ptr<region::Region> region;
 
-  // Per process: what it holds and how much a context costs on each device.
-  std::unordered_map<CUdeviceptr, Allocation> allocations;
-  std::map<std::pair<CUcontext, int>, SmallPages> small_pages;
+  // ---- per process: what it holds (cleared in a fork child) ----
+  // Linear allocations, by address; small ones share pages per context (one device each).
+  PointerMap<Allocation> allocations;
+  std::vector<SmallPages> small_pages;
   struct ContextCharge {
     int device;
     uint64_t bytes;
@@ -103,7 +128,48 @@ struct Runtime {
   };
   std::map<CUcontext, ContextCharge> contexts;        // every context this process created
   std::array<uint64_t, kMaxDevices> context_bytes{};  // measured; 0 = not yet
-  std::array<uint64_t, kMaxDevices> granularity{};
+  std::array<std::atomic<uint64_t>, kMaxDevices> granularity{};  // 0 = not yet asked
+  // Arrays, mipmapped arrays, modules and libraries, by handle.
+  std::unordered_map<const void*, Held> objects;
+  // VMM physical allocations (freed when released and unmapped) and their mappings.
+  struct Physical {
+    int device;
+    uint64_t bytes;
+    int refs;
+    int mappings;
+  };
+  std::map<CUmemGenericAllocationHandle, Physical> physical;
+  struct Mapping {
+    CUmemGenericAllocationHandle handle;
+    size_t size;
+  };
+  std::map<CUdeviceptr, Mapping> mapped;
+  // Stream-ordered pools: what the region holds for each (its reserved memory). pool_mu is
+  // held across a pool allocation's driver call so that estimates never overlap.
+  std::mutex pool_mu;
+  struct PoolCharge {
+    int device;
+    uint64_t charged;
+  };
+  std::map<CUmemoryPool, PoolCharge> pools;  // guarded by pool_mu
+  std::atomic<bool> any_pools{false};
+  // Graph memory: what the region holds per device (the device's reserved graph memory),
+  // and what each executable graph's allocation nodes need per device.
+  std::mutex graph_mu;
+  std::array<uint64_t, kMaxDevices> graph_charged{};  // guarded by graph_mu
+  struct GraphNeeds {
+    std::array<uint64_t, kMaxDevices> bytes{};
+    std::array<bool, kMaxDevices> resident{};  // launched since the last trim
+  };
+  std::map<CUgraphExec, GraphNeeds> graph_execs;  // guarded by graph_mu
+  std::atomic<bool> any_graph_memory{false};
+  // Module loads are measured one at a time, and only while nothing else allocates.
+  std::mutex module_mu;
+  // Allocating or freeing driver calls: begun (high 32 bits) and in flight (low 32 bits).
+  std::atomic<uint64_t> allocation_calls{0};
+  // Bumped whenever a context ends: a thread's cached context -> device answer is stale.
+  std::atomic<uint64_t> contexts_epoch{0};
+
   // CUDA ordinal -> the region's device index (matched by UUID; -1: not in the region, so
   // not accounted). Written before region_fast is published and again if CUDA's own device
   // list replaces the one learned from NVML.
@@ -114,27 +180,57 @@ struct Runtime {
   }
 };
 
-Runtime& Rt();
+// Made at first use, not by a static initializer: another library's constructor may call a
+// hook before this library's initializers have run. Never destroyed: hooks may run during
+// static destruction.
+extern constinit std::atomic<Runtime*> g_runtime;
+Runtime& MakeRuntime();
+inline Runtime& Rt() {
+  Runtime* r = g_runtime.load(std::memory_order_acquire);
+  return __builtin_expect(r != nullptr, 1) ? *r : MakeRuntime();
+}
 
-// Stage functions; each returns quickly once done. Callers must not hold Rt().mu.
+// Stage functions; each returns quickly once done (inline fast paths). Callers must not hold
+// Rt().mu.
 void EnsureConfigured();
-bool EnsureCudaLoaded();  // false: no real libcuda.so.1
-bool EnsureNvmlLoaded();  // false: no real libnvidia-ml.so.1
+bool LoadCuda();  // the slow path of EnsureCudaLoaded
+bool LoadNvml();
+region::Region* JoinRegion();
+inline bool EnsureCudaLoaded() {  // false: no real libcuda.so.1
+  return Rt().cuda_loaded.load(std::memory_order_acquire) || LoadCuda();
+}
+inline bool EnsureNvmlLoaded() {  // false: no real libnvidia-ml.so.1
+  return Rt().nvml_loaded.load(std::memory_order_acquire) || LoadNvml();
+}
 // Opens and joins the shared region (after the devices are known). Null if it cannot.
-region::Region* EnsureRegion();
+inline region::Region* EnsureRegion() {
+  Runtime& rt = Rt();
+  region::Region* r = rt.region_fast.load(std::memory_order_acquire);
+  if (r != nullptr && r->slot() >= 0) return r;
+  return rt.region_gave_up.load(std::memory_order_relaxed) ? nullptr : JoinRegion();
+}
 // Learns the CUDA-visible devices from the real driver (after a successful real cuInit).
 void LearnDevicesFromCuda();
 // For NVML: the visible devices with their NVML handles (from CUDA_VISIBLE_DEVICES over
 // NVML's list when CUDA has not been initialized). Needs real NVML initialized.
 std::vector<VisibleDevice> VisibleDevicesForNvml();
+// The same, one answer at a time without copying the list.
+int NvmlVisibleCount();
+int NvmlOrdinalOf(nvmlDevice_t h);  // the CUDA ordinal of a handle; -1: not visible
+int NvmlIndexOf(int ordinal);       // the host's NVML index of a CUDA ordinal; -1: none
+nvmlDevice_t NvmlHandleOf(int ordinal);
+// This process's PID on the host as its region slot records it (0 until known).
+pid_t OwnHostPid();
 
 // The current context's CUDA ordinal, or the driver's error (no context...).
 CUresult CurrentDevice(int* ordinal, CUcontext* ctx = nullptr);
 
 // The region's index of CUDA ordinal `ordinal`, or -1 when the region does not hold it.
-int RegionIndex(int ordinal);
-// Memory limit of CUDA ordinal `ordinal` as the region says (0 = unlimited).
-uint64_t LimitOf(int ordinal);
+inline int RegionIndex(int ordinal) {
+  if (ordinal < 0 || ordinal >= kMaxDevices) return -1;
+  return Rt().region_index[size_t(ordinal)].load(std::memory_order_relaxed);
+}
+
 // The memory the container sees on CUDA ordinal `ordinal`, from the device's physical
 // figures: total = min(limit, physical), free = min(physical free, total - what the
 // container uses), never negative. What dead processes left behind is returned first (at
@@ -142,6 +238,13 @@ uint64_t LimitOf(int ordinal);
 // physical figures stand.
 bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
                  uint64_t* free);
+
+// Memory limit of CUDA ordinal `ordinal` as the region says (0 = unlimited).
+inline uint64_t LimitOf(int ordinal) {
+  region::Region* reg = EnsureRegion();
+  int index = RegionIndex(ordinal);
+  return reg != nullptr && index >= 0 ? reg->MemoryLimit(index) : 0;
+}
 
 // Re-entry guard: a hook called from inside another hook on the same thread (the driver
 // calling back into an exported name) passes straight through.
@@ -154,7 +257,8 @@ class HookScope {
   bool nested() const { return nested_; }
 
  private:
-  static thread_local int depth_;
+  // Initial-exec: one register-relative access, no __tls_get_addr call per hook.
+  __attribute__((tls_model("initial-exec"))) static inline constinit thread_local int depth_ = 0;
   bool nested_;
 };
 

@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/visible_devices.h"
 
 namespace {
 
@@ -45,12 +46,7 @@ int PrintDevices() {
     if (CUresult r = cuDeviceGetPCIBusId(bus, sizeof(bus), i); r != CUDA_SUCCESS) {
       return Fail("pci", r);
     }
-    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-    std::printf(
-        "device %d GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
-        "%s\n",
-        i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-        b[14], b[15], bus);
+    std::printf("device %d %s %s\n", i, hami::GpuUuidText(u.bytes).c_str(), bus);
   }
   return 0;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/visible_devices.h"
 #include "support/sim_env.h"
 
 namespace hami::testing {
@@ -76,16 +77,7 @@ inline void ExpectInChild(const char* file, int line, const ChildEnv& env,
 
 #define EXPECT_IN_CHILD(...) ::hami::testing::ExpectInChild(__FILE__, __LINE__, __VA_ARGS__)
 
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi and NVML print a device UUID.
-inline std::string UuidText(const CUuuid& uuid) {
-  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  char buf[64];
-  std::snprintf(buf, sizeof(buf),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return buf;
-}
+inline std::string UuidText(const CUuuid& uuid) { return GpuUuidText(uuid.bytes); }
 
 inline std::string CudaUuid(CUdevice dev) {
   CUuuid u{};

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "common/temp_dir.h"
+#include "region/region.h"
+#include "vgpu_env.h"
 
 namespace hami::testing {
 
@@ -25,26 +27,17 @@ inline bool UnderLibvgpu() {
          std::string(info.dli_fname).find("libvgpu.so") != std::string::npos;
 }
 
-// The process's machine and region; set once, before any CUDA call.
-struct VgpuEnv {
-  static VgpuEnv& Get(const char* memory_limit = "2g") {
-    static VgpuEnv env(memory_limit);
-    return env;
+// A region, read-only, to check what it records (null, with a failure added, when it cannot
+// be opened).
+inline std::unique_ptr<region::Region> OpenRegionReadOnly(const std::string& path) {
+  auto r = region::Region::Open(path, nullptr, region::Create::kNever, nullptr,
+                                region::Access::kReadOnly);
+  if (!r.ok()) {
+    ADD_FAILURE() << r.error().message();
+    return nullptr;
   }
-  TempDir dir{"hami-vgpu-test"};
-  std::string region;
-  std::string state;
-
- private:
-  explicit VgpuEnv(const char* memory_limit) {
-    region = dir.File("usage.cache");
-    state = dir.File("sim.state");
-    setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", region.c_str(), 0);
-    setenv("HAMI_SIM_STATE", state.c_str(), 0);
-    setenv("CUDA_DEVICE_MEMORY_LIMIT", memory_limit, 0);
-    setenv("HAMI_SIM_PROFILE", "h100-80g:2", 0);
-  }
-};
+  return std::move(r).value();
+}
 
 // A fixture with CUDA initialized and device 0's primary context current.
 class VgpuTest : public ::testing::Test {
@@ -58,6 +51,7 @@ class VgpuTest : public ::testing::Test {
   }
   void TearDown() override { cuDevicePrimaryCtxRelease_v2(0); }
 
+ public:
   static uint64_t FreeBytes() {
     size_t free = 0, total = 0;
     EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
@@ -75,6 +69,7 @@ class VgpuTest : public ::testing::Test {
     return free;
   }
 
+ protected:
   CUcontext ctx_ = nullptr;
 };
 

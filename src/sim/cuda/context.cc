@@ -340,12 +340,19 @@ void DestroyContextLocked(CUctx_st* ctx) {
   std::vector<const void*> owned;
   for (auto& [h, kind] : d.handles) {
     if ((kind == HandleKind::kEvent && static_cast<const CUevent_st*>(h)->ctx == ctx) ||
-        (kind == HandleKind::kArray && static_cast<const CUarray_st*>(h)->ctx == ctx)) {
+        (kind == HandleKind::kArray && static_cast<const CUarray_st*>(h)->ctx == ctx) ||
+        (kind == HandleKind::kMipmappedArray &&
+         static_cast<const CUmipmappedArray_st*>(h)->ctx == ctx)) {
       owned.push_back(h);
     }
   }
   for (const void* h : owned) {
-    if (d.handles[h] == HandleKind::kArray) {
+    if (d.handles[h] == HandleKind::kMipmappedArray) {
+      // Its levels are arrays of the same context, freed by the branch below.
+      auto* m = const_cast<CUmipmappedArray_st*>(static_cast<const CUmipmappedArray_st*>(h));
+      d.Uncharge(m->ctx->device, m->charge);
+      delete m;
+    } else if (d.handles[h] == HandleKind::kArray) {
       auto* a = const_cast<CUarray_st*>(static_cast<const CUarray_st*>(h));
       d.Uncharge(a->ctx->device, a->charge);
       std::free(a->data);

@@ -425,6 +425,25 @@ CUresult CUDAAPI cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* numNodes
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode node,
+                                              CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(node, HandleKind::kGraphNode) || node->kind != NodeKind::kMemAlloc) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const auto& visible = D().visible;
+  auto ordinal = std::find(visible.begin(), visible.end(), node->alloc->device);
+  *params = {};
+  params->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params->poolProps.location.id = int(ordinal - visible.begin());
+  params->bytesize = node->alloc->size;
+  params->dptr = CUdeviceptr(node->alloc->base);
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
   if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;

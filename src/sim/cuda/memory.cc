@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "common/clock.h"
 #include "sim/cuda/model.h"
@@ -28,15 +30,52 @@ size_t PageSize() {
   return page;
 }
 
+// Freed backings are kept for reuse, as a driver keeps freed memory mapped: an mmap and a
+// munmap cost microseconds, which would drown whatever a caller measures around an
+// allocation. Like a driver's, reused memory is not cleared.
+constexpr size_t kCachedBackings = 16;
+constexpr size_t kCachedBytes = 64ull << 20;
+
+struct BackingCache {
+  std::mutex mu;
+  std::vector<std::pair<void*, size_t>> free;  // most recently freed last
+};
+
+BackingCache& Backings() {
+  static auto* cache = new BackingCache();  // never destroyed: frees may come at exit
+  return *cache;
+}
+
 void* MapBacking(size_t bytes, bool low32 = false) {
   size_t n = RoundUp(std::max<size_t>(bytes, 1), PageSize());
+  if (!low32) {
+    BackingCache& c = Backings();
+    std::lock_guard<std::mutex> l(c.mu);
+    for (size_t i = c.free.size(); i-- > 0;) {
+      if (c.free[i].second == n) {
+        void* p = c.free[i].first;
+        c.free.erase(c.free.begin() + long(i));
+        return p;
+      }
+    }
+  }
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, flags, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 
 void UnmapBacking(uintptr_t base, size_t bytes) {
-  if (bytes != 0) munmap(reinterpret_cast<void*>(base), RoundUp(bytes, PageSize()));
+  if (bytes == 0) return;
+  size_t n = RoundUp(bytes, PageSize());
+  if (n <= kCachedBytes && base >= (1ull << 32)) {  // low (32-bit) mappings are not reused
+    BackingCache& c = Backings();
+    std::lock_guard<std::mutex> l(c.mu);
+    if (c.free.size() < kCachedBackings) {
+      c.free.emplace_back(reinterpret_cast<void*>(base), n);
+      return;
+    }
+  }
+  munmap(reinterpret_cast<void*>(base), n);
 }
 
 bool IsSmall(uint64_t bytes) { return bytes <= D().Granularity() / 2; }
@@ -1344,46 +1383,125 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
 
 // ---- arrays ----
 
-static CUresult ArrayCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
-  if (pHandle == nullptr || desc.Width == 0 ||
-      (desc.NumChannels != 1 && desc.NumChannels != 2 && desc.NumChannels != 4)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  size_t elem;
+// Bytes per element of an array of `desc`'s format and channels; 0 when unsupported.
+static size_t ElementBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc) {
+  if (desc.NumChannels != 1 && desc.NumChannels != 2 && desc.NumChannels != 4) return 0;
   switch (desc.Format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
     case CU_AD_FORMAT_SIGNED_INT8:
-      elem = 1;
-      break;
+      return desc.NumChannels;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
     case CU_AD_FORMAT_HALF:
-      elem = 2;
-      break;
+      return 2 * desc.NumChannels;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
     case CU_AD_FORMAT_FLOAT:
-      elem = 4;
-      break;
+      return 4 * desc.NumChannels;
     default:
-      return CUDA_ERROR_INVALID_VALUE;
+      return 0;
   }
-  elem *= desc.NumChannels;
+}
+
+static size_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, size_t elem) {
+  return desc.Width * elem * std::max<size_t>(desc.Height, 1) * std::max<size_t>(desc.Depth, 1);
+}
+
+// An array's object and zeroed storage; charges nothing. Caller holds the API lock.
+static CUarray_st* NewArrayLocked(CUctx_st* ctx, const CUDA_ARRAY3D_DESCRIPTOR& desc, size_t elem,
+                                  uint64_t charge) {
+  size_t bytes = ArrayBytes(desc, elem);
+  void* data = std::calloc(1, bytes);
+  if (data == nullptr) return nullptr;
+  auto* a = new CUarray_st{ctx, desc, elem, bytes, charge, data};
+  D().Register(a, HandleKind::kArray);
+  return a;
+}
+
+static CUresult ArrayCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
+  size_t elem = ElementBytes(desc);
+  if (pHandle == nullptr || desc.Width == 0 || elem == 0) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
-  size_t bytes =
-      desc.Width * elem * std::max<size_t>(desc.Height, 1) * std::max<size_t>(desc.Depth, 1);
-  uint64_t charge = RoundUp(bytes, D().Granularity());
+  uint64_t charge = RoundUp(ArrayBytes(desc, elem), D().Granularity());
   if (CUresult r = D().Charge(ctx->device, charge); r != CUDA_SUCCESS) return r;
-  void* data = std::calloc(1, bytes);
-  if (data == nullptr) {
+  CUarray_st* a = NewArrayLocked(ctx, desc, elem, charge);
+  if (a == nullptr) {
     D().Uncharge(ctx->device, charge);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  auto* a = new CUarray_st{ctx, desc, elem, bytes, charge, data};
-  D().Register(a, HandleKind::kArray);
   *pHandle = a;
+  return CUDA_SUCCESS;
+}
+
+// Level `level` of a mipmapped array: each dimension halved per level (at least 1); the
+// layers of a layered or cube map array are not.
+static CUDA_ARRAY3D_DESCRIPTOR LevelDescriptor(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned level) {
+  CUDA_ARRAY3D_DESCRIPTOR l = d;
+  auto shrink = [level](size_t v) { return v == 0 ? 0 : std::max<size_t>(v >> level, 1); };
+  l.Width = shrink(d.Width);
+  l.Height = shrink(d.Height);
+  if ((d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) == 0) l.Depth = shrink(d.Depth);
+  return l;
+}
+
+static void DestroyMipmapLocked(CUmipmappedArray_st* m) {
+  for (CUarray_st* a : m->levels) {
+    std::free(a->data);
+    D().Unregister(a);
+    delete a;
+  }
+  D().Uncharge(m->ctx->device, m->charge);
+  D().Unregister(m);
+  delete m;
+}
+
+CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* d,
+                                        unsigned int levels) {
+  if (pHandle == nullptr || d == nullptr || d->Width == 0 || levels == 0 || levels > 32) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  size_t elem = ElementBytes(*d);
+  if (elem == 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  uint64_t bytes = 0;
+  for (unsigned l = 0; l < levels; ++l) bytes += ArrayBytes(LevelDescriptor(*d, l), elem);
+  uint64_t charge = RoundUp(bytes, D().Granularity());
+  if (CUresult r = D().Charge(ctx->device, charge); r != CUDA_SUCCESS) return r;
+  auto* m = new CUmipmappedArray_st{ctx, *d, charge, {}};
+  D().Register(m, HandleKind::kMipmappedArray);
+  for (unsigned l = 0; l < levels; ++l) {
+    CUarray_st* a = NewArrayLocked(ctx, LevelDescriptor(*d, l), elem, 0);
+    if (a == nullptr) {
+      DestroyMipmapLocked(m);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->mipmap = m;
+    m->levels.push_back(a);
+  }
+  *pHandle = m;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray m,
+                                          unsigned int level) {
+  if (pLevelArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(m, HandleKind::kMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
+  if (level >= m->levels.size()) return CUDA_ERROR_INVALID_VALUE;
+  *pLevelArray = m->levels[level];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray m) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(m, HandleKind::kMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
+  DestroyMipmapLocked(m);
   return CUDA_SUCCESS;
 }
 
@@ -1406,6 +1524,7 @@ CUresult CUDAAPI cuArrayDestroy(CUarray a) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!D().Live(a, HandleKind::kArray)) return CUDA_ERROR_INVALID_HANDLE;
+  if (a->mipmap != nullptr) return CUDA_ERROR_INVALID_VALUE;  // its mipmapped array owns it
   D().Uncharge(a->ctx->device, a->charge);
   std::free(a->data);
   D().Unregister(a);

@@ -39,6 +39,7 @@ enum class HandleKind : uint8_t {
   kModule,
   kFunction,
   kArray,
+  kMipmappedArray,
   kPool,
   kGraph,
   kGraphNode,
@@ -153,6 +154,16 @@ struct CUarray_st {
   size_t bytes;
   uint64_t charge;
   void* data;
+  CUmipmappedArray_st* mipmap = nullptr;  // a level of this mipmapped array (not charged)
+};
+
+// Its levels are arrays (registered as such, so copies reach them); the mipmapped array
+// is charged for all of them together.
+struct CUmipmappedArray_st {
+  CUctx_st* ctx;
+  CUDA_ARRAY3D_DESCRIPTOR desc;
+  uint64_t charge;
+  std::vector<CUarray_st*> levels;
 };
 
 struct CUmemPoolHandle_st {

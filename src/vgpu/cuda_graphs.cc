@@ -1,0 +1,266 @@
+// Graph memory.
+//
+// A graph's memory-allocation nodes (added with cuGraphAddMemAllocNode or captured from
+// cuMemAllocAsync) take device memory when a launch makes them resident, and the driver
+// keeps that memory reserved for graphs until cuDeviceGraphMemTrim. What is charged: per
+// device, the graph memory the driver reports reserved for this process. What is admitted:
+// when an executable graph is launched (or uploaded) for the first time since it was made
+// or since the device's graph memory was trimmed, the bytes its allocation nodes need on
+// each device, each rounded to the allocation granularity, are reserved before the launch.
+// Past the limit the device's unused graph memory is trimmed once and the reservation
+// tried again; if it still does not fit the launch fails with CUDA_ERROR_OUT_OF_MEMORY
+// before anything runs. After the launch the charge is brought to what the driver reports,
+// which gives back whatever the graph could reuse.
+//
+// What a graph needs is learned at instantiation, by walking its nodes (child graphs too).
+#include <vector>
+
+#include "vgpu/accounting.h"
+#include "vgpu/runtime.h"
+
+using namespace hami;        // NOLINT: the exported C API below
+using namespace hami::vgpu;  // NOLINT
+
+namespace hami::vgpu {
+
+namespace {
+
+using Needs = std::array<uint64_t, kMaxDevices>;
+
+// Adds what the allocation nodes of `graph` (and of its child graphs) need per device.
+void AddNeeds(CUgraph graph, Needs* needs, int depth) {
+  Runtime& rt = Rt();
+  const CudaAux& a = rt.cuda_aux;
+  if (depth > 16 || a.cuGraphGetNodes == nullptr || a.cuGraphNodeGetType == nullptr) return;
+  size_t n = 0;
+  if (a.cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
+  std::vector<CUgraphNode> nodes(n);
+  if (a.cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+  nodes.resize(std::min(n, nodes.size()));
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type;
+    if (a.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && a.cuGraphMemAllocNodeGetParams != nullptr) {
+      CUDA_MEM_ALLOC_NODE_PARAMS p{};
+      if (a.cuGraphMemAllocNodeGetParams(node, &p) == CUDA_SUCCESS &&
+          p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+          p.poolProps.location.id >= 0 && p.poolProps.location.id < kMaxDevices) {
+        int d = p.poolProps.location.id;
+        (*needs)[size_t(d)] += RoundUp(p.bytesize, Granularity(d));
+      }
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && a.cuGraphChildGraphNodeGetGraph != nullptr) {
+      CUgraph child;
+      if (a.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) {
+        AddNeeds(child, needs, depth + 1);
+      }
+    }
+  }
+}
+
+// Brings the graph-memory charge of `device` to what the driver reports. Caller holds
+// graph_mu.
+void ReconcileLocked(Runtime& rt, int device) {
+  cuuint64_t reserved = 0;
+  if (rt.cuda_aux.cuDeviceGetGraphMemAttribute == nullptr ||
+      rt.cuda_aux.cuDeviceGetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+                                               &reserved) != CUDA_SUCCESS) {
+    return;
+  }
+  uint64_t& charged = rt.graph_charged[size_t(device)];
+  if (reserved > charged) {
+    Record(device, reserved - charged, UsageKind::kGraph);
+  } else {
+    Return(device, charged - reserved, UsageKind::kGraph);
+  }
+  charged = reserved;
+}
+
+// The device's graph memory no longer holds any graph's allocations resident for reuse.
+void TrimLocked(Runtime& rt, int device) {
+  if (rt.cuda.cuDeviceGraphMemTrim != nullptr) rt.cuda.cuDeviceGraphMemTrim(device);
+  for (auto& [exec, needs] : rt.graph_execs) needs.resident[size_t(device)] = false;
+  ReconcileLocked(rt, device);
+}
+
+// Records what a new executable graph will need.
+void Instantiated(CUresult r, CUgraphExec* exec, CUgraph graph) {
+  if (r != CUDA_SUCCESS || exec == nullptr) return;
+  Needs needs{};
+  AddNeeds(graph, &needs, 0);
+  bool any = false;
+  for (uint64_t b : needs) any |= b != 0;
+  if (!any) return;
+  Runtime& rt = Rt();
+  std::lock_guard<std::mutex> l(rt.graph_mu);
+  rt.graph_execs[*exec].bytes = needs;
+  rt.any_graph_memory.store(true, std::memory_order_relaxed);
+}
+
+// Admits the memory a launch (or upload) of `exec` makes resident, runs it, then settles.
+template <typename Call>
+CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
+  Runtime& rt = Rt();
+  if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return call();
+  std::unique_lock<std::mutex> l(rt.graph_mu);
+  auto it = rt.graph_execs.find(exec);
+  bool first = false;
+  if (it != rt.graph_execs.end()) {
+    for (int d = 0; d < kMaxDevices; ++d) {
+      first |= it->second.bytes[size_t(d)] != 0 && !it->second.resident[size_t(d)];
+    }
+  }
+  if (!first) {
+    l.unlock();
+    return call();
+  }
+  // The first launch: admitted device by device, with the lock held through the launch so
+  // that no other launch counts on the same memory.
+  Runtime::GraphNeeds& needs = it->second;
+  Needs admitted{};
+  for (int d = 0; d < kMaxDevices; ++d) {
+    uint64_t want = needs.resident[size_t(d)] ? 0 : needs.bytes[size_t(d)];
+    if (want == 0) continue;
+    if (!Admit(d, want, UsageKind::kGraph)) {
+      TrimLocked(rt, d);
+      if (!Admit(d, want, UsageKind::kGraph)) {
+        for (int e = 0; e < d; ++e) Return(e, admitted[size_t(e)], UsageKind::kGraph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+    }
+    admitted[size_t(d)] = want;
+    rt.graph_charged[size_t(d)] += want;
+  }
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (admitted[size_t(d)] == 0) continue;
+    needs.resident[size_t(d)] = r == CUDA_SUCCESS;
+    ReconcileLocked(rt, d);
+  }
+  return r;
+}
+
+}  // namespace
+
+void ReconcileGraphMemory(int ordinal) {
+  Runtime& rt = Rt();
+  if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> l(rt.graph_mu);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if ((ordinal < 0 || d == ordinal) && rt.graph_charged[size_t(d)] != 0) ReconcileLocked(rt, d);
+  }
+}
+
+}  // namespace hami::vgpu
+
+extern "C" {
+
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                             unsigned long long flags) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphInstantiateWithFlags, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  return r;
+}
+
+// The pre-12 ABIs (an error node and a log buffer instead of flags).
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                    CUgraphNode* phErrorNode, char* logBuffer, size_t bufferSize) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphInstantiate, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  return r;
+}
+
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                       CUgraphNode* phErrorNode, char* logBuffer,
+                                       size_t bufferSize) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphInstantiate_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r =
+      rt.cuda.cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  return r;
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                              CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphInstantiateWithParams, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGraphInstantiateWithParams(phGraphExec, hGraph, params);
+  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  return r;
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                   CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphInstantiateWithParams_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, params);
+  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  return r;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphLaunch, CUDA_ERROR_NOT_INITIALIZED);
+  auto call = [&] { return rt.cuda.cuGraphLaunch(hGraphExec, hStream); };
+  if (scope.nested()) return call();
+  return LaunchWithMemory(hGraphExec, call);
+}
+
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphLaunch_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  auto call = [&] { return rt.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); };
+  if (scope.nested()) return call();
+  return LaunchWithMemory(hGraphExec, call);
+}
+
+// An upload may make the graph's memory resident ahead of its first launch.
+CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphUpload, CUDA_ERROR_NOT_INITIALIZED);
+  auto call = [&] { return rt.cuda.cuGraphUpload(hGraphExec, hStream); };
+  if (scope.nested()) return call();
+  return LaunchWithMemory(hGraphExec, call);
+}
+
+CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphUpload_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  auto call = [&] { return rt.cuda.cuGraphUpload_ptsz(hGraphExec, hStream); };
+  if (scope.nested()) return call();
+  return LaunchWithMemory(hGraphExec, call);
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuGraphExecDestroy, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuGraphExecDestroy(hGraphExec);
+  if (r != CUDA_SUCCESS || scope.nested() || !rt.any_graph_memory.load()) return r;
+  {
+    std::lock_guard<std::mutex> l(rt.graph_mu);
+    rt.graph_execs.erase(hGraphExec);
+  }
+  ReconcileGraphMemory(-1);
+  return r;
+}
+
+CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device) {
+  HookScope scope;
+  HAMI_CUDA_REAL(cuDeviceGraphMemTrim, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = rt.cuda.cuDeviceGraphMemTrim(device);
+  if (r != CUDA_SUCCESS || scope.nested() || device < 0 || device >= kMaxDevices) return r;
+  std::lock_guard<std::mutex> l(rt.graph_mu);
+  for (auto& [exec, needs] : rt.graph_execs) needs.resident[size_t(device)] = false;
+  ReconcileLocked(rt, device);
+  return r;
+}
+
+}  // extern "C"

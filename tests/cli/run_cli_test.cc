@@ -1,0 +1,319 @@
+// `hami run` with limits, as a user runs it on the simulated GPU: what the command sees
+// under --memory, --devices and --limits-file-mount, the messages that name bad input, the
+// exit status, signals and the private region's cleanup.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/sim_env.h"
+#include "support/subprocess.h"
+
+namespace hami::testing {
+namespace {
+
+using ::testing::ContainerEq;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+struct Outcome {
+  int status;
+  std::string out;
+};
+
+std::string Hami() { return std::string(HAMI_BIN_DIR) + "/hami"; }
+std::string Worker() { return TestProgram("sim_worker"); }
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+std::string Dirname(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+// The lines of `text` that start with `prefix`.
+std::vector<std::string> Lines(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+// "meminfo FREE TOTAL DEVICE_TOTAL" lines: the TOTAL of each.
+std::vector<uint64_t> Totals(const std::string& text) {
+  std::vector<uint64_t> out;
+  for (const std::string& line : Lines(text, "meminfo ")) {
+    std::istringstream in(line.substr(8));
+    uint64_t free = 0, total = 0;
+    in >> free >> total;
+    out.push_back(total);
+  }
+  return out;
+}
+
+class RunCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { state_ = SimEnv::NewStatePath(); }
+
+  // The default simulated machine (two H100s) with a private state, nothing narrowed.
+  std::map<std::string, std::string> Env() {
+    return {{"HAMI_SIM_STATE", state_},
+            {"HAMI_SIM_PROFILE", ""},
+            {"CUDA_VISIBLE_DEVICES", ""},
+            {"CUDA_DEVICE_MEMORY_LIMIT", ""},
+            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""}};
+  }
+
+  // Runs `hami ARGS`; stderr is merged into stdout.
+  Outcome Run(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", Hami()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Subprocess p(argv, Env());
+    std::string out = p.ReadAll(20000);
+    return {p.Wait(20000), out};
+  }
+
+  // The UUIDs of the simulated machine's devices, in order.
+  std::vector<std::string> DeviceUuids() {
+    Outcome o = Run({"run", "-q", "--", Worker(), "print-devices"});
+    std::vector<std::string> uuids;
+    for (const std::string& line : Lines(o.out, "device ")) {
+      std::istringstream in(line);
+      std::string word, ordinal, uuid;
+      in >> word >> ordinal >> uuid;
+      uuids.push_back(uuid);
+    }
+    return uuids;
+  }
+
+  std::string state_;
+};
+
+TEST_F(RunCliTest, MemoryLimitIsTheTotalTheCommandSeesAndAllocationsPastItFail) {
+  Outcome o =
+      Run({"run", "-q", "--memory", "1g", "--", Worker(), "context", "meminfo", "try-alloc", "2g"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(Totals(o.out), ContainerEq(std::vector<uint64_t>{kGiB}));
+  EXPECT_THAT(o.out, HasSubstr("try-alloc 2147483648 2\n"));  // CUDA_ERROR_OUT_OF_MEMORY
+}
+
+TEST_F(RunCliTest, SaysWhatItSetsUpUnlessQuiet) {
+  Outcome o = Run({"run", "--memory", "1g", "--sm", "30", "--", "/bin/true"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("2 device(s), memory 1.0 GiB per device, SM 30%; region /tmp/"));
+}
+
+TEST_F(RunCliTest, AMemoryListLimitsEachDeviceByOrdinal) {
+  std::string w = Worker();
+  Outcome o = Run({"run", "-q", "--memory", "1g,512m", "--", "/bin/sh", "-c",
+                   "\"$0\" meminfo && \"$0\" device 1 meminfo try-alloc 600m", w});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(Totals(o.out), ContainerEq(std::vector<uint64_t>{kGiB, 512 * kMiB}));
+  EXPECT_THAT(o.out, HasSubstr("try-alloc 629145600 2\n"));
+}
+
+TEST_F(RunCliTest, SetsTheVariablesLibvgpuReads) {
+  Outcome o = Run({"run", "-q", "--memory", "1g,1536m", "--sm", "40", "--devices", "1,0", "--",
+                   "/usr/bin/env"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=1g\n"));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_1=1536m\n"));
+  EXPECT_THAT(o.out, Not(HasSubstr("CUDA_DEVICE_MEMORY_LIMIT=")));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_SM_LIMIT=40\n"));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_VISIBLE_DEVICES=1,0\n"));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/hami-run-"));
+  ASSERT_EQ(Lines(o.out, "LD_PRELOAD=").size(), 1u);
+  EXPECT_THAT(Lines(o.out, "LD_PRELOAD=")[0], HasSubstr("/lib/libvgpu.so"));
+}
+
+TEST_F(RunCliTest, WithoutLimitsTheCommandRunsAsBeforeWithoutLibvgpu) {
+  Outcome o = Run({"run", "-q", "--", "/bin/sh", "-c", "echo \"preload=[$LD_PRELOAD]\"", "x"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("preload=[]"));
+}
+
+TEST_F(RunCliTest, PassesTheCommandsArgumentsExactly) {
+  Outcome plain = Run({"run", "-q", "--", "/bin/echo", "a", "--", "-q"});
+  EXPECT_EQ(plain.out, "a -- -q\n");
+  Outcome limited = Run({"run", "-q", "--memory", "1g", "--", "/bin/echo", "a", "--", "-q"});
+  EXPECT_EQ(limited.out, "a -- -q\n");
+}
+
+TEST_F(RunCliTest, DevicesNarrowsTheDevicesByIndexOrUuid) {
+  std::vector<std::string> uuids = DeviceUuids();
+  ASSERT_EQ(uuids.size(), 2u);
+  Outcome by_index = Run({"run", "-q", "--devices", "1", "--", Worker(), "print-devices"});
+  ASSERT_EQ(by_index.status, 0) << by_index.out;
+  std::vector<std::string> lines = Lines(by_index.out, "device ");
+  ASSERT_EQ(lines.size(), 1u) << by_index.out;
+  EXPECT_THAT(lines[0], HasSubstr("device 0 " + uuids[1]));
+
+  Outcome by_uuid = Run({"run", "-q", "--devices", uuids[1].substr(0, 12), "--memory", "256m", "--",
+                         Worker(), "print-devices", "context", "meminfo"});
+  ASSERT_EQ(by_uuid.status, 0) << by_uuid.out;
+  EXPECT_THAT(Lines(by_uuid.out, "device "), ContainerEq(lines));
+  EXPECT_THAT(Totals(by_uuid.out), ContainerEq(std::vector<uint64_t>{256 * kMiB}));
+}
+
+TEST_F(RunCliTest, DevicesIgnoresTheCallersOwnNarrowing) {
+  std::vector<std::string> uuids = DeviceUuids();
+  ASSERT_EQ(uuids.size(), 2u);
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   "exec \"$0\" \"$@\" 2>&1",
+                                   Hami(),
+                                   "run",
+                                   "-q",
+                                   "--devices",
+                                   "1",
+                                   "--",
+                                   Worker(),
+                                   "print-devices"};
+  auto env = Env();
+  env["CUDA_VISIBLE_DEVICES"] = "0";
+  Subprocess p(argv, env);
+  std::string out = p.ReadAll(20000);
+  EXPECT_EQ(p.Wait(20000), 0) << out;
+  EXPECT_THAT(out, HasSubstr("device 0 " + uuids[1]));
+}
+
+TEST_F(RunCliTest, BadMemoryValuesFailNamingThem) {
+  Outcome suffix = Run({"run", "--memory", "12q", "--", "/bin/true"});
+  EXPECT_EQ(suffix.status, 2);
+  EXPECT_THAT(suffix.out, HasSubstr("hami run: --memory='12q'"));
+
+  Outcome entry = Run({"run", "--memory", "1g,lots", "--", "/bin/true"});
+  EXPECT_EQ(entry.status, 2);
+  EXPECT_THAT(entry.out, HasSubstr("--memory='lots'"));
+
+  Outcome count = Run({"run", "--memory", "1g,1g,1g", "--", "/bin/true"});
+  EXPECT_EQ(count.status, 2);
+  EXPECT_THAT(count.out, HasSubstr("--memory='1g,1g,1g': 3 values for 2 device(s)"));
+
+  Outcome sm = Run({"run", "--sm", "150", "--", "/bin/true"});
+  EXPECT_EQ(sm.status, 2);
+  EXPECT_THAT(sm.out, HasSubstr("--sm='150': must be a percentage from 0 to 100"));
+}
+
+TEST_F(RunCliTest, BadDevicesEntriesFailNamingThem) {
+  Outcome missing = Run({"run", "--devices", "0,7", "--", "/bin/true"});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.out, HasSubstr("--devices='0,7': entry '7' is not the index of a device"));
+  EXPECT_THAT(missing.out, HasSubstr("present: 0 GPU-"));
+
+  Outcome uuid = Run({"run", "--devices", "GPU-ffffffff", "--", "/bin/true"});
+  EXPECT_EQ(uuid.status, 2);
+  EXPECT_THAT(uuid.out, HasSubstr("entry 'GPU-ffffffff' names no device present"));
+
+  Outcome repeated = Run({"run", "--devices", "1,1", "--", "/bin/true"});
+  EXPECT_EQ(repeated.status, 2);
+  EXPECT_THAT(repeated.out, HasSubstr("entry '1' repeats a device already listed"));
+
+  Outcome empty = Run({"run", "--devices", "0,", "--", "/bin/true"});
+  EXPECT_EQ(empty.status, 2);
+  EXPECT_THAT(empty.out, HasSubstr("entry '' is empty"));
+}
+
+TEST_F(RunCliTest, ReturnsTheCommandsExitStatus) {
+  EXPECT_EQ(Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c", "exit 7"}).status, 7);
+  EXPECT_EQ(Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c", "kill -KILL $$"}).status,
+            128 + SIGKILL);
+  Outcome missing = Run({"run", "-q", "--memory", "1g", "--", "no-such-program-here"});
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_THAT(missing.out, HasSubstr("cannot run 'no-such-program-here'"));
+}
+
+TEST_F(RunCliTest, RemovesThePrivateRegionAfterwards) {
+  Outcome o =
+      Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c",
+           "echo \"region $CUDA_DEVICE_MEMORY_SHARED_CACHE\"; \"$0\" context alloc 64m", Worker()});
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::vector<std::string> lines = Lines(o.out, "region /");
+  ASSERT_EQ(lines.size(), 1u) << o.out;
+  std::string region = lines[0].substr(7);
+  EXPECT_THAT(region, HasSubstr("/tmp/hami-run-"));
+  EXPECT_FALSE(Exists(Dirname(region))) << region;
+}
+
+TEST_F(RunCliTest, ForwardsTerminationToTheCommandAndStillCleansUp) {
+  std::vector<std::string> argv = {
+      Hami(),
+      "run",
+      "-q",
+      "--memory",
+      "1g",
+      "--",
+      "/bin/sh",
+      "-c",
+      "trap 'echo terminated; exit 3' TERM; echo \"region $CUDA_DEVICE_MEMORY_SHARED_CACHE\"; "
+      "while :; do sleep 0.05; done"};
+  Subprocess p(argv, Env());
+  auto line = p.WaitForLine("region ");
+  ASSERT_TRUE(line.has_value());
+  std::string region = line->substr(7);
+  ASSERT_TRUE(Exists(Dirname(region)));
+  p.Kill(SIGTERM);
+  EXPECT_TRUE(p.WaitForLine("terminated").has_value());
+  EXPECT_EQ(p.Wait(), 3);
+  EXPECT_FALSE(Exists(Dirname(region)));
+}
+
+TEST_F(RunCliTest, LimitsFileMountHoldsAProcessWithAnEmptyEnvironment) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "needs root: --limits-file-mount creates /overrideEnv when it is absent";
+  }
+  const bool existed = Exists("/overrideEnv");
+  // Inside: the limits in the file; then a process that keeps only the loader's and the
+  // simulator's variables (as after su - or an SSH login) is still held to 1 GiB.
+  Outcome o = Run({"run", "-q", "--memory", "1g", "--limits-file-mount", "--", "/bin/sh", "-c",
+                   "cat /overrideEnv; exec env -i LD_PRELOAD=\"$LD_PRELOAD\" "
+                   "LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" "
+                   "\"$0\" context meminfo try-alloc 2g",
+                   Worker()});
+  if (o.status == 1 && o.out.find("cannot make a private mount namespace") != std::string::npos) {
+    GTEST_SKIP() << "this machine refuses mount namespaces: " << o.out;
+  }
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT=1g\n"));
+  EXPECT_THAT(o.out, HasSubstr("HAMI_LIMITS_FORMAT=1\n"));
+  EXPECT_THAT(Totals(o.out), ContainerEq(std::vector<uint64_t>{kGiB}));
+  EXPECT_THAT(o.out, HasSubstr("try-alloc 2147483648 2\n"));
+  // The mount was the command's alone: the host's /overrideEnv never holds its limits. One
+  // made for the run is removed, unless another run (or test) that found it still holds it:
+  // then it stays, empty, which is the same as none.
+  std::ifstream in("/overrideEnv");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, Not(HasSubstr("/tmp/hami-run-")));
+  if (!existed) {
+    struct stat st;
+    EXPECT_TRUE(lstat("/overrideEnv", &st) != 0 || st.st_size == 0);
+  }
+}
+
+TEST_F(RunCliTest, WithoutTheLimitsFileAnEmptyEnvironmentEscapesTheLimit) {
+  if (Exists("/overrideEnv")) GTEST_SKIP() << "/overrideEnv exists here and may hold limits";
+  Outcome o = Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c",
+                   "exec env -i LD_PRELOAD=\"$LD_PRELOAD\" LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" "
+                   "HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" \"$0\" context meminfo",
+                   Worker()});
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::vector<uint64_t> totals = Totals(o.out);
+  ASSERT_EQ(totals.size(), 1u);
+  EXPECT_GT(totals[0], 2 * kGiB);
+}
+
+}  // namespace
+}  // namespace hami::testing

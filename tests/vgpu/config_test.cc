@@ -1,0 +1,627 @@
+// What libvgpu.so makes of its variables: the options table, the limits file and the
+// resolution of both with the environment (src/vgpu/config.h). In-process, no preload.
+#include "vgpu/config.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "common/file.h"
+#include "common/temp_dir.h"
+
+namespace hami::vgpu {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::StartsWith;
+
+constexpr uint64_t kKiB = 1ull << 10;
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr uint64_t kTiB = 1ull << 40;
+
+using EnvMap = std::map<std::string, std::string>;
+
+// Resolves `env` and, when given, `file_text` as the limits file at kLimitsFilePath.
+Resolution Resolve(const EnvMap& env, std::optional<std::string_view> file_text = std::nullopt) {
+  LimitsFile file;
+  file.path = kLimitsFilePath;
+  if (file_text) file = ParseLimitsFile(*file_text, kLimitsFilePath);
+  return ResolveConfig(file, [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+const Setting* FindSetting(const Config& config, std::string_view name) {
+  for (const Setting& s : config.settings) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// "CUDA_DEVICE_MEMORY_LIMIT='x': why" is how every bad value is named.
+::testing::Matcher<const std::vector<std::string>&> HasProblemNaming(const std::string& name,
+                                                                     const std::string& value) {
+  return Contains(StartsWith(name + "='" + value + "'"));
+}
+
+// --- Quantities -------------------------------------------------------------------------
+
+class MemoryQuantity : public ::testing::TestWithParam<std::tuple<const char*, uint64_t>> {};
+
+TEST_P(MemoryQuantity, IsReadInBinaryUnitsForEveryDevice) {
+  const auto& [text, bytes] = GetParam();
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", text}});
+  EXPECT_THAT(r.problems, IsEmpty());
+  for (int d = 0; d < kMaxDevices; ++d) {
+    EXPECT_EQ(r.config.memory_limit[size_t(d)], bytes) << text << " on device " << d;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, MemoryQuantity,
+    ::testing::Values(std::make_tuple("4096", 4096ull), std::make_tuple("1k", kKiB),
+                      std::make_tuple("1K", kKiB), std::make_tuple("3000m", 3000 * kMiB),
+                      std::make_tuple("3000M", 3000 * kMiB), std::make_tuple("2g", 2 * kGiB),
+                      std::make_tuple("2G", 2 * kGiB), std::make_tuple("1t", kTiB),
+                      std::make_tuple("1T", kTiB), std::make_tuple("0", 0ull),
+                      std::make_tuple("0g", 0ull)));
+
+class BadMemoryQuantity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BadMemoryQuantity, IsReportedNamingTheVariableAndLeavesTheLimitUnset) {
+  const char* text = GetParam();
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", text}});
+  EXPECT_THAT(r.problems, HasProblemNaming("CUDA_DEVICE_MEMORY_LIMIT", text));
+  EXPECT_EQ(r.config.memory_limit[0], 0u);
+  EXPECT_EQ(FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT"), nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Config, BadMemoryQuantity,
+                         ::testing::Values("", "g", "1.5g", "1gb", "1 g", " 1g", "-1", "+1", "1p",
+                                           "0x10", "18446744073709551616", "17179869184g"));
+
+TEST(Config, ZeroMemoryLimitMeansUnlimitedAndStillBeatsTheEnvironment) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}}, "CUDA_DEVICE_MEMORY_LIMIT=0\n");
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_EQ(r.config.memory_limit[0], 0u);
+  const Setting* s = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->value, "0");
+  EXPECT_EQ(s->source, Source::kLimitsFile);
+}
+
+TEST(Config, SmLimitIsAPercentage) {
+  EXPECT_EQ(Resolve({{"CUDA_DEVICE_SM_LIMIT", "30"}}).config.sm_limit[3], 30u);
+  EXPECT_EQ(Resolve({{"CUDA_DEVICE_SM_LIMIT", "100"}}).config.sm_limit[0], 100u);
+  EXPECT_EQ(Resolve({{"CUDA_DEVICE_SM_LIMIT", "0"}}).config.sm_limit[0], 0u);
+  for (const char* bad : {"101", "30%", "-5", "", "half"}) {
+    Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", bad}});
+    EXPECT_THAT(r.problems, HasProblemNaming("CUDA_DEVICE_SM_LIMIT", bad));
+    EXPECT_EQ(r.config.sm_limit[0], 0u) << bad;
+  }
+}
+
+// --- Defaults and the other options -------------------------------------------------------
+
+TEST(Config, NothingSetGivesTheDefaultsAndNoSettings) {
+  Resolution r = Resolve({});
+  const Config& c = r.config;
+  EXPECT_THAT(r.problems, IsEmpty());
+  for (int d = 0; d < kMaxDevices; ++d) {
+    EXPECT_EQ(c.memory_limit[size_t(d)], 0u);
+    EXPECT_EQ(c.sm_limit[size_t(d)], 0u);
+  }
+  EXPECT_EQ(c.shared_cache, "/tmp/cudevshr.cache");
+  EXPECT_EQ(c.core_policy, region::layout::CorePolicy::kDefault);
+  EXPECT_EQ(c.priority, 1);
+  EXPECT_EQ(c.log_level, 2);
+  EXPECT_FALSE(c.oversubscribe);
+  EXPECT_FALSE(c.hostpid_broker);
+  EXPECT_EQ(c.host_procfs, "");
+  EXPECT_FALSE(c.visible_devices.has_value());
+  EXPECT_THAT(c.settings, IsEmpty());
+}
+
+TEST(Config, CoreUtilizationPolicyIgnoresCase) {
+  using region::layout::CorePolicy;
+  EXPECT_EQ(Resolve({{"GPU_CORE_UTILIZATION_POLICY", "FORCE"}}).config.core_policy,
+            CorePolicy::kForce);
+  EXPECT_EQ(Resolve({{"GPU_CORE_UTILIZATION_POLICY", "Disable"}}).config.core_policy,
+            CorePolicy::kDisable);
+  Resolution r =
+      Resolve({{"GPU_CORE_UTILIZATION_POLICY", "default"}}, "GPU_CORE_UTILIZATION_POLICY=force\n");
+  EXPECT_EQ(r.config.core_policy, CorePolicy::kForce);
+  Resolution bad = Resolve({{"GPU_CORE_UTILIZATION_POLICY", "off"}});
+  EXPECT_THAT(bad.problems, HasProblemNaming("GPU_CORE_UTILIZATION_POLICY", "off"));
+  EXPECT_EQ(bad.config.core_policy, CorePolicy::kDefault);
+}
+
+TEST(Config, TaskPriorityIsZeroOrOne) {
+  EXPECT_EQ(Resolve({{"CUDA_TASK_PRIORITY", "0"}}).config.priority, 0);
+  EXPECT_EQ(Resolve({{"CUDA_TASK_PRIORITY", "1"}}).config.priority, 1);
+  Resolution bad = Resolve({{"CUDA_TASK_PRIORITY", "2"}});
+  EXPECT_THAT(bad.problems, HasProblemNaming("CUDA_TASK_PRIORITY", "2"));
+  EXPECT_EQ(bad.config.priority, 1);
+}
+
+TEST(Config, LogLevelRunsFromZeroToFour) {
+  EXPECT_EQ(Resolve({{"LIBCUDA_LOG_LEVEL", "0"}}).config.log_level, 0);
+  EXPECT_EQ(Resolve({{"LIBCUDA_LOG_LEVEL", "4"}}).config.log_level, 4);
+  Resolution bad = Resolve({{"LIBCUDA_LOG_LEVEL", "5"}});
+  EXPECT_THAT(bad.problems, HasProblemNaming("LIBCUDA_LOG_LEVEL", "5"));
+  EXPECT_EQ(bad.config.log_level, 2);
+}
+
+TEST(Config, OversubscribeTakesTheUsualBooleansInAnyCase) {
+  for (const char* on : {"true", "TRUE", "1", "yes", "On"}) {
+    EXPECT_TRUE(Resolve({{"CUDA_OVERSUBSCRIBE", on}}).config.oversubscribe) << on;
+  }
+  for (const char* off : {"false", "0", "NO", "off"}) {
+    EXPECT_FALSE(Resolve({{"CUDA_OVERSUBSCRIBE", off}}).config.oversubscribe) << off;
+  }
+  Resolution bad = Resolve({{"CUDA_OVERSUBSCRIBE", "maybe"}});
+  EXPECT_THAT(bad.problems, HasProblemNaming("CUDA_OVERSUBSCRIBE", "maybe"));
+  EXPECT_FALSE(bad.config.oversubscribe);
+}
+
+TEST(Config, OnlyTheExactValueOneEnablesTheHostPidBroker) {
+  EXPECT_TRUE(Resolve({{"LIBVGPU_HOSTPID_BROKER", "1"}}).config.hostpid_broker);
+  Resolution off = Resolve({{"LIBVGPU_HOSTPID_BROKER", "0"}});
+  EXPECT_FALSE(off.config.hostpid_broker);
+  EXPECT_THAT(off.problems, IsEmpty());
+  for (const char* other : {"true", "yes", "01", " 1"}) {
+    Resolution r = Resolve({{"LIBVGPU_HOSTPID_BROKER", other}});
+    EXPECT_FALSE(r.config.hostpid_broker) << other;
+    EXPECT_THAT(r.problems, HasProblemNaming("LIBVGPU_HOSTPID_BROKER", other));
+  }
+}
+
+TEST(Config, PathsMustBeAbsolute) {
+  EXPECT_EQ(Resolve({{"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/run/usage.cache"}}).config.shared_cache,
+            "/run/usage.cache");
+  Resolution cache = Resolve({{"CUDA_DEVICE_MEMORY_SHARED_CACHE", "usage.cache"}});
+  EXPECT_THAT(cache.problems, HasProblemNaming("CUDA_DEVICE_MEMORY_SHARED_CACHE", "usage.cache"));
+  EXPECT_EQ(cache.config.shared_cache, "/tmp/cudevshr.cache");
+
+  EXPECT_EQ(Resolve({{"LIBVGPU_HOST_PROCFS", "/host/proc"}}).config.host_procfs, "/host/proc");
+  Resolution procfs = Resolve({{"LIBVGPU_HOST_PROCFS", "proc"}});
+  EXPECT_THAT(procfs.problems, HasProblemNaming("LIBVGPU_HOST_PROCFS", "proc"));
+  EXPECT_EQ(procfs.config.host_procfs, "");
+}
+
+TEST(Config, VisibleDevicesAreKeptAsGivenEvenWhenEmpty) {
+  EXPECT_EQ(Resolve({{"CUDA_VISIBLE_DEVICES", "1,GPU-abc"}}).config.visible_devices,
+            std::optional<std::string>("1,GPU-abc"));
+  // Set but empty means "no devices", which is not the same as unset.
+  EXPECT_EQ(Resolve({{"CUDA_VISIBLE_DEVICES", ""}}).config.visible_devices,
+            std::optional<std::string>(""));
+}
+
+// --- Precedence ---------------------------------------------------------------------------
+
+TEST(Config, LimitsFileValueBeatsTheEnvironments) {
+  Resolution r =
+      Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_SM_LIMIT", "50"}},
+              "CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_SM_LIMIT=20\nHAMI_LIMITS_FORMAT=1\n");
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
+  EXPECT_EQ(r.config.sm_limit[0], 20u);
+  const Setting* s = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->value, "1g");
+  EXPECT_EQ(s->source, Source::kLimitsFile);
+}
+
+TEST(Config, EnvironmentAppliesWhereTheFileIsSilent) {
+  Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", "50"}, {"CUDA_TASK_PRIORITY", "0"}},
+                         "CUDA_DEVICE_MEMORY_LIMIT=1g\nHAMI_LIMITS_FORMAT=1\n");
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
+  EXPECT_EQ(r.config.sm_limit[0], 50u);
+  EXPECT_EQ(r.config.priority, 0);
+  const Setting* s = FindSetting(r.config, "CUDA_DEVICE_SM_LIMIT");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->source, Source::kEnvironment);
+}
+
+// Which source holds the per-device and which the all-devices variable.
+struct PerDeviceCase {
+  Source per_device;
+  Source all_devices;
+};
+
+class PerDeviceVariable : public ::testing::TestWithParam<PerDeviceCase> {
+ protected:
+  // Puts name=value in the environment or in the limits-file text.
+  void Put(Source where, const std::string& name, const std::string& value) {
+    if (where == Source::kEnvironment) {
+      env_[name] = value;
+    } else {
+      file_ += name + "=" + value + "\n";
+    }
+  }
+  EnvMap env_;
+  std::string file_ = "HAMI_LIMITS_FORMAT=1\n";
+};
+
+TEST_P(PerDeviceVariable, BeatsTheAllDevicesOneWhicheverSourceEachCameFrom) {
+  const PerDeviceCase& c = GetParam();
+  Put(c.per_device, "CUDA_DEVICE_MEMORY_LIMIT_1", "1g");
+  Put(c.per_device, "CUDA_DEVICE_SM_LIMIT_0", "20");
+  Put(c.all_devices, "CUDA_DEVICE_MEMORY_LIMIT", "3g");
+  Put(c.all_devices, "CUDA_DEVICE_SM_LIMIT", "50");
+  Resolution r = Resolve(env_, file_);
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_EQ(r.config.memory_limit[0], 3 * kGiB);
+  EXPECT_EQ(r.config.memory_limit[1], kGiB);
+  EXPECT_EQ(r.config.memory_limit[2], 3 * kGiB);
+  EXPECT_EQ(r.config.memory_limit[kMaxDevices - 1], 3 * kGiB);
+  EXPECT_EQ(r.config.sm_limit[0], 20u);
+  EXPECT_EQ(r.config.sm_limit[1], 50u);
+  for (const char* name : {"CUDA_DEVICE_MEMORY_LIMIT_1", "CUDA_DEVICE_SM_LIMIT_0"}) {
+    const Setting* s = FindSetting(r.config, name);
+    ASSERT_NE(s, nullptr) << name;
+    EXPECT_EQ(s->source, c.per_device) << name;
+  }
+  const Setting* all = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT");
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(all->source, c.all_devices);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, PerDeviceVariable,
+    ::testing::Values(PerDeviceCase{Source::kEnvironment, Source::kEnvironment},
+                      PerDeviceCase{Source::kEnvironment, Source::kLimitsFile},
+                      PerDeviceCase{Source::kLimitsFile, Source::kEnvironment},
+                      PerDeviceCase{Source::kLimitsFile, Source::kLimitsFile}));
+
+TEST(Config, PerDeviceValueInTheFileBeatsTheSameVariableInTheEnvironment) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT_2", "5g"}}, "CUDA_DEVICE_MEMORY_LIMIT_2=1g\n");
+  EXPECT_EQ(r.config.memory_limit[2], kGiB);
+  EXPECT_EQ(r.config.memory_limit[0], 0u);
+  const Setting* s = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT_2");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->source, Source::kLimitsFile);
+}
+
+TEST(Config, TheHighestDeviceIndexIsReadAndTheNextIsNot) {
+  std::string last = "CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(kMaxDevices - 1);
+  std::string beyond = "CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(kMaxDevices);
+  Resolution env = Resolve({{last, "1g"}, {beyond, "2g"}});
+  EXPECT_EQ(env.config.memory_limit[kMaxDevices - 1], kGiB);
+  EXPECT_EQ(FindSetting(env.config, beyond), nullptr);
+
+  Resolution file = Resolve({}, beyond + "=2g\n");
+  EXPECT_EQ(FindSetting(file.config, beyond), nullptr);
+  EXPECT_THAT(file.notes, Contains(HasSubstr(beyond + " is not a variable libvgpu reads")));
+}
+
+TEST(Config, PerDeviceNamesAreOnlyTheDecimalOrdinalAsInTheEnvironment) {
+  // The environment is only ever asked for CUDA_DEVICE_MEMORY_LIMIT_1, never _01; the file
+  // must mean the same names, or a file's _01 would lose to the environment's _1.
+  Resolution r =
+      Resolve({{"CUDA_DEVICE_MEMORY_LIMIT_1", "2g"}, {"CUDA_DEVICE_MEMORY_LIMIT_01", "3g"}},
+              "CUDA_DEVICE_MEMORY_LIMIT_01=1g\nHAMI_LIMITS_FORMAT=1\n");
+  EXPECT_EQ(r.config.memory_limit[1], 2 * kGiB);
+  EXPECT_EQ(FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT_01"), nullptr);
+  EXPECT_THAT(r.notes,
+              Contains(HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_01 is not a variable libvgpu reads")));
+}
+
+// --- Malformed values ----------------------------------------------------------------------
+
+TEST(Config, MalformedFileValueIsReportedAndTheEnvironmentsApplies) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}},
+                         "CUDA_DEVICE_MEMORY_LIMIT=lots\nHAMI_LIMITS_FORMAT=1\n");
+  EXPECT_THAT(r.problems, ElementsAre(AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT='lots'"),
+                                            HasSubstr("(in /overrideEnv)"))));
+  EXPECT_EQ(r.config.memory_limit[0], 2 * kGiB);
+  const Setting* s = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->value, "2g");
+  EXPECT_EQ(s->source, Source::kEnvironment);
+}
+
+TEST(Config, MalformedEnvironmentValueIsReportedWithoutNamingTheFile) {
+  Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", "150"}}, "HAMI_LIMITS_FORMAT=1\n");
+  ASSERT_THAT(r.problems, ElementsAre(StartsWith("CUDA_DEVICE_SM_LIMIT='150'")));
+  EXPECT_THAT(r.problems[0], ::testing::Not(HasSubstr("/overrideEnv")));
+  EXPECT_EQ(r.config.sm_limit[0], 0u);
+}
+
+TEST(Config, MalformedEverywhereLeavesTheDefaultAndReportsEachSource) {
+  Resolution r = Resolve({{"CUDA_TASK_PRIORITY", "low"}}, "CUDA_TASK_PRIORITY=high\n");
+  EXPECT_THAT(r.problems, HasProblemNaming("CUDA_TASK_PRIORITY", "high"));
+  EXPECT_THAT(r.problems, HasProblemNaming("CUDA_TASK_PRIORITY", "low"));
+  EXPECT_EQ(r.config.priority, 1);
+  EXPECT_EQ(FindSetting(r.config, "CUDA_TASK_PRIORITY"), nullptr);
+}
+
+TEST(Config, MalformedPerDeviceValueFallsBackToTheAllDevicesOne) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT_1", "1gig"}}, "CUDA_DEVICE_MEMORY_LIMIT=3g\n");
+  EXPECT_THAT(r.problems, HasProblemNaming("CUDA_DEVICE_MEMORY_LIMIT_1", "1gig"));
+  EXPECT_EQ(r.config.memory_limit[1], 3 * kGiB);
+  EXPECT_EQ(FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT_1"), nullptr);
+}
+
+TEST(Config, LaterLineForTheSameVariableReplacesTheEarlierOne) {
+  Resolution r = Resolve({}, "CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_MEMORY_LIMIT=2g\n");
+  EXPECT_EQ(r.config.memory_limit[0], 2 * kGiB);
+  EXPECT_EQ(std::count_if(r.config.settings.begin(), r.config.settings.end(),
+                          [](const Setting& s) { return s.name == "CUDA_DEVICE_MEMORY_LIMIT"; }),
+            1);
+}
+
+// --- The limits file ----------------------------------------------------------------------
+
+TEST(LimitsFile, KeepsEntriesInFileOrderAndValuesWhole) {
+  LimitsFile f = ParseLimitsFile(
+      "HAMI_LIMITS_FORMAT=1\r\n\nCUDA_VISIBLE_DEVICES=a=b\nCUDA_DEVICE_MEMORY_LIMIT=", "/f");
+  EXPECT_TRUE(f.present);
+  EXPECT_EQ(f.path, "/f");
+  EXPECT_THAT(f.problems, IsEmpty());
+  EXPECT_THAT(f.entries,
+              ElementsAre(Pair("HAMI_LIMITS_FORMAT", "1"), Pair("CUDA_VISIBLE_DEVICES", "a=b"),
+                          Pair("CUDA_DEVICE_MEMORY_LIMIT", "")));
+}
+
+TEST(LimitsFile, SkipsMalformedLinesAndReportsTheirNumbers) {
+  LimitsFile f = ParseLimitsFile(
+      "CUDA_DEVICE_MEMORY_LIMIT=1g\n"
+      "garbage\n"
+      "\n"
+      "cuda_device_sm_limit=30\n"
+      "=5\n"
+      "CUDA_DEVICE_SM_LIMIT =30\n"
+      "# a comment\n"
+      "CUDA_DEVICE_SM_LIMIT=30\n",
+      "/overrideEnv");
+  EXPECT_THAT(f.entries, ElementsAre(Pair("CUDA_DEVICE_MEMORY_LIMIT", "1g"),
+                                     Pair("CUDA_DEVICE_SM_LIMIT", "30")));
+  EXPECT_THAT(f.problems,
+              ElementsAre("/overrideEnv line 2 'garbage': not KEY=VALUE; skipped",
+                          "/overrideEnv line 4 'cuda_device_sm_limit=30': the key is not a "
+                          "variable name; skipped",
+                          "/overrideEnv line 5 '=5': the key is not a variable name; skipped",
+                          "/overrideEnv line 6 'CUDA_DEVICE_SM_LIMIT =30': the key is not a "
+                          "variable name; skipped",
+                          "/overrideEnv line 7 '# a comment': not KEY=VALUE; skipped"));
+}
+
+TEST(LimitsFile, ShowsAtMostEightyCharactersOfABadLine) {
+  std::string line(200, 'x');
+  LimitsFile f = ParseLimitsFile(line, "/f");
+  ASSERT_EQ(f.problems.size(), 1u);
+  EXPECT_EQ(f.problems[0], "/f line 1 '" + std::string(80, 'x') + "': not KEY=VALUE; skipped");
+}
+
+TEST(LimitsFile, LineWithANulByteIsSkippedAndReportedReadably) {
+  // A NUL would cut the value short wherever it is used as a C string.
+  using namespace std::string_literals;
+  LimitsFile f = ParseLimitsFile(
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/a\0/b\nCUDA_DEVICE_MEMORY_LIMIT=1g\n"s, "/f");
+  EXPECT_THAT(f.entries, ElementsAre(Pair("CUDA_DEVICE_MEMORY_LIMIT", "1g")));
+  ASSERT_EQ(f.problems.size(), 1u);
+  EXPECT_THAT(f.problems[0], StartsWith("/f line 1 'CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/a"));
+  EXPECT_THAT(f.problems[0], HasSubstr("NUL"));
+  EXPECT_EQ(f.problems[0].find('\0'), std::string::npos);
+}
+
+TEST(LimitsFile, MalformedLinesAreReportedAndTheRestApplies) {
+  Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", "70"}},
+                         "CUDA_DEVICE_MEMORY_LIMIT=1g\n"
+                         "not a setting\n"
+                         "CUDA_DEVICE_SM_LIMIT=30\n"
+                         "HAMI_LIMITS_FORMAT=1\n");
+  EXPECT_THAT(r.problems, ElementsAre(StartsWith("/overrideEnv line 2 'not a setting'")));
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
+  EXPECT_EQ(r.config.sm_limit[0], 30u);
+}
+
+TEST(LimitsFile, UnknownVariablesAreNotedAndIgnored) {
+  Resolution r = Resolve({}, "NVIDIA_VISIBLE_DEVICES=all\nHAMI_LIMITS_FORMAT=1\n");
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_THAT(r.notes, ElementsAre("/overrideEnv: NVIDIA_VISIBLE_DEVICES is not a variable "
+                                   "libvgpu reads; ignored"));
+  EXPECT_EQ(FindSetting(r.config, "NVIDIA_VISIBLE_DEVICES"), nullptr);
+}
+
+TEST(LimitsFile, AbsentFileIsANoteNotAProblem) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_THAT(r.notes, ElementsAre("/overrideEnv absent: limits come from the environment"));
+  EXPECT_EQ(r.config.memory_limit[0], 2 * kGiB);
+}
+
+TEST(LimitsFile, ReadingAMissingOrEmptyFileGivesAnAbsentFile) {
+  TempDir dir("hami-config-test");
+  ASSERT_TRUE(dir.ok());
+  LimitsFile missing = ReadLimitsFile(dir.File("none"));
+  EXPECT_FALSE(missing.present);
+  EXPECT_THAT(missing.problems, IsEmpty());
+
+  std::string empty_path = dir.File("empty");
+  {
+    auto fd = OpenRegularFile(empty_path, O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(fd.ok());
+  }
+  LimitsFile empty = ReadLimitsFile(empty_path);
+  EXPECT_FALSE(empty.present);
+  EXPECT_THAT(empty.problems, IsEmpty());
+  EXPECT_EQ(empty.path, empty_path);
+
+  std::string full_path = dir.File("limits");
+  {
+    auto fd = OpenRegularFile(full_path, O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(WriteAll(fd->get(), "CUDA_DEVICE_MEMORY_LIMIT=1g\nbad\n").ok());
+  }
+  LimitsFile full = ReadLimitsFile(full_path);
+  EXPECT_TRUE(full.present);
+  EXPECT_THAT(full.entries, ElementsAre(Pair("CUDA_DEVICE_MEMORY_LIMIT", "1g")));
+  EXPECT_THAT(full.problems, ElementsAre(StartsWith(full_path + " line 2 'bad'")));
+}
+
+TEST(LimitsFile, UnreadableFileIsAProblemNamingIt) {
+  TempDir dir("hami-config-test");
+  ASSERT_TRUE(dir.ok());
+  // A directory where the file should be: it exists but cannot be read as one.
+  LimitsFile f = ReadLimitsFile(dir.path());
+  EXPECT_FALSE(f.present);
+  EXPECT_THAT(f.problems, ElementsAre(HasSubstr(dir.path())));
+}
+
+// --- HAMI_LIMITS_FORMAT -------------------------------------------------------------------
+
+TEST(LimitsFormat, FormatOneIsRecordedWithoutComment) {
+  Resolution r = Resolve({}, "CUDA_DEVICE_MEMORY_LIMIT=1g\nHAMI_LIMITS_FORMAT=1\n");
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_THAT(r.notes, IsEmpty());
+  const Setting* s = FindSetting(r.config, "HAMI_LIMITS_FORMAT");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->value, "1");
+  EXPECT_EQ(s->source, Source::kLimitsFile);
+}
+
+TEST(LimitsFormat, MissingFormatLineIsNotedAndTheFileIsReadAsFormatOne) {
+  Resolution r = Resolve({}, "CUDA_DEVICE_MEMORY_LIMIT=1g\n");
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_THAT(r.notes, ElementsAre("/overrideEnv has no HAMI_LIMITS_FORMAT line; reading it as "
+                                   "format 1"));
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
+}
+
+TEST(LimitsFormat, UnknownFormatIsAProblemButTheFileStillApplies) {
+  Resolution r = Resolve({}, "HAMI_LIMITS_FORMAT=2\nCUDA_DEVICE_MEMORY_LIMIT=1g\n");
+  EXPECT_THAT(r.problems, ElementsAre(AllOf(StartsWith("HAMI_LIMITS_FORMAT='2'"),
+                                            HasSubstr("reading it as format 1"))));
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
+  EXPECT_EQ(FindSetting(r.config, "HAMI_LIMITS_FORMAT"), nullptr);
+}
+
+TEST(LimitsFormat, AbsentFileGetsNoFormatNote) {
+  Resolution r = Resolve({});
+  EXPECT_THAT(r.notes, ::testing::Not(Contains(HasSubstr("HAMI_LIMITS_FORMAT"))));
+}
+
+// --- Sources ------------------------------------------------------------------------------
+
+TEST(Config, EverySettingRemembersItsValueAndSource) {
+  Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", "40"}, {"LIBCUDA_LOG_LEVEL", "3"}},
+                         "CUDA_DEVICE_MEMORY_LIMIT=3000m\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n"
+                         "HAMI_LIMITS_FORMAT=1\n");
+  std::map<std::string, std::pair<std::string, Source>> got;
+  for (const Setting& s : r.config.settings) got[s.name] = {s.value, s.source};
+  EXPECT_THAT(got, ElementsAre(Pair("CUDA_DEVICE_MEMORY_LIMIT", Pair("3000m", Source::kLimitsFile)),
+                               Pair("CUDA_DEVICE_MEMORY_LIMIT_0", Pair("1g", Source::kLimitsFile)),
+                               Pair("CUDA_DEVICE_SM_LIMIT", Pair("40", Source::kEnvironment)),
+                               Pair("HAMI_LIMITS_FORMAT", Pair("1", Source::kLimitsFile)),
+                               Pair("LIBCUDA_LOG_LEVEL", Pair("3", Source::kEnvironment))));
+  EXPECT_EQ(r.config.settings.size(), got.size()) << "one setting per variable";
+}
+
+TEST(Config, SourcesHaveTheNamesPeopleRead) {
+  EXPECT_STREQ(SourceName(Source::kDefault), "default");
+  EXPECT_STREQ(SourceName(Source::kEnvironment), "environment");
+  EXPECT_STREQ(SourceName(Source::kLimitsFile), "limits file");
+}
+
+// --- The options table --------------------------------------------------------------------
+
+// A valid value for each row of the table; a row without one fails the tests below.
+const std::map<std::string, std::string>& SampleValues() {
+  static const std::map<std::string, std::string> samples = {
+      {"CUDA_DEVICE_MEMORY_LIMIT", "3000m"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_<i>", "1g"},
+      {"CUDA_DEVICE_SM_LIMIT", "30"},
+      {"CUDA_DEVICE_SM_LIMIT_<i>", "20"},
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/tmp/x.cache"},
+      {"GPU_CORE_UTILIZATION_POLICY", "force"},
+      {"CUDA_TASK_PRIORITY", "0"},
+      {"LIBCUDA_LOG_LEVEL", "3"},
+      {"CUDA_OVERSUBSCRIBE", "true"},
+      {"LIBVGPU_HOSTPID_BROKER", "1"},
+      {"LIBVGPU_HOST_PROCFS", "/host/proc"},
+      {"HAMI_LIMITS_FORMAT", "1"},
+      {"CUDA_VISIBLE_DEVICES", "0"},
+  };
+  return samples;
+}
+
+// "CUDA_DEVICE_SM_LIMIT_<i>" -> "CUDA_DEVICE_SM_LIMIT_3".
+std::string Concrete(std::string_view row_name) {
+  std::string name(row_name);
+  if (name.ends_with("<i>")) name.replace(name.size() - 3, 3, "3");
+  return name;
+}
+
+TEST(OptionTable, ListsEveryVariableTheDesignNames) {
+  std::set<std::string> names;
+  for (const OptionInfo& o : OptionTable()) names.insert(o.name);
+  for (const char* expected :
+       {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_<i>", "CUDA_DEVICE_SM_LIMIT",
+        "CUDA_DEVICE_SM_LIMIT_<i>", "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+        "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY", "LIBCUDA_LOG_LEVEL",
+        "CUDA_OVERSUBSCRIBE", "LIBVGPU_HOSTPID_BROKER", "LIBVGPU_HOST_PROCFS", "HAMI_LIMITS_FORMAT",
+        "CUDA_VISIBLE_DEVICES"}) {
+    EXPECT_TRUE(names.contains(expected)) << expected;
+  }
+}
+
+TEST(OptionTable, RowsAreUniqueAndDocumented) {
+  std::set<std::string> names;
+  for (const OptionInfo& o : OptionTable()) {
+    EXPECT_TRUE(names.insert(o.name).second) << "duplicate row " << o.name;
+    EXPECT_NE(std::string_view(o.default_text), "") << o.name;
+    EXPECT_NE(std::string_view(o.doc), "") << o.name;
+  }
+}
+
+TEST(OptionTable, EveryRowIsReadFromTheEnvironmentAndFromTheLimitsFile) {
+  for (const OptionInfo& o : OptionTable()) {
+    auto sample = SampleValues().find(o.name);
+    ASSERT_NE(sample, SampleValues().end()) << "no sample value for " << o.name;
+    const std::string name = Concrete(o.name);
+
+    Resolution env = Resolve({{name, sample->second}});
+    EXPECT_THAT(env.problems, IsEmpty()) << name;
+    const Setting* from_env = FindSetting(env.config, name);
+    ASSERT_NE(from_env, nullptr) << name;
+    EXPECT_EQ(from_env->value, sample->second);
+    EXPECT_EQ(from_env->source, Source::kEnvironment);
+
+    Resolution file = Resolve({}, name + "=" + sample->second + "\n");
+    EXPECT_THAT(file.problems, IsEmpty()) << name;
+    const Setting* from_file = FindSetting(file.config, name);
+    ASSERT_NE(from_file, nullptr) << name;
+    EXPECT_EQ(from_file->source, Source::kLimitsFile);
+  }
+}
+
+TEST(OptionTable, TheConfigurationPageDocumentsEveryRow) {
+  auto page = ReadFileToString(HAMI_CONFIGURATION_DOC);
+  ASSERT_TRUE(page.ok()) << page.error().message();
+  for (const OptionInfo& o : OptionTable()) {
+    EXPECT_THAT(*page, HasSubstr("| `" + std::string(o.name) + "` |"))
+        << "docs/configuration.md has no table row for " << o.name;
+  }
+}
+
+}  // namespace
+}  // namespace hami::vgpu

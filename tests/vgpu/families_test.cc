@@ -1,0 +1,462 @@
+// Every accounting family, through every route a program can reach the driver by: direct
+// relocation, dlsym (RTLD_DEFAULT, RTLD_NEXT, a dlopen handle of libcuda.so.1) and
+// cuGetProcAddress / cuGetProcAddress_v2 asked for the newest ABI and for the oldest version
+// that has the ABI used. Each family checks that what it allocates is charged to this
+// process's slot under the right kind, refused past the limit with nothing left behind,
+// and returned when freed.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "region/region.h"
+#include "vgpu_fixture.h"
+
+namespace hami::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGranule = 2 * kMiB;  // the simulated devices' allocation granularity
+using region::UsageKind;
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// The driver functions the families call, each with the base name cuGetProcAddress takes
+// and the version that introduced the ABI used (its newest).
+#define HAMI_FAMILY_API(X)                                           \
+  X(cuMemAlloc_v2, cuMemAlloc, 3020)                                 \
+  X(cuMemFree_v2, cuMemFree, 3020)                                   \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020)                       \
+  X(cuMemAllocManaged, cuMemAllocManaged, 6000)                      \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020)                         \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020)                           \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020)         \
+  X(cuMemPoolCreate, cuMemPoolCreate, 11020)                         \
+  X(cuMemPoolDestroy, cuMemPoolDestroy, 11020)                       \
+  X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020)                         \
+  X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020)             \
+  X(cuStreamSynchronize, cuStreamSynchronize, 2000)                  \
+  X(cuMemCreate, cuMemCreate, 10020)                                 \
+  X(cuMemRelease, cuMemRelease, 10020)                               \
+  X(cuMemAddressReserve, cuMemAddressReserve, 10020)                 \
+  X(cuMemAddressFree, cuMemAddressFree, 10020)                       \
+  X(cuMemMap, cuMemMap, 10020)                                       \
+  X(cuMemUnmap, cuMemUnmap, 10020)                                   \
+  X(cuArrayCreate_v2, cuArrayCreate, 3020)                           \
+  X(cuArray3DCreate_v2, cuArray3DCreate, 3020)                       \
+  X(cuArrayDestroy, cuArrayDestroy, 2000)                            \
+  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000)            \
+  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000)          \
+  X(cuGraphCreate, cuGraphCreate, 10000)                             \
+  X(cuGraphDestroy, cuGraphDestroy, 10000)                           \
+  X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040)           \
+  X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040)             \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040) \
+  X(cuGraphLaunch, cuGraphLaunch, 10000)                             \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000)                   \
+  X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040)               \
+  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010)            \
+  X(cuStreamEndCapture, cuStreamEndCapture, 10000)                   \
+  X(cuModuleLoadData, cuModuleLoadData, 2000)                        \
+  X(cuModuleUnload, cuModuleUnload, 2000)                            \
+  X(cuMemAllocHost_v2, cuMemAllocHost, 3020)                         \
+  X(cuMemFreeHost, cuMemFreeHost, 2000)                              \
+  X(cuCtxCreate_v4, cuCtxCreate, 12050)                              \
+  X(cuCtxDestroy_v2, cuCtxDestroy, 4000)                             \
+  X(cuCtxSetCurrent, cuCtxSetCurrent, 4000)
+
+struct Api {
+#define HAMI_FIELD(name, base, version) decltype(&::name) name = nullptr;
+  HAMI_FAMILY_API(HAMI_FIELD)
+#undef HAMI_FIELD
+};
+
+enum class Route {
+  kDirect,
+  kDlsymDefault,
+  kDlsymNext,
+  kDlopenHandle,
+  kProcAddressNewest,
+  kProcAddressOldest,
+  kProcAddressV2Newest,
+  kProcAddressV2Oldest,
+};
+
+const char* RouteName(Route r) {
+  switch (r) {
+    case Route::kDirect:
+      return "Direct";
+    case Route::kDlsymDefault:
+      return "DlsymDefault";
+    case Route::kDlsymNext:
+      return "DlsymNext";
+    case Route::kDlopenHandle:
+      return "DlopenHandle";
+    case Route::kProcAddressNewest:
+      return "ProcAddressNewest";
+    case Route::kProcAddressOldest:
+      return "ProcAddressOldest";
+    case Route::kProcAddressV2Newest:
+      return "ProcAddressV2Newest";
+    case Route::kProcAddressV2Oldest:
+      return "ProcAddressV2Oldest";
+  }
+  return "?";
+}
+
+void* Lookup(Route route, void* direct, const char* name, const char* base, int version) {
+  void* p = nullptr;
+  switch (route) {
+    case Route::kDirect:
+      return direct;
+    case Route::kDlsymDefault:
+      return dlsym(RTLD_DEFAULT, name);
+    case Route::kDlsymNext:
+      return dlsym(RTLD_NEXT, name);
+    case Route::kDlopenHandle: {
+      void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+      return h != nullptr ? dlsym(h, name) : nullptr;
+    }
+    case Route::kProcAddressNewest:
+    case Route::kProcAddressOldest: {
+      int v = route == Route::kProcAddressNewest ? CUDA_VERSION : version;
+      return cuGetProcAddress(base, &p, v, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS ? p
+                                                                                        : nullptr;
+    }
+    case Route::kProcAddressV2Newest:
+    case Route::kProcAddressV2Oldest: {
+      int v = route == Route::kProcAddressV2Newest ? CUDA_VERSION : version;
+      CUdriverProcAddressQueryResult status;
+      return cuGetProcAddress_v2(base, &p, v, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS
+                 ? p
+                 : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+// Fills every field through `route`; false (with the failure recorded) if one is missing.
+bool Resolve(Route route, Api* api) {
+  bool ok = true;
+#define HAMI_RESOLVE(name, base, version)                                      \
+  api->name = reinterpret_cast<decltype(&::name)>(                             \
+      Lookup(route, reinterpret_cast<void*>(&::name), #name, #base, version)); \
+  if (api->name == nullptr) {                                                  \
+    ADD_FAILURE() << RouteName(route) << " found no " #name;                   \
+    ok = false;                                                                \
+  }
+  HAMI_FAMILY_API(HAMI_RESOLVE)
+#undef HAMI_RESOLVE
+  return ok;
+}
+
+// This process's charges on device 0, by kind.
+std::array<uint64_t, region::kUsageKinds> MyUsage() {
+  std::array<uint64_t, region::kUsageKinds> out{};
+  auto reg = OpenRegionReadOnly(VgpuEnv::Get().region);
+  if (reg == nullptr) return out;
+  int mine = -1;
+  for (const region::SlotView& s : reg->Slots()) {
+    if (s.pid == getpid() && s.alive) mine = s.index;
+  }
+  for (const auto& [slot, kinds] : reg->Snapshot(0).slots) {
+    if (slot == mine) out = kinds;
+  }
+  return out;
+}
+
+uint64_t Kind(UsageKind k) { return MyUsage()[size_t(k)]; }
+
+struct Case {
+  const char* family;
+  void (*run)(const Api& api, uint64_t free_bytes);
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.family; }
+void PrintTo(Route r, std::ostream* os) { *os << RouteName(r); }
+
+// ---- the families ----
+
+void Linear(const Api& api, uint64_t free_bytes) {
+  const uint64_t data = Kind(UsageKind::kData);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api.cuMemAlloc_v2(&p, 64 * kMiB + 1), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data + 66 * kMiB) << "rounded up to whole granules";
+  EXPECT_EQ(VgpuTest::FreeBytes(), free_bytes - 66 * kMiB);
+  CUdeviceptr q = 0;
+  EXPECT_EQ(api.cuMemAlloc_v2(&q, VgpuTest::FreeBytes() + kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Kind(UsageKind::kData), data + 66 * kMiB) << "a refusal leaves nothing behind";
+  ASSERT_EQ(api.cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data);
+}
+
+void Pitched(const Api& api, uint64_t) {
+  const uint64_t data = Kind(UsageKind::kData);
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  ASSERT_EQ(api.cuMemAllocPitch_v2(&p, &pitch, 1000, 3000, 4), CUDA_SUCCESS);
+  ASSERT_GE(pitch, 1000u);
+  EXPECT_EQ(Kind(UsageKind::kData), data + RoundUp(pitch * 3000, kGranule))
+      << "the real pitch times the height";
+  ASSERT_EQ(api.cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data);
+}
+
+void Managed(const Api& api, uint64_t free_bytes) {
+  const uint64_t data = Kind(UsageKind::kData);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api.cuMemAllocManaged(&p, 8 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data + 8 * kMiB);
+  CUdeviceptr q = 0;
+  EXPECT_EQ(api.cuMemAllocManaged(&q, free_bytes, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(api.cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data);
+}
+
+void StreamOrdered(const Api& api, uint64_t free_bytes) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api.cuMemAllocAsync(&p, 16 * kMiB, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 16 * kMiB) << "the default pool's reserved memory";
+  CUdeviceptr q = 0;
+  EXPECT_EQ(api.cuMemAllocAsync(&q, free_bytes, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Kind(UsageKind::kPool), 16 * kMiB);
+  ASSERT_EQ(api.cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 16 * kMiB) << "freed memory stays in the pool until a sync";
+  ASSERT_EQ(api.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 0u) << "the release threshold (0) gave it back";
+}
+
+void OwnPool(const Api& api, uint64_t) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  ASSERT_EQ(api.cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  cuuint64_t keep = ~cuuint64_t(0);
+  ASSERT_EQ(api.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+            CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(api.cuMemAllocFromPoolAsync(&a, 8 * kMiB, pool, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemAllocFromPoolAsync(&b, 8 * kMiB, pool, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 16 * kMiB);
+  ASSERT_EQ(api.cuMemFreeAsync(a, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 16 * kMiB) << "the pool keeps its high-water";
+  ASSERT_EQ(api.cuMemAllocFromPoolAsync(&a, 8 * kMiB, pool, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 16 * kMiB) << "reuse of cached memory costs nothing";
+  ASSERT_EQ(api.cuMemFreeAsync(a, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemFreeAsync(b, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemPoolTrimTo(pool, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 4 * kMiB) << "a trim gives back all but what it keeps";
+  ASSERT_EQ(api.cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 0u);
+}
+
+void VirtualMemory(const Api& api, uint64_t free_bytes) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(api.cuMemCreate(&h, 32 * kMiB, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 32 * kMiB);
+  CUmemGenericAllocationHandle big = 0;
+  EXPECT_EQ(api.cuMemCreate(&big, RoundUp(free_bytes, kGranule), &prop, 0),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(api.cuMemAddressReserve(&va, 32 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemMap(va, 32 * kMiB, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 32 * kMiB) << "still mapped: the memory is still held";
+  ASSERT_EQ(api.cuMemUnmap(va, 32 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 0u) << "released and unmapped";
+  EXPECT_EQ(api.cuMemAddressFree(va, 32 * kMiB), CUDA_SUCCESS);
+}
+
+void Arrays(const Api& api, uint64_t free_bytes) {
+  const uint64_t data = Kind(UsageKind::kData);
+  CUDA_ARRAY_DESCRIPTOR d2{};
+  d2.Width = 1024;
+  d2.Height = 1024;
+  d2.Format = CU_AD_FORMAT_FLOAT;
+  d2.NumChannels = 4;
+  CUarray a = nullptr;
+  ASSERT_EQ(api.cuArrayCreate_v2(&a, &d2), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data + 16 * kMiB);
+  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  d3.Width = 1000;
+  d3.Height = 1000;
+  d3.Depth = 3;
+  d3.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+  d3.NumChannels = 1;
+  CUarray b = nullptr;
+  ASSERT_EQ(api.cuArray3DCreate_v2(&b, &d3), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data + 16 * kMiB + RoundUp(3'000'000, kGranule));
+  CUDA_ARRAY3D_DESCRIPTOR huge = d3;
+  huge.Width = 1 << 16;
+  huge.Height = 1 << 14;
+  huge.Depth = free_bytes / (1ull << 30) + 1;
+  CUarray c = nullptr;
+  EXPECT_EQ(api.cuArray3DCreate_v2(&c, &huge), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(api.cuArrayDestroy(a), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuArrayDestroy(b), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data);
+}
+
+void Mipmapped(const Api& api, uint64_t) {
+  const uint64_t data = Kind(UsageKind::kData);
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = 1024;
+  d.Height = 1024;
+  d.Format = CU_AD_FORMAT_FLOAT;
+  d.NumChannels = 1;
+  CUmipmappedArray m = nullptr;
+  ASSERT_EQ(api.cuMipmappedArrayCreate(&m, &d, 11), CUDA_SUCCESS);
+  uint64_t levels = 0;
+  for (int l = 0; l < 11; ++l) levels += uint64_t(1024 >> l) * (1024 >> l) * 4;
+  EXPECT_EQ(Kind(UsageKind::kData), data + RoundUp(levels, kGranule)) << "every level";
+  ASSERT_EQ(api.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), data);
+}
+
+void GraphMemory(const Api& api, uint64_t free_bytes) {
+  CUgraph g = nullptr;
+  ASSERT_EQ(api.cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.poolProps.location.id = 0;
+  params.bytesize = 32 * kMiB;
+  CUgraphNode alloc = nullptr, free_node = nullptr;
+  ASSERT_EQ(api.cuGraphAddMemAllocNode(&alloc, g, nullptr, 0, &params), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuGraphAddMemFreeNode(&free_node, g, &alloc, 1, params.dptr), CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(api.cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u) << "nothing is resident before a launch";
+  ASSERT_EQ(api.cuGraphLaunch(exec, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 32 * kMiB) << "reserved for graphs until a trim";
+  ASSERT_EQ(api.cuGraphLaunch(exec, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 32 * kMiB) << "a relaunch reuses it";
+  ASSERT_EQ(api.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
+
+  // A graph whose memory would pass the limit fails to launch, and runs nothing.
+  CUgraph big = nullptr;
+  ASSERT_EQ(api.cuGraphCreate(&big, 0), CUDA_SUCCESS);
+  params.bytesize = RoundUp(free_bytes, kGranule) + kGranule;
+  ASSERT_EQ(api.cuGraphAddMemAllocNode(&alloc, big, nullptr, 0, &params), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuGraphAddMemFreeNode(&free_node, big, &alloc, 1, params.dptr), CUDA_SUCCESS);
+  CUgraphExec big_exec = nullptr;
+  ASSERT_EQ(api.cuGraphInstantiateWithFlags(&big_exec, big, 0), CUDA_SUCCESS);
+  EXPECT_EQ(api.cuGraphLaunch(big_exec, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
+  EXPECT_EQ(api.cuGraphExecDestroy(big_exec), CUDA_SUCCESS);
+  EXPECT_EQ(api.cuGraphDestroy(big), CUDA_SUCCESS);
+  EXPECT_EQ(api.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(api.cuGraphDestroy(g), CUDA_SUCCESS);
+}
+
+void CapturedAllocation(const Api& api, uint64_t) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api.cuMemAllocAsync(&p, 16 * kMiB, s), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ASSERT_EQ(api.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 0u) << "a captured allocation is a graph node";
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(api.cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 16 * kMiB);
+  EXPECT_EQ(api.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(api.cuGraphDestroy(g), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+void Module(const Api& api, uint64_t) {
+  CUmodule m = nullptr;
+  ASSERT_EQ(api.cuModuleLoadData(&m, "hami-sim-module\nkernel busy\n"), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), kGranule) << "what the load took from the device";
+  ASSERT_EQ(api.cuModuleUnload(m), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+}
+
+void HostPinned(const Api& api, uint64_t free_bytes) {
+  void* p = nullptr;
+  ASSERT_EQ(api.cuMemAllocHost_v2(&p, 64 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(VgpuTest::FreeBytes(), free_bytes) << "host memory is not the device's";
+  EXPECT_EQ(api.cuMemFreeHost(p), CUDA_SUCCESS);
+}
+
+void Context(const Api& api, uint64_t free_bytes) {
+  const uint64_t contexts = Kind(UsageKind::kContext);
+  ASSERT_GT(contexts, 0u) << "the primary context is charged";
+  CUcontext ctx = nullptr, current = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuCtxCreate_v4(&ctx, nullptr, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kContext), 2 * contexts) << "the same size per context";
+  EXPECT_EQ(VgpuTest::FreeBytes(), free_bytes - contexts);
+  ASSERT_EQ(api.cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kContext), contexts);
+  ASSERT_EQ(api.cuCtxSetCurrent(current), CUDA_SUCCESS);
+}
+
+const Case kCases[] = {
+    {"Linear", Linear},           {"Pitched", Pitched},
+    {"Managed", Managed},         {"StreamOrdered", StreamOrdered},
+    {"OwnPool", OwnPool},         {"VirtualMemory", VirtualMemory},
+    {"Arrays", Arrays},           {"Mipmapped", Mipmapped},
+    {"GraphMemory", GraphMemory}, {"CapturedAllocation", CapturedAllocation},
+    {"Module", Module},           {"HostPinned", HostPinned},
+    {"Context", Context},
+};
+
+constexpr Route kRoutes[] = {
+    Route::kDirect,
+    Route::kDlsymDefault,
+    Route::kDlsymNext,
+    Route::kDlopenHandle,
+    Route::kProcAddressNewest,
+    Route::kProcAddressOldest,
+    Route::kProcAddressV2Newest,
+    Route::kProcAddressV2Oldest,
+};
+
+class FamilyTest : public VgpuTest,
+                   public ::testing::WithParamInterface<std::tuple<Case, Route>> {};
+
+TEST_P(FamilyTest, IsChargedRefusedPastTheLimitAndReturned) {
+  auto [c, route] = GetParam();
+  Api api;
+  ASSERT_TRUE(Resolve(route, &api));
+  const uint64_t free_bytes = FreeBytes();
+  const auto usage = MyUsage();
+  c.run(api, free_bytes);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(MyUsage(), usage) << "everything went back";
+  EXPECT_EQ(FreeBytes(), free_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRoute, FamilyTest,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::ValuesIn(kRoutes)),
+                         [](const ::testing::TestParamInfo<std::tuple<Case, Route>>& p) {
+                           return std::string(std::get<0>(p.param).family) + "_" +
+                                  RouteName(std::get<1>(p.param));
+                         });
+
+}  // namespace
+}  // namespace hami::testing
