@@ -149,18 +149,23 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
 
 extern "C" {
 
+// Without a real NVML the answer is the one NVML's own loader gives: no library.
 nvmlReturn_t nvmlInit_v2(void) {
-  HAMI_NVML_REAL(nvmlInit_v2);
+  if (!EnsureNvmlLoaded() || Rt().nvml.nvmlInit_v2 == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  Runtime& rt = Rt();
   return AfterInit(rt.nvml.nvmlInit_v2());
 }
 
 nvmlReturn_t nvmlInit(void) {
-  HAMI_NVML_REAL(nvmlInit);
+  if (!EnsureNvmlLoaded() || Rt().nvml.nvmlInit == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  Runtime& rt = Rt();
   return AfterInit(rt.nvml.nvmlInit());
 }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-  HAMI_NVML_REAL(nvmlInitWithFlags);
+  if (!EnsureNvmlLoaded() || Rt().nvml.nvmlInitWithFlags == nullptr)
+    return NVML_ERROR_LIBRARY_NOT_FOUND;
+  Runtime& rt = Rt();
   return AfterInit(rt.nvml.nvmlInitWithFlags(flags));
 }
 

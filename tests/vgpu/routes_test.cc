@@ -6,6 +6,7 @@
 // threads and along RTLD_NEXT chains behave.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <gmock/gmock.h>
 
 #include <atomic>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "nvml/nvml.h"
 #include "route_probe_lib.h"
+#include "support/subprocess.h"
 #include "vgpu_fixture.h"
 
 namespace hami::testing {
@@ -209,6 +211,19 @@ TEST_F(PassThroughTest, RtldNextIsRelativeToTheCaller) {
   }
   // A hooked name asked from inside a library: still the wrapper.
   EXPECT_EQ(Where(hami_route_probe_next("cuInit")), Wrapper("cuInit"));
+}
+
+TEST(NoDriverTest, CallsFailWithTheDriversOwnCodes) {
+  // No libcuda.so.1 or libnvidia-ml.so.1 on the library path: libvgpu finds no driver.
+  Subprocess p({TestProgram("vgpu_no_driver")}, {{"LD_LIBRARY_PATH", ""}});
+  std::string out = p.ReadAll();
+  EXPECT_EQ(p.Wait(), 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("cuInit 100\n")) << "CUDA_ERROR_NO_DEVICE";
+  EXPECT_THAT(out, ::testing::HasSubstr("cuMemAlloc_v2 3\n")) << "CUDA_ERROR_NOT_INITIALIZED";
+  EXPECT_THAT(out, ::testing::HasSubstr("cuMemGetInfo_v2 3\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("cuGetProcAddress_v2 3\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("nvmlInit_v2 12\n")) << "NVML_ERROR_LIBRARY_NOT_FOUND";
+  EXPECT_THAT(out, ::testing::HasSubstr("nvmlDeviceGetCount_v2 1\n")) << "NVML_ERROR_UNINITIALIZED";
 }
 
 TEST_F(PassThroughTest, ConcurrentLookupsAgree) {
