@@ -20,7 +20,7 @@
 #include <dlfcn.h>
 
 #include <cstdint>
-#include <cstring>
+#include <string_view>
 
 #include "vgpu/hooks.h"
 #include "vgpu/libc_symbols.h"
@@ -37,8 +37,15 @@ void* NoDlsym(void*, const char*) { return nullptr; }
 void* NoDlvsym(void*, const char*, const char*) { return nullptr; }
 
 bool MaybeHooked(const char* name) {
-  return name != nullptr && ((name[0] == 'c' && name[1] == 'u' && name[2] != 'd') ||
-                             std::strncmp(name, "nvml", 4) == 0);
+  return name != nullptr &&
+         ((name[0] == 'c' && name[1] == 'u' && name[2] != 'd') ||
+          (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l'));
+}
+
+size_t Length(const char* s) {
+  size_t n = 0;
+  while (s[n] != 0) ++n;
+  return n;
 }
 
 void* Decide(void* handle, const char* name, const char* version) {
@@ -52,7 +59,7 @@ void* Decide(void* handle, const char* name, const char* version) {
                      __ATOMIC_RELEASE);
   }
   if (!MaybeHooked(name)) return nullptr;
-  const hami::vgpu::HookInfo* hook = hami::vgpu::FindHook(name);
+  const hami::vgpu::HookInfo* hook = hami::vgpu::FindHook(std::string_view(name, Length(name)));
   if (hook == nullptr) return nullptr;
   if (handle == RTLD_DEFAULT && version == nullptr) return hami::vgpu::WrapperOf(*hook);
   // From here RTLD_NEXT means "after libvgpu": the driver, if anything. A versioned lookup

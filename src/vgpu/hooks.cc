@@ -121,10 +121,33 @@ const HookInfo* HookForProc(std::string_view symbol, int cuda_version, bool per_
   return best != nullptr ? FindHook(best->name) : nullptr;
 }
 
+namespace {
+
+// Compares without libc (see dl.cc: this may run before anything else is ready).
+int Compare(std::string_view a, std::string_view b) {
+  size_t n = a.size() < b.size() ? a.size() : b.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i])
+      return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[i]) ? -1 : 1;
+  }
+  return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
+}
+
+}  // namespace
+
 const HookInfo* FindHook(std::string_view name) {
-  auto it = std::lower_bound(kSorted.begin(), kSorted.end(), name,
-                             [](const HookInfo& h, std::string_view n) { return h.name < n; });
-  return it != kSorted.end() && it->name == name ? &*it : nullptr;
+  size_t lo = 0, hi = kSorted.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = Compare(kSorted[mid].name, name);
+    if (c == 0) return &kSorted[mid];
+    if (c < 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return nullptr;
 }
 
 void* WrapperOf(const HookInfo& hook) {

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 
 namespace hami::vgpu {
 
@@ -24,9 +23,23 @@ uint32_t GnuHash(const char* s) {
   return h;
 }
 
+// String helpers of our own: this runs before anything else may (inside a sanitizer's start-up,
+// from another library's constructor), when even libc's string functions may be someone's
+// not-yet-ready interceptors.
+size_t Length(const char* s) {
+  size_t n = 0;
+  while (s[n] != 0) ++n;
+  return n;
+}
+
+bool Same(const char* a, const char* b) {
+  while (*a != 0 && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
 bool EndsWith(const char* s, const char* suffix) {
-  size_t n = std::strlen(s), m = std::strlen(suffix);
-  return n >= m && std::strcmp(s + n - m, suffix) == 0 && (n == m || s[n - m - 1] == '/');
+  size_t n = Length(s), m = Length(suffix);
+  return n >= m && Same(s + n - m, suffix) && (n == m || s[n - m - 1] == '/');
 }
 
 // Dynamic entries hold addresses; the loader relocates most of them in place, but not on
@@ -36,15 +49,8 @@ const T* Ptr(ElfW(Addr) base, ElfW(Addr) value) {
   return reinterpret_cast<const T*>(value < base ? base + value : value);
 }
 
-void* Search(dl_phdr_info* info, const Query& q) {
-  const ElfW(Dyn)* dyn = nullptr;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
-      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    }
-  }
+void* Search(ElfW(Addr) base, const ElfW(Dyn) * dyn, const Query& q) {
   if (dyn == nullptr) return nullptr;
-  const ElfW(Addr) base = info->dlpi_addr;
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
   const uint32_t* gnu_hash = nullptr;
@@ -80,7 +86,7 @@ void* Search(dl_phdr_info* info, const Query& q) {
          v = reinterpret_cast<const ElfW(Verdef)*>(reinterpret_cast<const char*>(v) + v->vd_next)) {
       const auto* aux =
           reinterpret_cast<const ElfW(Verdaux)*>(reinterpret_cast<const char*>(v) + v->vd_aux);
-      if (std::strcmp(strtab + aux->vda_name, q.version) == 0) want_index = v->vd_ndx;
+      if (Same(strtab + aux->vda_name, q.version)) want_index = v->vd_ndx;
       if (v->vd_next == 0) break;
     }
     if (want_index < 0) return nullptr;
@@ -95,7 +101,7 @@ void* Search(dl_phdr_info* info, const Query& q) {
   if (i < symoffset) return nullptr;
   for (;; ++i) {
     const uint32_t ch = chain[i - symoffset];
-    if ((ch | 1) == (h | 1) && std::strcmp(strtab + symtab[i].st_name, q.name) == 0 &&
+    if ((ch | 1) == (h | 1) && Same(strtab + symtab[i].st_name, q.name) &&
         symtab[i].st_shndx != SHN_UNDEF && symtab[i].st_value != 0) {
       bool ok = true;
       if (versym != nullptr) {
@@ -107,13 +113,6 @@ void* Search(dl_phdr_info* info, const Query& q) {
     if ((ch & 1) != 0) break;
   }
   return nullptr;
-}
-
-int Visit(dl_phdr_info* info, size_t, void* data) {
-  auto* q = static_cast<Query*>(data);
-  if (info->dlpi_name == nullptr || !EndsWith(info->dlpi_name, q->soname)) return 0;
-  q->result = Search(info, *q);
-  return q->result != nullptr ? 1 : 0;
 }
 
 template <typename Fn>
@@ -136,8 +135,13 @@ std::atomic<void*> g_dlvsym{nullptr};
 
 void* FindVersionedSymbol(const char* soname, const char* name, const char* version) {
   Query q{soname, name, version, nullptr};
-  dl_iterate_phdr(Visit, &q);
-  return q.result;
+  // The loader's list of loaded objects, in load order: libc (loaded at start-up, never
+  // unloaded) comes before anything a concurrent dlclose could remove.
+  for (const link_map* m = _r_debug.r_map; m != nullptr; m = m->l_next) {
+    if (m->l_name == nullptr || !EndsWith(m->l_name, soname)) continue;
+    if (void* p = Search(m->l_addr, m->l_ld, q)) return p;
+  }
+  return nullptr;
 }
 
 DlsymFn RealDlsym() { return Cached<DlsymFn>(g_dlsym, "dlsym"); }

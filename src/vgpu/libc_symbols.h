@@ -2,11 +2,11 @@
 //
 // libvgpu.so exports dlsym and dlvsym itself, so looking the real ones up by name (through
 // dlsym, dlvsym or a versioned reference) can lead back to ourselves. Instead this reads the
-// dynamic symbol table of the loaded libc (via dl_iterate_phdr, which nothing interposes):
-// no recursion is possible, whoever calls and whenever (library constructors included).
+// dynamic symbol table of the loaded libc, found in the loader's list of objects (_r_debug),
+// with no function call at all: no recursion is possible, whoever calls and whenever
+// (library constructors, a sanitizer runtime installing its interceptors).
 //
-// Async-signal-unsafe (dl_iterate_phdr), allocation-free, thread-safe. Results are computed
-// once and cached.
+// Allocation-free, thread-safe. Results are computed once and cached.
 #pragma once
 
 namespace hami::vgpu {

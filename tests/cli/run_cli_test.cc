@@ -20,6 +20,13 @@
 namespace hami::testing {
 namespace {
 
+// A sanitizer build's runtime options (the test harness's, not the workload's) survive the
+// emptied environment.
+#define HAMI_KEEP_SANITIZER_OPTIONS                  \
+  "${ASAN_OPTIONS:+ASAN_OPTIONS=\"$ASAN_OPTIONS\"} " \
+  "${TSAN_OPTIONS:+TSAN_OPTIONS=\"$TSAN_OPTIONS\"} " \
+  "${UBSAN_OPTIONS:+UBSAN_OPTIONS=\"$UBSAN_OPTIONS\"} "
+
 using ::testing::ContainerEq;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -280,7 +287,8 @@ TEST_F(RunCliTest, LimitsFileMountHoldsAProcessWithAnEmptyEnvironment) {
   // simulator's variables (as after su - or an SSH login) is still held to 1 GiB.
   Outcome o = Run({"run", "-q", "--memory", "1g", "--limits-file-mount", "--", "/bin/sh", "-c",
                    "cat /overrideEnv; exec env -i LD_PRELOAD=\"$LD_PRELOAD\" "
-                   "LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" "
+                   "LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" "
+                   "HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" " HAMI_KEEP_SANITIZER_OPTIONS
                    "\"$0\" context meminfo try-alloc 2g",
                    Worker()});
   if (o.status == 1 && o.out.find("cannot make a private mount namespace") != std::string::npos) {
@@ -307,7 +315,8 @@ TEST_F(RunCliTest, WithoutTheLimitsFileAnEmptyEnvironmentEscapesTheLimit) {
   if (Exists("/overrideEnv")) GTEST_SKIP() << "/overrideEnv exists here and may hold limits";
   Outcome o = Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c",
                    "exec env -i LD_PRELOAD=\"$LD_PRELOAD\" LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" "
-                   "HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" \"$0\" context meminfo",
+                   "HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" " HAMI_KEEP_SANITIZER_OPTIONS
+                   "\"$0\" context meminfo",
                    Worker()});
   ASSERT_EQ(o.status, 0) << o.out;
   std::vector<uint64_t> totals = Totals(o.out);

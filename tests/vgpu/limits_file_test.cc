@@ -223,6 +223,10 @@ class LimitsFileTest : public ::testing::Test {
     env_ = {std::string("LD_PRELOAD=") + HAMI_VGPU_LIBRARY,
             std::string("LD_LIBRARY_PATH=") + HAMI_SIM_LIBRARY_DIR,
             "HAMI_SIM_STATE=" + dir_.File("sim.state"), "HAMI_SIM_PROFILE=h100-80g:1"};
+    // A sanitizer build's runtime options are the test harness's, not the workload's.
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS"}) {
+      if (const char* v = getenv(name)) env_.push_back(std::string(name) + "=" + v);
+    }
   }
 
   // Writes `text` as the limits file and runs sim_worker `steps` against it.
