@@ -331,6 +331,7 @@ struct ChildPlan {
   const char* limits_file = nullptr;  // bind-mounted at kLimitsFilePath when set
   std::string uid_map, gid_map;       // for a user namespace: "<id> <id> 1\n"
   sigset_t mask;                      // restored before exec
+  struct sigaction sigchld = {};      // the caller's SIGCHLD disposition, restored before exec
 };
 
 // The stage at which the child failed, sent to the parent before it exits.
@@ -347,16 +348,9 @@ struct ChildReport {
   int err_second;  // kNamespace: errno of the user-namespace attempt (0: not tried)
 };
 
+// Passed on to the command. hami waits for them synchronously (blocked, then sigwaitinfo), so
+// no handler runs while the command is alive.
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-volatile sig_atomic_t g_child_pid = 0;
-
-void ForwardSignal(int sig, siginfo_t* info, void*) {
-  // The terminal sends its signals (Ctrl-C, hangup) to the whole foreground process group,
-  // which includes the command: sending it again would deliver it twice.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t child = g_child_pid;
-  if (child > 0) kill(child, sig);
-}
 
 // Async-signal-safe, for the child between fork and exec: plain system calls on a raw
 // descriptor.
@@ -382,7 +376,6 @@ bool WriteSmall(const char* path, const char* text, size_t size) {
   auto fail = [report_fd](ChildStage stage, int err, int err_second = 0) {
     ChildFail(report_fd, stage, err, err_second);
   };
-  for (int sig : kForwardedSignals) signal(sig, SIG_DFL);
   if (plan.limits_file != nullptr) {
     int err_root = 0, err_user = 0;
     bool isolated = false;
@@ -411,6 +404,7 @@ bool WriteSmall(const char* path, const char* text, size_t size) {
     // Read-only where allowed (a user namespace may not change the flags it inherited).
     mount(nullptr, vgpu::kLimitsFilePath, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr);
   }
+  sigaction(SIGCHLD, &plan.sigchld, nullptr);
   sigprocmask(SIG_SETMASK, &plan.mask, nullptr);
   execve(plan.program.c_str(), plan.argv.data(), environ);
   if (errno == ENOEXEC) execve("/bin/sh", plan.shell_argv.data(), environ);
@@ -465,38 +459,58 @@ Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, std::strin
   if (pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
   UniqueFd report_read(fds[0]), report_write(fds[1]);
 
-  sigset_t forwarded, old_mask;
-  sigemptyset(&forwarded);
-  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
-  sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
+  // The forwarded signals and SIGCHLD stay blocked in hami from before the fork until the
+  // command has ended; the child restores the caller's mask before exec. SIGCHLD must not be
+  // ignored, or the child would be reaped without a status.
+  sigset_t waited, old_mask;
+  sigemptyset(&waited);
+  for (int sig : kForwardedSignals) sigaddset(&waited, sig);
+  sigaddset(&waited, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &waited, &old_mask);
   plan.mask = old_mask;
-  struct sigaction sa = {};
-  sa.sa_sigaction = ForwardSignal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : kForwardedSignals) sigaction(sig, &sa, nullptr);
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGCHLD, &dfl, &plan.sigchld);
+  auto restore = [&] {
+    sigaction(SIGCHLD, &plan.sigchld, nullptr);
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  };
 
   pid_t pid = fork();
   if (pid == 0) ChildMain(plan, report_write.get());
   if (pid < 0) {
     int err = errno;
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    restore();
     return Error::FromErrno("fork", err);
   }
-  g_child_pid = pid;
-  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   report_write.Reset();
 
+  int status = 0;
+  for (;;) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      int err = errno;
+      restore();
+      return Error::FromErrno("waitpid", err);
+    }
+    siginfo_t info;
+    int sig = sigwaitinfo(&waited, &info);
+    if (sig < 0 || sig == SIGCHLD) continue;
+    // The terminal sends its signals (Ctrl-C, hangup) to the whole foreground process group,
+    // which includes the command: sending it again would deliver it twice.
+    if (info.si_code == SI_KERNEL) continue;
+    kill(pid, sig);
+  }
+  restore();
+
+  // The child wrote its report, if any, before it exited; the pipe holds it.
   ChildReport report{};
   ssize_t n;
   do {
     n = read(report_read.get(), &report, sizeof(report));
   } while (n < 0 && errno == EINTR);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return Error::FromErrno("waitpid");
-  }
-  g_child_pid = 0;
   if (n == ssize_t(sizeof(report))) {
     *failure = ChildFailureText(report, command);
     if (report.stage != ChildStage::kExec) return kExitSetupFailed;
