@@ -13,5 +13,6 @@ void AddInspectCommand(CLI::App& app);
 void AddTopCommand(CLI::App& app);
 void AddRegionCommand(CLI::App& app);
 void AddEnvCommand(CLI::App& app);
+void AddBrokerCommand(CLI::App& app);
 
 }  // namespace hami::cli

@@ -115,6 +115,12 @@ void Describe(const OptionInfo& info, const Config& c, int device, Row* row) {
     row->resolved = c.hostpid_broker ? "on" : "off";
   } else if (name == "LIBVGPU_HOST_PROCFS") {
     row->resolved = c.host_procfs.empty() ? "unset (not used)" : c.host_procfs;
+  } else if (name == "HAMI_IDENTITY_TIERS") {
+    row->resolved = vgpu::IdentityTiersText(c.identity_tiers);
+  } else if (name == "HAMI_IDENTITY_PROBE_WAIT_MS") {
+    row->resolved = std::to_string(c.probe_wait_ms) + " ms";
+  } else if (name == "HAMI_IDENTITY_PROBE_LOCK") {
+    row->resolved = c.probe_lock;
   } else if (name == "CUDA_VISIBLE_DEVICES") {
     row->resolved = !c.visible_devices           ? "all devices"
                     : c.visible_devices->empty() ? "no device"

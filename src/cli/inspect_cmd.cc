@@ -35,6 +35,37 @@ std::string Who(const json& j) {
   return s + " at " + j["time"].get<std::string>();
 }
 
+// How the processes learned their host PIDs: the region's counts, then one line for each
+// process whose tiers failed (the reason of every tier that was tried and gave no PID).
+void PrintIdentity(const json& j) {
+  if (!j.contains("identity")) return;
+  auto counts = [](const json& obj) {
+    std::string text;
+    for (const auto& [name, n] : obj.items()) {
+      if (!text.empty()) text += ", ";
+      text += name + " " + std::to_string(n.get<uint64_t>());
+    }
+    return text.empty() ? std::string("none") : text;
+  };
+  std::printf("\nidentity: %s; tier failures: %s\n", counts(j["identity"]["by_source"]).c_str(),
+              counts(j["identity"]["tier_failures"]).c_str());
+  for (const json& s : j["slots"]) {
+    if (!s.contains("identity_detail")) continue;
+    const json& detail = s["identity_detail"];
+    std::string reasons;
+    for (const auto& [tier, reason] : detail["tier_reasons"].items()) {
+      if (reason.get<std::string>() == "disabled") continue;
+      if (!reasons.empty()) reasons += ", ";
+      reasons += tier + " " + reason.get<std::string>();
+    }
+    if (reasons.empty()) continue;
+    std::printf("  slot %d (pid %d): %s after %u attempt(s), latest %.1f ms: %s\n",
+                s["index"].get<int>(), s["pid"].get<int>(), Str(s["identity"]).c_str(),
+                detail["attempts"].get<unsigned>(), detail["duration_us"].get<double>() / 1000.0,
+                reasons.c_str());
+  }
+}
+
 void PrintText(const json& j) {
   const json& pol = j["policy"];
   std::printf("file     %s (opened %s)\n", Str(j["file"]).c_str(), Str(j["access"]).c_str());
@@ -108,6 +139,8 @@ void PrintText(const json& j) {
                   Str(s["registered"]["time"]).c_str(), memory.empty() ? "-" : memory.c_str());
     }
   }
+
+  PrintIdentity(j);
 
   if (j.contains("repair")) {
     const json& r = j["repair"];

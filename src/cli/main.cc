@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   hami::cli::AddTopCommand(app);
   hami::cli::AddRegionCommand(app);
   hami::cli::AddEnvCommand(app);
+  hami::cli::AddBrokerCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

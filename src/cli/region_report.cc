@@ -37,6 +37,20 @@ nlohmann::json When(int64_t realtime_ns) {
   return {{"realtime_ns", realtime_ns}, {"time", FormatRealtime(realtime_ns)}};
 }
 
+// Per tier, why it gave no PID (tiers that answered or were not reached are left out), with
+// the number of attempts and the latest attempt's duration.
+nlohmann::json IdentityDetail(const region::SlotView& s) {
+  nlohmann::json tiers = nlohmann::json::object();
+  for (int t = 0; t < region::kIdentityTiers; ++t) {
+    const region::IdentityReason reason = s.identity_reason[size_t(t)];
+    if (reason == region::IdentityReason::kNone) continue;
+    tiers[region::IdentityTierName(region::IdentityTier(t))] = region::IdentityReasonName(reason);
+  }
+  return {{"attempts", s.identity_attempts},
+          {"duration_us", s.identity_ns / 1000},
+          {"tier_reasons", tiers}};
+}
+
 }  // namespace
 
 const char* AccessName(Access access) {
@@ -178,6 +192,7 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
                             {"pid", s.pid},
                             {"host_pid", s.host_pid},
                             {"identity", region::IdentitySourceName(s.identity)},
+                            {"identity_detail", IdentityDetail(s)},
                             {"status", region::SlotStatusName(s.status)},
                             {"comm", s.comm},
                             {"registered", When(s.registered_realtime_ns)},
@@ -185,6 +200,22 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
                             {"used_bytes", used},
                             {"sm_util_percent", sm}});
   }
+
+  // How the container's processes learned their host PIDs (counts since the region was made).
+  json by_source = json::object(), by_reason = json::object();
+  const auto sources = r.IdentityCounts();
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i] != 0) {
+      by_source[region::IdentitySourceName(region::IdentitySource(i))] = sources[i];
+    }
+  }
+  const auto reasons = r.IdentityReasonCounts();
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    if (reasons[i] != 0) {
+      by_reason[region::IdentityReasonName(region::IdentityReason(i))] = reasons[i];
+    }
+  }
+  out["identity"] = {{"by_source", by_source}, {"tier_failures", by_reason}};
 
   out["inconsistencies"] = json::array();
   for (const region::Inconsistency& i : r.Check()) {

@@ -30,7 +30,7 @@ namespace hami::region::layout {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'R', 'E', 'G', 'N'};
 inline constexpr uint16_t kMajor = 2;
-inline constexpr uint16_t kMinor = 0;
+inline constexpr uint16_t kMinor = 1;                 // 1: identity telemetry
 inline constexpr uint32_t kInitialized = 0x52454459;  // "REDY"
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxSlots = 1024;
@@ -64,6 +64,31 @@ enum class IdentitySource : uint32_t {
   kNvmlProbe = 4,      // the NVML context probe
   kFailed = 5,         // every tier failed; retried later
 };
+inline constexpr int kIdentitySources = 8;
+// Why an identity tier gave no host PID: finite classes, recorded per tier in the slot and
+// counted in the header (minor 1).
+enum class IdentityReason : uint8_t {
+  kNone = 0,            // the tier answered, or was not reached
+  kDisabled = 1,        // its gate is off, or it is not among the configured tiers
+  kMissing = 2,         // broker: no socket or directory at the compiled path
+  kUntrusted = 3,       // broker: unsafe directory, endpoint, mount or peer UID
+  kUnavailable = 4,     // broker: connect refused, timed out, or the connection ended early
+  kBadReply = 5,        // broker: a malformed or refused response
+  kUnreadable = 6,      // procfs: the status file cannot be read, or the root is not a procfs
+  kMalformed = 7,       // procfs: no valid NStgid field
+  kInconsistent = 8,    // procfs: the innermost NStgid entry is not this process's PID
+  kOtherNamespace = 9,  // namespace: not in the initial PID namespace
+  kLockTimeout = 10,    // probe: the node-wide probe lock was not acquired in time
+  kNoDriver = 11,       // probe: CUDA or NVML is not usable (yet)
+  kNotFound = 12,       // probe: no new process appeared in NVML's list
+  kAmbiguous = 13,      // probe: more than one new process appeared
+  kDriverError = 14,    // probe: a CUDA or NVML call failed
+  kBusy = 15,           // probe: no memory left under the limit to mark this process
+};
+inline constexpr int kIdentityReasons = 16;
+// The tiers, in the order they are tried; the slot keeps one reason per tier.
+enum class IdentityTier : uint8_t { kBroker = 0, kProcfs = 1, kNamespace = 2, kProbe = 3 };
+inline constexpr int kIdentityTiers = 4;
 enum class CorePolicy : uint32_t { kDefault = 0, kForce = 1, kDisable = 2 };
 
 struct SectionRef {
@@ -94,7 +119,10 @@ struct Header {
   std::atomic<uint32_t> claim_hint;  // where the next slot search starts
   uint32_t pad1;
   std::atomic<int64_t> last_sweep_ns;  // CLOCK_MONOTONIC of the last dead-slot sweep
-  uint8_t reserved[3928];
+  // Minor 1: how the container's processes learned their host PIDs.
+  std::atomic<uint64_t> identity_by_source[kIdentitySources];  // resolutions, by IdentitySource
+  std::atomic<uint64_t> identity_reasons[kIdentityReasons];    // tier failures, by reason
+  uint8_t reserved[3736];
 };
 
 struct Policy {
@@ -149,7 +177,10 @@ struct Slot {
   std::atomic<int64_t> last_kernel_ns;
   std::atomic<uint64_t> launches;
   std::atomic<uint32_t> sm_util[kMaxDevices];  // percent, observed by the monitor
-  uint8_t reserved0[16];
+  // Minor 1: the latest identity attempt.
+  std::atomic<uint8_t> identity_reason[kIdentityTiers];  // IdentityReason, by IdentityTier
+  std::atomic<uint32_t> identity_attempts;
+  std::atomic<int64_t> identity_ns;                       // how long the latest attempt took
   std::atomic<uint64_t> usage[kMaxDevices][kUsageKinds];  // bytes
   uint8_t reserved1[96];
 };
@@ -185,6 +216,8 @@ static_assert(offsetof(Header, creator_pid) == 128);
 static_assert(offsetof(Header, creator_comm) == 136);
 static_assert(offsetof(Header, claim_hint) == 152);
 static_assert(offsetof(Header, last_sweep_ns) == 160);
+static_assert(offsetof(Header, identity_by_source) == 168);
+static_assert(offsetof(Header, identity_reasons) == 232);
 static_assert(sizeof(Header) == 4096);
 
 static_assert(offsetof(Policy, device_count) == 8);
@@ -226,6 +259,9 @@ static_assert(offsetof(Slot, registered_realtime_ns) == 56);
 static_assert(offsetof(Slot, last_kernel_ns) == 64);
 static_assert(offsetof(Slot, launches) == 72);
 static_assert(offsetof(Slot, sm_util) == 80);
+static_assert(offsetof(Slot, identity_reason) == 144);
+static_assert(offsetof(Slot, identity_attempts) == 148);
+static_assert(offsetof(Slot, identity_ns) == 152);
 static_assert(offsetof(Slot, usage) == 160);
 static_assert(sizeof(Slot) == 1280);
 
@@ -302,9 +338,21 @@ struct Field {
   X(slot[0].usage, Slot, usage, 10240)
 // clang-format on
 
+// Fields minor versions gave to reserved bytes: outside the fingerprint (a file of an earlier
+// minor has zeros there).
+// clang-format off
+#define HAMI_REGION_FIELDS_MINOR(X)                                                    \
+  X(header.identity_by_source, Header, identity_by_source, 0)                          \
+  X(header.identity_reasons, Header, identity_reasons, 0)                              \
+  X(slot[0].identity_reason, Slot, identity_reason, 10240)                             \
+  X(slot[0].identity_attempts, Slot, identity_attempts, 10240)                         \
+  X(slot[0].identity_ns, Slot, identity_ns, 10240)
+// clang-format on
+
 #define HAMI_REGION_FIELD_ROW(label, type, member, base) \
   Field{#label, (base) + offsetof(type, member), sizeof(type::member)},
 inline constexpr Field kFields[] = {HAMI_REGION_FIELDS(HAMI_REGION_FIELD_ROW)};
+inline constexpr Field kMinorFields[] = {HAMI_REGION_FIELDS_MINOR(HAMI_REGION_FIELD_ROW)};
 #undef HAMI_REGION_FIELD_ROW
 
 // A hash of every field's offset and size, the counts and the major version: two builds

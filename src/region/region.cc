@@ -309,6 +309,58 @@ const char* IdentitySourceName(IdentitySource source) {
   return "invalid";
 }
 
+const char* IdentityReasonName(IdentityReason reason) {
+  switch (reason) {
+    case IdentityReason::kNone:
+      return "none";
+    case IdentityReason::kDisabled:
+      return "disabled";
+    case IdentityReason::kMissing:
+      return "missing";
+    case IdentityReason::kUntrusted:
+      return "untrusted";
+    case IdentityReason::kUnavailable:
+      return "unavailable";
+    case IdentityReason::kBadReply:
+      return "bad-reply";
+    case IdentityReason::kUnreadable:
+      return "unreadable";
+    case IdentityReason::kMalformed:
+      return "malformed";
+    case IdentityReason::kInconsistent:
+      return "inconsistent";
+    case IdentityReason::kOtherNamespace:
+      return "other-namespace";
+    case IdentityReason::kLockTimeout:
+      return "lock-timeout";
+    case IdentityReason::kNoDriver:
+      return "no-driver";
+    case IdentityReason::kNotFound:
+      return "not-found";
+    case IdentityReason::kAmbiguous:
+      return "ambiguous";
+    case IdentityReason::kDriverError:
+      return "driver-error";
+    case IdentityReason::kBusy:
+      return "busy";
+  }
+  return "invalid";
+}
+
+const char* IdentityTierName(IdentityTier tier) {
+  switch (tier) {
+    case IdentityTier::kBroker:
+      return "broker";
+    case IdentityTier::kProcfs:
+      return "procfs";
+    case IdentityTier::kNamespace:
+      return "namespace";
+    case IdentityTier::kProbe:
+      return "probe";
+  }
+  return "invalid";
+}
+
 const char* CorePolicyName(CorePolicy policy) {
   switch (policy) {
     case CorePolicy::kDefault:
@@ -522,6 +574,9 @@ Result<int> Region::Register() {
       s.pidns_inode = 0;  // the identity code fills it in when it needs it
       s.status.store(uint32_t(SlotStatus::kRunning), std::memory_order_relaxed);
       s.identity.store(uint32_t(IdentitySource::kUnknown), std::memory_order_relaxed);
+      for (auto& r : s.identity_reason) r.store(0, std::memory_order_relaxed);
+      s.identity_attempts.store(0, std::memory_order_relaxed);
+      s.identity_ns.store(0, std::memory_order_relaxed);
       CopyString(s.comm, sizeof(s.comm), comm);
       s.registered_realtime_ns.store(RealtimeNs(), std::memory_order_relaxed);
       s.last_kernel_ns.store(0, std::memory_order_relaxed);
@@ -764,6 +819,11 @@ std::vector<SlotView> Region::Slots() const {
     v.start_time_ticks = s.start_time_ticks;
     v.status = SlotStatus(s.status.load());
     v.identity = IdentitySource(s.identity.load());
+    for (int t = 0; t < kIdentityTiers; ++t) {
+      v.identity_reason[size_t(t)] = IdentityReason(s.identity_reason[t].load());
+    }
+    v.identity_attempts = s.identity_attempts.load();
+    v.identity_ns = s.identity_ns.load();
     v.comm = FixedString(s.comm, sizeof(s.comm));
     v.registered_realtime_ns = s.registered_realtime_ns.load();
     v.launches = s.launches.load();
@@ -873,6 +933,42 @@ void Region::SetHostPid(pid_t host_pid, IdentitySource source) {
   Slot& s = file_->slots[slot];
   s.host_pid.store(host_pid, std::memory_order_relaxed);
   s.identity.store(uint32_t(source), std::memory_order_release);
+}
+
+void Region::RecordIdentity(pid_t host_pid, IdentitySource source,
+                            const std::array<IdentityReason, kIdentityTiers>& reasons,
+                            int64_t duration_ns) {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0) return;
+  Slot& s = file_->slots[slot];
+  Header& h = file_->header;
+  for (int t = 0; t < kIdentityTiers; ++t) {
+    const IdentityReason r = reasons[size_t(t)];
+    s.identity_reason[t].store(uint8_t(r), std::memory_order_relaxed);
+    if (r != IdentityReason::kNone && r != IdentityReason::kDisabled &&
+        uint8_t(r) < layout::kIdentityReasons) {
+      h.identity_reasons[uint8_t(r)].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  s.identity_attempts.fetch_add(1, std::memory_order_relaxed);
+  s.identity_ns.store(duration_ns, std::memory_order_relaxed);
+  if (uint32_t(source) < uint32_t(layout::kIdentitySources)) {
+    h.identity_by_source[uint32_t(source)].fetch_add(1, std::memory_order_relaxed);
+  }
+  s.host_pid.store(host_pid, std::memory_order_relaxed);
+  s.identity.store(uint32_t(source), std::memory_order_release);
+}
+
+std::array<uint64_t, layout::kIdentitySources> Region::IdentityCounts() const {
+  std::array<uint64_t, layout::kIdentitySources> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = file_->header.identity_by_source[i].load();
+  return out;
+}
+
+std::array<uint64_t, layout::kIdentityReasons> Region::IdentityReasonCounts() const {
+  std::array<uint64_t, layout::kIdentityReasons> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = file_->header.identity_reasons[i].load();
+  return out;
 }
 
 void Region::RecordLaunch(int64_t now_ns) {

@@ -46,13 +46,16 @@
 namespace hami::region {
 
 using layout::CorePolicy;
+using layout::IdentityReason;
 using layout::IdentitySource;
+using layout::IdentityTier;
 using layout::SlotStatus;
 using layout::UsageKind;
 
 inline constexpr int kMaxDevices = layout::kMaxDevices;
 inline constexpr int kMaxSlots = layout::kMaxSlots;
 inline constexpr int kUsageKinds = layout::kUsageKinds;
+inline constexpr int kIdentityTiers = layout::kIdentityTiers;
 inline constexpr int64_t kSweepIntervalNs = 100'000'000;
 
 // The limits a process read (variables, the limits file) and stamps on a new region.
@@ -105,6 +108,9 @@ struct SlotView {
   uint64_t start_time_ticks;
   SlotStatus status;
   IdentitySource identity;
+  std::array<IdentityReason, kIdentityTiers> identity_reason;  // by IdentityTier
+  uint32_t identity_attempts;
+  int64_t identity_ns;  // the latest attempt's duration
   std::string comm;
   int64_t registered_realtime_ns;
   uint64_t launches;
@@ -211,6 +217,14 @@ class Region {
 
   // ---- the calling process's slot (identity, limiter, monitor fill these) ----
   void SetHostPid(pid_t host_pid, IdentitySource source);
+  // One identity attempt: its outcome (a host PID with its source, or 0 with kFailed /
+  // kUnknown), why each tier gave none, and how long it took. Counted in the header.
+  void RecordIdentity(pid_t host_pid, IdentitySource source,
+                      const std::array<IdentityReason, kIdentityTiers>& reasons,
+                      int64_t duration_ns);
+  // The header's counts: resolutions by source, tier failures by reason.
+  std::array<uint64_t, layout::kIdentitySources> IdentityCounts() const;
+  std::array<uint64_t, layout::kIdentityReasons> IdentityReasonCounts() const;
   void RecordLaunch(int64_t now_ns);
   // Any slot (hami suspend/resume, the monitor).
   Status SetSlotStatus(int slot, SlotStatus status);
@@ -246,6 +260,8 @@ const char* SlotStateName(layout::SlotState state);
 const char* SlotStatusName(SlotStatus status);
 const char* InconsistencyKindName(Inconsistency::Kind kind);
 const char* IdentitySourceName(IdentitySource source);
+const char* IdentityReasonName(IdentityReason reason);
+const char* IdentityTierName(IdentityTier tier);
 const char* CorePolicyName(CorePolicy policy);
 
 // Checks a header read from `path` (of `file_size` bytes) against this build's layout.

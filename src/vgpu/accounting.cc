@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/proc.h"
+#include "vgpu/identity.h"
 
 namespace hami::vgpu {
 
@@ -105,6 +106,7 @@ CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
   if (CUresult r = CurrentDevice(&dev, &ctx); r != CUDA_SUCCESS) return r;
   region::Region* reg = EnsureRegion();
   if (reg == nullptr || RegionIndex(dev) < 0) return CUDA_SUCCESS;  // not accounted
+  MaybeRetryIdentity();
   Runtime& rt = Rt();
   uint64_t g = Granularity(dev);
   charge->device = dev;
@@ -166,10 +168,7 @@ bool PrimaryActive(CUdevice dev) {
          active != 0;
 }
 
-namespace {
-
-// NVML, initialized by libvgpu for itself in this process (again in a fork child, whose
-// NVML starts uninitialized).
+// Again in a fork child, whose NVML starts uninitialized.
 bool NvmlReady() {
   Runtime& rt = Rt();
   if (!EnsureNvmlLoaded()) return false;
@@ -181,8 +180,6 @@ bool NvmlReady() {
   ready_in = ForkCount();
   return true;
 }
-
-}  // namespace
 
 DeviceUse MeasureUse(CUdevice dev) {
   Runtime& rt = Rt();

@@ -154,6 +154,8 @@ void ContextEnded(CUcontext ctx);
 
 // ---- implementation details of CreateContext ----
 bool PrimaryActive(CUdevice dev);
+// NVML initialized by libvgpu for itself in this process (false: no usable NVML).
+bool NvmlReady();
 // What NVML says is in use on CUDA device `dev`: by the whole device, and by this process
 // (its own entry in the running-process list, 0 when not listed). UINT64_MAX when unknown.
 struct DeviceUse {

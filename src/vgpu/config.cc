@@ -143,6 +143,56 @@ const Option kOptions[] = {
        c.config->host_procfs = std::string(v);
        return OkStatus();
      }},
+    {{"HAMI_IDENTITY_TIERS", "broker,procfs,namespace,probe",
+      "how the host PID is learned: tiers tried in this order (a subset, or none)"},
+     false,
+     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
+       std::string s = Lower(v);
+       if (s == "none") {
+         c.config->identity_tiers = 0;
+         return OkStatus();
+       }
+       uint8_t tiers = 0;
+       size_t pos = 0;
+       while (pos <= s.size()) {
+         size_t end = s.find(',', pos);
+         if (end == std::string::npos) end = s.size();
+         std::string_view t = std::string_view(s).substr(pos, end - pos);
+         if (t == "broker") {
+           tiers |= 1u << unsigned(region::layout::IdentityTier::kBroker);
+         } else if (t == "procfs") {
+           tiers |= 1u << unsigned(region::layout::IdentityTier::kProcfs);
+         } else if (t == "namespace") {
+           tiers |= 1u << unsigned(region::layout::IdentityTier::kNamespace);
+         } else if (t == "probe") {
+           tiers |= 1u << unsigned(region::layout::IdentityTier::kProbe);
+         } else {
+           return Bad(name, v,
+                      "expected none or a comma-separated list of broker, procfs, namespace, "
+                      "probe");
+         }
+         pos = end + 1;
+       }
+       c.config->identity_tiers = tiers;
+       return OkStatus();
+     }},
+    {{"HAMI_IDENTITY_PROBE_LOCK", kDefaultProbeLock,
+      "the node-wide lock file that serializes NVML identity probes (absolute path)"},
+     false,
+     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
+       if (v.empty() || v[0] != '/') return Bad(name, v, "must be an absolute path");
+       c.config->probe_lock = std::string(v);
+       return OkStatus();
+     }},
+    {{"HAMI_IDENTITY_PROBE_WAIT_MS", "10000",
+      "longest wait for the probe lock, in milliseconds (then retried later)"},
+     false,
+     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
+       uint64_t ms = HAMI_TRY(ParseUint64(v, name));
+       if (ms > 600000) return Bad(name, v, "must be at most 600000 (10 minutes)");
+       c.config->probe_wait_ms = uint32_t(ms);
+       return OkStatus();
+     }},
     {{"HAMI_LIMITS_FORMAT", kLimitsFormat, "format of the limits file (1)"},
      false,
      [](Context&, std::string_view name, int, std::string_view v) -> Status {
@@ -191,6 +241,17 @@ bool ValidKey(std::string_view key) {
 }
 
 }  // namespace
+
+std::string IdentityTiersText(uint8_t tiers) {
+  static constexpr const char* kNames[] = {"broker", "procfs", "namespace", "probe"};
+  std::string text;
+  for (unsigned t = 0; t < 4; ++t) {
+    if ((tiers & (1u << t)) == 0) continue;
+    if (!text.empty()) text += ",";
+    text += kNames[t];
+  }
+  return text.empty() ? "none" : text;
+}
 
 const char* SourceName(Source source) {
   switch (source) {

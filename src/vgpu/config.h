@@ -28,6 +28,10 @@ inline constexpr int kMaxDevices = 16;
 inline constexpr const char kLimitsFilePath[] = "/overrideEnv";
 inline constexpr const char kDefaultSharedCache[] = "/tmp/cudevshr.cache";
 inline constexpr const char kLimitsFormat[] = "1";
+inline constexpr const char kDefaultProbeLock[] = "/tmp/vgpulock/probe.lock";
+inline constexpr uint32_t kDefaultProbeWaitMs = 10000;
+// The identity tiers (a bit per region::layout::IdentityTier), tried in that order.
+inline constexpr uint8_t kAllIdentityTiers = 0xf;
 
 enum class Source { kDefault, kEnvironment, kLimitsFile };
 const char* SourceName(Source source);
@@ -46,10 +50,13 @@ struct Config {
   int32_t priority = 1;  // 0 high, 1 low
   int log_level = 2;     // 0 off, 1 errors, 2 warnings, 3 info, 4 debug
   bool oversubscribe = false;
-  bool hostpid_broker = false;                 // LIBVGPU_HOSTPID_BROKER is exactly "1"
-  std::string host_procfs;                     // LIBVGPU_HOST_PROCFS
-  std::optional<std::string> visible_devices;  // CUDA_VISIBLE_DEVICES as given
-  std::vector<Setting> settings;               // every variable that was set, and where from
+  bool hostpid_broker = false;                   // LIBVGPU_HOSTPID_BROKER is exactly "1"
+  std::string host_procfs;                       // LIBVGPU_HOST_PROCFS
+  uint8_t identity_tiers = kAllIdentityTiers;    // HAMI_IDENTITY_TIERS, bit per IdentityTier
+  std::string probe_lock = kDefaultProbeLock;    // HAMI_IDENTITY_PROBE_LOCK
+  uint32_t probe_wait_ms = kDefaultProbeWaitMs;  // HAMI_IDENTITY_PROBE_WAIT_MS
+  std::optional<std::string> visible_devices;    // CUDA_VISIBLE_DEVICES as given
+  std::vector<Setting> settings;                 // every variable that was set, and where from
 };
 
 // The limits file, parsed tolerantly: a line that is not KEY=VALUE is reported with its
@@ -82,5 +89,8 @@ struct OptionInfo {
   const char* doc;
 };
 std::span<const OptionInfo> OptionTable();
+
+// "broker,procfs,namespace,probe" (the tiers set in `tiers`, in their order), or "none".
+std::string IdentityTiersText(uint8_t tiers);
 
 }  // namespace hami::vgpu

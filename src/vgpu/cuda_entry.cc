@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "vgpu/accounting.h"
+#include "vgpu/identity.h"
 #include "vgpu/runtime.h"
 
 using namespace hami;        // NOLINT: the exported C API below
@@ -53,8 +54,9 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
   HAMI_CUDA_REAL(cuInit, CUDA_ERROR_NO_DEVICE);
   CUresult r = rt.cuda.cuInit(Flags);
   if (r == CUDA_SUCCESS && !scope.nested()) {
+    rt.cuda_initialized.store(true, std::memory_order_release);
     LearnDevicesFromCuda();
-    EnsureRegion();
+    if (EnsureRegion() != nullptr) ResolveIdentity(true);  // the probe, if it is needed
   }
   return r;
 }

@@ -12,6 +12,7 @@
 
 #include "common/proc.h"
 #include "common/visible_devices.h"
+#include "vgpu/identity.h"
 #include "vgpu/libc_symbols.h"
 
 namespace hami::vgpu {
@@ -63,6 +64,13 @@ void ChildAfterFork() {
       rt.region.reset();
     }
   }
+  // The child has a PID of its own, and CUDA does not survive fork.
+  std::construct_at(&rt.identity_mu);
+  rt.identity_state.store(int(IdentityState::kNotStarted));
+  rt.identity_retry_ns.store(0);
+  rt.identity_backoff_ns = 0;
+  rt.identity_logged = false;
+  rt.cuda_initialized.store(false);
   if (rt.region == nullptr) {  // the child may succeed where its parent could not
     rt.region_tried = false;
     rt.region_gave_up.store(false);
@@ -229,6 +237,8 @@ bool LoadCuda() {
   Load(real, h, "cuGraphGetNodes", &rt.cuda_aux.cuGraphGetNodes);
   Load(real, h, "cuGraphNodeGetType", &rt.cuda_aux.cuGraphNodeGetType);
   Load(real, h, "cuGraphMemAllocNodeGetParams", &rt.cuda_aux.cuGraphMemAllocNodeGetParams);
+  Load(real, h, "cuCtxPushCurrent_v2", &rt.cuda_aux.cuCtxPushCurrent_v2);
+  Load(real, h, "cuCtxPopCurrent_v2", &rt.cuda_aux.cuCtxPopCurrent_v2);
   Load(real, h, "cuGraphChildGraphNodeGetGraph", &rt.cuda_aux.cuGraphChildGraphNodeGetGraph);
   rt.cuda_handle = h;
   rt.cuda_loaded.store(true, std::memory_order_release);
@@ -337,7 +347,25 @@ pid_t OwnHostPid() {
   return slot >= 0 ? reg->file().slots[slot].host_pid.load(std::memory_order_relaxed) : 0;
 }
 
+namespace {
+
+region::Region* JoinRegionOnce();
+
+}  // namespace
+
 region::Region* JoinRegion() {
+  region::Region* r = JoinRegionOnce();
+  // Registered now: learn this process's host PID (outside every lock; the fast tiers here,
+  // the probe once CUDA is initialized).
+  if (r != nullptr && r->slot() >= 0) {
+    ResolveIdentity(Rt().cuda_initialized.load(std::memory_order_acquire));
+  }
+  return r;
+}
+
+namespace {
+
+region::Region* JoinRegionOnce() {
   Runtime& rt = Rt();
   {
     std::lock_guard<std::mutex> l(rt.mu);
@@ -410,6 +438,8 @@ region::Region* JoinRegion() {
   rt.region_fast.store(rt.region.get(), std::memory_order_release);
   return rt.region.get();
 }
+
+}  // namespace
 
 namespace {
 

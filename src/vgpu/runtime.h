@@ -52,6 +52,8 @@ struct CudaAux {
   decltype(&::cuGraphNodeGetType) cuGraphNodeGetType = nullptr;
   decltype(&::cuGraphMemAllocNodeGetParams) cuGraphMemAllocNodeGetParams = nullptr;
   decltype(&::cuGraphChildGraphNodeGetGraph) cuGraphChildGraphNodeGetGraph = nullptr;
+  decltype(&::cuCtxPushCurrent_v2) cuCtxPushCurrent_v2 = nullptr;
+  decltype(&::cuCtxPopCurrent_v2) cuCtxPopCurrent_v2 = nullptr;
 };
 
 struct NvmlAux {
@@ -169,6 +171,15 @@ struct Runtime {
   std::atomic<uint64_t> allocation_calls{0};
   // Bumped whenever a context ends: a thread's cached context -> device answer is stale.
   std::atomic<uint64_t> contexts_epoch{0};
+
+  // This process's host PID (identity.h): IdentityState, when a failed attempt is retried
+  // and how long until the one after; one attempt at a time.
+  std::atomic<int> identity_state{0};
+  std::atomic<int64_t> identity_retry_ns{0};
+  int64_t identity_backoff_ns = 0;  // guarded by identity_mu
+  bool identity_logged = false;     // guarded by identity_mu
+  std::mutex identity_mu;
+  std::atomic<bool> cuda_initialized{false};  // the real cuInit succeeded in this process
 
   // CUDA ordinal -> the region's device index (matched by UUID; -1: not in the region, so
   // not accounted). Written before region_fast is published and again if CUDA's own device

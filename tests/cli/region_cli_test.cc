@@ -175,7 +175,7 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   Outcome o = Hami({"inspect", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
-  EXPECT_THAT(o.out, HasSubstr("layout   2.0, fingerprint 0x"));
+  EXPECT_THAT(o.out, HasSubstr("layout   2.1, fingerprint 0x"));
   EXPECT_THAT(o.out, HasSubstr("creator  pid " + std::to_string(getpid()) + " (" + ProcessComm() +
                                ") at 20"));
   EXPECT_THAT(o.out, HasSubstr("policy   2 device(s), generation 0, priority 1 (low), core "

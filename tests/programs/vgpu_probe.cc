@@ -368,6 +368,8 @@ bool Run(std::vector<std::string> words) {
     Hidden(arg(1));
   } else if (cmd == "nulls") {
     Nulls();
+  } else if (cmd == "pid") {
+    std::printf("pid pid=%d\n", int(getpid()));
   } else {
     std::fprintf(stderr, "vgpu_probe: unknown command '%s'\n", cmd.c_str());
     return false;

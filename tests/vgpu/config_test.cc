@@ -28,6 +28,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Pair;
+using ::testing::SizeIs;
 using ::testing::StartsWith;
 
 constexpr uint64_t kKiB = 1ull << 10;
@@ -558,6 +559,9 @@ const std::map<std::string, std::string>& SampleValues() {
       {"CUDA_OVERSUBSCRIBE", "true"},
       {"LIBVGPU_HOSTPID_BROKER", "1"},
       {"LIBVGPU_HOST_PROCFS", "/host/proc"},
+      {"HAMI_IDENTITY_TIERS", "broker,probe"},
+      {"HAMI_IDENTITY_PROBE_LOCK", "/tmp/probe.lock"},
+      {"HAMI_IDENTITY_PROBE_WAIT_MS", "500"},
       {"HAMI_LIMITS_FORMAT", "1"},
       {"CUDA_VISIBLE_DEVICES", "0"},
   };
@@ -612,6 +616,26 @@ TEST(OptionTable, EveryRowIsReadFromTheEnvironmentAndFromTheLimitsFile) {
     ASSERT_NE(from_file, nullptr) << name;
     EXPECT_EQ(from_file->source, Source::kLimitsFile);
   }
+}
+
+TEST(IdentityOptions, TiersAreASubsetInAFixedOrderOrNone) {
+  using region::layout::IdentityTier;
+  auto bit = [](IdentityTier t) { return uint8_t(1u << unsigned(t)); };
+  EXPECT_EQ(Resolve({}).config.identity_tiers, kAllIdentityTiers);
+  EXPECT_EQ(Resolve({{"HAMI_IDENTITY_TIERS", "probe,BROKER"}}).config.identity_tiers,
+            bit(IdentityTier::kBroker) | bit(IdentityTier::kProbe));
+  EXPECT_EQ(Resolve({{"HAMI_IDENTITY_TIERS", "none"}}).config.identity_tiers, 0);
+  EXPECT_EQ(IdentityTiersText(bit(IdentityTier::kProbe) | bit(IdentityTier::kProcfs)),
+            "procfs,probe");
+  EXPECT_EQ(IdentityTiersText(0), "none");
+
+  Resolution bad = Resolve({{"HAMI_IDENTITY_TIERS", "broker,nvml"}});
+  EXPECT_EQ(bad.config.identity_tiers, kAllIdentityTiers);  // ignored as a whole
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_THAT(bad.problems[0], HasSubstr("HAMI_IDENTITY_TIERS='broker,nvml'"));
+  EXPECT_THAT(Resolve({{"HAMI_IDENTITY_TIERS", ""}}).problems, SizeIs(1));
+  EXPECT_THAT(Resolve({{"HAMI_IDENTITY_PROBE_WAIT_MS", "700000"}}).problems, SizeIs(1));
+  EXPECT_THAT(Resolve({{"HAMI_IDENTITY_PROBE_LOCK", "relative.lock"}}).problems, SizeIs(1));
 }
 
 TEST(OptionTable, TheConfigurationPageDocumentsEveryRow) {

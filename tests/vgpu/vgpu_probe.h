@@ -110,15 +110,20 @@ struct Machine {
 // A running vgpu_probe that takes one command at a time.
 class Probe {
  public:
-  explicit Probe(const std::map<std::string, std::string>& env) {
+  // `prefix` runs before the program (a wrapper such as `unshare --pid --fork`).
+  explicit Probe(const std::map<std::string, std::string>& env,
+                 const std::vector<std::string>& prefix = {}) {
     std::string fifo = dir_.File("commands");
     if (mkfifo(fifo.c_str(), 0600) == 0) {
       // Read-write: opening does not wait for the child, and the child never sees end of
       // file until the test is done with it.
       fifo_.Reset(open(fifo.c_str(), O_RDWR | O_CLOEXEC));
     }
-    proc_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{TestProgram("vgpu_probe"), "serve", fifo}, env);
+    std::vector<std::string> argv = prefix;
+    for (const std::string& a : {TestProgram("vgpu_probe"), std::string("serve"), fifo}) {
+      argv.push_back(a);
+    }
+    proc_ = std::make_unique<Subprocess>(argv, env);
   }
 
   // Runs `command` ("context 0", "meminfo") and returns its answer line.

@@ -1,0 +1,713 @@
+// hami_bench_broker: what asking the host-PID broker costs a process, measured beside its
+// goals, with a broker served in this process on a fresh socket under /tmp.
+//
+// 1. Sequential: Q queries one after another through QueryHostPid (the client libvgpu.so
+//    uses: every trust check, a new connection each time; trusted UID = this process's, no
+//    read-only mount required). Latency percentiles of the whole call.
+// 2. Baseline, for comparison: the same number of bare round trips to a minimal blocking
+//    server thread (accept, SO_PEERCRED, read 8 bytes, write 12) with no checks on either side.
+// 3. Burst: B forked clients released together by a pipe barrier (closing its write end), each
+//    doing one QueryHostPid with the client's real deadline. Every client must be answered
+//    with its own PID. Reported: served / failed (by failure name), latency of each query
+//    (p50/p99/max), completion from the barrier's release, and the wall span (release to the
+//    last client reaped).
+// 4. A table on stdout and the same figures as JSON (<this binary's dir>/broker.json, or
+//    --json PATH), with the server's counters.
+//
+// Goals are reported (meets: yes/no), never enforced: the exit status is 0 when every phase
+// ran and no query failed, 1 otherwise, 2 on bad flags.
+//
+// usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH] [--deadline-s S]
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "broker/client.h"
+#include "broker/io.h"
+#include "broker/protocol.h"
+#include "broker/server.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/parse.h"
+#include "common/proc.h"
+#include "common/temp_dir.h"
+#include "common/unique_fd.h"
+
+namespace hami::bench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The goals.
+constexpr double kGoalSequentialP99Us = 100.0;
+constexpr int kGoalBurstClients = 300;
+
+struct Options {
+  bool quick = false;
+  int queries = 2000;
+  int clients = 300;
+  int deadline_s = 60;  // per phase
+  std::string json_path;
+};
+
+int CpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return int(sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// ---- statistics ----
+
+struct Percentiles {
+  size_t count = 0;
+  int64_t p50 = 0, p95 = 0, p99 = 0, max = 0;
+};
+
+// Nearest rank: the smallest value with at least p% of the samples at or below it.
+Percentiles NearestRank(std::vector<int64_t> v) {
+  Percentiles p;
+  p.count = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto at = [&v](double pct) {
+    size_t rank = size_t(std::ceil(pct / 100.0 * double(v.size())));
+    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+  };
+  p.p50 = at(50);
+  p.p95 = at(95);
+  p.p99 = at(99);
+  p.max = v.back();
+  return p;
+}
+
+Json ToJson(const Percentiles& p) {
+  return Json{{"count", p.count}, {"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"max", p.max}};
+}
+
+broker::ClientOptions ClientFor(const std::string& path) {
+  broker::ClientOptions o;
+  o.socket_path = path.c_str();
+  o.trusted_uid = geteuid();
+  o.require_read_only_mount = false;
+  return o;
+}
+
+// ---- 1. sequential queries ----
+
+struct SeriesResult {
+  int ok = 0;
+  int failed = 0;
+  std::map<std::string, int> failures;
+  Percentiles latency_ns;
+};
+
+SeriesResult RunSequential(const std::string& path, int queries) {
+  SeriesResult r;
+  const broker::ClientOptions o = ClientFor(path);
+  for (int i = 0; i < 50; ++i) (void)broker::QueryHostPid(o);  // warm caches and the server
+  std::vector<int64_t> samples;
+  samples.reserve(size_t(queries));
+  const pid_t self = getpid();
+  for (int i = 0; i < queries; ++i) {
+    const int64_t t0 = MonotonicNs();
+    const broker::ClientResult c = broker::QueryHostPid(o);
+    samples.push_back(MonotonicNs() - t0);
+    if (c.failure == broker::ClientFailure::kNone && c.pid == self) {
+      r.ok++;
+    } else {
+      r.failed++;
+      r.failures[c.failure == broker::ClientFailure::kNone
+                     ? "wrong_pid"
+                     : broker::ClientFailureName(c.failure)]++;
+    }
+  }
+  r.latency_ns = NearestRank(std::move(samples));
+  return r;
+}
+
+// ---- 2. the baseline: a bare server thread ----
+
+// accept, SO_PEERCRED, read the request, write a success frame, close: nothing else.
+class BareServer {
+ public:
+  bool Start(const std::string& path) {
+    path_ = path;
+    fd_.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (!fd_.valid() || bind(fd_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) ||
+        listen(fd_.get(), 1024) != 0) {
+      return false;
+    }
+    thread_ = std::thread([this] { Loop(); });
+    return true;
+  }
+  ~BareServer() {
+    if (thread_.joinable()) {
+      stop_.store(true);
+      BareConnect(path_);  // wakes accept(); the loop then sees stop_
+      thread_.join();
+    }
+    if (!path_.empty()) unlink(path_.c_str());
+  }
+
+  static UniqueFd BareConnect(const std::string& path) {
+    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (fd.valid() && connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr))) {
+      fd.Reset();
+    }
+    return fd;
+  }
+
+ private:
+  void Loop() {
+    while (!stop_.load()) {
+      UniqueFd c(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (stop_.load()) return;
+      if (!c.valid()) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;
+      }
+      ucred cred{};
+      socklen_t len = sizeof(cred);
+      if (getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+      uint8_t req[broker::kRequestSize];
+      size_t got = 0;
+      int err = 0;
+      const int64_t deadline = MonotonicNs() + 1'000'000'000;
+      if (broker::ReadFull(c.get(), req, sizeof(req), deadline, &got, &err) !=
+          broker::IoResult::kOk) {
+        continue;
+      }
+      const broker::ResponseFrame f = broker::EncodeSuccess(uint32_t(cred.pid));
+      (void)broker::WriteFull(c.get(), f.data(), f.size(), deadline, &err);
+    }
+  }
+
+  std::string path_;
+  UniqueFd fd_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+};
+
+SeriesResult RunBaseline(const std::string& path, int round_trips) {
+  SeriesResult r;
+  BareServer server;
+  if (!server.Start(path)) {
+    r.failed = round_trips;
+    r.failures[std::string("bind: ") + std::strerror(errno)] = round_trips;
+    return r;
+  }
+  const broker::RequestFrame request = broker::EncodeRequest();
+  const pid_t self = getpid();
+  auto one = [&]() -> bool {
+    UniqueFd fd = BareServer::BareConnect(path);
+    if (!fd.valid()) return false;
+    int err = 0;
+    size_t got = 0;
+    const int64_t deadline = MonotonicNs() + 1'000'000'000;
+    broker::ResponseFrame f{};
+    return broker::WriteFull(fd.get(), request.data(), request.size(), deadline, &err) ==
+               broker::IoResult::kOk &&
+           broker::ReadFull(fd.get(), f.data(), f.size(), deadline, &got, &err) ==
+               broker::IoResult::kOk &&
+           broker::DecodeResponse(f).response.pid == uint32_t(self);
+  };
+  for (int i = 0; i < 50; ++i) (void)one();
+  std::vector<int64_t> samples;
+  samples.reserve(size_t(round_trips));
+  for (int i = 0; i < round_trips; ++i) {
+    const int64_t t0 = MonotonicNs();
+    const bool ok = one();
+    samples.push_back(MonotonicNs() - t0);
+    if (ok) {
+      r.ok++;
+    } else {
+      r.failed++;
+      r.failures["round_trip"]++;
+    }
+  }
+  r.latency_ns = NearestRank(std::move(samples));
+  return r;
+}
+
+// ---- 3. the burst ----
+
+struct alignas(64) ClientRecord {
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> done;
+  int32_t pid;
+  int32_t host_pid;
+  int32_t sys_errno;
+  uint8_t failure;
+  int64_t start_ns;
+  int64_t end_ns;
+};
+
+struct BurstResult {
+  int clients = 0;
+  int spawned = 0;
+  int ok = 0;
+  int failed = 0;
+  bool timed_out = false;
+  std::string error;
+  std::map<std::string, int> failures;
+  Percentiles latency_ns;     // each client's QueryHostPid
+  Percentiles completion_ns;  // barrier release to each client's answer
+  int64_t wall_span_ns = 0;   // barrier release to the last client reaped
+};
+
+char ProcessState(pid_t pid) {
+  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!text.ok()) return '?';
+  size_t close = text->rfind(')');
+  if (close == std::string::npos || close + 2 >= text->size()) return '?';
+  return (*text)[close + 2];
+}
+
+BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
+  BurstResult res;
+  res.clients = clients;
+  auto fail = [&res](std::string why) {
+    res.error = std::move(why);
+    res.failed = res.clients - res.ok;
+    return res;
+  };
+  const size_t bytes = sizeof(ClientRecord) * size_t(clients);
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return fail(std::string("mmap: ") + std::strerror(errno));
+  Cleanup unmap([m, bytes] { munmap(m, bytes); });
+  auto* records = static_cast<ClientRecord*>(m);
+  for (int i = 0; i < clients; ++i) new (&records[i]) ClientRecord{};
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(std::string("pipe2: ") + std::strerror(errno));
+  UniqueFd barrier_read(pipe_fds[0]);
+  UniqueFd barrier_write(pipe_fds[1]);
+  const broker::ClientOptions options = ClientFor(path);  // the client's real deadline
+
+  std::vector<pid_t> pids(size_t(clients), -1);
+  std::vector<bool> reaped(size_t(clients), false);
+  std::map<pid_t, size_t> index_of;
+  auto kill_all = Cleanup([&] {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (pids[i] > 0 && !reaped[i]) kill(pids[i], SIGKILL);
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (pids[i] > 0 && !reaped[i]) {
+        while (waitpid(pids[i], nullptr, 0) < 0 && errno == EINTR) {
+        }
+      }
+    }
+  });
+  const pid_t parent = getpid();
+  std::fflush(nullptr);
+  for (int i = 0; i < clients; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      // Async-signal-safe calls only (the parent has threads): the client allocates nothing.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(126);
+      close(pipe_fds[1]);
+      ClientRecord& r = records[i];
+      r.pid = int32_t(getpid());
+      r.ready.store(1, std::memory_order_release);
+      char c;
+      while (read(pipe_fds[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      r.start_ns = MonotonicNs();
+      const broker::ClientResult q = broker::QueryHostPid(options);
+      r.end_ns = MonotonicNs();
+      r.host_pid = q.pid;
+      r.sys_errno = q.sys_errno;
+      r.failure = uint8_t(q.failure);
+      r.done.store(1, std::memory_order_release);
+      _exit(q.failure == broker::ClientFailure::kNone ? 0 : 1);
+    }
+    if (pid < 0) return fail("fork of client " + std::to_string(i) + ": " + std::strerror(errno));
+    pids[size_t(i)] = pid;
+    index_of[pid] = size_t(i);
+    res.spawned++;
+  }
+  barrier_read.Reset();
+
+  const int64_t deadline = MonotonicNs() + int64_t(deadline_s) * 1'000'000'000;
+  // Every client is ready and asleep on the barrier.
+  for (int i = 0; i < clients; ++i) {
+    while (records[i].ready.load(std::memory_order_acquire) == 0 ||
+           ProcessState(pids[size_t(i)]) != 'S') {
+      if (MonotonicNs() > deadline) {
+        res.timed_out = true;
+        return fail("deadline: client " + std::to_string(i) + " never blocked on the barrier");
+      }
+      SleepForNs(100'000);
+    }
+  }
+
+  const int64_t t0 = MonotonicNs();
+  barrier_write.Reset();  // EOF wakes them all
+  int64_t last_reaped = t0;
+  int remaining = clients;
+  while (remaining > 0) {
+    int st = 0;
+    const pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      auto it = index_of.find(pid);
+      if (it == index_of.end()) continue;
+      reaped[it->second] = true;
+      last_reaped = MonotonicNs();
+      --remaining;
+      continue;
+    }
+    if (MonotonicNs() > deadline) {
+      res.timed_out = true;
+      break;
+    }
+    SleepForNs(200'000);
+  }
+  res.wall_span_ns = last_reaped - t0;
+
+  std::vector<int64_t> latency, completion;
+  for (int i = 0; i < clients; ++i) {
+    const ClientRecord& r = records[i];
+    if (r.done.load(std::memory_order_acquire) == 0) {
+      res.failures["no_result"]++;
+      continue;
+    }
+    latency.push_back(r.end_ns - r.start_ns);
+    completion.push_back(r.end_ns - t0);
+    const auto f = broker::ClientFailure(r.failure);
+    if (f == broker::ClientFailure::kNone && r.host_pid == r.pid) {
+      res.ok++;
+    } else {
+      res.failures[f == broker::ClientFailure::kNone ? "wrong_pid"
+                                                     : broker::ClientFailureName(f)]++;
+    }
+  }
+  res.failed = clients - res.ok;
+  res.latency_ns = NearestRank(std::move(latency));
+  res.completion_ns = NearestRank(std::move(completion));
+  if (res.timed_out)
+    res.error = "deadline: clients still running after " + std::to_string(deadline_s) + " s";
+  return res;
+}
+
+// ---- 4. report ----
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+std::string Us(int64_t ns) { return Fixed(double(ns) / 1e3, 1) + " us"; }
+std::string Ms(int64_t ns) { return Fixed(double(ns) / 1e6, 3) + " ms"; }
+std::string Duration(int64_t ns) { return ns < 1'000'000 ? Us(ns) : Ms(ns); }
+
+struct Row {
+  std::string metric, measured, goal, meets;
+};
+
+void PrintTable(const std::vector<Row>& rows) {
+  size_t w[4] = {6, 8, 4, 5};
+  for (const Row& r : rows) {
+    w[0] = std::max(w[0], r.metric.size());
+    w[1] = std::max(w[1], r.measured.size());
+    w[2] = std::max(w[2], r.goal.size());
+    w[3] = std::max(w[3], r.meets.size());
+  }
+  auto line = [&w](const std::string& a, const std::string& b, const std::string& c,
+                   const std::string& d) {
+    std::printf("%-*s | %*s | %-*s | %s\n", int(w[0]), a.c_str(), int(w[1]), b.c_str(), int(w[2]),
+                c.c_str(), d.c_str());
+  };
+  line("metric", "measured", "goal", "meets");
+  std::printf("%s-|-%s-|-%s-|-%s\n", std::string(w[0], '-').c_str(), std::string(w[1], '-').c_str(),
+              std::string(w[2], '-').c_str(), std::string(w[3], '-').c_str());
+  for (const Row& r : rows) line(r.metric, r.measured, r.goal, r.meets);
+}
+
+std::string FailureText(const std::map<std::string, int>& failures) {
+  std::string s;
+  for (const auto& [name, n] : failures) {
+    if (!s.empty()) s += ", ";
+    s += name + " " + std::to_string(n);
+  }
+  return s.empty() ? "none" : s;
+}
+
+Json FailuresJson(const std::map<std::string, int>& failures) {
+  Json j = Json::object();
+  for (const auto& [name, n] : failures) j[name] = n;
+  return j;
+}
+
+int Main(const Options& opt) {
+  const std::string json_path =
+      opt.json_path.empty() ? ExecutableDir() + "/broker.json" : opt.json_path;
+  const int cpus = CpuCount();
+  std::printf("hami_bench_broker: %d sequential queries, a burst of %d clients, %d CPUs%s\n",
+              opt.queries, opt.clients, cpus, opt.quick ? " (quick)" : "");
+
+  TempDir dir("hbb");  // short: sun_path holds 107 bytes
+  if (!dir.ok()) {
+    std::fprintf(stderr, "hami_bench_broker: mkdtemp: %s\n", std::strerror(errno));
+    return 1;
+  }
+  broker::ServerOptions so;
+  so.socket_path = dir.File("broker.sock");
+  auto started = broker::Server::Start(so);
+  if (!started.ok()) {
+    std::fprintf(stderr, "hami_bench_broker: %s\n", started.error().message().c_str());
+    return 1;
+  }
+  std::unique_ptr<broker::Server> server = std::move(started).value();
+
+  const SeriesResult seq = RunSequential(server->path(), opt.queries);
+  const SeriesResult base = RunBaseline(dir.File("bare.sock"), opt.queries);
+  const BurstResult burst = RunBurst(server->path(), opt.clients, opt.deadline_s);
+  // Every answer written is counted just after it is written.
+  const int64_t settle = MonotonicNs() + 5'000'000'000;
+  while (server->Counters().active != 0 && MonotonicNs() < settle) SleepForNs(1'000'000);
+  SleepForNs(10'000'000);
+  const broker::ServerCounters counters = server->Counters();
+  server->Stop();
+
+  const bool seq_valid = seq.latency_ns.count > 0;
+  const double seq_p99_us = double(seq.latency_ns.p99) / 1e3;
+  const bool seq_meets = seq_valid && seq.failed == 0 && seq_p99_us <= kGoalSequentialP99Us;
+  const bool burst_valid = burst.error.empty() && burst.spawned == burst.clients;
+  const bool burst_meets = burst_valid && burst.failed == 0;
+  const std::string burst_conditions = std::to_string(kGoalBurstClients) + " clients";
+  const bool burst_conditions_match = opt.clients >= kGoalBurstClients;
+  auto yes_no = [](bool valid, bool meets, bool conditions_match, const std::string& cond) {
+    std::string s = !valid ? "no (not measured)" : meets ? "yes" : "no";
+    if (!conditions_match) s += " (goal is for " + cond + ")";
+    return s;
+  };
+
+  std::vector<Row> rows;
+  rows.push_back({"sequential QueryHostPid: ok / failed",
+                  std::to_string(seq.ok) + " / " + std::to_string(seq.failed), "0 failed",
+                  seq.failed == 0 ? "yes" : "no"});
+  rows.push_back({"sequential QueryHostPid p50", Duration(seq.latency_ns.p50), "", ""});
+  rows.push_back({"sequential QueryHostPid p95", Duration(seq.latency_ns.p95), "", ""});
+  rows.push_back({"sequential QueryHostPid p99", Duration(seq.latency_ns.p99), "<= 100 us",
+                  yes_no(seq_valid, seq_meets, true, "")});
+  rows.push_back({"sequential QueryHostPid max", Duration(seq.latency_ns.max), "", ""});
+  rows.push_back({"baseline bare round trip: ok / failed",
+                  std::to_string(base.ok) + " / " + std::to_string(base.failed), "", ""});
+  rows.push_back({"baseline bare round trip p50 / p99",
+                  Duration(base.latency_ns.p50) + " / " + Duration(base.latency_ns.p99), "", ""});
+  rows.push_back(
+      {"ratio: QueryHostPid p50 / bare p50",
+       Fixed(
+           base.latency_ns.p50 > 0 ? double(seq.latency_ns.p50) / double(base.latency_ns.p50) : 0.0,
+           2),
+       "", ""});
+  rows.push_back({"burst: clients served / failed",
+                  std::to_string(burst.ok) + " / " + std::to_string(burst.failed), "0 failed",
+                  yes_no(burst_valid, burst_meets, burst_conditions_match, burst_conditions)});
+  rows.push_back({"burst: failures", FailureText(burst.failures), "", ""});
+  rows.push_back({"burst: query latency p50 / p99",
+                  Duration(burst.latency_ns.p50) + " / " + Duration(burst.latency_ns.p99), "", ""});
+  rows.push_back({"burst: query latency max", Duration(burst.latency_ns.max), "", ""});
+  rows.push_back({"burst: answered after release p50 / p99 / max",
+                  Duration(burst.completion_ns.p50) + " / " + Duration(burst.completion_ns.p99) +
+                      " / " + Duration(burst.completion_ns.max),
+                  "", ""});
+  rows.push_back({"burst: wall span (release to last reaped)", Ms(burst.wall_span_ns), "", ""});
+  rows.push_back({"server: accepted / ok / rejected / timeouts",
+                  std::to_string(counters.accepted) + " / " + std::to_string(counters.ok) + " / " +
+                      std::to_string(counters.rejected) + " / " + std::to_string(counters.timeouts),
+                  "", ""});
+  std::printf("\n");
+  PrintTable(rows);
+  if (!burst.error.empty()) std::printf("burst failed: %s\n", burst.error.c_str());
+  if (seq.failed != 0) std::printf("sequential failures: %s\n", FailureText(seq.failures).c_str());
+  if (base.failed != 0) std::printf("baseline failures: %s\n", FailureText(base.failures).c_str());
+
+  Json counters_json = Json::object();
+  for (size_t i = 0; i < broker::kCounterCount; ++i) {
+    counters_json[broker::CounterName(broker::Counter(i))] = counters.Get(broker::Counter(i));
+  }
+  counters_json["active"] = counters.active;
+  Json goals = Json::array();
+  goals.push_back({{"name", "sequential QueryHostPid p99"},
+                   {"measured", seq_p99_us},
+                   {"unit", "us"},
+                   {"goal", "<= 100"},
+                   {"bound", kGoalSequentialP99Us},
+                   {"meets", seq_meets},
+                   {"measured_ok", seq_valid},
+                   {"conditions", ""},
+                   {"conditions_match", true}});
+  goals.push_back({{"name", "burst clients failed"},
+                   {"measured", burst.failed},
+                   {"unit", "clients"},
+                   {"goal", "<= 0"},
+                   {"bound", 0},
+                   {"meets", burst_meets},
+                   {"measured_ok", burst_valid},
+                   {"conditions", burst_conditions},
+                   {"conditions_match", burst_conditions_match}});
+  Json doc = {
+      {"benchmark", "broker"},
+      {"config",
+       {{"quick", opt.quick},
+        {"queries", opt.queries},
+        {"burst_clients", opt.clients},
+        {"cpus", cpus},
+        {"deadline_s", opt.deadline_s},
+        {"max_active", so.max_active},
+        {"server_timeout_ms", so.transaction_timeout_ns / 1'000'000},
+        {"client_timeout_ms", broker::kClientTimeoutNs / 1'000'000}}},
+      {"sequential",
+       {{"queries", opt.queries},
+        {"ok", seq.ok},
+        {"failed", seq.failed},
+        {"failures", FailuresJson(seq.failures)},
+        {"latency_ns", ToJson(seq.latency_ns)}}},
+      {"baseline",
+       {{"round_trips", opt.queries},
+        {"ok", base.ok},
+        {"failed", base.failed},
+        {"latency_ns", ToJson(base.latency_ns)}}},
+      {"burst",
+       {{"clients", burst.clients},
+        {"spawned", burst.spawned},
+        {"ok", burst.ok},
+        {"failed", burst.failed},
+        {"timed_out", burst.timed_out},
+        {"error", burst.error},
+        {"failures", FailuresJson(burst.failures)},
+        {"latency_ns", ToJson(burst.latency_ns)},
+        {"completion_ns", ToJson(burst.completion_ns)},
+        {"wall_span_ns", burst.wall_span_ns}}},
+      {"server_counters", counters_json},
+      {"goals", goals},
+  };
+  std::ofstream out(json_path);
+  out << doc.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "hami_bench_broker: cannot write %s\n", json_path.c_str());
+    return 1;
+  }
+  std::printf("\njson: %s\n", json_path.c_str());
+  const bool all_ran = seq_valid && base.latency_ns.count > 0 && burst_valid;
+  return all_ran && seq.failed == 0 && base.failed == 0 && burst.failed == 0 ? 0 : 1;
+}
+
+std::optional<Options> ParseFlags(int argc, char** argv) {
+  Options o;
+  bool queries_set = false, clients_set = false, deadline_set = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::string_view flag = arg, value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string_view::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    auto take = [&]() -> bool {
+      if (has_value) return true;
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "hami_bench_broker: %s needs a value\n", argv[i]);
+        return false;
+      }
+      value = argv[++i];
+      return true;
+    };
+    if (flag == "--quick") {
+      o.quick = true;
+    } else if (flag == "--json") {
+      if (!take()) return std::nullopt;
+      o.json_path = value;
+    } else if (flag == "--queries" || flag == "--clients" || flag == "--deadline-s") {
+      if (!take()) return std::nullopt;
+      auto n = ParseUint64(value, flag);
+      if (!n.ok()) {
+        std::fprintf(stderr, "hami_bench_broker: %s\n", n.error().message().c_str());
+        return std::nullopt;
+      }
+      const uint64_t max = flag == "--queries" ? 1'000'000 : flag == "--clients" ? 4096 : 3600;
+      if (*n < 1 || *n > max) {
+        std::fprintf(stderr, "hami_bench_broker: %.*s %" PRIu64 " is not from 1 to %" PRIu64 "\n",
+                     int(flag.size()), flag.data(), *n, max);
+        return std::nullopt;
+      }
+      if (flag == "--queries") {
+        o.queries = int(*n);
+        queries_set = true;
+      } else if (flag == "--clients") {
+        o.clients = int(*n);
+        clients_set = true;
+      } else {
+        o.deadline_s = int(*n);
+        deadline_set = true;
+      }
+    } else if (flag == "--help" || flag == "-h") {
+      std::printf(
+          "usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH]\n"
+          "                         [--deadline-s S]\n"
+          "  --quick         a short run: 200 queries, a burst of 50 (the smoke test)\n"
+          "  --queries N     sequential queries, and bare round trips (default 2000)\n"
+          "  --clients N     clients in the burst (default 300)\n"
+          "  --json PATH     where to write the JSON (default: broker.json beside this binary)\n"
+          "  --deadline-s S  seconds for the burst; past it every client is killed and the run\n"
+          "                  fails (default 60; --quick: 30)\n");
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "hami_bench_broker: unknown flag %s (see --help)\n", argv[i]);
+      return std::nullopt;
+    }
+  }
+  if (o.quick) {
+    if (!queries_set) o.queries = 200;
+    if (!clients_set) o.clients = 50;
+    if (!deadline_set) o.deadline_s = 30;
+  }
+  return o;
+}
+
+}  // namespace
+}  // namespace hami::bench
+
+int main(int argc, char** argv) {
+  std::optional<hami::bench::Options> opt = hami::bench::ParseFlags(argc, argv);
+  if (!opt) return 2;
+  return hami::bench::Main(*opt);
+}

@@ -1,0 +1,95 @@
+// Smoke test of hami_bench_broker: a --quick run finishes, every query and every burst client
+// is answered with its own PID, and the JSON carries every field. The speed goals are reported
+// by the benchmark, never tested here (they depend on the machine).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "support/subprocess.h"
+
+namespace hami::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+TEST(BrokerBenchmarkTest, QuickRunServesEveryClientAndReportsEveryFigure) {
+  TempDir dir("hami-bench-broker-test");
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir.File("broker.json");
+  Subprocess bench({HAMI_BENCH_BROKER, "--quick", "--json", json_path}, {});
+  const std::string out = bench.ReadAll(240000);
+  ASSERT_EQ(bench.Wait(60000), 0) << out;
+  EXPECT_THAT(out, HasSubstr("metric"));
+  EXPECT_THAT(out, HasSubstr("meets"));
+
+  std::ifstream in(json_path);
+  ASSERT_TRUE(in.good()) << "no JSON at " << json_path;
+  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "the JSON does not parse";
+
+  EXPECT_EQ(j.value("benchmark", ""), "broker");
+  EXPECT_EQ(j["config"].value("quick", false), true);
+  EXPECT_EQ(j["config"].value("queries", 0), 200);
+  EXPECT_EQ(j["config"].value("burst_clients", 0), 50);
+
+  for (const char* series : {"sequential", "baseline"}) {
+    SCOPED_TRACE(series);
+    const Json& s = j[series];
+    EXPECT_EQ(s.value("ok", -1), 200);
+    EXPECT_EQ(s.value("failed", -1), 0);
+    EXPECT_EQ(s["latency_ns"].value("count", 0), 200);
+    for (const char* p : {"p50", "p95", "p99", "max"}) {
+      ASSERT_TRUE(s["latency_ns"][p].is_number_integer()) << p;
+      EXPECT_GT(s["latency_ns"][p].get<int64_t>(), 0) << p;
+    }
+  }
+
+  const Json& b = j["burst"];
+  EXPECT_EQ(b.value("clients", -1), 50);
+  EXPECT_EQ(b.value("spawned", -1), 50);
+  EXPECT_EQ(b.value("ok", -1), 50);
+  EXPECT_EQ(b.value("failed", -1), 0);
+  EXPECT_EQ(b.value("timed_out", true), false);
+  EXPECT_EQ(b.value("error", std::string("missing")), "");
+  EXPECT_TRUE(b["failures"].is_object() && b["failures"].empty()) << b["failures"].dump();
+  EXPECT_GT(b.value("wall_span_ns", int64_t(0)), 0);
+  for (const char* d : {"latency_ns", "completion_ns"}) {
+    EXPECT_EQ(b[d].value("count", 0), 50) << d;
+    for (const char* p : {"p50", "p95", "p99", "max"}) {
+      EXPECT_TRUE(b[d][p].is_number_integer()) << d << " " << p;
+    }
+  }
+
+  // The server answered every query of all three phases (warm-up included), and nothing else.
+  const Json& c = j["server_counters"];
+  for (const char* name : {"accepted", "ok", "bad_magic", "bad_version", "bad_command", "truncated",
+                           "peer_credential_failures", "timeouts", "rejected", "write_failures",
+                           "accept_failures", "active"}) {
+    ASSERT_TRUE(c.contains(name)) << name;
+    EXPECT_TRUE(c[name].is_number_unsigned()) << name;
+  }
+  EXPECT_EQ(c.value("ok", 0), 50 + 200 + 50);
+  EXPECT_EQ(c.value("accepted", 0), c.value("ok", 0));
+  EXPECT_EQ(c.value("rejected", 1), 0);
+  EXPECT_EQ(c.value("timeouts", 1), 0);
+
+  ASSERT_TRUE(j["goals"].is_array());
+  ASSERT_EQ(j["goals"].size(), 2u);
+  for (const Json& g : j["goals"]) {
+    for (const char* field : {"name", "measured", "unit", "goal", "bound", "meets", "measured_ok",
+                              "conditions", "conditions_match"}) {
+      EXPECT_TRUE(g.contains(field)) << field;
+    }
+    EXPECT_TRUE(g["meets"].is_boolean());
+    EXPECT_EQ(g.value("measured_ok", false), true) << g.value("name", "");
+  }
+}
+
+}  // namespace
+}  // namespace hami::testing
