@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -135,13 +136,17 @@ ClientResult CheckEndpoint(const ClientOptions& o) {
   return ok;
 }
 
-ClientResult QueryHostPid(const ClientOptions& o) {
-  const int64_t deadline_ns = MonotonicNs() + o.timeout_ns;
-  ClientResult checked = CheckEndpoint(o);
-  if (checked.failure != ClientFailure::kNone) return checked;
+PendingQuery BeginQuery(const ClientOptions& o) {
+  PendingQuery q;
+  q.deadline_ns = MonotonicNs() + o.timeout_ns;
+  q.result = CheckEndpoint(o);
+  if (q.result.failure != ClientFailure::kNone) return q;
 
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return Fail(ClientFailure::kIo, errno);
+  if (!fd.valid()) {
+    q.result = Fail(ClientFailure::kIo, errno);
+    return q;
+  }
   // Kernel-side timeouts as well, should a later change make a call blocking.
   timeval tv{time_t(o.timeout_ns / 1000000000), suseconds_t((o.timeout_ns % 1000000000) / 1000)};
   setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -149,37 +154,67 @@ ClientResult QueryHostPid(const ClientOptions& o) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, o.socket_path, std::strlen(o.socket_path) + 1);
-  ClientResult connected = Connect(fd.get(), addr, deadline_ns);
-  if (connected.failure != ClientFailure::kNone) return connected;
+  q.result = Connect(fd.get(), addr, q.deadline_ns);
+  if (q.result.failure != ClientFailure::kNone) return q;
 
   ucred peer{};
   socklen_t len = sizeof(peer);
   if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || len != sizeof(peer)) {
-    return Fail(ClientFailure::kUntrustedPeer, errno);
+    q.result = Fail(ClientFailure::kUntrustedPeer, errno);
+    return q;
   }
-  if (peer.uid != o.trusted_uid) return Fail(ClientFailure::kUntrustedPeer);
+  if (peer.uid != o.trusted_uid) {
+    q.result = Fail(ClientFailure::kUntrustedPeer);
+    return q;
+  }
 
   const RequestFrame request = EncodeRequest();
   int err = 0;
-  IoResult w = WriteFull(fd.get(), request.data(), request.size(), deadline_ns, &err);
-  if (w == IoResult::kTimeout) return Fail(ClientFailure::kTimeout, ETIMEDOUT);
-  if (w == IoResult::kClosed) return Fail(ClientFailure::kClosed, EPIPE);
-  if (w != IoResult::kOk) return Fail(ClientFailure::kIo, err);
+  IoResult w = WriteFull(fd.get(), request.data(), request.size(), q.deadline_ns, &err);
+  if (w == IoResult::kTimeout) {
+    q.result = Fail(ClientFailure::kTimeout, ETIMEDOUT);
+  } else if (w == IoResult::kClosed) {
+    q.result = Fail(ClientFailure::kClosed, EPIPE);
+  } else if (w != IoResult::kOk) {
+    q.result = Fail(ClientFailure::kIo, err);
+  } else {
+    q.fd = fd.Release();
+  }
+  return q;
+}
 
+ClientResult FinishQuery(PendingQuery* q, int64_t grace_ns) {
+  if (!q->pending()) return q->result;
+  UniqueFd fd(q->fd);
+  q->fd = -1;
   ResponseFrame response{};
   size_t got = 0;
+  int err = 0;
+  const int64_t deadline_ns = std::max(q->deadline_ns, MonotonicNs() + grace_ns);
   IoResult r = ReadFull(fd.get(), response.data(), response.size(), deadline_ns, &got, &err);
-  if (r == IoResult::kTimeout) return Fail(ClientFailure::kTimeout, ETIMEDOUT);
-  if (r == IoResult::kClosed) return Fail(ClientFailure::kClosed);
-  if (r != IoResult::kOk) return Fail(ClientFailure::kIo, err);
+  if (r == IoResult::kTimeout) return q->result = Fail(ClientFailure::kTimeout, ETIMEDOUT);
+  if (r == IoResult::kClosed) return q->result = Fail(ClientFailure::kClosed);
+  if (r != IoResult::kOk) return q->result = Fail(ClientFailure::kIo, err);
 
   DecodedResponse d = DecodeResponse(response);
-  if (d.error == FrameError::kRefused) return Fail(ClientFailure::kRefused, 0, d.error);
-  if (d.error != FrameError::kNone) return Fail(ClientFailure::kBadReply, 0, d.error);
+  if (d.error == FrameError::kRefused) {
+    return q->result = Fail(ClientFailure::kRefused, 0, d.error);
+  }
+  if (d.error != FrameError::kNone) return q->result = Fail(ClientFailure::kBadReply, 0, d.error);
   ClientResult ok;
   ok.failure = ClientFailure::kNone;
   ok.pid = pid_t(d.response.pid);
-  return ok;
+  return q->result = ok;
+}
+
+void AbandonQuery(PendingQuery* q) {
+  if (q->fd >= 0) close(q->fd);
+  q->fd = -1;
+}
+
+ClientResult QueryHostPid(const ClientOptions& o) {
+  PendingQuery q = BeginQuery(o);
+  return FinishQuery(&q, 0);
 }
 
 }  // namespace hami::broker

@@ -60,6 +60,25 @@ struct ClientResult {
 
 ClientResult QueryHostPid(const ClientOptions& options);
 
+// The same transaction in two halves, so that a caller can overlap the broker's answer with
+// work of its own (libvgpu.so sends the request before the driver's cuInit and reads the
+// answer after it, so that the wait for the answer costs no extra trip through a busy run
+// queue). BeginQuery makes every check, connects and sends the request; FinishQuery reads
+// and validates the answer, and closes the connection. An answer already received is taken
+// whatever the time; otherwise FinishQuery waits until the deadline set by BeginQuery, and at
+// least `grace_ns` (the caller's own work may have used the whole deadline).
+inline constexpr int64_t kFinishGraceNs = 100'000'000;
+struct PendingQuery {
+  int fd = -1;  // owned: FinishQuery (or Abandon) closes it
+  int64_t deadline_ns = 0;
+  ClientResult result;  // a failure from BeginQuery; kNone while a query is pending
+  bool pending() const { return fd >= 0; }
+};
+PendingQuery BeginQuery(const ClientOptions& options);
+ClientResult FinishQuery(PendingQuery* query, int64_t grace_ns = kFinishGraceNs);
+// Drops a pending query without reading its answer (e.g. in a fork child).
+void AbandonQuery(PendingQuery* query);
+
 // Only the checks made before connecting (for diagnostics): kNone when the path is trusted.
 ClientResult CheckEndpoint(const ClientOptions& options);
 

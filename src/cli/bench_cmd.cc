@@ -53,14 +53,24 @@ int RunOne(const std::string& dir, const std::string& name, const std::vector<st
 }  // namespace
 
 void AddBenchCommand(CLI::App& app) {
-  static std::vector<std::string> names;
   static bool list = false;
   CLI::App* bench = app.add_subcommand(
-      "bench", "Run benchmarks (all, or those named); options after -- go to each benchmark");
-  bench->add_option("names", names, "benchmarks to run");
+      "bench",
+      "Run benchmarks (all, or those named); what follows the names (from the first option, "
+      "or after --) goes to each benchmark: hami bench init --workers 1,4");
   bench->add_flag("--list", list, "list the benchmarks");
-  bench->allow_extras();  // other options (e.g. --quick) go to the benchmark
+  bench->prefix_command();  // everything from the first name on is ours to split
   bench->callback([bench] {
+    // Leading words are benchmark names; the rest (from the first option, or after a "--")
+    // is passed to each benchmark as it was written.
+    std::vector<std::string> words = bench->remaining();
+    std::vector<std::string> names, args;
+    size_t i = 0;
+    for (; i < words.size() && !words[i].empty() && words[i][0] != '-'; ++i) {
+      names.push_back(words[i]);
+    }
+    if (i < words.size() && words[i] == "--") ++i;
+    args.assign(words.begin() + std::ptrdiff_t(i), words.end());
     std::string dir = BenchDir();
     std::vector<std::string> all = ListBenchmarks(dir);
     if (all.empty()) {
@@ -72,15 +82,15 @@ void AddBenchCommand(CLI::App& app) {
       for (const std::string& n : all) std::printf("%s\n", n.c_str());
       std::exit(0);
     }
-    int rc = 0;
-    for (const std::string& n : names.empty() ? all : names) {
+    for (const std::string& n : names) {
       if (std::find(all.begin(), all.end(), n) == all.end()) {
         std::fprintf(stderr, "hami bench: unknown benchmark '%s' (see hami bench --list)\n",
                      n.c_str());
         std::exit(2);
       }
-      rc |= RunOne(dir, n, bench->remaining());
     }
+    int rc = 0;
+    for (const std::string& n : names.empty() ? all : names) rc |= RunOne(dir, n, args);
     std::exit(rc);
   });
 }

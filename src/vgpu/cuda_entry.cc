@@ -52,6 +52,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
   HookScope scope;
   // No driver at all: the driver's own "no device" answer, never a crash.
   HAMI_CUDA_REAL(cuInit, CUDA_ERROR_NO_DEVICE);
+  if (!scope.nested()) BeginIdentity();
   CUresult r = rt.cuda.cuInit(Flags);
   if (r == CUDA_SUCCESS && !scope.nested()) {
     rt.cuda_initialized.store(true, std::memory_order_release);

@@ -132,6 +132,20 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready) {
 
 }  // namespace
 
+void BeginIdentity() {
+  EnsureConfigured();
+  Runtime& rt = Rt();
+  const Config& c = rt.config;
+  if (!c.hostpid_broker || !Enabled(c, IdentityTier::kBroker) ||
+      rt.identity_state.load(std::memory_order_acquire) != int(IdentityState::kNotStarted)) {
+    return;
+  }
+  std::unique_lock<std::mutex> l(rt.identity_mu, std::try_to_lock);
+  if (!l.owns_lock() || rt.broker_query_started) return;
+  rt.broker_query = broker::BeginQuery(broker::ClientOptions{});
+  rt.broker_query_started = true;
+}
+
 void ResolveIdentity(bool cuda_ready) {
   if (t_resolving) return;
   Runtime& rt = Rt();

@@ -51,6 +51,11 @@ enum class IdentityState : int {
   kOff = 4,           // HAMI_IDENTITY_TIERS=none: recorded as failed, never retried
 };
 
+// Sends the broker its request ahead of the attempt (from the cuInit hook, before the real
+// cuInit), when the broker tier will run: the answer then arrives while the driver
+// initializes, and the attempt reads it without waiting.
+void BeginIdentity();
+
 // An attempt, when one is due: at registration, after the real cuInit, and on retries.
 // Requires a registered region (does nothing otherwise). `cuda_ready`: the real cuInit has
 // succeeded in this process, so the probe may run.

@@ -6,7 +6,14 @@ namespace hami::vgpu {
 
 TierOutcome BrokerTier() {
   broker::ClientOptions options;  // the compiled path, root-owned, read-only mount, 500 ms
-  broker::ClientResult r = broker::QueryHostPid(options);
+  Runtime& rt = Rt();             // identity_mu is held
+  broker::ClientResult r;
+  if (rt.broker_query_started) {  // asked before cuInit: read the answer
+    rt.broker_query_started = false;
+    r = broker::FinishQuery(&rt.broker_query);
+  } else {
+    r = broker::QueryHostPid(options);
+  }
   TierOutcome o;
   switch (r.failure) {
     case broker::ClientFailure::kNone:

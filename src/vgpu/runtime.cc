@@ -66,6 +66,10 @@ void ChildAfterFork() {
   }
   // The child has a PID of its own, and CUDA does not survive fork.
   std::construct_at(&rt.identity_mu);
+  if (rt.broker_query_started) {  // the parent's connection: the parent reads its answer
+    broker::AbandonQuery(&rt.broker_query);
+    rt.broker_query_started = false;
+  }
   rt.identity_state.store(int(IdentityState::kNotStarted));
   rt.identity_retry_ns.store(0);
   rt.identity_backoff_ns = 0;

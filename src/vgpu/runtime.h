@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "broker/client.h"
 #include "common/raw_log.h"
 #include "region/region.h"
 #include "vgpu/config.h"
@@ -179,6 +180,9 @@ struct Runtime {
   int64_t identity_backoff_ns = 0;  // guarded by identity_mu
   bool identity_logged = false;     // guarded by identity_mu
   std::mutex identity_mu;
+  // The broker's answer, asked for before the driver's cuInit and read after it.
+  broker::PendingQuery broker_query;          // guarded by identity_mu
+  bool broker_query_started = false;          // guarded by identity_mu
   std::atomic<bool> cuda_initialized{false};  // the real cuInit succeeded in this process
 
   // CUDA ordinal -> the region's device index (matched by UUID; -1: not in the region, so

@@ -17,6 +17,7 @@ namespace hami::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct Outcome {
@@ -143,6 +144,19 @@ TEST_F(HamiCliTest, BenchListsItsBenchmarks) {
   Outcome bad = Hami({"bench", "no_such_benchmark"});
   EXPECT_EQ(bad.status, 2);
   EXPECT_THAT(bad.out, HasSubstr("unknown benchmark 'no_such_benchmark'"));
+}
+
+TEST_F(HamiCliTest, BenchPassesEverythingAfterTheNamesToTheBenchmark) {
+  // The benchmark itself rejects the flag and its value: both reached it as written.
+  for (std::vector<std::string> argv :
+       {std::vector<std::string>{"bench", "broker", "--no-such-flag", "1,4"},
+        std::vector<std::string>{"bench", "broker", "--", "--no-such-flag", "1,4"}}) {
+    Outcome o = Hami(argv);
+    EXPECT_EQ(o.status, 2) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("== hami bench broker"));
+    EXPECT_THAT(o.out, HasSubstr("unknown flag --no-such-flag"));
+    EXPECT_THAT(o.out, Not(HasSubstr("unknown benchmark")));
+  }
 }
 
 }  // namespace
