@@ -31,8 +31,9 @@ Outcome Hami(std::vector<std::string> args, std::map<std::string, std::string> e
                                    std::string(HAMI_BIN_DIR) + "/hami"};
   argv.insert(argv.end(), args.begin(), args.end());
   Subprocess p(argv, env);
-  std::string out = p.ReadAll(20000);
-  return {p.Wait(20000), out};
+  // Bounds, not expectations: under a sanitizer and a loaded machine a run takes a while.
+  std::string out = p.ReadAll(120000);
+  return {p.Wait(120000), out};
 }
 
 class HamiCliTest : public ::testing::Test {

@@ -89,8 +89,9 @@ class RunCliTest : public ::testing::Test {
     std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", Hami()};
     argv.insert(argv.end(), args.begin(), args.end());
     Subprocess p(argv, Env());
-    std::string out = p.ReadAll(20000);
-    return {p.Wait(20000), out};
+    // Bounds, not expectations: under a sanitizer and a loaded machine a run takes a while.
+    std::string out = p.ReadAll(120000);
+    return {p.Wait(120000), out};
   }
 
   // The UUIDs of the simulated machine's devices, in order.
