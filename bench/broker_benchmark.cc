@@ -18,9 +18,7 @@
 // ran and no query failed, 1 otherwise, 2 on bad flags.
 //
 // usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH] [--deadline-s S]
-#include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -29,15 +27,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <new>
@@ -54,63 +49,36 @@
 #include "broker/server.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
-#include "common/file.h"
 #include "common/parse.h"
 #include "common/proc.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "harness.h"
 
 namespace hami::bench {
 namespace {
 
-using Json = nlohmann::ordered_json;
+constexpr char kProgram[] = "hami_bench_broker";
 
 // The goals.
 constexpr double kGoalSequentialP99Us = 100.0;
 constexpr int kGoalBurstClients = 300;
 
-struct Options {
-  bool quick = false;
+constexpr char kUsage[] =
+    "usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH]\n"
+    "                         [--deadline-s S]\n"
+    "  --quick         a short run: 200 queries, a burst of 50 (the smoke test)\n"
+    "  --queries N     sequential queries, and bare round trips (default 2000)\n"
+    "  --clients N     clients in the burst (default 300)\n"
+    "  --json PATH     where to write the JSON (default: broker.json beside this binary)\n"
+    "  --deadline-s S  seconds for the burst; past it every client is killed and the run\n"
+    "                  fails (default 60; --quick: 30)\n";
+
+struct Options : CommonOptions {
   int queries = 2000;
   int clients = 300;
   int deadline_s = 60;  // per phase
-  std::string json_path;
 };
-
-int CpuCount() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return int(sysconf(_SC_NPROCESSORS_ONLN));
-}
-
-// ---- statistics ----
-
-struct Percentiles {
-  size_t count = 0;
-  int64_t p50 = 0, p95 = 0, p99 = 0, max = 0;
-};
-
-// Nearest rank: the smallest value with at least p% of the samples at or below it.
-Percentiles NearestRank(std::vector<int64_t> v) {
-  Percentiles p;
-  p.count = v.size();
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&v](double pct) {
-    size_t rank = size_t(std::ceil(pct / 100.0 * double(v.size())));
-    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-  };
-  p.p50 = at(50);
-  p.p95 = at(95);
-  p.p99 = at(99);
-  p.max = v.back();
-  return p;
-}
-
-Json ToJson(const Percentiles& p) {
-  return Json{{"count", p.count}, {"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"max", p.max}};
-}
 
 broker::ClientOptions ClientFor(const std::string& path) {
   broker::ClientOptions o;
@@ -289,14 +257,6 @@ struct BurstResult {
   int64_t wall_span_ns = 0;   // barrier release to the last client reaped
 };
 
-char ProcessState(pid_t pid) {
-  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 4096);
-  if (!text.ok()) return '?';
-  size_t close = text->rfind(')');
-  if (close == std::string::npos || close + 2 >= text->size()) return '?';
-  return (*text)[close + 2];
-}
-
 BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
   BurstResult res;
   res.clients = clients;
@@ -312,26 +272,16 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
   auto* records = static_cast<ClientRecord*>(m);
   for (int i = 0; i < clients; ++i) new (&records[i]) ClientRecord{};
 
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(std::string("pipe2: ") + std::strerror(errno));
-  UniqueFd barrier_read(pipe_fds[0]);
-  UniqueFd barrier_write(pipe_fds[1]);
+  auto barrier = MakeBarrierPipe();
+  if (!barrier.ok()) return fail(barrier.error().message());
+  const int barrier_read = barrier->read_end.get();
+  const int barrier_write = barrier->write_end.get();
   const broker::ClientOptions options = ClientFor(path);  // the client's real deadline
 
   std::vector<pid_t> pids(size_t(clients), -1);
   std::vector<bool> reaped(size_t(clients), false);
   std::map<pid_t, size_t> index_of;
-  auto kill_all = Cleanup([&] {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (pids[i] > 0 && !reaped[i]) kill(pids[i], SIGKILL);
-    }
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (pids[i] > 0 && !reaped[i]) {
-        while (waitpid(pids[i], nullptr, 0) < 0 && errno == EINTR) {
-        }
-      }
-    }
-  });
+  auto kill_all = Cleanup([&] { KillAndReap(pids, &reaped, nullptr); });
   const pid_t parent = getpid();
   std::fflush(nullptr);
   for (int i = 0; i < clients; ++i) {
@@ -340,12 +290,12 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
       // Async-signal-safe calls only (the parent has threads): the client allocates nothing.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(126);
-      close(pipe_fds[1]);
+      close(barrier_write);
       ClientRecord& r = records[i];
       r.pid = int32_t(getpid());
       r.ready.store(1, std::memory_order_release);
       char c;
-      while (read(pipe_fds[0], &c, 1) < 0 && errno == EINTR) {
+      while (read(barrier_read, &c, 1) < 0 && errno == EINTR) {
       }
       r.start_ns = MonotonicNs();
       const broker::ClientResult q = broker::QueryHostPid(options);
@@ -361,7 +311,7 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
     index_of[pid] = size_t(i);
     res.spawned++;
   }
-  barrier_read.Reset();
+  barrier->read_end.Reset();
 
   const int64_t deadline = MonotonicNs() + int64_t(deadline_s) * 1'000'000'000;
   // Every client is ready and asleep on the barrier.
@@ -377,7 +327,7 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
   }
 
   const int64_t t0 = MonotonicNs();
-  barrier_write.Reset();  // EOF wakes them all
+  barrier->write_end.Reset();  // EOF wakes them all
   int64_t last_reaped = t0;
   int remaining = clients;
   while (remaining > 0) {
@@ -426,38 +376,6 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
 
 // ---- 4. report ----
 
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-std::string Us(int64_t ns) { return Fixed(double(ns) / 1e3, 1) + " us"; }
-std::string Ms(int64_t ns) { return Fixed(double(ns) / 1e6, 3) + " ms"; }
-std::string Duration(int64_t ns) { return ns < 1'000'000 ? Us(ns) : Ms(ns); }
-
-struct Row {
-  std::string metric, measured, goal, meets;
-};
-
-void PrintTable(const std::vector<Row>& rows) {
-  size_t w[4] = {6, 8, 4, 5};
-  for (const Row& r : rows) {
-    w[0] = std::max(w[0], r.metric.size());
-    w[1] = std::max(w[1], r.measured.size());
-    w[2] = std::max(w[2], r.goal.size());
-    w[3] = std::max(w[3], r.meets.size());
-  }
-  auto line = [&w](const std::string& a, const std::string& b, const std::string& c,
-                   const std::string& d) {
-    std::printf("%-*s | %*s | %-*s | %s\n", int(w[0]), a.c_str(), int(w[1]), b.c_str(), int(w[2]),
-                c.c_str(), d.c_str());
-  };
-  line("metric", "measured", "goal", "meets");
-  std::printf("%s-|-%s-|-%s-|-%s\n", std::string(w[0], '-').c_str(), std::string(w[1], '-').c_str(),
-              std::string(w[2], '-').c_str(), std::string(w[3], '-').c_str());
-  for (const Row& r : rows) line(r.metric, r.measured, r.goal, r.meets);
-}
-
 std::string FailureText(const std::map<std::string, int>& failures) {
   std::string s;
   for (const auto& [name, n] : failures) {
@@ -505,17 +423,19 @@ int Main(const Options& opt) {
   server->Stop();
 
   const bool seq_valid = seq.latency_ns.count > 0;
-  const double seq_p99_us = double(seq.latency_ns.p99) / 1e3;
-  const bool seq_meets = seq_valid && seq.failed == 0 && seq_p99_us <= kGoalSequentialP99Us;
   const bool burst_valid = burst.error.empty() && burst.spawned == burst.clients;
-  const bool burst_meets = burst_valid && burst.failed == 0;
-  const std::string burst_conditions = std::to_string(kGoalBurstClients) + " clients";
-  const bool burst_conditions_match = opt.clients >= kGoalBurstClients;
-  auto yes_no = [](bool valid, bool meets, bool conditions_match, const std::string& cond) {
-    std::string s = !valid ? "no (not measured)" : meets ? "yes" : "no";
-    if (!conditions_match) s += " (goal is for " + cond + ")";
-    return s;
-  };
+  Goal seq_goal = AtMost("sequential QueryHostPid p99", double(seq.latency_ns.p99) / 1e3, "us",
+                         kGoalSequentialP99Us, seq_valid);
+  seq_goal.meets = seq_goal.meets && seq.failed == 0;  // and every query answered
+  const Goal burst_goal{.name = "burst clients failed",
+                        .measured = burst.failed,
+                        .unit = "clients",
+                        .goal = "<= 0",
+                        .bound = 0,
+                        .measured_ok = burst_valid,
+                        .meets = burst_valid && burst.failed == 0,
+                        .conditions = std::to_string(kGoalBurstClients) + " clients",
+                        .conditions_match = opt.clients >= kGoalBurstClients};
 
   std::vector<Row> rows;
   rows.push_back({"sequential QueryHostPid: ok / failed",
@@ -524,7 +444,7 @@ int Main(const Options& opt) {
   rows.push_back({"sequential QueryHostPid p50", Duration(seq.latency_ns.p50), "", ""});
   rows.push_back({"sequential QueryHostPid p95", Duration(seq.latency_ns.p95), "", ""});
   rows.push_back({"sequential QueryHostPid p99", Duration(seq.latency_ns.p99), "<= 100 us",
-                  yes_no(seq_valid, seq_meets, true, "")});
+                  MeetsText(seq_goal)});
   rows.push_back({"sequential QueryHostPid max", Duration(seq.latency_ns.max), "", ""});
   rows.push_back({"baseline bare round trip: ok / failed",
                   std::to_string(base.ok) + " / " + std::to_string(base.failed), "", ""});
@@ -538,7 +458,7 @@ int Main(const Options& opt) {
        "", ""});
   rows.push_back({"burst: clients served / failed",
                   std::to_string(burst.ok) + " / " + std::to_string(burst.failed), "0 failed",
-                  yes_no(burst_valid, burst_meets, burst_conditions_match, burst_conditions)});
+                  MeetsText(burst_goal)});
   rows.push_back({"burst: failures", FailureText(burst.failures), "", ""});
   rows.push_back({"burst: query latency p50 / p99",
                   Duration(burst.latency_ns.p50) + " / " + Duration(burst.latency_ns.p99), "", ""});
@@ -563,25 +483,6 @@ int Main(const Options& opt) {
     counters_json[broker::CounterName(broker::Counter(i))] = counters.Get(broker::Counter(i));
   }
   counters_json["active"] = counters.active;
-  Json goals = Json::array();
-  goals.push_back({{"name", "sequential QueryHostPid p99"},
-                   {"measured", seq_p99_us},
-                   {"unit", "us"},
-                   {"goal", "<= 100"},
-                   {"bound", kGoalSequentialP99Us},
-                   {"meets", seq_meets},
-                   {"measured_ok", seq_valid},
-                   {"conditions", ""},
-                   {"conditions_match", true}});
-  goals.push_back({{"name", "burst clients failed"},
-                   {"measured", burst.failed},
-                   {"unit", "clients"},
-                   {"goal", "<= 0"},
-                   {"bound", 0},
-                   {"meets", burst_meets},
-                   {"measured_ok", burst_valid},
-                   {"conditions", burst_conditions},
-                   {"conditions_match", burst_conditions_match}});
   Json doc = {
       {"benchmark", "broker"},
       {"config",
@@ -616,15 +517,9 @@ int Main(const Options& opt) {
         {"completion_ns", ToJson(burst.completion_ns)},
         {"wall_span_ns", burst.wall_span_ns}}},
       {"server_counters", counters_json},
-      {"goals", goals},
+      {"goals", Json::array({ToJson(seq_goal), ToJson(burst_goal)})},
   };
-  std::ofstream out(json_path);
-  out << doc.dump(2) << "\n";
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "hami_bench_broker: cannot write %s\n", json_path.c_str());
-    return 1;
-  }
+  if (!WriteJson(json_path, doc, kProgram)) return 1;
   std::printf("\njson: %s\n", json_path.c_str());
   const bool all_ran = seq_valid && base.latency_ns.count > 0 && burst_valid;
   return all_ran && seq.failed == 0 && base.failed == 0 && burst.failed == 0 ? 0 : 1;
@@ -633,31 +528,12 @@ int Main(const Options& opt) {
 std::optional<Options> ParseFlags(int argc, char** argv) {
   Options o;
   bool queries_set = false, clients_set = false, deadline_set = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    std::string_view flag = arg, value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string_view::npos) {
-      flag = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    auto take = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "hami_bench_broker: %s needs a value\n", argv[i]);
-        return false;
-      }
-      value = argv[++i];
-      return true;
-    };
-    if (flag == "--quick") {
-      o.quick = true;
-    } else if (flag == "--json") {
-      if (!take()) return std::nullopt;
-      o.json_path = value;
-    } else if (flag == "--queries" || flag == "--clients" || flag == "--deadline-s") {
-      if (!take()) return std::nullopt;
+  FlagReader flags(argc, argv, kProgram, kUsage, &o);
+  while (flags.Next()) {
+    const std::string_view flag = flags.flag();
+    std::string_view value;
+    if (flag == "--queries" || flag == "--clients" || flag == "--deadline-s") {
+      if (!flags.TakeValue(&value)) return std::nullopt;
       auto n = ParseUint64(value, flag);
       if (!n.ok()) {
         std::fprintf(stderr, "hami_bench_broker: %s\n", n.error().message().c_str());
@@ -679,22 +555,12 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
         o.deadline_s = int(*n);
         deadline_set = true;
       }
-    } else if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH]\n"
-          "                         [--deadline-s S]\n"
-          "  --quick         a short run: 200 queries, a burst of 50 (the smoke test)\n"
-          "  --queries N     sequential queries, and bare round trips (default 2000)\n"
-          "  --clients N     clients in the burst (default 300)\n"
-          "  --json PATH     where to write the JSON (default: broker.json beside this binary)\n"
-          "  --deadline-s S  seconds for the burst; past it every client is killed and the run\n"
-          "                  fails (default 60; --quick: 30)\n");
-      std::exit(0);
     } else {
-      std::fprintf(stderr, "hami_bench_broker: unknown flag %s (see --help)\n", argv[i]);
+      flags.PrintUnknown();
       return std::nullopt;
     }
   }
+  if (flags.failed()) return std::nullopt;
   if (o.quick) {
     if (!queries_set) o.queries = 200;
     if (!clients_set) o.clients = 50;
@@ -707,7 +573,5 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
 }  // namespace hami::bench
 
 int main(int argc, char** argv) {
-  std::optional<hami::bench::Options> opt = hami::bench::ParseFlags(argc, argv);
-  if (!opt) return 2;
-  return hami::bench::Main(*opt);
+  return hami::bench::BenchmarkMain(argc, argv, hami::bench::ParseFlags, hami::bench::Main);
 }

@@ -3,35 +3,23 @@
 // by the benchmark, never tested here (they depend on the machine).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
 
-#include "common/temp_dir.h"
-#include "support/subprocess.h"
+#include "benchmark_test_support.h"
 
 namespace hami::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
-using Json = nlohmann::json;
 
 TEST(BrokerBenchmarkTest, QuickRunServesEveryClientAndReportsEveryFigure) {
-  TempDir dir("hami-bench-broker-test");
-  ASSERT_TRUE(dir.ok());
-  const std::string json_path = dir.File("broker.json");
-  Subprocess bench({HAMI_BENCH_BROKER, "--quick", "--json", json_path}, {});
-  const std::string out = bench.ReadAll(240000);
-  ASSERT_EQ(bench.Wait(60000), 0) << out;
-  EXPECT_THAT(out, HasSubstr("metric"));
-  EXPECT_THAT(out, HasSubstr("meets"));
-
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in.good()) << "no JSON at " << json_path;
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  ASSERT_FALSE(j.is_discarded()) << "the JSON does not parse";
+  BenchmarkRun bench("broker");
+  ASSERT_NO_FATAL_FAILURE(bench.Run(HAMI_BENCH_BROKER, {"--quick"}));
+  EXPECT_THAT(bench.output(), AllOf(HasSubstr("metric"), HasSubstr("meets")));
+  const Json& j = bench.json();
 
   EXPECT_EQ(j.value("benchmark", ""), "broker");
   EXPECT_EQ(j["config"].value("quick", false), true);
@@ -79,16 +67,7 @@ TEST(BrokerBenchmarkTest, QuickRunServesEveryClientAndReportsEveryFigure) {
   EXPECT_EQ(c.value("rejected", 1), 0);
   EXPECT_EQ(c.value("timeouts", 1), 0);
 
-  ASSERT_TRUE(j["goals"].is_array());
-  ASSERT_EQ(j["goals"].size(), 2u);
-  for (const Json& g : j["goals"]) {
-    for (const char* field : {"name", "measured", "unit", "goal", "bound", "meets", "measured_ok",
-                              "conditions", "conditions_match"}) {
-      EXPECT_TRUE(g.contains(field)) << field;
-    }
-    EXPECT_TRUE(g["meets"].is_boolean());
-    EXPECT_EQ(g.value("measured_ok", false), true) << g.value("name", "");
-  }
+  ExpectGoals(j["goals"], 2, kGoalFields, GoalsMeasured::kEvery);
 }
 
 }  // namespace

@@ -11,33 +11,26 @@
 // Exit status: 0 on success (the record then says kOk), 1 after a failed step (the record
 // names it), 2 when it cannot even reach its record.
 #include <cuda.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdarg>
 #include <cstdio>
-#include <cstring>
-#include <string>
 #include <string_view>
 
+#include "burst_results.h"
 #include "common/clock.h"
-#include "common/parse.h"
-#include "common/unique_fd.h"
 #include "init_bench_shared.h"
 #include "region/region.h"
 
 namespace hami::bench {
 namespace {
 
+constexpr char kProgram[] = "init_bench_worker";
+
 struct Args {
-  int results_fd = -1;
-  int barrier_fd = -1;
-  uint32_t index = 0;
-  std::string region_path;
+  WorkerArgs common;
   InitExpect expect = InitExpect::kOwnPid;
+  bool have_expect = false;
 };
 
 constexpr char kUsage[] =
@@ -45,104 +38,33 @@ constexpr char kUsage[] =
     "--expect own-pid|none\n";
 
 bool ParseArgs(int argc, char** argv, Args* out) {
-  bool have_index = false, have_expect = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view flag = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "init_bench_worker: %s needs a value\n", argv[i]);
-      return false;
+  auto own = [out](std::string_view flag, std::string_view value) {
+    if (flag != "--expect") return OwnFlag::kUnknown;
+    if (value != "own-pid" && value != "none") {
+      std::fprintf(stderr, "init_bench_worker: --expect %.*s is not own-pid or none\n",
+                   int(value.size()), value.data());
+      return OwnFlag::kBad;
     }
-    std::string_view value = argv[++i];
-    if (flag == "--region") {
-      out->region_path = value;
-      continue;
-    }
-    if (flag == "--expect") {
-      if (value != "own-pid" && value != "none") {
-        std::fprintf(stderr, "init_bench_worker: --expect %.*s is not own-pid or none\n",
-                     int(value.size()), value.data());
-        return false;
-      }
-      out->expect = value == "none" ? InitExpect::kNoPid : InitExpect::kOwnPid;
-      have_expect = true;
-      continue;
-    }
-    auto n = ParseUint64(value, flag);
-    if (!n.ok() || *n > 0x7fffffff) {
-      std::fprintf(stderr, "init_bench_worker: %s\n",
-                   n.ok() ? "value out of range" : n.error().message().c_str());
-      return false;
-    }
-    if (flag == "--results-fd") {
-      out->results_fd = int(*n);
-    } else if (flag == "--barrier-fd") {
-      out->barrier_fd = int(*n);
-    } else if (flag == "--index") {
-      out->index = uint32_t(*n);
-      have_index = true;
-    } else {
-      std::fprintf(stderr, "init_bench_worker: unknown flag %s\n", argv[i - 1]);
-      return false;
-    }
-  }
-  if (out->results_fd < 0 || out->barrier_fd < 0 || !have_index || !have_expect ||
-      out->region_path.empty()) {
+    out->expect = value == "none" ? InitExpect::kNoPid : InitExpect::kOwnPid;
+    out->have_expect = true;
+    return OwnFlag::kTaken;
+  };
+  if (!ParseWorkerArgs(argc, argv, kProgram, {}, kUsage, own, &out->common)) return false;
+  if (!out->have_expect) {
     std::fputs(kUsage, stderr);
     return false;
   }
   return true;
 }
 
-// Maps the results area and returns this worker's record, or null.
-InitWorkerRecord* MapRecord(const Args& a, InitResultsHeader** header) {
-  struct stat st;
-  if (fstat(a.results_fd, &st) != 0 || st.st_size < off_t(sizeof(InitResultsHeader))) {
-    std::fprintf(stderr, "init_bench_worker: results fd %d is not a results area\n", a.results_fd);
-    return nullptr;
-  }
-  void* m = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, a.results_fd, 0);
-  if (m == MAP_FAILED) {
-    std::fprintf(stderr, "init_bench_worker: mmap results: %s\n", std::strerror(errno));
-    return nullptr;
-  }
-  auto* h = static_cast<InitResultsHeader*>(m);
-  if (h->magic != kInitResultsMagic || h->version != kInitResultsVersion ||
-      h->record_size != sizeof(InitWorkerRecord) || a.index >= h->worker_count ||
-      uint64_t(st.st_size) < InitResultsBytes(h->worker_count)) {
-    std::fprintf(stderr, "init_bench_worker: results area does not match this build\n");
-    return nullptr;
-  }
-  *header = h;
-  return &InitRecords(h)[a.index];
-}
-
-[[gnu::format(printf, 3, 4)]] int Fail(InitWorkerRecord* r, InitStep step, const char* fmt, ...) {
-  r->failed_step = uint32_t(step);
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(r->error, sizeof(r->error), fmt, ap);
-  va_end(ap);
-  return 1;
-}
-
-int Run(const Args& a, InitWorkerRecord* r, InitResultsHeader* h, int64_t main_ns) {
+int Run(const Args& a, InitWorkerRecord* r, ResultsHeader* h, int64_t main_ns) {
   const pid_t self = getpid();
   r->pid = int32_t(self);
   r->main_ns = main_ns;
-  UniqueFd barrier(a.barrier_fd);
-  r->ready_ns = MonotonicNs();
-  h->ready.fetch_add(1, std::memory_order_acq_rel);
-  char byte;
-  ssize_t n;
-  do {
-    n = read(barrier.get(), &byte, 1);
-  } while (n < 0 && errno == EINTR);
-  r->released_ns = MonotonicNs();
-  if (n != 0) {
-    return Fail(r, InitStep::kBarrier, "barrier read returned %zd (%s)", n,
-                n < 0 ? std::strerror(errno) : "data instead of EOF");
+  const Status released = AwaitRelease(h, a.common.barrier_fd, &r->ready_ns, &r->released_ns);
+  if (!released.ok()) {
+    return Fail(r, InitStep::kBarrier, "%s", released.error().message().c_str());
   }
-  barrier.Reset();
 
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
@@ -156,7 +78,7 @@ int Run(const Args& a, InitWorkerRecord* r, InitResultsHeader* h, int64_t main_n
   r->cu_result = int32_t(cu);
   if (cu != CUDA_SUCCESS) return Fail(r, InitStep::kCuInit, "cuInit(0) returned %d", int(cu));
 
-  auto opened = region::Region::Open(a.region_path, nullptr, region::Create::kNever, nullptr,
+  auto opened = region::Region::Open(a.common.region_path, nullptr, region::Create::kNever, nullptr,
                                      region::Access::kReadOnly);
   if (!opened.ok()) {
     return Fail(r, InitStep::kRegionOpen, "%s", opened.error().message().c_str());
@@ -184,19 +106,15 @@ int Run(const Args& a, InitWorkerRecord* r, InitResultsHeader* h, int64_t main_n
                 region::IdentitySourceName(region::IdentitySource(r->identity_source)),
                 int(expected));
   }
-  r->outcome.store(uint32_t(InitOutcome::kOk), std::memory_order_release);
-  return 0;
+  return Succeed(r);
 }
 
 }  // namespace
 }  // namespace hami::bench
 
 int main(int argc, char** argv) {
-  const int64_t main_ns = hami::MonotonicNs();
-  hami::bench::Args args;
-  if (!hami::bench::ParseArgs(argc, argv, &args)) return 2;
-  hami::bench::InitResultsHeader* header = nullptr;
-  hami::bench::InitWorkerRecord* record = hami::bench::MapRecord(args, &header);
-  if (record == nullptr) return 2;
-  return hami::bench::Run(args, record, header, main_ns);
+  namespace bench = hami::bench;
+  return bench::WorkerMain<bench::InitWorkerRecord>(
+      argc, argv, bench::kProgram, bench::kInitResultsMagic, bench::kInitResultsVersion,
+      bench::ParseArgs, bench::Run);
 }

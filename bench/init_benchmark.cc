@@ -28,9 +28,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -39,7 +37,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -50,7 +47,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -61,13 +57,13 @@
 
 #include "broker/client.h"
 #include "broker/server.h"
-#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/parse.h"
 #include "common/proc.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "harness.h"
 #include "init_bench_shared.h"
 #include "region/region.h"
 
@@ -76,8 +72,7 @@ extern char** environ;
 namespace hami::bench {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
+constexpr char kProgram[] = "hami_bench_init";
 constexpr char kWorkerName[] = "init_bench_worker";
 
 // The simulated machine and its cost model (docs/simulated-gpu.md).
@@ -141,11 +136,25 @@ std::vector<std::pair<std::string, std::string>> ModeEnvironment(Mode m, const s
 // What a worker of the mode must find in its slot.
 const char* ModeExpect(Mode m) { return m == Mode::kNone ? "none" : "own-pid"; }
 
-struct Options {
+constexpr char kUsage[] =
+    "usage: hami_bench_init [--workers LIST] [--identity LIST] [--repeat N] [--seed S]\n"
+    "                       [--quick] [--json PATH] [--svg PATH] [--deadline-s S]\n"
+    "  --workers LIST   worker counts, comma-separated (default 1,2,8,32,128,300;\n"
+    "                   --quick: 1,2,8,32)\n"
+    "  --identity LIST  identity modes among none, probe, broker, procfs (default all;\n"
+    "                   broker needs root)\n"
+    "  --repeat N       bursts per mode and worker count, in a shuffled order of the\n"
+    "                   modes; the table shows their medians (default 3; --quick: 1)\n"
+    "  --seed S         seed of that order (default: from the clock; in the JSON)\n"
+    "  --quick          a short run (the smoke test)\n"
+    "  --json PATH      where to write the JSON (default: init.json beside this binary)\n"
+    "  --svg PATH       where to write the plot (default: init.svg beside this binary)\n"
+    "  --deadline-s S   seconds per run; past it every worker is killed and the run\n"
+    "                   fails (default 300; --quick: 60)\n";
+
+struct Options : CommonOptions {
   std::vector<int> workers = {1, 2, 8, 32, 128, 300};
   std::vector<Mode> modes = {kAllModes.begin(), kAllModes.end()};
-  bool quick = false;
-  std::string json_path;
   std::string svg_path;
   int repeat = 3;        // bursts per mode and worker count
   uint64_t seed = 0;     // of the shuffled order of the modes
@@ -154,80 +163,12 @@ struct Options {
 
 // ---- small helpers ----
 
-int CpuCount() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return int(sysconf(_SC_NPROCESSORS_ONLN));
-}
-
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-std::string Ms(int64_t ns) { return Fixed(double(ns) / 1e6, 1); }
-
-// ---- the outer deadline: SIGALRM sets a flag; blocking waits return EINTR ----
-
-std::atomic<bool> g_deadline_expired{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-void OnAlarm(int) { g_deadline_expired.store(true, std::memory_order_relaxed); }
-
-void InstallAlarmHandler() {
-  struct sigaction sa {};
-  sa.sa_handler = OnAlarm;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: waitpid() returns EINTR when the deadline passes
-  sigaction(SIGALRM, &sa, nullptr);
-}
-
-class Deadline {
- public:
-  explicit Deadline(int seconds) {
-    g_deadline_expired.store(false);
-    alarm(unsigned(seconds));
-  }
-  ~Deadline() {
-    alarm(0);
-    g_deadline_expired.store(false);
-  }
-  Deadline(const Deadline&) = delete;
-  Deadline& operator=(const Deadline&) = delete;
-  bool expired() const { return g_deadline_expired.load(std::memory_order_relaxed); }
-};
+// Milliseconds with one decimal, without the unit: "12.3".
+std::string Millis(int64_t ns) { return Fixed(double(ns) / 1e6, 1); }
 
 // ---- statistics ----
-
-struct Percentiles {
-  size_t count = 0;
-  int64_t p50 = 0, p95 = 0, p99 = 0, max = 0;
-};
-
-// Nearest rank: the smallest value with at least p% of the samples at or below it, i.e. the
-// ceil(p/100 * n)-th smallest (counting from one): sample 297 of 300 for p99, 127 of 128.
-Percentiles NearestRank(std::vector<int64_t> v) {
-  Percentiles p;
-  p.count = v.size();
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&v](int pct) {
-    const size_t rank = (size_t(pct) * v.size() + 99) / 100;
-    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-  };
-  p.p50 = at(50);
-  p.p95 = at(95);
-  p.p99 = at(99);
-  p.max = v.back();
-  return p;
-}
-
-Json ToJson(const Percentiles& p) {
-  return Json{{"count", p.count}, {"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"max", p.max}};
-}
 
 // Least squares y = a + b x; nullopt with fewer than two distinct x.
 std::optional<double> Slope(const std::vector<std::pair<double, double>>& xy) {
@@ -249,31 +190,6 @@ std::optional<double> Slope(const std::vector<std::pair<double, double>>& xy) {
 }
 
 // ---- processes ----
-
-// Kills and reaps every child in `pids` not yet reaped (reaped[i] false).
-void KillAndReap(const std::vector<pid_t>& pids, std::vector<bool>* reaped,
-                 std::vector<int>* statuses) {
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (!(*reaped)[i] && pids[i] > 0) kill(pids[i], SIGKILL);
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if ((*reaped)[i] || pids[i] <= 0) continue;
-    int st = 0;
-    while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR) {
-    }
-    (*reaped)[i] = true;
-    (*statuses)[i] = st;
-  }
-}
-
-// The scheduler state letter of `pid` from /proc/<pid>/stat, or '?' when unreadable.
-char ProcessState(pid_t pid) {
-  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 4096);
-  if (!text.ok()) return '?';
-  size_t close = text->rfind(')');
-  if (close == std::string::npos || close + 2 >= text->size()) return '?';
-  return (*text)[close + 2];
-}
 
 // In a fork child before exec: "execve failed: errno N" into the worker's record (no
 // allocation, no locale: async-signal-safe).
@@ -513,156 +429,41 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
   if (!devnull.valid()) return fail(Errno("opening /dev/null"));
 
   // The results area: one record per worker, each "failed" until its worker says otherwise.
-  UniqueFd memfd(memfd_create("hami-bench-init-results", MFD_CLOEXEC));
-  if (!memfd.valid()) return fail(Errno("memfd_create"));
-  const size_t bytes = InitResultsBytes(uint32_t(workers));
-  if (ftruncate(memfd.get(), off_t(bytes)) != 0) return fail(Errno("ftruncate of the results"));
-  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd.get(), 0);
-  if (m == MAP_FAILED) return fail(Errno("mmap of the results"));
-  Cleanup unmap([m, bytes] { munmap(m, bytes); });
-  auto* header = new (m) InitResultsHeader{};
-  header->magic = kInitResultsMagic;
-  header->version = kInitResultsVersion;
-  header->worker_count = uint32_t(workers);
-  header->record_size = sizeof(InitWorkerRecord);
-  InitWorkerRecord* records = InitRecords(header);
-  for (int i = 0; i < workers; ++i) {
-    InitWorkerRecord* r = new (&records[i]) InitWorkerRecord{};
-    r->cu_result = -1;
-    r->outcome.store(uint32_t(InitOutcome::kFailed), std::memory_order_relaxed);
-  }
+  auto area = ResultsArea::Create<InitWorkerRecord>("hami-bench-init-results", kInitResultsMagic,
+                                                    kInitResultsVersion, uint32_t(workers));
+  if (!area.ok()) return fail(area.error().message());
+  InitWorkerRecord* records = (*area)->records<InitWorkerRecord>();
+  for (int i = 0; i < workers; ++i) records[i].cu_result = -1;
 
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(Errno("pipe2 for the barrier"));
-  UniqueFd barrier_read(pipe_fds[0]);
-  UniqueFd barrier_write(pipe_fds[1]);
-
-  // Every argv and the environment are built before the first fork: the child only
-  // redirects its output, clears two close-on-exec flags and execs.
-  const size_t count = size_t(workers);
-  std::vector<std::string> env = WorkerEnvironment(mode, dir.path(), paths);
-  std::vector<char*> envp;
-  for (std::string& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::vector<std::string>> argvs(count);
-  std::vector<std::vector<char*>> argps(count);
-  for (size_t i = 0; i < count; ++i) {
-    argvs[i] = {paths.worker,
-                "--results-fd",
-                std::to_string(memfd.get()),
-                "--barrier-fd",
-                std::to_string(barrier_read.get()),
-                "--index",
-                std::to_string(i),
-                "--region",
-                region_path,
-                "--expect",
-                ModeExpect(mode)};
-    for (std::string& s : argvs[i]) argps[i].push_back(s.data());
-    argps[i].push_back(nullptr);
-  }
+  BurstSpec spec;
+  spec.worker = paths.worker;
+  spec.args = {"--region", region_path, "--expect", ModeExpect(mode)};
+  spec.env = WorkerEnvironment(mode, dir.path(), paths);
+  spec.stdin_fd = devnull.get();
+  spec.output_fd = log.get();
+  spec.deadline_s = deadline_s;
+  spec.on_fork_failure = ForkFailure::kSkipWorker;
+  spec.on_exec_failure = [records](size_t i, int err) { RecordExecFailure(&records[i], err); };
 
   const broker::ServerCounters counters_before =
       server != nullptr ? server->Counters() : broker::ServerCounters{};
   const int64_t server_cpu_before = server != nullptr ? OtherThreadsCpuNs() : -1;
-  Deadline deadline(deadline_s);
-  std::vector<pid_t> pids(count, -1);
-  std::vector<bool> reaped(count, false);
-  std::vector<int> statuses(count, 0);
-  std::map<pid_t, size_t> index_of;
-  auto kill_all = Cleanup([&] { KillAndReap(pids, &reaped, &statuses); });
-  const pid_t parent = getpid();
-  std::fflush(nullptr);
-  const int64_t first_fork = MonotonicNs();
-  int not_started = 0;
+  const BurstProcesses burst = RunWorkerBurst(spec, **area);
+  res.spawned = burst.spawned;
+  res.timed_out = burst.timed_out;
+  if (!burst.error.empty()) return fail(burst.error);
+  const int64_t t0 = burst.release_ns;
+  res.ready_span_ns = t0 - burst.first_fork_ns;
+  const size_t count = size_t(workers);
   for (size_t i = 0; i < count; ++i) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(126);
-      dup2(devnull.get(), STDIN_FILENO);
-      dup2(log.get(), STDOUT_FILENO);
-      dup2(log.get(), STDERR_FILENO);
-      fcntl(memfd.get(), F_SETFD, 0);
-      fcntl(barrier_read.get(), F_SETFD, 0);
-      execve(argps[i][0], argps[i].data(), envp.data());
-      RecordExecFailure(&records[i], errno);
-      _exit(127);
-    }
-    if (pid < 0) {
-      std::snprintf(records[i].error, sizeof(records[i].error), "fork: %s", std::strerror(errno));
-      ++not_started;
-      continue;
-    }
-    pids[i] = pid;
-    index_of[pid] = i;
-    res.spawned++;
-  }
-  barrier_read.Reset();
-
-  // Wait until every worker has reported ready (or died before it could) ...
-  int exited_early = 0;
-  auto reap_nohang = [&] {
-    int st = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-      auto it = index_of.find(pid);
-      if (it == index_of.end() || reaped[it->second]) continue;
-      reaped[it->second] = true;
-      statuses[it->second] = st;
-      ++exited_early;
-    }
-  };
-  for (;;) {
-    reap_nohang();
-    if (int(header->ready.load(std::memory_order_acquire)) + exited_early + not_started >=
-        workers) {
-      break;
-    }
-    if (deadline.expired()) {
-      res.timed_out = true;
-      return fail("deadline: only " + std::to_string(header->ready.load()) + " of " +
-                  std::to_string(workers) + " workers got ready in " + std::to_string(deadline_s) +
-                  " s");
-    }
-    SleepForNs(200'000);
-  }
-  // ... and is asleep in its read() of the barrier.
-  for (size_t i = 0; i < count; ++i) {
-    while (pids[i] > 0 && !reaped[i] && ProcessState(pids[i]) != 'S') {
-      reap_nohang();
-      if (deadline.expired()) {
-        res.timed_out = true;
-        return fail("deadline: worker " + std::to_string(i) + " never blocked on the barrier");
-      }
-      SleepForNs(100'000);
+    if (burst.fork_errno[i] != 0) {
+      std::snprintf(records[i].error, sizeof(records[i].error), "fork: %s",
+                    std::strerror(burst.fork_errno[i]));
     }
   }
-
-  const int64_t t0 = MonotonicNs();
-  barrier_write.Reset();  // EOF wakes them all
-  res.ready_span_ns = t0 - first_fork;
-  int remaining = 0;
-  for (size_t i = 0; i < count; ++i) remaining += pids[i] > 0 && !reaped[i] ? 1 : 0;
-  while (remaining > 0) {
-    int st = 0;
-    pid_t pid = waitpid(-1, &st, 0);
-    if (pid < 0) {
-      if (errno == EINTR && deadline.expired()) {
-        res.timed_out = true;
-        break;
-      }
-      if (errno == EINTR) continue;
-      break;  // ECHILD: nothing left
-    }
-    auto it = index_of.find(pid);
-    if (it == index_of.end() || reaped[it->second]) continue;
-    reaped[it->second] = true;
-    statuses[it->second] = st;
-    --remaining;
-  }
-  const std::vector<bool> reaped_by_itself = reaped;
-  KillAndReap(pids, &reaped, &statuses);
+  const std::vector<pid_t>& pids = burst.pids;
+  const std::vector<int>& statuses = burst.statuses;
+  const std::vector<bool>& reaped_by_itself = burst.exited;
   if (server != nullptr) {
     res.broker_counters = CounterDelta(counters_before, server->Counters());
     const int64_t server_cpu_after = OtherThreadsCpuNs();
@@ -677,7 +478,7 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
     const InitWorkerRecord& r = records[i];
     const bool exited_zero =
         reaped_by_itself[i] && WIFEXITED(statuses[i]) && WEXITSTATUS(statuses[i]) == 0;
-    const bool says_ok = r.outcome.load(std::memory_order_acquire) == uint32_t(InitOutcome::kOk);
+    const bool says_ok = r.outcome.load(std::memory_order_acquire) == uint32_t(WorkerOutcome::kOk);
     const bool ok = exited_zero && says_ok;
     const auto step = InitStep(r.failed_step);
     const auto source = region::IdentitySource(r.identity_source);
@@ -933,7 +734,7 @@ void Summarize(ModeRuns* m, const std::vector<int>& worker_counts) {
   m->slope_ms_per_worker = Slope(xy);
 }
 
-struct Goal {
+struct ScalingGoal {
   std::string name;
   double measured = 0;
   std::string unit;
@@ -945,7 +746,7 @@ struct Goal {
   bool meets() const { return valid && measured <= bound; }
 };
 
-std::vector<Goal> EvaluateGoals(const std::vector<ModeRuns>& modes, int largest) {
+std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int largest) {
   auto find = [&modes](Mode m) -> const ModeRuns* {
     for (const ModeRuns& r : modes) {
       if (r.mode == m) return &r;
@@ -961,7 +762,7 @@ std::vector<Goal> EvaluateGoals(const std::vector<ModeRuns>& modes, int largest)
     return "";
   };
 
-  Goal ratio;
+  ScalingGoal ratio;
   ratio.name = "p99(broker) / p99(none) at " + std::to_string(largest) + " workers";
   ratio.unit = "ratio";
   ratio.goal = "<= " + Fixed(kGoalBrokerOverNoneP99, 2);
@@ -975,12 +776,12 @@ std::vector<Goal> EvaluateGoals(const std::vector<ModeRuns>& modes, int largest)
       ratio.why_not = "a burst at " + std::to_string(largest) + " workers failed";
     } else {
       ratio.measured = double(b->p99) / double(n->p99);
-      ratio.detail = Ms(b->p99) + " ms / " + Ms(n->p99) + " ms";
+      ratio.detail = Millis(b->p99) + " ms / " + Millis(n->p99) + " ms";
       ratio.valid = true;
     }
   }
 
-  Goal slope;
+  ScalingGoal slope;
   slope.name = "slope(broker) / slope(probe), p99 per worker";
   slope.unit = "ratio";
   slope.goal = "<= " + Fixed(kGoalBrokerOverProbeSlope, 2);
@@ -1001,30 +802,6 @@ std::vector<Goal> EvaluateGoals(const std::vector<ModeRuns>& modes, int largest)
     }
   }
   return {ratio, slope};
-}
-
-void PrintTable(const std::vector<std::vector<std::string>>& rows, size_t right_from,
-                size_t right_to) {
-  if (rows.empty()) return;
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) w[c] = std::max(w[c], row[c].size());
-  }
-  auto print = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const bool right = c >= right_from && c < right_to;
-      const std::string pad(w[c] - row[c].size(), ' ');
-      line += (c == 0 ? "" : " | ") + (right ? pad + row[c] : row[c] + pad);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::printf("%s\n", line.c_str());
-  };
-  print(rows[0]);
-  std::string rule;
-  for (size_t c = 0; c < w.size(); ++c) rule += (c == 0 ? "" : "-|-") + std::string(w[c], '-');
-  std::printf("%s\n", rule.c_str());
-  for (size_t i = 1; i < rows.size(); ++i) print(rows[i]);
 }
 
 // ---- the plot ----
@@ -1180,7 +957,8 @@ std::string Svg(const std::vector<ModeRuns>& modes, const std::string& title) {
       Appendf(&s,
               "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>%s, %d workers: "
               "p99 %s ms (%zu bursts, %d failed workers)</title></circle>\n",
-              x, y, color, ModeName(m.mode), c.workers, Ms(c.p99).c_str(), c.runs.size(), c.failed);
+              x, y, color, ModeName(m.mode), c.workers, Millis(c.p99).c_str(), c.runs.size(),
+              c.failed);
     }
     if (!points.empty()) {
       Appendf(&s, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n",
@@ -1331,7 +1109,7 @@ int Main(const Options& opt) {
         r.sequence = sequence++;
         std::printf("  %-6s %4d workers, burst %d/%d: %d ok, %d failed, p99 %s ms%s%s\n",
                     ModeName(m->mode), w, rep + 1, opt.repeat, r.ok, r.failed,
-                    Ms(r.latency_ns.p99).c_str(), r.error.empty() ? "" : ": ", r.error.c_str());
+                    Millis(r.latency_ns.p99).c_str(), r.error.empty() ? "" : ": ", r.error.c_str());
         std::fflush(stdout);
         m->runs.push_back(std::move(r));
       }
@@ -1339,7 +1117,7 @@ int Main(const Options& opt) {
   }
   for (ModeRuns& m : modes) Summarize(&m, opt.workers);
   const int largest = opt.workers.back();
-  const std::vector<Goal> goals = EvaluateGoals(modes, largest);
+  const std::vector<ScalingGoal> goals = EvaluateGoals(modes, largest);
 
   // The table: one row per mode and worker count.
   const bool several = opt.repeat > 1;
@@ -1366,12 +1144,12 @@ int Main(const Options& opt) {
       std::vector<std::string> row = {ModeName(m.mode),
                                       std::to_string(c.workers),
                                       std::to_string(c.ok) + " / " + std::to_string(c.failed),
-                                      any ? Ms(c.p50) : "-",
-                                      any ? Ms(c.p95) : "-",
-                                      any ? Ms(c.p99) : "-",
-                                      any ? Ms(c.max) : "-",
-                                      c.wall_span > 0 ? Ms(c.wall_span) : "-"};
-      if (several) row.push_back(any ? Ms(c.p99_min) + " - " + Ms(c.p99_max) : "-");
+                                      any ? Millis(c.p50) : "-",
+                                      any ? Millis(c.p95) : "-",
+                                      any ? Millis(c.p99) : "-",
+                                      any ? Millis(c.max) : "-",
+                                      c.wall_span > 0 ? Millis(c.wall_span) : "-"};
+      if (several) row.push_back(any ? Millis(c.p99_min) + " - " + Millis(c.p99_max) : "-");
       row.push_back(c.release_max > 0 ? Fixed(double(c.release_p50) / 1e6, 2) + " / " +
                                             Fixed(double(c.release_max) / 1e6, 2)
                                       : "-");
@@ -1386,7 +1164,7 @@ int Main(const Options& opt) {
         "release max: the largest).\n",
         opt.repeat);
   }
-  PrintTable(rows, 1, head.size() - 1);
+  PrintTable(rows, 1, head.size() - 1, TrailingSpaces::kTrim);
 
   std::printf(
       "\nWhere the time goes at %d workers (per worker during cuInit; medians of the bursts):\n",
@@ -1403,7 +1181,7 @@ int Main(const Options& opt) {
          Fixed(c->voluntary_switches, 1) + " / " + Fixed(c->involuntary_switches, 1),
          c->server_cpu >= 0 ? Fixed(double(c->server_cpu) / 1e6, 1) : "-"});
   }
-  PrintTable(cost_rows, 1, 6);
+  PrintTable(cost_rows, 1, 6, TrailingSpaces::kTrim);
 
   std::printf("\n");
   std::vector<std::vector<std::string>> slope_rows = {
@@ -1415,16 +1193,16 @@ int Main(const Options& opt) {
                             : std::to_string(m.slope_points) + " complete bursts with >= " +
                                   std::to_string(kSlopeMinWorkers) + " workers"});
   }
-  PrintTable(slope_rows, 1, 2);
+  PrintTable(slope_rows, 1, 2, TrailingSpaces::kTrim);
 
   std::printf("\n");
   std::vector<std::vector<std::string>> goal_rows = {{"goal", "measured", "bound", "met"}};
-  for (const Goal& g : goals) {
+  for (const ScalingGoal& g : goals) {
     goal_rows.push_back({g.name, g.valid ? Fixed(g.measured, 3) + " (" + g.detail + ")" : "-",
                          g.goal,
                          g.valid ? (g.meets() ? "met" : "not met") : "not measured: " + g.why_not});
   }
-  PrintTable(goal_rows, 1, 2);
+  PrintTable(goal_rows, 1, 2, TrailingSpaces::kTrim);
 
   for (const ModeRuns& m : modes) {
     if (!m.skipped.empty()) std::printf("%s: skipped: %s\n", ModeName(m.mode), m.skipped.c_str());
@@ -1466,7 +1244,7 @@ int Main(const Options& opt) {
     };
   }
   Json goals_json = Json::array();
-  for (const Goal& g : goals) {
+  for (const ScalingGoal& g : goals) {
     goals_json.push_back({{"name", g.name},
                           {"measured", g.valid ? Json(g.measured) : Json(nullptr)},
                           {"unit", g.unit},
@@ -1497,25 +1275,13 @@ int Main(const Options& opt) {
       {"modes", modes_json},
       {"goals", goals_json},
   };
-  bool wrote = true;
-  std::ofstream out(json_path);
-  out << doc.dump(2) << "\n";
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "hami_bench_init: cannot write %s\n", json_path.c_str());
-    wrote = false;
-  }
-  std::ofstream svg(svg_path);
-  svg << Svg(modes, "hami bench init: cuInit p99 against workers (simulated " +
-                        std::string(kSimProfile) + ", " + std::to_string(cpus) + " CPUs)");
-  svg.close();
-  if (!svg) {
-    std::fprintf(stderr, "hami_bench_init: cannot write %s\n", svg_path.c_str());
-    wrote = false;
-  }
+  const bool wrote_json = WriteJson(json_path, doc, kProgram);
+  const std::string title = "hami bench init: cuInit p99 against workers (simulated " +
+                            std::string(kSimProfile) + ", " + std::to_string(cpus) + " CPUs)";
+  const bool wrote_svg = WriteTextFile(svg_path, Svg(modes, title), kProgram);
   std::printf("\njson: %s\nsvg: %s\n", json_path.c_str(), svg_path.c_str());
   if (broker && broker->server) broker->server->Stop();
-  return all_ok && wrote ? 0 : 1;
+  return all_ok && wrote_json && wrote_svg ? 0 : 1;
 }
 
 // "1,2,8" -> {1, 2, 8}, sorted, without repeats.
@@ -1585,42 +1351,26 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
   Options o;
   o.seed = uint64_t(MonotonicNs()) ^ (uint64_t(getpid()) << 32);
   bool workers_set = false, deadline_set = false, repeat_set = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    std::string_view flag = arg, value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string_view::npos) {
-      flag = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    auto take = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "hami_bench_init: %s needs a value\n", argv[i]);
-        return false;
-      }
-      value = argv[++i];
-      return true;
-    };
-    if (flag == "--quick") {
-      o.quick = true;
-    } else if (flag == "--json" || flag == "--svg") {
-      if (!take()) return std::nullopt;
-      (flag == "--json" ? o.json_path : o.svg_path) = value;
+  FlagReader flags(argc, argv, kProgram, kUsage, &o);
+  while (flags.Next()) {
+    const std::string_view flag = flags.flag();
+    std::string_view value;
+    if (flag == "--svg") {
+      if (!flags.TakeValue(&value)) return std::nullopt;
+      o.svg_path = value;
     } else if (flag == "--workers") {
-      if (!take()) return std::nullopt;
+      if (!flags.TakeValue(&value)) return std::nullopt;
       auto list = ParseWorkerList(value);
       if (!list) return std::nullopt;
       o.workers = *list;
       workers_set = true;
     } else if (flag == "--identity") {
-      if (!take()) return std::nullopt;
+      if (!flags.TakeValue(&value)) return std::nullopt;
       auto list = ParseModeList(value);
       if (!list) return std::nullopt;
       o.modes = *list;
     } else if (flag == "--repeat" || flag == "--seed") {
-      if (!take()) return std::nullopt;
+      if (!flags.TakeValue(&value)) return std::nullopt;
       auto n = ParseUint64(value, flag);
       if (!n.ok()) {
         std::fprintf(stderr, "hami_bench_init: %s\n", n.error().message().c_str());
@@ -1636,7 +1386,7 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
         repeat_set = true;
       }
     } else if (flag == "--deadline-s") {
-      if (!take()) return std::nullopt;
+      if (!flags.TakeValue(&value)) return std::nullopt;
       auto n = ParseUint64(value, flag);
       if (!n.ok() || *n < 1 || *n > 3600) {
         std::fprintf(stderr, "hami_bench_init: --deadline-s %.*s is not from 1 to 3600\n",
@@ -1645,28 +1395,12 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
       }
       o.deadline_s = int(*n);
       deadline_set = true;
-    } else if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "usage: hami_bench_init [--workers LIST] [--identity LIST] [--repeat N] [--seed S]\n"
-          "                       [--quick] [--json PATH] [--svg PATH] [--deadline-s S]\n"
-          "  --workers LIST   worker counts, comma-separated (default 1,2,8,32,128,300;\n"
-          "                   --quick: 1,2,8,32)\n"
-          "  --identity LIST  identity modes among none, probe, broker, procfs (default all;\n"
-          "                   broker needs root)\n"
-          "  --repeat N       bursts per mode and worker count, in a shuffled order of the\n"
-          "                   modes; the table shows their medians (default 3; --quick: 1)\n"
-          "  --seed S         seed of that order (default: from the clock; in the JSON)\n"
-          "  --quick          a short run (the smoke test)\n"
-          "  --json PATH      where to write the JSON (default: init.json beside this binary)\n"
-          "  --svg PATH       where to write the plot (default: init.svg beside this binary)\n"
-          "  --deadline-s S   seconds per run; past it every worker is killed and the run\n"
-          "                   fails (default 300; --quick: 60)\n");
-      std::exit(0);
     } else {
-      std::fprintf(stderr, "hami_bench_init: unknown flag %s (see --help)\n", argv[i]);
+      flags.PrintUnknown();
       return std::nullopt;
     }
   }
+  if (flags.failed()) return std::nullopt;
   if (o.quick) {
     if (!workers_set) o.workers = {1, 2, 8, 32};
     if (!repeat_set) o.repeat = 1;
@@ -1679,7 +1413,5 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
 }  // namespace hami::bench
 
 int main(int argc, char** argv) {
-  std::optional<hami::bench::Options> opt = hami::bench::ParseFlags(argc, argv);
-  if (!opt) return 2;
-  return hami::bench::Main(*opt);
+  return hami::bench::BenchmarkMain(argc, argv, hami::bench::ParseFlags, hami::bench::Main);
 }

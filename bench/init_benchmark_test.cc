@@ -4,38 +4,20 @@
 // (they depend on the machine).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cstdint>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include "support/subprocess.h"
+#include "benchmark_test_support.h"
 
 namespace hami::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using Json = nlohmann::json;
-
-class InitBenchmarkTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/hami-bench-init-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    unlink((dir_ + "/init.json").c_str());
-    unlink((dir_ + "/init.svg").c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string dir_;
-};
 
 // Each mode's workers must all have learned their identity from this source.
 struct ModeExpectation {
@@ -43,20 +25,16 @@ struct ModeExpectation {
   const char* source;
 };
 
-TEST_F(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity) {
-  const std::string json_path = dir_ + "/init.json";
-  const std::string svg_path = dir_ + "/init.svg";
-  Subprocess bench(
-      {HAMI_BENCH_INIT, "--quick", "--workers", "1,4", "--json", json_path, "--svg", svg_path}, {});
-  std::string out = bench.ReadAll(240000);
-  ASSERT_EQ(bench.Wait(60000), 0) << out;
+TEST(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity) {
+  BenchmarkRun bench("init");
+  const std::string svg_path = bench.File("init.svg");
+  ASSERT_NO_FATAL_FAILURE(
+      bench.Run(HAMI_BENCH_INIT, {"--quick", "--workers", "1,4", "--svg", svg_path}));
+  const std::string& out = bench.output();
   EXPECT_THAT(out, HasSubstr("p99 ms"));
   EXPECT_THAT(out, HasSubstr("slope(broker) / slope(probe)"));
+  const Json& j = bench.json();
 
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in.good()) << "no JSON at " << json_path << "\n" << out;
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  ASSERT_FALSE(j.is_discarded()) << "the JSON does not parse";
   EXPECT_EQ(j.value("benchmark", ""), "init");
 
   for (const char* field : {"revision", "dirty", "hami_version", "gpu_model", "gpu_count",
@@ -134,15 +112,9 @@ TEST_F(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity)
     }
   }
 
-  ASSERT_TRUE(j["goals"].is_array());
-  ASSERT_EQ(j["goals"].size(), 2u);
-  for (const Json& g : j["goals"]) {
-    for (const char* field :
-         {"name", "measured", "unit", "goal", "bound", "meets", "measured_ok", "workers"}) {
-      EXPECT_TRUE(g.contains(field)) << field;
-    }
-    EXPECT_TRUE(g["meets"].is_boolean());
-  }
+  ExpectGoals(j["goals"], 2,
+              {"name", "measured", "unit", "goal", "bound", "meets", "measured_ok", "workers"},
+              GoalsMeasured::kNotChecked);
 
   std::ifstream svg_in(svg_path);
   ASSERT_TRUE(svg_in.good()) << "no plot at " << svg_path;

@@ -1,11 +1,6 @@
-// What hami_bench_region and its burst worker (region_bench_worker) share: the layout of the
-// anonymous results area (a memfd the parent creates and every worker maps) and the policy
-// the workers stamp on the region.
-//
-// The results area is a Header followed by one WorkerRecord per worker. The parent fills
-// every record with kFailed before it starts a worker; a worker stores kOk last (release),
-// after every other field of its record, so a worker that dies or fails never reads as a
-// success. The parent also requires exit status 0.
+// What hami_bench_region and its burst worker (region_bench_worker) share: the record each
+// worker fills in the results area (burst_results.h) and the policy the workers stamp on the
+// region.
 //
 // Times are CLOCK_MONOTONIC nanoseconds (comparable across processes); 0 = not reached.
 #pragma once
@@ -14,14 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "burst_results.h"
 #include "region/region.h"
 
 namespace hami::bench {
 
 inline constexpr uint64_t kResultsMagic = 0x4852424e43485231ull;  // "HRBNCHR1"
 inline constexpr uint32_t kResultsVersion = 1;
-
-enum class WorkerOutcome : uint32_t { kFailed = 0, kOk = 1 };
 
 // Which step a failed worker stopped at (WorkerRecord::failed_step).
 enum class WorkerStep : uint32_t {
@@ -30,16 +24,6 @@ enum class WorkerStep : uint32_t {
   kOpen = 2,
   kRegister = 3,
   kReserve = 4,
-};
-
-struct alignas(64) ResultsHeader {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t worker_count;
-  uint32_t record_size;
-  uint32_t pad0;
-  std::atomic<uint32_t> ready;  // workers about to block on the barrier
-  uint8_t reserved[36];
 };
 
 struct alignas(64) WorkerRecord {
@@ -59,18 +43,10 @@ struct alignas(64) WorkerRecord {
   char error[112];  // why it failed, NUL-terminated
 };
 
-static_assert(sizeof(ResultsHeader) == 64);
 static_assert(sizeof(WorkerRecord) == 192);
 static_assert(offsetof(WorkerRecord, main_ns) == 16);
 static_assert(offsetof(WorkerRecord, involuntary_switches) == 64);
 static_assert(offsetof(WorkerRecord, error) == 72);
-static_assert(std::atomic<uint32_t>::is_always_lock_free);
-
-inline constexpr size_t ResultsBytes(uint32_t workers) {
-  return sizeof(ResultsHeader) + size_t(workers) * sizeof(WorkerRecord);
-}
-
-inline WorkerRecord* Records(ResultsHeader* h) { return reinterpret_cast<WorkerRecord*>(h + 1); }
 
 // Two devices with a few GiB each: every worker stamps (or compares) the same policy.
 inline region::PolicySpec BenchPolicy() {

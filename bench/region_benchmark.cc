@@ -20,7 +20,6 @@
 //
 // usage: hami_bench_region [--workers N] [--quick] [--json PATH] [--deadline-s S]
 //                          [--timeline DIR]
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -34,12 +33,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -51,19 +47,17 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
-#include "common/file.h"
 #include "common/parse.h"
 #include "common/proc.h"
 #include "common/robust_mutex.h"
-#include "common/unique_fd.h"
+#include "harness.h"
 #include "region/region.h"
 #include "region_bench_shared.h"
 
 namespace hami::bench {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
+constexpr char kProgram[] = "hami_bench_region";
 constexpr char kWorkerName[] = "region_bench_worker";
 constexpr char kRegionFile[] = "usage.cache";
 constexpr int kContendProcesses = 2;
@@ -78,10 +72,19 @@ constexpr double kGoalUncontendedNs = 50.0;
 constexpr int kGoalWorkers = 300;
 constexpr int kGoalCpus = 2;
 
-struct Options {
+constexpr char kUsage[] =
+    "usage: hami_bench_region [--workers N] [--quick] [--json PATH] [--deadline-s S]\n"
+    "                         [--timeline DIR]\n"
+    "  --workers N     burst size (default 300; --quick: 64)\n"
+    "  --quick         a short run: 64 workers, fewer iterations (the smoke test)\n"
+    "  --json PATH     where to write the JSON (default: region.json beside this binary)\n"
+    "  --deadline-s S  seconds per phase; past it every process is killed and the run\n"
+    "                  fails (default 120; --quick: 30)\n"
+    "  --timeline DIR  also write each burst's per-worker timestamps (ns from the\n"
+    "                  barrier's release) to DIR/burst-<run>.csv\n";
+
+struct Options : CommonOptions {
   int workers = 300;
-  bool quick = false;
-  std::string json_path;
   int deadline_s = 120;      // per phase
   std::string timeline_dir;  // per-worker CSVs of the bursts, when set
   uint64_t iterations = 500'000;
@@ -89,13 +92,6 @@ struct Options {
 };
 
 // ---- small helpers ----
-
-int CpuCount() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return int(sysconf(_SC_NPROCESSORS_ONLN));
-}
 
 inline void CompilerBarrier() { asm volatile("" ::: "memory"); }
 
@@ -124,80 +120,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-// ---- the outer deadline: SIGALRM sets a flag; blocking waits return EINTR ----
-
-std::atomic<bool> g_deadline_expired{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-void OnAlarm(int) { g_deadline_expired.store(true, std::memory_order_relaxed); }
-
-void InstallAlarmHandler() {
-  struct sigaction sa {};
-  sa.sa_handler = OnAlarm;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: waitpid() returns EINTR when the deadline passes
-  sigaction(SIGALRM, &sa, nullptr);
-}
-
-class Deadline {
- public:
-  explicit Deadline(int seconds) {
-    g_deadline_expired.store(false);
-    alarm(unsigned(seconds));
-  }
-  ~Deadline() {
-    alarm(0);
-    g_deadline_expired.store(false);
-  }
-  Deadline(const Deadline&) = delete;
-  Deadline& operator=(const Deadline&) = delete;
-  bool expired() const { return g_deadline_expired.load(std::memory_order_relaxed); }
-};
-
-// Kills and reaps every child in `pids` not yet reaped (reaped[i] false).
-void KillAndReap(const std::vector<pid_t>& pids, std::vector<bool>* reaped,
-                 std::vector<int>* statuses) {
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (!(*reaped)[i] && pids[i] > 0) kill(pids[i], SIGKILL);
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if ((*reaped)[i] || pids[i] <= 0) continue;
-    int st = 0;
-    while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR) {
-    }
-    (*reaped)[i] = true;
-    (*statuses)[i] = st;
-  }
-}
-
-// ---- statistics ----
-
-struct Percentiles {
-  size_t count = 0;
-  int64_t p50 = 0, p95 = 0, p99 = 0, max = 0;
-};
-
-// Nearest rank: the smallest value with at least p% of the samples at or below it.
-Percentiles NearestRank(std::vector<int64_t> v) {
-  Percentiles p;
-  p.count = v.size();
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&v](double pct) {
-    size_t rank = size_t(std::ceil(pct / 100.0 * double(v.size())));
-    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-  };
-  p.p50 = at(50);
-  p.p95 = at(95);
-  p.p99 = at(99);
-  p.max = v.back();
-  return p;
-}
-
-Json ToJson(const Percentiles& p) {
-  return Json{{"count", p.count}, {"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"max", p.max}};
-}
 
 // ---- 1. the burst ----
 
@@ -254,15 +176,6 @@ const char* StepName(WorkerStep step) {
   return "an invalid step";
 }
 
-// The scheduler state letter of `pid` from /proc/<pid>/stat, or '?' when unreadable.
-char ProcessState(pid_t pid) {
-  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 4096);
-  if (!text.ok()) return '?';
-  size_t close = text->rfind(')');
-  if (close == std::string::npos || close + 2 >= text->size()) return '?';
-  return (*text)[close + 2];
-}
-
 // Writes one line per worker: its timestamps relative to t0 (ns; empty when not reached).
 void WriteTimeline(const std::string& path, const WorkerRecord* records, int workers, int64_t t0) {
   FILE* f = std::fopen(path.c_str(), "w");
@@ -311,146 +224,27 @@ BurstResult RunBurst(const std::string& worker_path, int workers, BurstMode mode
   }
 
   // The results area: one record per worker, each "failed" until its worker says otherwise.
-  UniqueFd memfd(memfd_create("hami-bench-region-results", MFD_CLOEXEC));
-  if (!memfd.valid()) return fail(std::string("memfd_create: ") + std::strerror(errno));
-  const size_t bytes = ResultsBytes(uint32_t(workers));
-  if (ftruncate(memfd.get(), off_t(bytes)) != 0) {
-    return fail(std::string("ftruncate results: ") + std::strerror(errno));
-  }
-  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd.get(), 0);
-  if (m == MAP_FAILED) return fail(std::string("mmap results: ") + std::strerror(errno));
-  Cleanup unmap([m, bytes] { munmap(m, bytes); });
-  auto* header = new (m) ResultsHeader{};
-  header->magic = kResultsMagic;
-  header->version = kResultsVersion;
-  header->worker_count = uint32_t(workers);
-  header->record_size = sizeof(WorkerRecord);
-  WorkerRecord* records = Records(header);
-  for (int i = 0; i < workers; ++i) {
-    WorkerRecord* r = new (&records[i]) WorkerRecord{};
-    r->outcome.store(uint32_t(WorkerOutcome::kFailed), std::memory_order_relaxed);
-  }
+  auto area = ResultsArea::Create<WorkerRecord>("hami-bench-region-results", kResultsMagic,
+                                                kResultsVersion, uint32_t(workers));
+  if (!area.ok()) return fail(area.error().message());
+  const WorkerRecord* records = (*area)->records<WorkerRecord>();
 
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(std::string("pipe2: ") + std::strerror(errno));
-  UniqueFd barrier_read(pipe_fds[0]);
-  UniqueFd barrier_write(pipe_fds[1]);
-
-  // Every argv is built before the first fork: the child only clears two close-on-exec
-  // flags and execs.
-  const size_t count = size_t(workers);
-  std::vector<std::vector<std::string>> argvs(count);
-  for (int i = 0; i < workers; ++i) {
-    argvs[size_t(i)] = {worker_path,
-                        "--results-fd",
-                        std::to_string(memfd.get()),
-                        "--barrier-fd",
-                        std::to_string(barrier_read.get()),
-                        "--index",
-                        std::to_string(i),
-                        "--region",
-                        region_path};
-    if (mode == BurstMode::kControl) argvs[size_t(i)].push_back("--control");
-  }
-  std::vector<std::vector<char*>> argps(count);
-  for (int i = 0; i < workers; ++i) {
-    for (std::string& s : argvs[size_t(i)]) argps[size_t(i)].push_back(s.data());
-    argps[size_t(i)].push_back(nullptr);
-  }
-
-  Deadline deadline(deadline_s);
-  std::vector<pid_t> pids(count, -1);
-  std::vector<bool> reaped(count, false);
-  std::vector<int> statuses(count, 0);
-  std::map<pid_t, size_t> index_of;
-  auto kill_all = Cleanup([&] { KillAndReap(pids, &reaped, &statuses); });
-  const pid_t parent = getpid();
-  std::fflush(nullptr);
-  for (int i = 0; i < workers; ++i) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(126);
-      fcntl(memfd.get(), F_SETFD, 0);
-      fcntl(barrier_read.get(), F_SETFD, 0);
-      execv(argps[size_t(i)][0], argps[size_t(i)].data());
-      _exit(127);
-    }
-    if (pid < 0) {
-      return fail("fork of worker " + std::to_string(i) + ": " + std::strerror(errno));
-    }
-    pids[size_t(i)] = pid;
-    index_of[pid] = size_t(i);
-    res.spawned++;
-  }
-  barrier_read.Reset();
-
-  // Wait until every worker has reported ready (or died before it could) ...
-  int exited_early = 0;
-  auto reap_nohang = [&] {
-    int st = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-      auto it = index_of.find(pid);
-      if (it == index_of.end()) continue;
-      reaped[it->second] = true;
-      statuses[it->second] = st;
-      ++exited_early;
-    }
-  };
-  for (;;) {
-    reap_nohang();
-    if (int(header->ready.load(std::memory_order_acquire)) + exited_early >= workers) break;
-    if (deadline.expired()) {
-      res.timed_out = true;
-      return fail("deadline: only " + std::to_string(header->ready.load()) + " of " +
-                  std::to_string(workers) + " workers got ready in " + std::to_string(deadline_s) +
-                  " s");
-    }
-    SleepForNs(200'000);
-  }
-  // ... and is asleep in its read() of the barrier.
-  for (int i = 0; i < workers; ++i) {
-    while (!reaped[size_t(i)] && ProcessState(pids[size_t(i)]) != 'S') {
-      reap_nohang();
-      if (deadline.expired()) {
-        res.timed_out = true;
-        return fail("deadline: worker " + std::to_string(i) + " never blocked on the barrier");
-      }
-      SleepForNs(100'000);
-    }
-  }
-
-  const int64_t t0 = MonotonicNs();
-  barrier_write.Reset();  // EOF wakes them all
-  int64_t last_reaped = t0;
-  int remaining = 0;
-  for (int i = 0; i < workers; ++i) remaining += reaped[size_t(i)] ? 0 : 1;
-  while (remaining > 0) {
-    int st = 0;
-    pid_t pid = waitpid(-1, &st, 0);
-    if (pid < 0) {
-      if (errno == EINTR && deadline.expired()) {
-        res.timed_out = true;
-        break;
-      }
-      if (errno == EINTR) continue;
-      break;  // ECHILD: nothing left
-    }
-    last_reaped = MonotonicNs();
-    auto it = index_of.find(pid);
-    if (it == index_of.end() || reaped[it->second]) continue;
-    reaped[it->second] = true;
-    statuses[it->second] = st;
-    --remaining;
-  }
-  res.wall_span_ns = last_reaped - t0;
-  KillAndReap(pids, &reaped, &statuses);
+  BurstSpec spec;
+  spec.worker = worker_path;
+  spec.args = {"--region", region_path};
+  if (mode == BurstMode::kControl) spec.args.push_back("--control");
+  spec.deadline_s = deadline_s;
+  const BurstProcesses burst = RunWorkerBurst(spec, **area);
+  res.spawned = burst.spawned;
+  res.timed_out = burst.timed_out;
+  if (!burst.error.empty()) return fail(burst.error);
+  const int64_t t0 = burst.release_ns;
+  res.wall_span_ns = burst.last_reaped_ns - t0;
 
   std::vector<int64_t> registration, opens, reg, reserve, unreg, wake;
   for (int i = 0; i < workers; ++i) {
     const WorkerRecord& r = records[i];
-    const int st = statuses[size_t(i)];
+    const int st = burst.statuses[size_t(i)];
     const bool exited_zero = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     const bool says_ok = r.outcome.load(std::memory_order_acquire) == uint32_t(WorkerOutcome::kOk);
     if (!exited_zero || !says_ok) {
@@ -460,7 +254,7 @@ BurstResult RunBurst(const std::string& worker_path, int workers, BurstMode mode
                                                   : "not reaped";
         char why[320];
         std::snprintf(why, sizeof(why), "worker %d (pid %d): %s, %s at %s: %.*s", i,
-                      int(pids[size_t(i)]), how.c_str(), says_ok ? "ok" : "failed",
+                      int(burst.pids[size_t(i)]), how.c_str(), says_ok ? "ok" : "failed",
                       StepName(WorkerStep(r.failed_step)), int(sizeof(r.error)),
                       r.error[0] != '\0' ? r.error : "(no record written)");
         res.worker_errors.push_back(why);
@@ -878,49 +672,7 @@ Contended MeasureContended(int64_t duration_ns, int deadline_s) {
 
 // ---- 3. the report ----
 
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-std::string Ms(int64_t ns) { return Fixed(double(ns) / 1e6, 3) + " ms"; }
-std::string Us(int64_t ns) { return Fixed(double(ns) / 1e3, 1) + " us"; }
-std::string Duration(int64_t ns) { return ns < 1'000'000 ? Us(ns) : Ms(ns); }
 std::string Ns(double ns) { return Fixed(ns, 1) + " ns"; }
-
-struct Row {
-  std::string metric, measured, goal, meets;
-};
-
-void PrintTable(const std::vector<Row>& rows) {
-  size_t w[4] = {6, 8, 4, 5};
-  for (const Row& r : rows) {
-    w[0] = std::max(w[0], r.metric.size());
-    w[1] = std::max(w[1], r.measured.size());
-    w[2] = std::max(w[2], r.goal.size());
-    w[3] = std::max(w[3], r.meets.size());
-  }
-  auto line = [&w](const std::string& a, const std::string& b, const std::string& c,
-                   const std::string& d) {
-    std::printf("%-*s | %*s | %-*s | %s\n", int(w[0]), a.c_str(), int(w[1]), b.c_str(), int(w[2]),
-                c.c_str(), d.c_str());
-  };
-  line("metric", "measured", "goal", "meets");
-  std::printf("%s-|-%s-|-%s-|-%s\n", std::string(w[0], '-').c_str(), std::string(w[1], '-').c_str(),
-              std::string(w[2], '-').c_str(), std::string(w[3], '-').c_str());
-  for (const Row& r : rows) line(r.metric, r.measured, r.goal, r.meets);
-}
-
-struct Goal {
-  std::string name;
-  double measured;
-  std::string unit;
-  double bound;  // measured <= bound meets it
-  bool valid;    // the measurement exists (its phase ran)
-  std::string conditions;
-  bool conditions_match;
-  bool meets() const { return valid && measured <= bound; }
-};
 
 int Main(const Options& opt) {
   InstallAlarmHandler();
@@ -964,18 +716,13 @@ int Main(const Options& opt) {
   const double wall_ratio_precreated = ratio(precreated);
   const bool burst_conditions = opt.workers == kGoalWorkers && cpus == kGoalCpus;
   const std::string burst_cond = "300 workers on 2 CPUs";
-  std::vector<Goal> goals = {
-      {"burst wall ratio (region / control)", wall_ratio, "ratio", kGoalWallRatio, bursts_ok,
-       burst_cond, burst_conditions},
-      {"burst registration p99", double(with_region.registration_ns.p99) / 1e6, "ms",
-       kGoalRegistrationP99Ms, bursts_ok && with_region.registration_ns.count > 0, burst_cond,
-       burst_conditions},
-      {"reserve+release uncontended", un.pair_ns, "ns", kGoalUncontendedNs, un.ok, "", true},
-  };
-  auto yes_no = [](const Goal& g) {
-    std::string s = !g.valid ? "no (not measured)" : g.meets() ? "yes" : "no";
-    if (!g.conditions_match) s += " (goal is for " + g.conditions + ")";
-    return s;
+  const std::vector<Goal> goals = {
+      AtMost("burst wall ratio (region / control)", wall_ratio, "ratio", kGoalWallRatio, bursts_ok,
+             burst_cond, burst_conditions),
+      AtMost("burst registration p99", double(with_region.registration_ns.p99) / 1e6, "ms",
+             kGoalRegistrationP99Ms, bursts_ok && with_region.registration_ns.count > 0, burst_cond,
+             burst_conditions),
+      AtMost("reserve+release uncontended", un.pair_ns, "ns", kGoalUncontendedNs, un.ok),
   };
 
   std::vector<Row> rows;
@@ -988,7 +735,7 @@ int Main(const Options& opt) {
     rows.push_back({n + ": registration p95", Duration(b->registration_ns.p95), "", ""});
     if (b->mode == BurstMode::kRegion) {
       rows.push_back(
-          {n + ": registration p99", Ms(b->registration_ns.p99), "<= 2 ms", yes_no(goals[1])});
+          {n + ": registration p99", Ms(b->registration_ns.p99), "<= 2 ms", MeetsText(goals[1])});
     } else {
       rows.push_back({n + ": registration p99", Duration(b->registration_ns.p99), "", ""});
     }
@@ -996,7 +743,7 @@ int Main(const Options& opt) {
     rows.push_back({n + ": wall span", Ms(b->wall_span_ns), "", ""});
   }
   rows.push_back(
-      {"burst wall ratio (region / control)", Fixed(wall_ratio, 3), "<= 1.2", yes_no(goals[0])});
+      {"burst wall ratio (region / control)", Fixed(wall_ratio, 3), "<= 1.2", MeetsText(goals[0])});
   rows.push_back(
       {"burst wall ratio (region_precreated / control)", Fixed(wall_ratio_precreated, 3), "", ""});
   rows.push_back({"burst region: open p50 / p99",
@@ -1020,7 +767,7 @@ int Main(const Options& opt) {
   rows.push_back({"membership, warm process (median): unregister / close",
                   Fixed(warm.unregister_us, 1) + " us / " + Fixed(warm.close_us, 1) + " us", "",
                   ""});
-  rows.push_back({"reserve+release uncontended", Ns(un.pair_ns), "<= 50 ns", yes_no(goals[2])});
+  rows.push_back({"reserve+release uncontended", Ns(un.pair_ns), "<= 50 ns", MeetsText(goals[2])});
   rows.push_back(
       {"reserve alone / release alone", Ns(un.reserve_ns) + " / " + Ns(un.release_ns), "", ""});
   rows.push_back({"baseline: atomic fetch_add pair", Ns(un.atomic_pair_ns), "", ""});
@@ -1048,17 +795,7 @@ int Main(const Options& opt) {
   if (!co.ok) std::printf("contended failed: %s\n", co.error.c_str());
 
   Json goals_json = Json::array();
-  for (const Goal& g : goals) {
-    goals_json.push_back({{"name", g.name},
-                          {"measured", g.measured},
-                          {"unit", g.unit},
-                          {"goal", "<= " + Fixed(g.bound, g.bound == std::floor(g.bound) ? 0 : 1)},
-                          {"bound", g.bound},
-                          {"meets", g.meets()},
-                          {"measured_ok", g.valid},
-                          {"conditions", g.conditions},
-                          {"conditions_match", g.conditions_match}});
-  }
+  for (const Goal& g : goals) goals_json.push_back(ToJson(g));
   Json doc = {
       {"benchmark", "region"},
       {"config",
@@ -1109,13 +846,7 @@ int Main(const Options& opt) {
           {"pair_vs_robust_mutex", un.mutex_pair_ns > 0 ? un.pair_ns / un.mutex_pair_ns : 0.0}}}}},
       {"goals", goals_json},
   };
-  std::ofstream out(json_path);
-  out << doc.dump(2) << "\n";
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "hami_bench_region: cannot write %s\n", json_path.c_str());
-    return 1;
-  }
+  if (!WriteJson(json_path, doc, kProgram)) return 1;
   std::printf("\njson: %s\n", json_path.c_str());
   return every_burst_ok && warm.ok && un.ok && co.ok ? 0 : 1;
 }
@@ -1124,34 +855,15 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
   Options o;
   bool workers_set = false;
   bool deadline_set = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    std::string_view flag = arg, value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string_view::npos) {
-      flag = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    auto take = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "hami_bench_region: %s needs a value\n", argv[i]);
-        return false;
-      }
-      value = argv[++i];
-      return true;
-    };
-    if (flag == "--quick") {
-      o.quick = true;
-    } else if (flag == "--json") {
-      if (!take()) return std::nullopt;
-      o.json_path = value;
-    } else if (flag == "--timeline") {
-      if (!take()) return std::nullopt;
+  FlagReader flags(argc, argv, kProgram, kUsage, &o);
+  while (flags.Next()) {
+    const std::string_view flag = flags.flag();
+    std::string_view value;
+    if (flag == "--timeline") {
+      if (!flags.TakeValue(&value)) return std::nullopt;
       o.timeline_dir = value;
     } else if (flag == "--workers" || flag == "--deadline-s") {
-      if (!take()) return std::nullopt;
+      if (!flags.TakeValue(&value)) return std::nullopt;
       auto n = ParseUint64(value, flag);
       if (!n.ok()) {
         std::fprintf(stderr, "hami_bench_region: %s\n", n.error().message().c_str());
@@ -1173,23 +885,12 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
         o.deadline_s = int(*n);
         deadline_set = true;
       }
-    } else if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "usage: hami_bench_region [--workers N] [--quick] [--json PATH] [--deadline-s S]\n"
-          "                         [--timeline DIR]\n"
-          "  --workers N     burst size (default 300; --quick: 64)\n"
-          "  --quick         a short run: 64 workers, fewer iterations (the smoke test)\n"
-          "  --json PATH     where to write the JSON (default: region.json beside this binary)\n"
-          "  --deadline-s S  seconds per phase; past it every process is killed and the run\n"
-          "                  fails (default 120; --quick: 30)\n"
-          "  --timeline DIR  also write each burst's per-worker timestamps (ns from the\n"
-          "                  barrier's release) to DIR/burst-<run>.csv\n");
-      std::exit(0);
     } else {
-      std::fprintf(stderr, "hami_bench_region: unknown flag %s (see --help)\n", argv[i]);
+      flags.PrintUnknown();
       return std::nullopt;
     }
   }
+  if (flags.failed()) return std::nullopt;
   if (o.quick) {
     if (!workers_set) o.workers = 64;
     if (!deadline_set) o.deadline_s = 30;  // five phases stay well inside a test's timeout
@@ -1203,7 +904,5 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
 }  // namespace hami::bench
 
 int main(int argc, char** argv) {
-  std::optional<hami::bench::Options> opt = hami::bench::ParseFlags(argc, argv);
-  if (!opt) return 2;
-  return hami::bench::Main(*opt);
+  return hami::bench::BenchmarkMain(argc, argv, hami::bench::ParseFlags, hami::bench::Main);
 }

@@ -3,48 +3,23 @@
 // tested here (they depend on the machine).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
 
-#include "support/subprocess.h"
+#include "benchmark_test_support.h"
 
 namespace hami::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
-using Json = nlohmann::json;
 
-class RegionBenchmarkTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/hami-bench-region-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    unlink((dir_ + "/region.json").c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string dir_;
-};
-
-TEST_F(RegionBenchmarkTest, QuickRunHasNoFailedWorkerAndReportsEveryFigure) {
-  const std::string json_path = dir_ + "/region.json";
-  Subprocess bench({HAMI_BENCH_REGION, "--quick", "--json", json_path}, {});
-  std::string out = bench.ReadAll(240000);
-  ASSERT_EQ(bench.Wait(60000), 0) << out;
-  EXPECT_THAT(out, HasSubstr("metric"));
-  EXPECT_THAT(out, HasSubstr("meets"));
-
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in.good()) << "no JSON at " << json_path;
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  ASSERT_FALSE(j.is_discarded()) << "the JSON does not parse";
+TEST(RegionBenchmarkTest, QuickRunHasNoFailedWorkerAndReportsEveryFigure) {
+  BenchmarkRun bench("region");
+  ASSERT_NO_FATAL_FAILURE(bench.Run(HAMI_BENCH_REGION, {"--quick"}));
+  EXPECT_THAT(bench.output(), AllOf(HasSubstr("metric"), HasSubstr("meets")));
+  const Json& j = bench.json();
 
   for (const char* run : {"control", "region", "region_precreated"}) {
     SCOPED_TRACE(run);
@@ -93,16 +68,7 @@ TEST_F(RegionBenchmarkTest, QuickRunHasNoFailedWorkerAndReportsEveryFigure) {
   EXPECT_EQ(j["reserve_release"]["contended"].value("processes", 0), 2);
   EXPECT_EQ(j["reserve_release"]["contended"].value("threads_per_process", 0), 4);
 
-  ASSERT_TRUE(j["goals"].is_array());
-  ASSERT_EQ(j["goals"].size(), 3u);
-  for (const Json& g : j["goals"]) {
-    for (const char* field : {"name", "measured", "unit", "goal", "bound", "meets", "measured_ok",
-                              "conditions", "conditions_match"}) {
-      EXPECT_TRUE(g.contains(field)) << field;
-    }
-    EXPECT_TRUE(g["meets"].is_boolean());
-    EXPECT_EQ(g.value("measured_ok", false), true) << g.value("name", "");
-  }
+  ExpectGoals(j["goals"], 3, kGoalFields, GoalsMeasured::kEvery);
 }
 
 }  // namespace

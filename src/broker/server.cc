@@ -9,12 +9,12 @@
 #include <sys/un.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "broker/fs_checks.h"
 #include "common/clock.h"
 #include "common/ofd_lock.h"
 
@@ -27,36 +27,6 @@ constexpr int kAcceptBatch = 256;  // accepts per wake-up, so reads keep pace wi
 constexpr int64_t kAcceptPauseNs = 10'000'000;  // after EMFILE and friends
 constexpr uint64_t kListenTag = ~uint64_t(0);
 constexpr uint64_t kWakeTag = ~uint64_t(0) - 1;
-
-Error Unsafe(const std::string& path, std::string_view problem) {
-  return Error(ErrorCode::kPermission, path + ": " + std::string(problem));
-}
-
-std::string Octal(mode_t mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "0%o", unsigned(mode & 07777));
-  return buf;
-}
-
-const char* KindName(mode_t mode) {
-  switch (mode & S_IFMT) {
-    case S_IFREG:
-      return "a regular file";
-    case S_IFDIR:
-      return "a directory";
-    case S_IFLNK:
-      return "a symlink";
-    case S_IFIFO:
-      return "a FIFO";
-    case S_IFCHR:
-      return "a character device";
-    case S_IFBLK:
-      return "a block device";
-    case S_IFSOCK:
-      return "a socket";
-  }
-  return "an unknown kind of file";
-}
 
 // "/a//b/./c" -> "/a/b/c" (lexical only: symlinks are not resolved).
 std::string Normalize(std::string_view path) {
