@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -432,6 +433,42 @@ bool WriteTextFile(const std::string& path, const std::string& text, const char*
 
 bool WriteJson(const std::string& path, const Json& doc, const char* program) {
   return WriteTextFile(path, doc.dump(2) + "\n", program);
+}
+
+void Appendf(std::string* out, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list again;
+  va_copy(again, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) {
+    const size_t at = out->size();
+    out->resize(at + size_t(n) + 1);
+    std::vsnprintf(out->data() + at, size_t(n) + 1, fmt, again);
+    out->resize(at + size_t(n));
+  }
+  va_end(again);
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace hami::bench

@@ -274,4 +274,10 @@ bool WriteTextFile(const std::string& path, const std::string& text, const char*
 // WriteTextFile of `doc`, indented by 2, with a final newline.
 bool WriteJson(const std::string& path, const Json& doc, const char* program);
 
+// ---- SVG text ----
+// Appends printf-formatted text to *out.
+[[gnu::format(printf, 2, 3)]] void Appendf(std::string* out, const char* fmt, ...);
+// `s` with <, > and & escaped for XML text.
+std::string Escape(const std::string& s);
+
 }  // namespace hami::bench

@@ -15,12 +15,26 @@
 //                  the device's limit, 0; no accounting)
 //   launch         cuLaunchKernel of a manifest kernel to a non-blocking stream, with a
 //                  direct cuStreamSynchronize every kSyncEvery launches on both sides
+//   launch_sm_limit  the same with CUDA_DEVICE_SM_LIMIT=50 and the budget available: the
+//                  launch is charged to the container's bucket, which never runs dry (run in
+//                  a child process, below)
 //   alloc_free     cuMemAlloc_v2 + cuMemFree_v2 on device 0 (limited), 4 MiB and 4 KiB; a
 //                  4 KiB allocation stays live throughout, so a small allocation shares a
 //                  page already charged (the steady state of a program's small buffers)
 //   mem_get_info   cuMemGetInfo_v2 on device 0 (limited)
 //   nvml_count     nvmlDeviceGetCount_v2
 //   nvml_mem_info  nvmlDeviceGetMemoryInfo on device 0 (limited)
+//
+// libvgpu reads CUDA_DEVICE_SM_LIMIT once, at its first call, and a limit anywhere puts every
+// launch of the process on the charging path; so launch_sm_limit runs in a child process of its
+// own: this binary again, with the same flags (less --benchmark_out*, whose file is this
+// process's) and kChildVariable naming the file for its figures. The child sets up a machine,
+// a region and the configuration above of its own, plus the limit, then fills the container's
+// bucket for device 0 through the region library (tokens and rate far past anything a run
+// uses, refilled now), so that every wrapped launch takes the budget's fast path; it checks
+// that a wrapped launch is charged without waiting before timing, and that no launch waited
+// after. Its Google Benchmark output follows this process's (on stderr with
+// --benchmark_format=json), and its figures join the table.
 //
 // After the Google Benchmark output: a table of direct, wrapped and added nanoseconds per
 // call beside each goal. The table takes each benchmark's lowest CPU time per iteration over
@@ -37,7 +51,10 @@
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <dlfcn.h>
+#include <regex.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +62,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -52,8 +70,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/proc.h"
 #include "nvml/nvml.h"
+#include "region/region.h"
+
+extern char** environ;
 
 namespace hami::bench {
 namespace {
@@ -67,6 +89,14 @@ constexpr uint64_t kLargeBytes = 4ull << 20;
 constexpr uint64_t kSmallBytes = 4ull << 10;
 constexpr double kNoGoal = -1;
 constexpr int kDeviceVariables = 16;  // CUDA_DEVICE_*_<i>: the indices libvgpu reads
+// The SM-limit case's child: its limit, and its bucket (milli-units of a wave; a launch here
+// costs 1000): more than any run can take, at a rate no refill needs.
+constexpr char kSmLimitText[] = "50";
+constexpr uint32_t kSmLimitPercent = 50;
+constexpr int64_t kFullBucket = int64_t(1) << 62;
+constexpr uint64_t kUnlimitedRate = uint64_t(1) << 62;
+// In a child's environment: where it writes its figures.
+constexpr char kChildVariable[] = "HAMI_BENCH_HOOK_SM_LIMIT_RESULTS";
 
 // The calls both sides make. NOTE: one row per function; the table of pointers and the
 // lookup of each side are expanded from it.
@@ -188,16 +218,22 @@ void NvmlMemInfo(benchmark::State& state, const Api& api) {
   }
 }
 
+// Where a case runs: in this process, or in the child process with the SM limit.
+enum class Where { kHere, kSmLimitChild };
+
 struct Case {
   const char* name;      // benchmarks <name>/direct and <name>/wrapped
   const char* what;      // for the table
   double goal_added_ns;  // kNoGoal: reported only
   void (*run)(benchmark::State&, const Api&);
+  Where where = Where::kHere;
 };
 
 const Case kCases[] = {
     {"pass_through", "cuDeviceTotalMem_v2, device without limit", 2, PassThrough},
     {"launch", "cuLaunchKernel, no SM limit", 10, Launch},
+    {"launch_sm_limit", "cuLaunchKernel, SM limit, budget available", 50, Launch,
+     Where::kSmLimitChild},
     {"alloc_free_4MiB", "cuMemAlloc_v2+cuMemFree_v2 4 MiB, limit", 100, AllocFree<kLargeBytes>},
     {"alloc_free_4KiB", "cuMemAlloc_v2+cuMemFree_v2 4 KiB, limit", 100, AllocFree<kSmallBytes>},
     {"mem_get_info", "cuMemGetInfo_v2, limit", kNoGoal, MemGetInfo},
@@ -226,7 +262,7 @@ class TempDir {
   }
   ~TempDir() {
     if (path_.empty()) return;
-    for (const char* f : {kSimState, kRegion}) unlink((path_ + "/" + f).c_str());
+    for (const char* f : {kSimState, kRegion, kChildResults}) unlink((path_ + "/" + f).c_str());
     rmdir(path_.c_str());
   }
   TempDir(const TempDir&) = delete;
@@ -234,16 +270,21 @@ class TempDir {
   bool ok() const { return !path_.empty(); }
   std::string SimState() const { return path_ + "/" + kSimState; }
   std::string Region() const { return path_ + "/" + kRegion; }
+  std::string ChildResults() const { return path_ + "/" + kChildResults; }
 
  private:
   static constexpr char kSimState[] = "sim.state";
   static constexpr char kRegion[] = "usage.cache";
+  static constexpr char kChildResults[] = "sm-limit.results";
   std::string path_;
 };
 
+// Whether this process runs with the SM limit (the SM-limit case's child).
+enum class SmLimit { kNone, kSet };
+
 // The environment both libraries read at their first call: set before either is loaded,
 // overriding whatever the caller had, so the run measures the configuration it states.
-void SetEnvironment(const TempDir& dir) {
+void SetEnvironment(const TempDir& dir, SmLimit sm_limit) {
   setenv("HAMI_SIM_PROFILE", "h100-80g:2", 1);
   setenv("HAMI_SIM_STATE", dir.SimState().c_str(), 1);
   setenv("HAMI_SIM_LAUNCH_NS", "0", 1);
@@ -264,6 +305,7 @@ void SetEnvironment(const TempDir& dir) {
     if (d != kLimitedDevice) unsetenv(("CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(d)).c_str());
     unsetenv(("CUDA_DEVICE_SM_LIMIT_" + std::to_string(d)).c_str());
   }
+  if (sm_limit == SmLimit::kSet) setenv("CUDA_DEVICE_SM_LIMIT", kSmLimitText, 1);
 }
 
 template <typename T>
@@ -359,6 +401,61 @@ bool Initialize(World* w) {
          Check(wr.cuMemAlloc_v2(&w->small_ballast, kSmallBytes), "cuMemAlloc_v2");
 }
 
+// ---- the SM-limit case's budget (in its child process) ----
+
+// The container's limiter state for device 0 (region index 0: no CUDA_VISIBLE_DEVICES),
+// through a read-write handle on the region libvgpu made.
+struct Budget {
+  std::unique_ptr<region::Region> region;
+  region::layout::LimiterDevice* limiter = nullptr;
+  int64_t waited_ns = 0;  // the launches' total wait for budget once filled
+};
+
+// Fills the bucket so that no run can empty it, then proves the case's configuration: the
+// limit is in force on device 0, a direct launch is not charged, and a wrapped one is charged
+// without waiting.
+bool FillBudget(const World& w, const TempDir& dir, Budget* b) {
+  auto opened = region::Region::Open(dir.Region(), nullptr, region::Create::kNever, nullptr,
+                                     region::Access::kReadWrite);
+  if (!opened.ok()) return Fail("the shared region", opened.error().message());
+  b->region = std::move(opened).value();
+  const uint32_t in_force = b->region->SmLimitInForce(kLimitedDevice);
+  if (in_force != kSmLimitPercent) {
+    return Fail("configuration", "the region shows an SM limit of " + std::to_string(in_force) +
+                                     "% in force on device 0 (want " +
+                                     std::to_string(kSmLimitPercent) + "%)");
+  }
+  region::layout::LimiterDevice& lim = b->region->Limiter(kLimitedDevice);
+  b->limiter = &lim;
+  lim.rate.store(kUnlimitedRate, std::memory_order_relaxed);
+  lim.tokens.store(kFullBucket, std::memory_order_relaxed);
+  lim.refill_ns.store(MonotonicNs(), std::memory_order_relaxed);
+
+  const uint64_t admitted = lim.admitted.load(std::memory_order_relaxed);
+  b->waited_ns = lim.waited_ns.load(std::memory_order_relaxed);
+  if (!Check(w.direct.cuLaunchKernel(w.kernel, 1, 1, 1, 32, 1, 1, 0, w.stream, nullptr, nullptr),
+             "cuLaunchKernel") ||
+      !Check(w.driver.cuStreamSynchronize(w.stream), "cuStreamSynchronize")) {
+    return false;
+  }
+  if (lim.admitted.load(std::memory_order_relaxed) != admitted) {
+    return Fail("configuration", "a direct launch was charged to the budget");
+  }
+  if (!Check(w.wrapped.cuLaunchKernel(w.kernel, 1, 1, 1, 32, 1, 1, 0, w.stream, nullptr, nullptr),
+             "cuLaunchKernel (wrapped)") ||
+      !Check(w.driver.cuStreamSynchronize(w.stream), "cuStreamSynchronize")) {
+    return false;
+  }
+  const uint64_t charged = lim.admitted.load(std::memory_order_relaxed) - admitted;
+  const int64_t waited = lim.waited_ns.load(std::memory_order_relaxed) - b->waited_ns;
+  if (charged == 0 || waited != 0) {
+    return Fail("configuration", "a wrapped launch was charged " + std::to_string(charged) +
+                                     " milli-units and waited " + std::to_string(waited) +
+                                     " ns (want a charge, without a wait)");
+  }
+  return true;
+}
+
 // ---- reporting ----
 
 double Lowest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
@@ -392,6 +489,9 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
     held_.clear();
     inner_->Finalize();
   }
+
+  // A figure measured elsewhere (the SM-limit case's child process).
+  void Record(const std::string& name, double ns) { lowest_ns_[name] = ns; }
 
   // NaN when the benchmark did not run (filtered out, or failed).
   double LowestNs(const std::string& name) const {
@@ -490,7 +590,104 @@ std::unique_ptr<benchmark::BenchmarkReporter> MakeReporter(const std::string& fo
                 : benchmark::ConsoleReporter::OO_Tabular);
 }
 
+// In the SM-limit case's child: checks that no launch waited for budget (else its figures are
+// not the case's, and none is written), then writes "<benchmark> <ns>" for each of the case's
+// benchmarks that ran to `path`.
+bool WriteChildResults(const std::string& path, const CollectingReporter& results,
+                       const Budget& b) {
+  const int64_t waited = b.limiter->waited_ns.load(std::memory_order_relaxed) - b.waited_ns;
+  const int64_t tokens = b.limiter->tokens.load(std::memory_order_relaxed);
+  if (waited != 0 || tokens < 0) {
+    return Fail("launch_sm_limit", "launches waited " + std::to_string(waited) +
+                                       " ns for budget (the bucket holds " +
+                                       std::to_string(tokens) + "): not the case to measure");
+  }
+  std::string text;
+  for (const Case& c : kCases) {
+    if (c.where != Where::kSmLimitChild) continue;
+    for (Side side : {Side::kDirect, Side::kWrapped}) {
+      const double ns = results.LowestNs(BenchmarkName(c, side));
+      if (std::isnan(ns)) continue;
+      char line[160];
+      std::snprintf(line, sizeof(line), "%s %.4f\n", BenchmarkName(c, side).c_str(), ns);
+      text += line;
+    }
+  }
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  return !out.fail() || Fail("writing", path);
+}
+
+// Whether --benchmark_filter `filter` selects the benchmark `name`, as Google Benchmark
+// decides: an extended regular expression searched for in the name, "-" first negates it,
+// empty or "all" selects all. True when the expression does not compile (the benchmark says
+// why).
+bool FilterMatches(std::string filter, const std::string& name) {
+  if (filter.empty() || filter == "all") return true;
+  const bool negative = filter.front() == '-';
+  if (negative) filter.erase(0, 1);
+  regex_t re;
+  if (regcomp(&re, filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0) return true;
+  const bool found = regexec(&re, name.c_str(), 0, nullptr, 0) == 0;
+  regfree(&re);
+  return found != negative;
+}
+
+// Runs the cases of Where::kSmLimitChild in a child process (see the top of this file) and
+// adds its figures to `results`. False when the child failed (it said why on stderr).
+bool RunSmLimitChild(int argc, char** argv, const TempDir& dir, CollectingReporter* results) {
+  if (std::none_of(std::begin(kCases), std::end(kCases), [argc, argv](const Case& c) {
+        return c.where == Where::kSmLimitChild &&
+               (FilterMatches(FlagValue(argc, argv, "--benchmark_filter"),
+                              BenchmarkName(c, Side::kDirect)) ||
+                FilterMatches(FlagValue(argc, argv, "--benchmark_filter"),
+                              BenchmarkName(c, Side::kWrapped)));
+      })) {
+    return true;  // filtered out: the child would only say that nothing matches
+  }
+  std::vector<char*> args = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (!std::string_view(argv[i]).starts_with("--benchmark_out")) args.push_back(argv[i]);
+  }
+  args.push_back(nullptr);
+  std::string variable = std::string(kChildVariable) + "=" + dir.ChildResults();
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  env.push_back(variable.data());
+  env.push_back(nullptr);
+  std::cout.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = -1;
+  if (int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), env.data());
+      err != 0) {
+    return Fail("starting the SM-limit case's process", std::strerror(err));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Fail("the SM-limit case's process",
+                WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                  : "ended by signal " + std::to_string(WTERMSIG(status)));
+  }
+  std::ifstream in(dir.ChildResults());
+  std::string name;
+  double ns = 0;
+  while (in >> name >> ns) results->Record(name, ns);
+  return true;
+}
+
 int Main(int argc, char** argv) {
+  // The SM-limit case's child, when the variable names the file for its figures.
+  std::string child_results;
+  if (const char* path = std::getenv(kChildVariable); path != nullptr) {
+    child_results = path;
+    unsetenv(kChildVariable);
+  }
+  const Where here = child_results.empty() ? Where::kHere : Where::kSmLimitChild;
+
   // Defaults that keep the run short; a flag given on the command line wins.
   std::vector<char*> args(argv, argv + argc);
   std::string defaults[] = {"--benchmark_min_time=0.05", "--benchmark_repetitions=10",
@@ -511,16 +708,24 @@ int Main(int argc, char** argv) {
     Fail("temp dir", std::strerror(errno));
     return 1;
   }
-  SetEnvironment(dir);
-  if (access("/overrideEnv", F_OK) == 0) {
+  SetEnvironment(dir, here == Where::kHere ? SmLimit::kNone : SmLimit::kSet);
+  if (here == Where::kHere && access("/overrideEnv", F_OK) == 0) {
     std::fprintf(stderr,
                  "hami_bench_hook: note: /overrideEnv exists; libvgpu.so reads limits from it\n");
   }
   if (!Load(&g_world) || !Initialize(&g_world)) return 1;
+  Budget budget;
+  if (here == Where::kSmLimitChild && !FillBudget(g_world, dir, &budget)) return 1;
 
-  benchmark::AddCustomContext("pass_through", "cuDeviceTotalMem_v2 on device 1 (no limit)");
-  benchmark::AddCustomContext("limit", "device 0: 8 GiB (CUDA_DEVICE_MEMORY_LIMIT_0)");
+  if (here == Where::kHere) {
+    benchmark::AddCustomContext("pass_through", "cuDeviceTotalMem_v2 on device 1 (no limit)");
+    benchmark::AddCustomContext("limit", "device 0: 8 GiB (CUDA_DEVICE_MEMORY_LIMIT_0)");
+  } else {
+    benchmark::AddCustomContext("sm_limit",
+                                "CUDA_DEVICE_SM_LIMIT=50, the bucket of device 0 filled");
+  }
   for (const Case& c : kCases) {
+    if (c.where != here) continue;
     for (Side side : {Side::kDirect, Side::kWrapped}) {
       auto run = [c, api = &g_world.api(side)](benchmark::State& state) { c.run(state, *api); };
       benchmark::RegisterBenchmark(BenchmarkName(c, side).c_str(), run)
@@ -528,13 +733,25 @@ int Main(int argc, char** argv) {
           ->ComputeStatistics(CollectingReporter::kLowest, Lowest);
     }
   }
-  CollectingReporter reporter(MakeReporter(format, color));
+  std::unique_ptr<benchmark::BenchmarkReporter> display;
+  if (here == Where::kSmLimitChild && format == "json") {
+    // stdout holds the parent's JSON: the child's rows go beside the table, on stderr.
+    display = std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_Tabular);
+    display->SetOutputStream(&std::cerr);
+  } else {
+    display = MakeReporter(format, color);
+  }
+  CollectingReporter reporter(std::move(display));
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   std::cout.flush();
+  if (here == Where::kSmLimitChild) {
+    return WriteChildResults(child_results, reporter, budget) ? 0 : 1;
+  }
+  const bool child_ok = RunSmLimitChild(argc, argv, dir, &reporter);
   // Machine-readable formats keep stdout to themselves.
   PrintTable(format == "json" ? stderr : stdout, reporter);
-  return 0;
+  return child_ok ? 0 : 1;
 }
 
 }  // namespace

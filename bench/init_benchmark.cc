@@ -816,42 +816,6 @@ double NiceStep(double max) {
   return step * 10;
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-[[gnu::format(printf, 2, 3)]] void Appendf(std::string* out, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  va_list again;
-  va_copy(again, ap);
-  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
-  va_end(ap);
-  if (n > 0) {
-    const size_t at = out->size();
-    out->resize(at + size_t(n) + 1);
-    std::vsnprintf(out->data() + at, size_t(n) + 1, fmt, again);
-    out->resize(at + size_t(n));
-  }
-  va_end(again);
-}
-
 std::string TickLabel(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);

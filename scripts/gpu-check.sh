@@ -3,7 +3,9 @@
 # python3). Builds (release), runs the tests labelled gpu and the demo on the real driver,
 # then checks `hami run --memory LIMIT` from the outside: NVML (nvidia-smi, pynvml when
 # present) and torch.cuda.mem_get_info() show the limit, an allocation past it raises
-# torch.cuda.OutOfMemoryError, and two processes share one budget. Ends with a table of
+# torch.cuda.OutOfMemoryError, and two processes share one budget; then `hami run --sm PCT`
+# on a busy-kernel program (scripts/gpu/sm_busy.cu, built with nvcc) at 25/50/75%, read from
+# nvidia-smi's utilization. Ends with a table of
 # check | expected | measured | pass. Every step has a timeout and no step starts after
 # 9.5 minutes, so the whole run ends within 10. Never run by CI or `make test`.
 #
@@ -222,6 +224,43 @@ if why=$(bounded 90 python3 -c 'import torch; assert torch.cuda.is_available(), 
 else
   echo "PyTorch part skipped: torch is not importable or sees no GPU: $(tail -1 <<<"$why")"
   row "PyTorch checks" "-" "torch not usable" skipped
+fi
+
+echo "== compute (SM) limit under hami run --sm"
+# A CUDA runtime program that keeps GPU 0 busy; nvidia-smi's utilization.gpu (the share of
+# time a kernel runs) read every 200 ms over 3 s, after 2 s to settle.
+if command -v nvidia-smi >/dev/null && [[ -x /usr/local/cuda/bin/nvcc || -n $(command -v nvcc) ]]; then
+  nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if bounded 120 "$nvcc_bin" -O2 -o "$work/sm_busy" scripts/gpu/sm_busy.cu; then
+    errors=()
+    for target in 0 25 50 75; do
+      sm_args=()
+      [[ $target != 0 ]] && sm_args=(--sm "$target")
+      bounded 20 "$hami" run -q "${sm_args[@]}" -- "$work/sm_busy" 6 >"$work/busy.out" 2>&1 &
+      busy=$!
+      sleep 2
+      samples=$(bounded 10 nvidia-smi -i 0 --query-gpu=utilization.gpu \
+        --format=csv,noheader,nounits -lms 200 2>/dev/null | head -15)
+      wait "$busy"
+      mean=$(awk '{s += $1; n++} END {if (n) printf "%.1f", s / n; else print "?"}' <<<"$samples")
+      if [[ $target == 0 ]]; then
+        row "utilization.gpu, no SM limit (baseline)" ">= 90%" "$mean%" \
+          "$(awk -v m="$mean" 'BEGIN {print (m >= 90) ? "yes" : "NO"}')"
+      else
+        err=$(awk -v m="$mean" -v t="$target" 'BEGIN {d = m - t; if (d < 0) d = -d; printf "%.1f", d}')
+        errors+=("$err")
+        row "utilization.gpu under --sm $target" "$target% +/- 5" "$mean% (error $err)" \
+          "$(awk -v e="$err" 'BEGIN {print (e <= 5) ? "yes" : "NO"}')"
+      fi
+    done
+    mean_err=$(printf '%s\n' "${errors[@]}" | awk '{s += $1; n++} END {if (n) printf "%.1f", s / n}')
+    row "SM limit: mean absolute error over 25/50/75" "<= 5 points" "$mean_err points" \
+      "$(awk -v e="$mean_err" 'BEGIN {print (e <= 5) ? "yes" : "NO"}')"
+  else
+    row "SM limit checks" "-" "nvcc could not build sm_busy" NO
+  fi
+else
+  row "SM limit checks" "-" "no nvidia-smi or nvcc" skipped
 fi
 
 echo

@@ -116,6 +116,15 @@ void PrintText(const json& j) {
       kinds += std::string(kind) + " " + FormatBytes(d["usage_bytes"][kind].get<uint64_t>());
     }
     std::printf("       by kind: %s\n", kinds.c_str());
+    const json& lim = d["limiter"];
+    if (Str(lim["mode"]) != "off") {
+      std::printf(
+          "       compute: limiter %s%s, measured %.1f%%, rate %.0f waves/s, waited %llu ms\n",
+          Str(lim["mode"]).c_str(),
+          Str(lim["mode"]) == "open-loop" ? " (DEGRADED: a process has no host PID)" : "",
+          lim["measured_percent"].get<double>(), lim["rate_waves_per_s"].get<double>(),
+          static_cast<unsigned long long>(lim["waited_ms"].get<uint64_t>()));
+    }
   }
 
   std::printf("\n");

@@ -28,8 +28,12 @@ struct SetOptions {
   std::string core_policy;
   std::vector<std::string> suspend;  // SLOT
   std::vector<std::string> resume;   // SLOT
+  std::string paused;                // on|off
+  std::string utilization_switch;    // on|off
   CLI::Option* priority_option = nullptr;
   CLI::Option* core_policy_option = nullptr;
+  CLI::Option* paused_option = nullptr;
+  CLI::Option* switch_option = nullptr;
 };
 
 // One argument, parsed; `flag` and `arg` name it in messages.
@@ -50,9 +54,11 @@ struct Plan {
   std::optional<int32_t> priority;
   std::optional<CorePolicy> core_policy;
   std::vector<SlotChange> statuses;
+  std::optional<bool> paused;
+  std::optional<bool> utilization_switch;
   bool empty() const {
     return memory_limits.empty() && sm_limits.empty() && !priority && !core_policy &&
-           statuses.empty();
+           statuses.empty() && !paused && !utilization_switch;
   }
 };
 
@@ -150,14 +156,14 @@ Plan ParseArguments(const SetOptions& o, std::vector<std::string>* errors) {
         return v;
       },
       &plan.sm_limits, errors);
-  if (o.priority_option->count() > 0) {
+  if (o.priority_option != nullptr && o.priority_option->count() > 0) {
     if (o.priority == "0" || o.priority == "1") {
       plan.priority = o.priority == "0" ? 0 : 1;
     } else {
       errors->push_back(Quoted("--priority", o.priority) + "expected 0 (high) or 1 (low)");
     }
   }
-  if (o.core_policy_option->count() > 0) {
+  if (o.core_policy_option != nullptr && o.core_policy_option->count() > 0) {
     bool known = false;
     for (CorePolicy c : {CorePolicy::kDefault, CorePolicy::kForce, CorePolicy::kDisable}) {
       if (o.core_policy == region::CorePolicyName(c)) {
@@ -171,6 +177,19 @@ Plan ParseArguments(const SetOptions& o, std::vector<std::string>* errors) {
     }
   }
   std::set<int> slots;
+  auto on_off = [errors](const char* flag, CLI::Option* opt, const std::string& v,
+                         std::optional<bool>* out) {
+    if (opt == nullptr || opt->count() == 0) return;
+    if (v == "on") {
+      *out = true;
+    } else if (v == "off") {
+      *out = false;
+    } else {
+      errors->push_back(Quoted(flag, v) + "expected on or off");
+    }
+  };
+  on_off("--paused", o.paused_option, o.paused, &plan.paused);
+  on_off("--utilization-switch", o.switch_option, o.utilization_switch, &plan.utilization_switch);
   ParseSlots("--suspend", o.suspend, SlotStatus::kSuspended, &slots, &plan.statuses, errors);
   ParseSlots("--resume", o.resume, SlotStatus::kRunning, &slots, &plan.statuses, errors);
   return plan;
@@ -247,6 +266,17 @@ Status Apply(region::Region& r, const Plan& plan) {
                     before.core_policy == *plan.core_policy,
                     [&] { return r.SetCorePolicy(*plan.core_policy); }));
   }
+  auto on_off = [](bool b) { return std::string(b ? "on" : "off"); };
+  if (plan.paused) {
+    HAMI_TRY(Change("paused", on_off(before.paused), on_off(*plan.paused),
+                    before.paused == *plan.paused, [&] { return r.SetPaused(*plan.paused); }));
+  }
+  if (plan.utilization_switch) {
+    const bool was = before.utilization_switch != 0;
+    HAMI_TRY(Change("utilization_switch", on_off(was), on_off(*plan.utilization_switch),
+                    was == *plan.utilization_switch,
+                    [&] { return r.SetUtilizationSwitch(*plan.utilization_switch); }));
+  }
   if (!plan.statuses.empty()) {
     std::vector<region::SlotView> slots = r.Slots();
     for (const SlotChange& c : plan.statuses) {
@@ -274,7 +304,7 @@ int Set(const SetOptions& o) {
   if (errors.empty() && plan.empty()) {
     errors.push_back(
         "nothing to change: give --memory-limit, --sm-limit, --priority, --core-policy, "
-        "--suspend or --resume");
+        "--paused, --utilization-switch, --suspend or --resume");
   }
   auto opened = OpenExistingRegion(o.path, RegionAccess::kReadWrite);
   if (!opened.ok()) {
@@ -329,6 +359,13 @@ void AddRegionCommand(CLI::App& app) {
   options.core_policy_option =
       set->add_option("--core-policy", options.core_policy, "the SM limiter's policy")
           ->type_name("default|force|disable");
+  options.paused_option =
+      set->add_option("--paused", options.paused,
+                      "pause (on) or resume (off) every launch of the region's processes")
+          ->type_name("on|off");
+  options.switch_option = set->add_option("--utilization-switch", options.utilization_switch,
+                                          "the switch the default core policy limits by")
+                              ->type_name("on|off");
   repeatable(set->add_option("--suspend", options.suspend,
                              "suspend the process holding SLOT (see hami inspect; repeatable)")
                  ->type_name("SLOT"));
@@ -336,6 +373,23 @@ void AddRegionCommand(CLI::App& app) {
       set->add_option("--resume", options.resume, "resume the process holding SLOT (repeatable)")
           ->type_name("SLOT"));
   set->callback([] { std::exit(Set(options)); });
+
+  // hami suspend|resume REGION SLOT...: the same as region set --suspend/--resume.
+  for (const char* verb : {"suspend", "resume"}) {
+    static SetOptions verb_options[2];
+    static std::vector<std::string> slots[2];
+    const int k = std::string_view(verb) == "suspend" ? 0 : 1;
+    CLI::App* cmd = app.add_subcommand(
+        verb, k == 0 ? "Suspend processes of a region: their launches and allocations wait "
+                       "(no CPU) until resumed (slots as hami inspect lists them)"
+                     : "Resume suspended processes of a region");
+    cmd->add_option("REGION", verb_options[k].path, "the region file")->required();
+    cmd->add_option("SLOT", slots[k], "slots to change")->required();
+    cmd->callback([k] {
+      (k == 0 ? verb_options[k].suspend : verb_options[k].resume) = slots[k];
+      std::exit(Set(verb_options[k]));
+    });
+  }
 }
 
 }  // namespace hami::cli

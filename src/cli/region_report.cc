@@ -51,6 +51,16 @@ nlohmann::json IdentityDetail(const region::SlotView& s) {
           {"tier_reasons", tiers}};
 }
 
+// The compute limiter's shared state of one device.
+nlohmann::json LimiterReport(const region::layout::LimiterDevice& l) {
+  return {{"mode", region::LimiterModeName(region::LimiterMode(l.mode.load()))},
+          {"measured_percent", double(l.measured.load()) / 100.0},
+          {"rate_waves_per_s", double(l.rate.load()) / double(region::layout::kMilliUnitsPerWave)},
+          {"launched_waves", l.admitted.load() / uint64_t(region::layout::kMilliUnitsPerWave)},
+          {"waited_ms", l.waited_ns.load() / 1000000},
+          {"controller_pid", l.controller_pid.load()}};
+}
+
 }  // namespace
 
 const char* AccessName(Access access) {
@@ -174,6 +184,7 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
          {"slot_sum_bytes", s.slot_sum_bytes},
          {"usage_bytes", by_kind},
          {"sm_util_percent", account.sm_util.load(std::memory_order_relaxed)},
+         {"limiter", LimiterReport(f.policy.limiter[d])},
          {"monitor_used_bytes", account.monitor_used_bytes.load(std::memory_order_relaxed)}});
   }
 
@@ -185,20 +196,25 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
       used.push_back(s.used_bytes[size_t(d)]);
       sm.push_back(f.slots[s.index].sm_util[d].load(std::memory_order_relaxed));
     }
-    out["slots"].push_back({{"index", s.index},
-                            {"state", region::SlotStateName(s.state)},
-                            {"alive", s.alive},
-                            {"generation", s.generation},
-                            {"pid", s.pid},
-                            {"host_pid", s.host_pid},
-                            {"identity", region::IdentitySourceName(s.identity)},
-                            {"identity_detail", IdentityDetail(s)},
-                            {"status", region::SlotStatusName(s.status)},
-                            {"comm", s.comm},
-                            {"registered", When(s.registered_realtime_ns)},
-                            {"launches", s.launches},
-                            {"used_bytes", used},
-                            {"sm_util_percent", sm}});
+    out["slots"].push_back(
+        {{"index", s.index},
+         {"state", region::SlotStateName(s.state)},
+         {"alive", s.alive},
+         {"generation", s.generation},
+         {"pid", s.pid},
+         {"host_pid", s.host_pid},
+         {"identity", region::IdentitySourceName(s.identity)},
+         {"identity_detail", IdentityDetail(s)},
+         {"status", region::SlotStatusName(s.status)},
+         {"comm", s.comm},
+         {"registered", When(s.registered_realtime_ns)},
+         {"launches", s.launches},
+         {"used_bytes", used},
+         {"sm_util_percent", sm},
+         {"sm_limiter_mode", region::LimiterModeName(region::LimiterMode(
+                                 f.slots[s.index].sm_mode.load(std::memory_order_relaxed)))},
+         {"sm_waited_ms",
+          f.slots[s.index].sm_waited_ns.load(std::memory_order_relaxed) / 1000000}});
   }
 
   // How the container's processes learned their host PIDs (counts since the region was made).

@@ -139,10 +139,14 @@ void RenderRegion(const json& r, std::string* out) {
     uint64_t used = d["used_bytes"].get<uint64_t>();
     uint64_t limit = d["memory_limit_bytes"].get<uint64_t>();
     std::string memory = FormatBytes(used) + " / " + FormatLimit(limit);
-    Appendf(out, "%-4d %-26s %-*s %-10s %u%%\n", d["index"].get<int>(), memory.c_str(),
+    const std::string mode = d["limiter"]["mode"].get<std::string>();
+    Appendf(out, "%-4d %-26s %-*s %-10s %u%%%s\n", d["index"].get<int>(), memory.c_str(),
             kBarWidth + 7, Bar(used, limit).c_str(),
             FormatSmLimit(d["sm_limit_percent"].get<uint32_t>()).c_str(),
-            d["sm_util_percent"].get<uint32_t>());
+            d["sm_util_percent"].get<uint32_t>(),
+            mode == "open-loop" ? "  limiter open-loop (DEGRADED: a process has no host PID)"
+            : mode == "off"     ? ""
+                                : ("  limiter " + mode).c_str());
   }
   if (r["slots"].empty()) {
     out->append("(no processes)\n");

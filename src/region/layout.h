@@ -30,7 +30,7 @@ namespace hami::region::layout {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'R', 'E', 'G', 'N'};
 inline constexpr uint16_t kMajor = 2;
-inline constexpr uint16_t kMinor = 1;                 // 1: identity telemetry
+inline constexpr uint16_t kMinor = 2;  // 1: identity telemetry; 2: the compute limiter
 inline constexpr uint32_t kInitialized = 0x52454459;  // "REDY"
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxSlots = 1024;
@@ -40,6 +40,8 @@ inline constexpr int kUuidBytes = 64;
 // OFD lock offsets (past the end of the file).
 inline constexpr off_t kInitLock = off_t(1) << 40;  // held while creating the file
 inline constexpr off_t kSlotLockBase = kInitLock + 4096;
+// Held by the process that runs the container's compute controller for a device (+ index).
+inline constexpr off_t kLimiterLockBase = kInitLock + 1024;
 
 // What a byte of device memory was charged for.
 enum class UsageKind : uint32_t {
@@ -90,6 +92,31 @@ inline constexpr int kIdentityReasons = 16;
 enum class IdentityTier : uint8_t { kBroker = 0, kProcfs = 1, kNamespace = 2, kProbe = 3 };
 inline constexpr int kIdentityTiers = 4;
 enum class CorePolicy : uint32_t { kDefault = 0, kForce = 1, kDisable = 2 };
+// How the container's compute limit on a device is being held.
+enum class LimiterMode : uint32_t {
+  kOff = 0,         // no limit in force (none set, 0/100, policy disable, switch off)
+  kStarting = 1,    // limited on a first estimate; no measurement yet
+  kClosedLoop = 2,  // limited on the container's own SM utilization (NVML, by host PID)
+  kOpenLoop = 3,    // degraded: some process's host PID is unknown, so the whole device's
+                    // utilization stands in for the container's (it can only limit more)
+};
+// Cost units of the limiter, per wave of a launch (a wave fills every SM once).
+inline constexpr int64_t kMilliUnitsPerWave = 1000;
+
+// Minor 2: the compute limiter's state for one device, shared by the container's processes.
+struct LimiterDevice {
+  std::atomic<int64_t> tokens;     // milli-units the container may launch now; < 0: owed
+  std::atomic<int64_t> refill_ns;  // CLOCK_MONOTONIC of the latest refill
+  std::atomic<uint64_t> rate;      // milli-units per second the container may launch
+  std::atomic<uint64_t> admitted;  // milli-units launched, ever
+  std::atomic<int64_t> waited_ns;  // time launches spent waiting for budget, ever
+  std::atomic<uint32_t> mode;      // LimiterMode
+  std::atomic<int32_t> controller_pid;
+  std::atomic<int64_t> updated_ns;  // CLOCK_MONOTONIC of the controller's latest update
+  std::atomic<uint32_t> measured;   // the container's SM utilization, percent x 100
+  uint32_t pad;
+};
+static_assert(sizeof(LimiterDevice) == 64);
 
 struct SectionRef {
   uint64_t offset;
@@ -147,7 +174,8 @@ struct Policy {
   std::atomic<int64_t> changed_realtime_ns;  // the latest operator change
   std::atomic<int32_t> changed_by_pid;
   uint32_t pad2;
-  uint8_t reserved[2784];
+  LimiterDevice limiter[kMaxDevices];  // minor 2
+  uint8_t reserved[1760];
 };
 
 struct DeviceAccount {
@@ -182,7 +210,11 @@ struct Slot {
   std::atomic<uint32_t> identity_attempts;
   std::atomic<int64_t> identity_ns;                       // how long the latest attempt took
   std::atomic<uint64_t> usage[kMaxDevices][kUsageKinds];  // bytes
-  uint8_t reserved1[96];
+  // Minor 2: the compute limiter as this process last saw it.
+  std::atomic<uint32_t> sm_mode;  // LimiterMode of its latest limited launch
+  uint32_t pad1;
+  std::atomic<int64_t> sm_waited_ns;  // time its launches waited for budget
+  uint8_t reserved1[80];
 };
 
 struct File {
@@ -236,6 +268,7 @@ static_assert(offsetof(Policy, last_kernel_ns) == 1280);
 static_assert(offsetof(Policy, paused) == 1288);
 static_assert(offsetof(Policy, changed_realtime_ns) == 1296);
 static_assert(offsetof(Policy, changed_by_pid) == 1304);
+static_assert(offsetof(Policy, limiter) == 1312);
 static_assert(sizeof(Policy) == 4096);
 
 static_assert(offsetof(DeviceAccount, seq) == 40);
@@ -263,6 +296,8 @@ static_assert(offsetof(Slot, identity_reason) == 144);
 static_assert(offsetof(Slot, identity_attempts) == 148);
 static_assert(offsetof(Slot, identity_ns) == 152);
 static_assert(offsetof(Slot, usage) == 160);
+static_assert(offsetof(Slot, sm_mode) == 1184);
+static_assert(offsetof(Slot, sm_waited_ns) == 1192);
 static_assert(sizeof(Slot) == 1280);
 
 static_assert(offsetof(File, policy) == 4096);
@@ -346,7 +381,10 @@ struct Field {
   X(header.identity_reasons, Header, identity_reasons, 0)                              \
   X(slot[0].identity_reason, Slot, identity_reason, 10240)                             \
   X(slot[0].identity_attempts, Slot, identity_attempts, 10240)                         \
-  X(slot[0].identity_ns, Slot, identity_ns, 10240)
+  X(slot[0].identity_ns, Slot, identity_ns, 10240)                                     \
+  X(policy.limiter, Policy, limiter, 4096)                                             \
+  X(slot[0].sm_mode, Slot, sm_mode, 10240)                                             \
+  X(slot[0].sm_waited_ns, Slot, sm_waited_ns, 10240)
 // clang-format on
 
 #define HAMI_REGION_FIELD_ROW(label, type, member, base) \

@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/futex.h"
 #include "common/kill_point.h"
 #include "common/ofd_lock.h"
 #include "common/proc.h"
@@ -357,6 +358,20 @@ const char* IdentityTierName(IdentityTier tier) {
       return "namespace";
     case IdentityTier::kProbe:
       return "probe";
+  }
+  return "invalid";
+}
+
+const char* LimiterModeName(LimiterMode mode) {
+  switch (mode) {
+    case LimiterMode::kOff:
+      return "off";
+    case LimiterMode::kStarting:
+      return "starting";
+    case LimiterMode::kClosedLoop:
+      return "closed-loop";
+    case LimiterMode::kOpenLoop:
+      return "open-loop";
   }
   return "invalid";
 }
@@ -923,6 +938,7 @@ Status Region::SetUtilizationSwitch(bool on) {
 Status Region::SetPaused(bool paused) {
   HAMI_TRY(Writable());
   file_->policy.paused.store(paused ? 1 : 0);
+  WakeAll(&file_->policy.paused);
   Touch();
   return OkStatus();
 }
@@ -988,7 +1004,13 @@ Status Region::SetSlotStatus(int slot, SlotStatus status) {
                  "shared region " + path_ + ": slot " + std::to_string(slot) + " holds no process");
   }
   file_->slots[slot].status.store(uint32_t(status));
+  WakeAll(&file_->slots[slot].status);
   return OkStatus();
+}
+
+bool Region::TryLeadLimiter(int device) {
+  if (device < 0 || device >= kMaxDevices || Inherited()) return false;
+  return OfdLockByte(fd_.get(), layout::kLimiterLockBase + device, F_WRLCK, LockWait::kNo) == 0;
 }
 
 }  // namespace hami::region

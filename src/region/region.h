@@ -49,6 +49,7 @@ using layout::CorePolicy;
 using layout::IdentityReason;
 using layout::IdentitySource;
 using layout::IdentityTier;
+using layout::LimiterMode;
 using layout::SlotStatus;
 using layout::UsageKind;
 
@@ -201,6 +202,38 @@ class Region {
     if (device < 0 || device >= kMaxDevices) return 0;
     return file_->policy.sm_limit[device].load(std::memory_order_relaxed);
   }
+  // The SM share in force on `device` now, in percent: the limit when the core policy says
+  // to limit (force; default while the utilization switch is on), else 0 (unlimited).
+  uint32_t SmLimitInForce(int device) const {
+    const uint32_t limit = SmLimit(device);
+    if (limit == 0 || limit >= 100) return 0;
+    const auto policy = CorePolicy(file_->policy.core_policy.load(std::memory_order_relaxed));
+    if (policy == CorePolicy::kDisable) return 0;
+    if (policy == CorePolicy::kDefault &&
+        file_->policy.utilization_switch.load(std::memory_order_relaxed) == 0) {
+      return 0;
+    }
+    return limit;
+  }
+
+  // ---- the compute limiter (libvgpu's launch path and controller; read-write handles) ----
+  // The container's shared limiter state of `device` (0 <= device < kMaxDevices).
+  layout::LimiterDevice& Limiter(int device) { return file_->policy.limiter[device]; }
+  // Words a launch or allocation waits on (futex) while the container is paused or this
+  // process is suspended; SetPaused and SetSlotStatus wake the waiters.
+  std::atomic<uint32_t>& PausedWord() { return file_->policy.paused; }
+  std::atomic<uint32_t>* OwnStatusWord() {
+    const int s = slot();
+    return s >= 0 ? &file_->slots[s].status : nullptr;
+  }
+  layout::Slot* OwnSlot() {
+    const int s = slot();
+    return s >= 0 ? &file_->slots[s] : nullptr;
+  }
+  // Takes (without waiting) the lock that makes this process the container's compute
+  // controller on `device`; true while held (a second call by the holder is true too). The
+  // kernel releases it when the process dies.
+  bool TryLeadLimiter(int device);
 
   DeviceSnapshot Snapshot(int device) const;
   PolicyView Policy() const;
@@ -263,6 +296,7 @@ const char* IdentitySourceName(IdentitySource source);
 const char* IdentityReasonName(IdentityReason reason);
 const char* IdentityTierName(IdentityTier tier);
 const char* CorePolicyName(CorePolicy policy);
+const char* LimiterModeName(LimiterMode mode);
 
 // Checks a header read from `path` (of `file_size` bytes) against this build's layout.
 // Pure; the fuzz target drives it.

@@ -7,6 +7,7 @@
 
 #include "common/proc.h"
 #include "vgpu/identity.h"
+#include "vgpu/limiter.h"
 
 namespace hami::vgpu {
 
@@ -43,6 +44,7 @@ void ReleaseLocked(Runtime& rt, const Allocation& a) {
 }  // namespace
 
 bool Admit(int ordinal, uint64_t bytes, UsageKind kind) {
+  GateAllocation();
   region::Region* reg = EnsureRegion();
   int index = RegionIndex(ordinal);
   if (reg == nullptr || index < 0 || bytes == 0) return true;  // not accounted
@@ -101,6 +103,7 @@ CUresult StreamDevice(CUstream stream, int* ordinal) {
 }
 
 CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
+  GateAllocation();
   int dev;
   CUcontext ctx;
   if (CUresult r = CurrentDevice(&dev, &ctx); r != CUDA_SUCCESS) return r;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "vgpu/accounting.h"
+#include "vgpu/limiter.h"
 #include "vgpu/runtime.h"
 
 using namespace hami;        // NOLINT: the exported C API below
@@ -85,6 +86,7 @@ void TrimLocked(Runtime& rt, int device) {
 // Records what a new executable graph will need.
 void Instantiated(CUresult r, CUgraphExec* exec, CUgraph graph) {
   if (r != CUDA_SUCCESS || exec == nullptr) return;
+  LearnGraphKernels(*exec, graph);
   Needs needs{};
   AddNeeds(graph, &needs, 0);
   bool any = false;
@@ -211,6 +213,7 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   HAMI_CUDA_REAL(cuGraphLaunch, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] { return rt.cuda.cuGraphLaunch(hGraphExec, hStream); };
   if (scope.nested()) return call();
+  PaceGraphLaunch(hGraphExec, hStream);
   return LaunchWithMemory(hGraphExec, call);
 }
 
@@ -219,6 +222,7 @@ CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   HAMI_CUDA_REAL(cuGraphLaunch_ptsz, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] { return rt.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); };
   if (scope.nested()) return call();
+  PaceGraphLaunch(hGraphExec, hStream);
   return LaunchWithMemory(hGraphExec, call);
 }
 
@@ -243,6 +247,7 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphExecDestroy, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = rt.cuda.cuGraphExecDestroy(hGraphExec);
+  if (r == CUDA_SUCCESS && !scope.nested()) ForgetGraphKernels(hGraphExec);
   if (r != CUDA_SUCCESS || scope.nested() || !rt.any_graph_memory.load()) return r;
   {
     std::lock_guard<std::mutex> l(rt.graph_mu);

@@ -1,6 +1,10 @@
-// Kernel launches. With no compute limit on the device a launch goes straight to the
-// driver: one acquire load and an indirect call.
+// Kernel launches: each passes the pause/suspend gates and is charged to the container's
+// compute budget on its device (limiter.h) before the driver sees it. With no limit in force
+// anywhere that is a few relaxed loads.
+#include "vgpu/limiter.h"
 #include "vgpu/runtime.h"
+
+using hami::vgpu::PaceLaunch;
 
 extern "C" {
 
@@ -10,6 +14,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
                                 void** extra) {
   HAMI_CUDA_REAL(cuLaunchKernel, CUDA_ERROR_NOT_INITIALIZED);
+  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+             uint64_t(blockDimX) * blockDimY * blockDimZ);
   return rt.cuda.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                 sharedMemBytes, hStream, kernelParams, extra);
 }
@@ -20,6 +26,8 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                      unsigned int sharedMemBytes, CUstream hStream,
                                      void** kernelParams, void** extra) {
   HAMI_CUDA_REAL(cuLaunchKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+             uint64_t(blockDimX) * blockDimY * blockDimZ);
   return rt.cuda.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                                      blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
 }
@@ -27,12 +35,20 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
                                   void** extra) {
   HAMI_CUDA_REAL(cuLaunchKernelEx, CUDA_ERROR_NOT_INITIALIZED);
+  if (config != nullptr) {
+    PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
+               uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
+  }
   return rt.cuda.cuLaunchKernelEx(config, f, kernelParams, extra);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
                                        void** kernelParams, void** extra) {
   HAMI_CUDA_REAL(cuLaunchKernelEx_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  if (config != nullptr) {
+    PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
+               uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
+  }
   return rt.cuda.cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
 }
 
@@ -42,6 +58,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
                                            unsigned int blockDimZ, unsigned int sharedMemBytes,
                                            CUstream hStream, void** kernelParams) {
   HAMI_CUDA_REAL(cuLaunchCooperativeKernel, CUDA_ERROR_NOT_INITIALIZED);
+  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+             uint64_t(blockDimX) * blockDimY * blockDimZ);
   return rt.cuda.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                                            blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
@@ -52,6 +70,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int blockDimZ, unsigned int sharedMemBytes,
                                                 CUstream hStream, void** kernelParams) {
   HAMI_CUDA_REAL(cuLaunchCooperativeKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+             uint64_t(blockDimX) * blockDimY * blockDimZ);
   return rt.cuda.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,
                                                 blockDimY, blockDimZ, sharedMemBytes, hStream,
                                                 kernelParams);

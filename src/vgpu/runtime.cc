@@ -75,6 +75,11 @@ void ChildAfterFork() {
   rt.identity_backoff_ns = 0;
   rt.identity_logged = false;
   rt.cuda_initialized.store(false);
+  // Threads do not survive fork: the child starts its own controller when it needs one.
+  rt.controller_started.store(false);
+  rt.launch_noted.store(false);
+  std::construct_at(&rt.graph_kernels_mu);
+  rt.limits_generation.store(~uint64_t(0));
   if (rt.region == nullptr) {  // the child may succeed where its parent could not
     rt.region_tried = false;
     rt.region_gave_up.store(false);
@@ -243,6 +248,8 @@ bool LoadCuda() {
   Load(real, h, "cuGraphMemAllocNodeGetParams", &rt.cuda_aux.cuGraphMemAllocNodeGetParams);
   Load(real, h, "cuCtxPushCurrent_v2", &rt.cuda_aux.cuCtxPushCurrent_v2);
   Load(real, h, "cuCtxPopCurrent_v2", &rt.cuda_aux.cuCtxPopCurrent_v2);
+  Load(real, h, "cuDeviceGetAttribute", &rt.cuda_aux.cuDeviceGetAttribute);
+  Load(real, h, "cuGraphKernelNodeGetParams_v2", &rt.cuda_aux.cuGraphKernelNodeGetParams_v2);
   Load(real, h, "cuGraphChildGraphNodeGetGraph", &rt.cuda_aux.cuGraphChildGraphNodeGetGraph);
   rt.cuda_handle = h;
   rt.cuda_loaded.store(true, std::memory_order_release);
@@ -266,6 +273,9 @@ bool LoadNvml() {
 #include "vgpu/hooks/nvml_hooks.def"
 #undef HAMI_NVML_HOOK
   Load(real, h, "nvmlDeviceGetUUID", &rt.nvml_aux.nvmlDeviceGetUUID);
+  Load(real, h, "nvmlDeviceGetProcessUtilization",
+       &rt.nvml_aux.nvmlDeviceGetProcessUtilization);
+  Load(real, h, "nvmlDeviceGetUtilizationRates", &rt.nvml_aux.nvmlDeviceGetUtilizationRates);
   rt.nvml_handle = h;
   rt.nvml_loaded.store(true, std::memory_order_release);
   return true;

@@ -55,10 +55,14 @@ struct CudaAux {
   decltype(&::cuGraphChildGraphNodeGetGraph) cuGraphChildGraphNodeGetGraph = nullptr;
   decltype(&::cuCtxPushCurrent_v2) cuCtxPushCurrent_v2 = nullptr;
   decltype(&::cuCtxPopCurrent_v2) cuCtxPopCurrent_v2 = nullptr;
+  decltype(&::cuDeviceGetAttribute) cuDeviceGetAttribute = nullptr;
+  decltype(&::cuGraphKernelNodeGetParams_v2) cuGraphKernelNodeGetParams_v2 = nullptr;
 };
 
 struct NvmlAux {
   decltype(&::nvmlDeviceGetUUID) nvmlDeviceGetUUID = nullptr;
+  decltype(&::nvmlDeviceGetProcessUtilization) nvmlDeviceGetProcessUtilization = nullptr;
+  decltype(&::nvmlDeviceGetUtilizationRates) nvmlDeviceGetUtilizationRates = nullptr;
 };
 
 // One device the container's CUDA sees, by CUDA ordinal.
@@ -184,6 +188,18 @@ struct Runtime {
   broker::PendingQuery broker_query;          // guarded by identity_mu
   bool broker_query_started = false;          // guarded by identity_mu
   std::atomic<bool> cuda_initialized{false};  // the real cuInit succeeded in this process
+
+  // The compute limiter (limiter.h): whether any device is limited, as of which policy
+  // generation; each device's SMs and threads per SM (packed; 0 = not asked yet); whether
+  // this process's controller thread runs.
+  std::atomic<uint64_t> limits_generation{~uint64_t(0)};
+  std::atomic<bool> any_sm_limit{false};
+  std::array<std::atomic<uint64_t>, kMaxDevices> device_shape{};
+  std::atomic<bool> controller_started{false};
+  std::atomic<bool> launch_noted{false};  // this process's slot shows it launches
+  // The kernel nodes of each executable graph (blocks, threads per block), for its cost.
+  std::mutex graph_kernels_mu;
+  std::unordered_map<CUgraphExec, std::vector<std::pair<uint64_t, uint64_t>>> graph_kernels;
 
   // CUDA ordinal -> the region's device index (matched by UUID; -1: not in the region, so
   // not accounted). Written before region_fast is published and again if CUDA's own device

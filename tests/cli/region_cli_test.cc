@@ -175,7 +175,7 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   Outcome o = Hami({"inspect", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
-  EXPECT_THAT(o.out, HasSubstr("layout   2.1, fingerprint 0x"));
+  EXPECT_THAT(o.out, HasSubstr("layout   2.2, fingerprint 0x"));
   EXPECT_THAT(o.out, HasSubstr("creator  pid " + std::to_string(getpid()) + " (" + ProcessComm() +
                                ") at 20"));
   EXPECT_THAT(o.out, HasSubstr("policy   2 device(s), generation 0, priority 1 (low), core "
@@ -608,6 +608,61 @@ TEST_F(RegionCliTest, RegionSetSuspendsAndResumesSlots) {
   EXPECT_THAT(resumed.out, HasSubstr("suspended -> running"));
   EXPECT_EQ(status_of(theirs), SlotStatus::kRunning);
   EXPECT_EQ(status_of(mine), SlotStatus::kSuspended);
+}
+
+TEST_F(RegionCliTest, SuspendAndResumeCommandsChangeSlotsAsRegionSetDoes) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  int mine = *r->Register();
+  auto status = [&] { return r->Slots()[0].status; };
+  Outcome o = Hami({"suspend", path_, std::to_string(mine)});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("running -> suspended"));
+  EXPECT_EQ(status(), SlotStatus::kSuspended);
+  Outcome again = Hami({"resume", path_, std::to_string(mine)});
+  ASSERT_EQ(again.status, 0) << again.out;
+  EXPECT_THAT(again.out, HasSubstr("suspended -> running"));
+  EXPECT_EQ(status(), SlotStatus::kRunning);
+  Outcome bad = Hami({"suspend", path_, "77"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.out, HasSubstr("slot 77 holds no process"));
+}
+
+TEST_F(RegionCliTest, InspectAndTopShowTheComputeLimiterAndADegradedOne) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  region::layout::LimiterDevice& lim = r->Limiter(0);
+  lim.mode.store(uint32_t(region::LimiterMode::kOpenLoop));
+  lim.measured.store(2950);
+  lim.rate.store(12000 * region::layout::kMilliUnitsPerWave);
+  Outcome o = Hami({"inspect", path_});
+  EXPECT_THAT(o.out, HasSubstr("compute: limiter open-loop (DEGRADED: a process has no host PID), "
+                               "measured 29.5%, rate 12000 waves/s"));
+  Outcome j = Hami({"inspect", "--json", path_});
+  auto doc = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.out;
+  EXPECT_EQ(doc["devices"][0]["limiter"]["mode"], "open-loop");
+  EXPECT_EQ(doc["devices"][1]["limiter"]["mode"], "off");
+  EXPECT_THAT(Hami({"top", "--once", path_}).out, HasSubstr("limiter open-loop (DEGRADED"));
+  lim.mode.store(uint32_t(region::LimiterMode::kClosedLoop));
+  EXPECT_THAT(Hami({"inspect", path_}).out, HasSubstr("compute: limiter closed-loop, measured"));
+}
+
+TEST_F(RegionCliTest, RegionSetPausesAndTurnsTheUtilizationSwitch) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  Outcome o = Hami({"region", "set", path_, "--paused", "on", "--utilization-switch", "off"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("paused: off -> on"));
+  EXPECT_THAT(o.out, HasSubstr("utilization_switch: on -> off"));
+  EXPECT_TRUE(r->Policy().paused);
+  EXPECT_EQ(r->Policy().utilization_switch, 0u);
+  Outcome back = Hami({"region", "set", path_, "--paused", "off"});
+  ASSERT_EQ(back.status, 0) << back.out;
+  EXPECT_FALSE(r->Policy().paused);
+  Outcome bad = Hami({"region", "set", path_, "--paused", "yes"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.out, HasSubstr("--paused 'yes': expected on or off"));
 }
 
 }  // namespace

@@ -257,6 +257,27 @@ CUresult CaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t*
   return CUDA_SUCCESS;
 }
 
+// The launch shape of a kernel node (what a graph launch will run).
+template <typename Params>
+CUresult KernelNodeParams(CUgraphNode node, Params* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(node, HandleKind::kGraphNode) || node->kind != NodeKind::kKernel) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *p = {};
+  p->func = node->func;
+  p->gridDimX = node->grid[0];
+  p->gridDimY = node->grid[1];
+  p->gridDimZ = node->grid[2];
+  p->blockDimX = node->block[0];
+  p->blockDimY = node->block[1];
+  p->blockDimZ = node->block[2];
+  p->sharedMemBytes = node->shared_mem;
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CUgraphNode_st* AppendCaptureNode(CUstream_st* s, NodeKind kind) {
@@ -423,6 +444,14 @@ CUresult CUDAAPI cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* numNodes
   }
   *numNodes = g->nodes.size();
   return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
+  return KernelNodeParams(node, p);
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  return KernelNodeParams(node, p);
 }
 
 CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode node,

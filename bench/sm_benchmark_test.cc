@@ -1,0 +1,126 @@
+// Smoke test of hami_bench_sm: a --quick run finishes with no failed worker, every cell is
+// measured and within 15 points of its target (a loose check that the limiter limits; the
+// goals are tighter and are reported by the benchmark, never tested here), and the JSON and
+// the plot carry every field.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "benchmark_test_support.h"
+
+namespace hami::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr double kLoosePoints = 15;
+
+TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndHoldsEveryCellNearItsTarget) {
+  BenchmarkRun bench("sm");
+  const std::string svg_path = bench.File("sm.svg");
+  ASSERT_NO_FATAL_FAILURE(bench.Run(HAMI_BENCH_SM, {"--quick", "--svg", svg_path}));
+  const std::string& out = bench.output();
+  EXPECT_THAT(out, AllOf(HasSubstr("achieved %"), HasSubstr("settle s"), HasSubstr("meets")));
+  const Json& j = bench.json();
+
+  EXPECT_EQ(j.value("benchmark", ""), "sm");
+  for (const char* field : {"gpu", "gpu_model", "sim_profile", "cpus", "worker",
+                            "worker_environment", "measurement", "percentiles"}) {
+    EXPECT_TRUE(j["environment"].contains(field)) << field;
+  }
+  const Json& config = j["config"];
+  EXPECT_EQ(config.value("quick", false), true);
+  EXPECT_EQ(config["targets"], Json::array({30, 70}));
+  EXPECT_EQ(config["processes"], Json::array({1, 2}));
+  ASSERT_EQ(config["kernels"].size(), 1u);
+  EXPECT_EQ(config["kernels"][0].value("name", ""), "short");
+  for (const char* field : {"parallel", "sample_ms", "moving_average_ms", "band_points",
+                            "window_from_ms", "window_to_ms", "worker_ms"}) {
+    EXPECT_TRUE(config[field].is_number()) << field;
+  }
+  EXPECT_EQ(config.value("sample_ms", 0), 100);
+  EXPECT_EQ(config.value("window_from_ms", 0), 1000);
+  EXPECT_EQ(config.value("window_to_ms", 0), 2500);
+
+  ASSERT_TRUE(j["rounds"].is_array());
+  ASSERT_EQ(j["rounds"].size(), 1u) << "four cells fit one round of eight devices";
+  for (const char* field : {"round", "cells", "workers", "start_ms", "start_spread_ms"}) {
+    EXPECT_TRUE(j["rounds"][0].contains(field)) << field;
+  }
+
+  ASSERT_TRUE(j["cells"].is_array());
+  ASSERT_EQ(j["cells"].size(), 4u);
+  for (const Json& c : j["cells"]) {
+    const int target = c.value("target", -1);
+    const int processes = c.value("processes", -1);
+    SCOPED_TRACE("target " + std::to_string(target) + ", " + std::to_string(processes) +
+                 " processes");
+    for (const char* field :
+         {"index",     "round",     "device",    "kernel",     "grid",           "block",
+          "wave_ns",   "processes", "target",    "measured",   "achieved",       "abs_error",
+          "window_ms", "settled",   "settle_ms", "workers_ok", "workers_failed", "launches",
+          "errors",    "limiter",   "workers",   "samples"}) {
+      EXPECT_TRUE(c.contains(field)) << field;
+    }
+    EXPECT_EQ(c.value("kernel", ""), "short");
+    EXPECT_EQ(c.value("measured", false), true) << c["errors"].dump();
+    EXPECT_EQ(c.value("workers_failed", -1), 0) << c["workers"].dump(2);
+    EXPECT_EQ(c.value("workers_ok", -1), processes);
+    EXPECT_TRUE(c["errors"].is_array() && c["errors"].empty()) << c["errors"].dump();
+    EXPECT_GT(c.value("launches", uint64_t(0)), 0u);
+    const double achieved = c.value("achieved", -1.0);
+    EXPECT_NEAR(achieved, target, kLoosePoints);
+    EXPECT_DOUBLE_EQ(c.value("abs_error", -1.0), std::fabs(achieved - target));
+    EXPECT_EQ(c["settle_ms"].is_null(), !c.value("settled", false));
+    for (const char* field : {"mode", "rate_milli_waves_per_s", "measured_percent", "waited_ms",
+                              "admitted_milli_waves"}) {
+      EXPECT_TRUE(c["limiter"].contains(field)) << field;
+    }
+    ASSERT_TRUE(c["workers"].is_array());
+    ASSERT_EQ(c["workers"].size(), size_t(processes));
+    for (const Json& w : c["workers"]) {
+      EXPECT_EQ(w.value("ok", false), true) << w.dump();
+      EXPECT_EQ(w.value("ended", ""), "exit 0");
+      EXPECT_GT(w.value("launches", uint64_t(0)), 0u);
+    }
+    ASSERT_TRUE(c["samples"].is_array());
+    ASSERT_EQ(c["samples"].size(), 25u) << "one per 100 ms to 2.5 s";
+    for (size_t i = 0; i < c["samples"].size(); ++i) {
+      const Json& s = c["samples"][i];
+      EXPECT_EQ(s.value("t_ms", 0), int64_t(i + 1) * 100);
+      EXPECT_TRUE(s["util"].is_number());
+      EXPECT_EQ(s["moving_average"].is_null(), i < 4) << i;
+    }
+  }
+
+  const Json& s = j["summary"];
+  for (const char* field : {"cells", "measured", "mean_abs_error", "p95_abs_error", "max_abs_error",
+                            "max_settle_ms", "unsettled_cells", "workers_ok", "workers_failed"}) {
+    EXPECT_TRUE(s.contains(field)) << field;
+  }
+  EXPECT_EQ(s.value("cells", 0), 4);
+  EXPECT_EQ(s.value("measured", 0), 4);
+  EXPECT_EQ(s.value("workers_ok", 0), 6);
+  EXPECT_EQ(s.value("workers_failed", -1), 0);
+  EXPECT_LE(s.value("mean_abs_error", 100.0), kLoosePoints);
+
+  ExpectGoals(j["goals"], 3, kGoalFields, GoalsMeasured::kEvery);
+
+  std::ifstream svg_in(svg_path);
+  ASSERT_TRUE(svg_in.good()) << "no plot at " << svg_path;
+  std::stringstream svg;
+  svg << svg_in.rdbuf();
+  EXPECT_THAT(svg.str(), StartsWith("<svg"));
+  EXPECT_THAT(svg.str(), AllOf(HasSubstr("<circle"), HasSubstr("stroke-dasharray"),
+                               HasSubstr("short kernels, 2 processes")));
+}
+
+}  // namespace
+}  // namespace hami::testing
