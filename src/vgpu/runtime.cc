@@ -273,8 +273,7 @@ bool LoadNvml() {
 #include "vgpu/hooks/nvml_hooks.def"
 #undef HAMI_NVML_HOOK
   Load(real, h, "nvmlDeviceGetUUID", &rt.nvml_aux.nvmlDeviceGetUUID);
-  Load(real, h, "nvmlDeviceGetProcessUtilization",
-       &rt.nvml_aux.nvmlDeviceGetProcessUtilization);
+  Load(real, h, "nvmlDeviceGetProcessUtilization", &rt.nvml_aux.nvmlDeviceGetProcessUtilization);
   Load(real, h, "nvmlDeviceGetUtilizationRates", &rt.nvml_aux.nvmlDeviceGetUtilizationRates);
   rt.nvml_handle = h;
   rt.nvml_loaded.store(true, std::memory_order_release);
