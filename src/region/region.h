@@ -259,6 +259,9 @@ class Region {
   std::array<uint64_t, layout::kIdentitySources> IdentityCounts() const;
   std::array<uint64_t, layout::kIdentityReasons> IdentityReasonCounts() const;
   void RecordLaunch(int64_t now_ns);
+  // `launches` more launches of this process (counted in batches), the latest at `now_ns`:
+  // the slot's count and time, the container's latest-kernel time and recent-kernel counter.
+  void RecordActivity(uint32_t launches, int64_t now_ns);
   // Any slot (hami suspend/resume, the monitor).
   Status SetSlotStatus(int slot, SlotStatus status);
 

@@ -300,9 +300,8 @@ bool AnyLimitSlow(region::Region* reg, uint64_t generation) {
   return any;
 }
 
-void NoteLaunching(region::Region* reg) {
-  reg->RecordLaunch(MonotonicNs());
-  Rt().launch_noted.store(true, std::memory_order_relaxed);
+void NoteActivity(region::Region* reg, uint32_t launches) {
+  reg->RecordActivity(launches, MonotonicNs());
 }
 
 void WaitWhileHeld(region::Region* reg, bool launch) {

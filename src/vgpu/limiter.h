@@ -52,14 +52,21 @@ void PaceSlow(region::Region* reg, int index, int64_t cost);
 
 // Whether any device of the region may be limited (cached per policy generation).
 bool AnyLimitSlow(region::Region* reg, uint64_t generation);
-// Marks this process's slot as one that launches (the controller must know its host PID).
-void NoteLaunching(region::Region* reg);
+// Records launch activity for a node agent and the controller: adds `launches` to this
+// process's slot and stamps the slot's and the container's latest-kernel time.
+void NoteActivity(region::Region* reg, uint32_t launches);
+// Launches of this thread, flushed to the slot every kActivityBatch (and at the first).
+inline constexpr uint32_t kActivityBatch = 256;
+__attribute__((tls_model("initial-exec"))) inline constinit thread_local uint32_t t_launches = 0;
 
 // The gates every launch passes (pause, suspend), then the region index of the launch's
 // device when a compute limit is in force there (-1: nothing to charge). Inline fast path:
 // with no limit anywhere, a few relaxed loads.
 inline int LimitedDevice(region::Region* reg, CUstream stream, int* ordinal) {
   Runtime& rt = Rt();
+  if (const uint32_t n = ++t_launches; __builtin_expect(n % kActivityBatch == 1, 0)) {
+    NoteActivity(reg, n == 1 ? 1 : kActivityBatch);
+  }
   if (__builtin_expect(reg->PausedWord().load(std::memory_order_relaxed) != 0, 0)) {
     WaitWhileHeld(reg, true);
   }
@@ -78,7 +85,6 @@ inline int LimitedDevice(region::Region* reg, CUstream stream, int* ordinal) {
   if (StreamDevice(stream, ordinal) != CUDA_SUCCESS) return -1;  // the driver will say why
   const int index = RegionIndex(*ordinal);
   if (index < 0 || reg->SmLimitInForce(index) == 0) return -1;
-  if (__builtin_expect(!rt.launch_noted.load(std::memory_order_relaxed), 0)) NoteLaunching(reg);
   return index;
 }
 

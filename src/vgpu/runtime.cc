@@ -77,7 +77,6 @@ void ChildAfterFork() {
   rt.cuda_initialized.store(false);
   // Threads do not survive fork: the child starts its own controller when it needs one.
   rt.controller_started.store(false);
-  rt.launch_noted.store(false);
   std::construct_at(&rt.graph_kernels_mu);
   rt.limits_generation.store(~uint64_t(0));
   if (rt.region == nullptr) {  // the child may succeed where its parent could not

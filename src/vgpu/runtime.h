@@ -196,7 +196,6 @@ struct Runtime {
   std::atomic<bool> any_sm_limit{false};
   std::array<std::atomic<uint64_t>, kMaxDevices> device_shape{};
   std::atomic<bool> controller_started{false};
-  std::atomic<bool> launch_noted{false};  // this process's slot shows it launches
   // The kernel nodes of each executable graph (blocks, threads per block), for its cost.
   std::mutex graph_kernels_mu;
   std::unordered_map<CUgraphExec, std::vector<std::pair<uint64_t, uint64_t>>> graph_kernels;

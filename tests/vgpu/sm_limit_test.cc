@@ -200,8 +200,8 @@ TEST_F(SmLimitTest, ALimitChangedInTheRegionTakesEffectWithinASecond) {
 }
 
 TEST_F(SmLimitTest, APausedContainerWaitsWithoutCpuAndResumesPromptly) {
-  // A short queue: what was launched before the pause drains at once.
-  Container c(6, {{"HAMI_SIM_QUEUE_DEPTH", "4"}});
+  // A short queue (8 ms of work): what was launched before the pause drains at once.
+  Container c(6, {{"HAMI_SIM_QUEUE_DEPTH", "64"}});
   const pid_t pid = c.Start(4000);
   auto r = c.Region();
   ASSERT_TRUE(r);
@@ -217,7 +217,7 @@ TEST_F(SmLimitTest, APausedContainerWaitsWithoutCpuAndResumesPromptly) {
 }
 
 TEST_F(SmLimitTest, ASuspendedProcessWaitsAndResumes) {
-  Container c(7, {{"HAMI_SIM_QUEUE_DEPTH", "4"}});
+  Container c(7, {{"HAMI_SIM_QUEUE_DEPTH", "64"}});
   const pid_t pid = c.Start(4000);
   auto r = c.Region();
   ASSERT_TRUE(r);
