@@ -18,6 +18,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "vgpu/runtime.h"
 
@@ -137,6 +138,9 @@ CUresult AdmitObject(Handle* handle, uint64_t bytes, UsageKind kind, Call call) 
 }
 
 // ---- pools and graph memory (cuda_pools.cc, cuda_graphs.cc) ----
+// Calls `fn` for every node of `graph` and of its child graphs (not the child-graph nodes
+// themselves), at most 16 levels deep.
+void ForEachGraphNode(CUgraph graph, const std::function<void(CUgraphNode, CUgraphNodeType)>& fn);
 // Brings what the region holds for each pool this process uses to the pool's reserved
 // memory now.
 void ReconcilePools();

@@ -13,6 +13,7 @@
 // which gives back whatever the graph could reuse.
 //
 // What a graph needs is learned at instantiation, by walking its nodes (child graphs too).
+#include <functional>
 #include <vector>
 
 #include "vgpu/accounting.h"
@@ -26,12 +27,9 @@ namespace hami::vgpu {
 
 namespace {
 
-using Needs = std::array<uint64_t, kMaxDevices>;
-
-// Adds what the allocation nodes of `graph` (and of its child graphs) need per device.
-void AddNeeds(CUgraph graph, Needs* needs, int depth) {
-  Runtime& rt = Rt();
-  const CudaAux& a = rt.cuda_aux;
+void WalkGraph(CUgraph graph, const std::function<void(CUgraphNode, CUgraphNodeType)>& fn,
+               int depth) {
+  const CudaAux& a = Rt().cuda_aux;
   if (depth > 16 || a.cuGraphGetNodes == nullptr || a.cuGraphNodeGetType == nullptr) return;
   size_t n = 0;
   if (a.cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
@@ -41,21 +39,40 @@ void AddNeeds(CUgraph graph, Needs* needs, int depth) {
   for (CUgraphNode node : nodes) {
     CUgraphNodeType type;
     if (a.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
-    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && a.cuGraphMemAllocNodeGetParams != nullptr) {
-      CUDA_MEM_ALLOC_NODE_PARAMS p{};
-      if (a.cuGraphMemAllocNodeGetParams(node, &p) == CUDA_SUCCESS &&
-          p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
-          p.poolProps.location.id >= 0 && p.poolProps.location.id < kMaxDevices) {
-        int d = p.poolProps.location.id;
-        (*needs)[size_t(d)] += RoundUp(p.bytesize, Granularity(d));
-      }
-    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && a.cuGraphChildGraphNodeGetGraph != nullptr) {
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH && a.cuGraphChildGraphNodeGetGraph != nullptr) {
       CUgraph child;
       if (a.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) {
-        AddNeeds(child, needs, depth + 1);
+        WalkGraph(child, fn, depth + 1);
       }
+    } else {
+      fn(node, type);
     }
   }
+}
+
+}  // namespace
+
+void ForEachGraphNode(CUgraph graph, const std::function<void(CUgraphNode, CUgraphNodeType)>& fn) {
+  WalkGraph(graph, fn, 0);
+}
+
+namespace {
+
+using Needs = std::array<uint64_t, kMaxDevices>;
+
+// Adds what the allocation nodes of `graph` (and of its child graphs) need per device.
+void AddNeeds(CUgraph graph, Needs* needs) {
+  const CudaAux& a = Rt().cuda_aux;
+  ForEachGraphNode(graph, [&](CUgraphNode node, CUgraphNodeType type) {
+    if (type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || a.cuGraphMemAllocNodeGetParams == nullptr) return;
+    CUDA_MEM_ALLOC_NODE_PARAMS p{};
+    if (a.cuGraphMemAllocNodeGetParams(node, &p) == CUDA_SUCCESS &&
+        p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE && p.poolProps.location.id >= 0 &&
+        p.poolProps.location.id < kMaxDevices) {
+      int d = p.poolProps.location.id;
+      (*needs)[size_t(d)] += RoundUp(p.bytesize, Granularity(d));
+    }
+  });
 }
 
 // Brings the graph-memory charge of `device` to what the driver reports. Caller holds
@@ -88,7 +105,7 @@ void Instantiated(CUresult r, CUgraphExec* exec, CUgraph graph) {
   if (r != CUDA_SUCCESS || exec == nullptr) return;
   LearnGraphKernels(*exec, graph);
   Needs needs{};
-  AddNeeds(graph, &needs, 0);
+  AddNeeds(graph, &needs);
   bool any = false;
   for (uint64_t b : needs) any |= b != 0;
   if (!any) return;

@@ -72,30 +72,16 @@ void Refill(LimiterDevice& lim, int64_t now) {
 
 using KernelShape = std::pair<uint64_t, uint64_t>;  // blocks, threads per block
 
-void AddKernels(CUgraph graph, std::vector<KernelShape>* out, int depth) {
+void AddKernels(CUgraph graph, std::vector<KernelShape>* out) {
   const CudaAux& a = Rt().cuda_aux;
-  if (depth > 16 || a.cuGraphGetNodes == nullptr || a.cuGraphNodeGetType == nullptr) return;
-  size_t n = 0;
-  if (a.cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
-  std::vector<CUgraphNode> nodes(n);
-  if (a.cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
-  nodes.resize(std::min(n, nodes.size()));
-  for (CUgraphNode node : nodes) {
-    CUgraphNodeType type;
-    if (a.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
-    if (type == CU_GRAPH_NODE_TYPE_KERNEL && a.cuGraphKernelNodeGetParams_v2 != nullptr) {
-      CUDA_KERNEL_NODE_PARAMS p{};
-      if (a.cuGraphKernelNodeGetParams_v2(node, &p) == CUDA_SUCCESS) {
-        out->emplace_back(uint64_t(p.gridDimX) * p.gridDimY * p.gridDimZ,
-                          uint64_t(p.blockDimX) * p.blockDimY * p.blockDimZ);
-      }
-    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && a.cuGraphChildGraphNodeGetGraph != nullptr) {
-      CUgraph child;
-      if (a.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) {
-        AddKernels(child, out, depth + 1);
-      }
+  ForEachGraphNode(graph, [&](CUgraphNode node, CUgraphNodeType type) {
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL || a.cuGraphKernelNodeGetParams_v2 == nullptr) return;
+    CUDA_KERNEL_NODE_PARAMS p{};
+    if (a.cuGraphKernelNodeGetParams_v2(node, &p) == CUDA_SUCCESS) {
+      out->emplace_back(uint64_t(p.gridDimX) * p.gridDimY * p.gridDimZ,
+                        uint64_t(p.blockDimX) * p.blockDimY * p.blockDimZ);
     }
-  }
+  });
 }
 
 // ---- the controller ----
@@ -366,7 +352,7 @@ int64_t GraphLaunchCost(CUgraphExec exec, int ordinal) {
 
 void LearnGraphKernels(CUgraphExec exec, CUgraph graph) {
   std::vector<KernelShape> kernels;
-  AddKernels(graph, &kernels, 0);
+  AddKernels(graph, &kernels);
   Runtime& rt = Rt();
   std::lock_guard<std::mutex> l(rt.graph_kernels_mu);
   if (kernels.empty()) {
