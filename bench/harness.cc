@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cinttypes>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/parse.h"
 
 extern char** environ;
 
@@ -433,6 +435,63 @@ bool WriteTextFile(const std::string& path, const std::string& text, const char*
 
 bool WriteJson(const std::string& path, const Json& doc, const char* program) {
   return WriteTextFile(path, doc.dump(2) + "\n", program);
+}
+
+std::optional<std::vector<int>> ParseNumberList(std::string_view text, std::string_view flag,
+                                                int min, int max, const char* program) {
+  const int f = int(flag.size());
+  std::vector<int> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    auto n = ParseUint64(text.substr(0, comma), flag);
+    if (!n.ok()) {
+      std::fprintf(stderr, "%s: %s\n", program, n.error().message().c_str());
+      return std::nullopt;
+    }
+    if (*n < uint64_t(min) || *n > uint64_t(max)) {
+      std::fprintf(stderr, "%s: %.*s %" PRIu64 " is not from %d to %d\n", program, f, flag.data(),
+                   *n, min, max);
+      return std::nullopt;
+    }
+    out.push_back(int(*n));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+    if (text.empty()) {
+      std::fprintf(stderr, "%s: %.*s ends with a comma\n", program, f, flag.data());
+      return std::nullopt;
+    }
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "%s: %.*s is empty\n", program, f, flag.data());
+    return std::nullopt;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<std::vector<size_t>> ParseNameList(std::string_view text, std::string_view flag,
+                                                 const std::vector<std::string>& names,
+                                                 std::string_view expected, const char* program) {
+  std::vector<bool> chosen(names.size(), false);
+  while (true) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    auto it = std::find(names.begin(), names.end(), item);
+    if (it == names.end()) {
+      std::fprintf(stderr, "%s: %.*s '%.*s' is not %.*s\n", program, int(flag.size()), flag.data(),
+                   int(item.size()), item.data(), int(expected.size()), expected.data());
+      return std::nullopt;
+    }
+    chosen[size_t(it - names.begin())] = true;
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  std::vector<size_t> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (chosen[i]) out.push_back(i);
+  }
+  return out;
 }
 
 void Appendf(std::string* out, const char* fmt, ...) {

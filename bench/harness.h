@@ -274,6 +274,17 @@ bool WriteTextFile(const std::string& path, const std::string& text, const char*
 // WriteTextFile of `doc`, indented by 2, with a final newline.
 bool WriteJson(const std::string& path, const Json& doc, const char* program);
 
+// ---- list flags ----
+// "30,10,30" -> {10, 30}: sorted, without repeats, each from `min` to `max`. A bad item, an
+// empty list or a trailing comma is reported on stderr as "PROGRAM: ..." naming `flag`.
+std::optional<std::vector<int>> ParseNumberList(std::string_view text, std::string_view flag,
+                                                int min, int max, const char* program);
+// "b,a" -> the indexes of the items in `names` (in the order of `names`, without repeats).
+// An unknown item is reported as "PROGRAM: FLAG 'item' is not EXPECTED".
+std::optional<std::vector<size_t>> ParseNameList(std::string_view text, std::string_view flag,
+                                                 const std::vector<std::string>& names,
+                                                 std::string_view expected, const char* program);
+
 // ---- SVG text ----
 // Appends printf-formatted text to *out.
 [[gnu::format(printf, 2, 3)]] void Appendf(std::string* out, const char* fmt, ...);

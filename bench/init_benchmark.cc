@@ -1248,66 +1248,15 @@ int Main(const Options& opt) {
   return all_ok && wrote_json && wrote_svg ? 0 : 1;
 }
 
-// "1,2,8" -> {1, 2, 8}, sorted, without repeats.
-std::optional<std::vector<int>> ParseWorkerList(std::string_view text) {
-  std::vector<int> out;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    auto n = ParseUint64(item, "--workers");
-    if (!n.ok()) {
-      std::fprintf(stderr, "hami_bench_init: %s\n", n.error().message().c_str());
-      return std::nullopt;
-    }
-    if (*n < 1 || *n > uint64_t(kMaxWorkers)) {
-      std::fprintf(stderr, "hami_bench_init: --workers %" PRIu64 " is not from 1 to %d\n", *n,
-                   kMaxWorkers);
-      return std::nullopt;
-    }
-    out.push_back(int(*n));
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-    if (text.empty()) {
-      std::fprintf(stderr, "hami_bench_init: --workers ends with a comma\n");
-      return std::nullopt;
-    }
-  }
-  if (out.empty()) {
-    std::fprintf(stderr, "hami_bench_init: --workers is empty\n");
-    return std::nullopt;
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 // "probe,none" -> {kNone, kProbe}: the canonical order, without repeats.
 std::optional<std::vector<Mode>> ParseModeList(std::string_view text) {
-  std::vector<bool> chosen(kAllModes.size(), false);
-  while (true) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    bool known = false;
-    for (size_t i = 0; i < kAllModes.size(); ++i) {
-      if (item == ModeName(kAllModes[i])) {
-        chosen[i] = true;
-        known = true;
-      }
-    }
-    if (!known) {
-      std::fprintf(stderr,
-                   "hami_bench_init: --identity '%.*s' is not one of none, probe, broker, "
-                   "procfs\n",
-                   int(item.size()), item.data());
-      return std::nullopt;
-    }
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
+  std::vector<std::string> names;
+  for (Mode m : kAllModes) names.emplace_back(ModeName(m));
+  auto chosen =
+      ParseNameList(text, "--identity", names, "one of none, probe, broker, procfs", kProgram);
+  if (!chosen) return std::nullopt;
   std::vector<Mode> out;
-  for (size_t i = 0; i < kAllModes.size(); ++i) {
-    if (chosen[i]) out.push_back(kAllModes[i]);
-  }
+  for (size_t i : *chosen) out.push_back(kAllModes[i]);
   return out;
 }
 
@@ -1324,7 +1273,7 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
       o.svg_path = value;
     } else if (flag == "--workers") {
       if (!flags.TakeValue(&value)) return std::nullopt;
-      auto list = ParseWorkerList(value);
+      auto list = ParseNumberList(value, "--workers", 1, kMaxWorkers, kProgram);
       if (!list) return std::nullopt;
       o.workers = *list;
       workers_set = true;

@@ -1001,54 +1001,11 @@ int Main(const Options& opt) {
 
 // ---- flags ----
 
-// "30,10,30" -> {10, 30}: sorted, without repeats, each from `min` to `max`.
-std::optional<std::vector<int>> ParseIntList(std::string_view text, std::string_view flag, int min,
-                                             int max) {
-  std::vector<int> out;
-  while (true) {
-    const size_t comma = text.find(',');
-    auto n = ParseUint64(text.substr(0, comma), flag);
-    if (!n.ok()) {
-      std::fprintf(stderr, "%s: %s\n", kProgram, n.error().message().c_str());
-      return std::nullopt;
-    }
-    if (*n < uint64_t(min) || *n > uint64_t(max)) {
-      std::fprintf(stderr, "%s: %.*s %" PRIu64 " is not from %d to %d\n", kProgram,
-                   int(flag.size()), flag.data(), *n, min, max);
-      return std::nullopt;
-    }
-    out.push_back(int(*n));
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 // "long,short" -> {0, 1}: the canonical order, without repeats.
 std::optional<std::vector<size_t>> ParseKernelList(std::string_view text) {
-  std::vector<bool> chosen(kKernels.size(), false);
-  while (true) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    bool known = false;
-    for (size_t i = 0; i < kKernels.size(); ++i) {
-      if (item == kKernels[i].name) chosen[i] = known = true;
-    }
-    if (!known) {
-      std::fprintf(stderr, "%s: --kernels '%.*s' is not short or long\n", kProgram,
-                   int(item.size()), item.data());
-      return std::nullopt;
-    }
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  std::vector<size_t> out;
-  for (size_t i = 0; i < kKernels.size(); ++i) {
-    if (chosen[i]) out.push_back(i);
-  }
-  return out;
+  std::vector<std::string> names;
+  for (const Kernel& k : kKernels) names.emplace_back(k.name);
+  return ParseNameList(text, "--kernels", names, "short or long", kProgram);
 }
 
 std::optional<Options> ParseFlags(int argc, char** argv) {
@@ -1064,7 +1021,11 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
     } else if (flag == "--targets" || flag == "--processes" || flag == "--parallel") {
       if (!flags.TakeValue(&value)) return std::nullopt;
       const bool targets = flag == "--targets", processes = flag == "--processes";
-      auto list = ParseIntList(value, flag, 1, targets ? 99 : processes ? 16 : kSimDevices);
+      auto list = ParseNumberList(value, flag, 1,
+                                  targets     ? 99
+                                  : processes ? 16
+                                              : kSimDevices,
+                                  kProgram);
       if (!list) return std::nullopt;
       if (targets) {
         o.targets = *list;
