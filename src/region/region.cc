@@ -997,15 +997,6 @@ void Region::RecordActivity(uint32_t launches, int64_t now_ns) {
   file_->policy.recent_kernel.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Region::RecordLaunch(int64_t now_ns) {
-  const int slot = slot_.load(std::memory_order_acquire);
-  if (slot < 0) return;
-  Slot& s = file_->slots[slot];
-  s.launches.fetch_add(1, std::memory_order_relaxed);
-  s.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
-  file_->policy.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
-}
-
 Status Region::SetSlotStatus(int slot, SlotStatus status) {
   HAMI_TRY(Writable());
   if (slot < 0 || slot >= kMaxSlots ||

@@ -258,7 +258,6 @@ class Region {
   // The header's counts: resolutions by source, tier failures by reason.
   std::array<uint64_t, layout::kIdentitySources> IdentityCounts() const;
   std::array<uint64_t, layout::kIdentityReasons> IdentityReasonCounts() const;
-  void RecordLaunch(int64_t now_ns);
   // `launches` more launches of this process (counted in batches), the latest at `now_ns`:
   // the slot's count and time, the container's latest-kernel time and recent-kernel counter.
   void RecordActivity(uint32_t launches, int64_t now_ns);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 
 #include "common/proc.h"
@@ -196,22 +197,47 @@ DeviceUse MeasureUse(CUdevice dev) {
   }
   use.device = m.used;
   // This process's own entry, by its PID here or on the host.
-  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return use;
-  nvmlProcessInfo_t infos[256];
-  unsigned n = 256;
-  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos) != NVML_SUCCESS) return use;
+  auto listed_owner = std::make_unique<ListedProcesses>();  // 12 KiB: not on an app's stack
+  const ListedProcesses& listed = *listed_owner;
+  if (!ListProcesses(h, listed_owner.get())) return use;
   const unsigned self = unsigned(getpid());
   const unsigned host = unsigned(OwnHostPid());
   use.process_listed = false;
   use.process = 0;
-  for (unsigned i = 0; i < n && i < 256; ++i) {
-    if ((infos[i].pid == self || (host != 0 && infos[i].pid == host)) &&
-        infos[i].usedGpuMemory != static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) {
+  for (unsigned i = 0; i < listed.count; ++i) {
+    const nvmlProcessInfo_t& p = listed.infos[i];
+    if ((p.pid == self || (host != 0 && p.pid == host)) &&
+        p.usedGpuMemory != static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) {
       use.process_listed = true;
-      use.process = infos[i].usedGpuMemory;
+      use.process = p.usedGpuMemory;
     }
   }
   return use;
+}
+
+bool ListProcesses(nvmlDevice_t h, ListedProcesses* out) {
+  Runtime& rt = Rt();
+  out->count = 0;
+  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return false;
+  unsigned n = kMaxListedProcesses;
+  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, out->infos) != NVML_SUCCESS) {
+    return false;
+  }
+  out->count = std::min(n, kMaxListedProcesses);
+  return true;
+}
+
+const nvmlProcessInfo_t* ListedProcesses::Find(unsigned pid) const {
+  for (unsigned i = 0; i < count; ++i) {
+    if (infos[i].pid == pid) return &infos[i];
+  }
+  return nullptr;
+}
+
+uint64_t UsedMemory(const nvmlProcessInfo_t& p) {
+  return p.usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)
+             ? 0
+             : p.usedGpuMemory;
 }
 
 uint64_t KnownContextBytes(CUdevice dev) {

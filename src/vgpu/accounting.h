@@ -168,6 +168,17 @@ struct DeviceUse {
   bool process_listed = false;
 };
 DeviceUse MeasureUse(CUdevice dev);
+// NVML's list of compute processes on `h`: up to kMaxListedProcesses entries. False when NVML
+// cannot say.
+inline constexpr unsigned kMaxListedProcesses = 512;
+struct ListedProcesses {
+  unsigned count = 0;
+  nvmlProcessInfo_t infos[kMaxListedProcesses];
+  const nvmlProcessInfo_t* Find(unsigned pid) const;
+};
+bool ListProcesses(nvmlDevice_t h, ListedProcesses* out);
+// An entry's memory, 0 when NVML does not know it.
+uint64_t UsedMemory(const nvmlProcessInfo_t& p);
 // The context size measured on `dev` so far (0 = not yet).
 uint64_t KnownContextBytes(CUdevice dev);
 void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
@@ -24,37 +25,6 @@
 
 namespace hami::vgpu {
 namespace {
-
-constexpr unsigned kMaxListed = 512;
-
-struct Listed {
-  unsigned count = 0;
-  nvmlProcessInfo_t infos[kMaxListed];
-};
-
-bool List(nvmlDevice_t h, Listed* out) {
-  Runtime& rt = Rt();
-  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return false;
-  unsigned n = kMaxListed;
-  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, out->infos) != NVML_SUCCESS) {
-    return false;
-  }
-  out->count = std::min(n, kMaxListed);
-  return true;
-}
-
-const nvmlProcessInfo_t* Find(const Listed& l, unsigned pid) {
-  for (unsigned i = 0; i < l.count; ++i) {
-    if (l.infos[i].pid == pid) return &l.infos[i];
-  }
-  return nullptr;
-}
-
-uint64_t Used(const nvmlProcessInfo_t& p) {
-  return p.usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)
-             ? 0
-             : p.usedGpuMemory;
-}
 
 // Takes the node-wide probe lock before `deadline_ns`. The directory is made when missing
 // (a host without the device plugin's preparation). Returns the locked descriptor, an
@@ -94,10 +64,10 @@ UniqueFd TakeProbeLock(const std::string& path, int64_t deadline_ns, bool* timed
 }
 
 // The PIDs listed in `after` but not in `before`.
-unsigned NewPids(const Listed& before, const Listed& after, unsigned* first) {
+unsigned NewPids(const ListedProcesses& before, const ListedProcesses& after, unsigned* first) {
   unsigned n = 0;
   for (unsigned i = 0; i < after.count; ++i) {
-    if (Find(before, after.infos[i].pid) == nullptr) {
+    if (before.Find(after.infos[i].pid) == nullptr) {
       if (n++ == 0) *first = after.infos[i].pid;
     }
   }
@@ -116,21 +86,24 @@ IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* ou
   if (!Admit(ordinal, marker, UsageKind::kOther)) return IdentityReason::kBusy;
   IdentityReason reason = IdentityReason::kDriverError;
   if (rt.cuda_aux.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
-    Listed before, after;
+    auto before_owner = std::make_unique<ListedProcesses>();
+    auto after_owner = std::make_unique<ListedProcesses>();
+    ListedProcesses& before = *before_owner;
+    ListedProcesses& after = *after_owner;
     CUdeviceptr p = 0;
-    if (List(h, &before)) {
+    if (ListProcesses(h, &before)) {
       CUresult r;
       {
         Allocating allocating;
         r = rt.cuda.cuMemAlloc_v2(&p, marker);
       }
       if (r == CUDA_SUCCESS) {
-        if (List(h, &after)) {
+        if (ListProcesses(h, &after)) {
           unsigned found = 0, candidate = 0;
           for (unsigned i = 0; i < after.count; ++i) {
-            const nvmlProcessInfo_t* was = Find(before, after.infos[i].pid);
-            const uint64_t grew =
-                Used(after.infos[i]) - std::min(Used(after.infos[i]), was ? Used(*was) : 0);
+            const nvmlProcessInfo_t* was = before.Find(after.infos[i].pid);
+            const uint64_t grew = UsedMemory(after.infos[i]) -
+                                  std::min(UsedMemory(after.infos[i]), was ? UsedMemory(*was) : 0);
             if (grew >= marker) {
               ++found;
               candidate = after.infos[i].pid;
@@ -179,10 +152,12 @@ TierOutcome ProbeTier(const Config& config) {
   }
 
   o.reason = IdentityReason::kDriverError;
-  Listed before;
-  if (!List(h, &before)) return o;
+  // The lists are 12 KiB each: on the heap, not on the application's thread's stack.
+  auto before_owner = std::make_unique<ListedProcesses>();
+  ListedProcesses& before = *before_owner;
+  if (!ListProcesses(h, &before)) return o;
   // Listed under its own PID: NVML sees this process's PID namespace.
-  if (Find(before, unsigned(getpid())) != nullptr) {
+  if (before.Find(unsigned(getpid())) != nullptr) {
     o.host_pid = getpid();
     o.reason = IdentityReason::kNone;
     return o;
@@ -198,8 +173,9 @@ TierOutcome ProbeTier(const Config& config) {
   CUresult r =
       CreateContext(dev, &ctx, true, [&] { return rt.cuda.cuDevicePrimaryCtxRetain(&ctx, dev); });
   if (r != CUDA_SUCCESS) return o;
-  Listed after;
-  if (List(h, &after)) {
+  auto after_owner = std::make_unique<ListedProcesses>();
+  ListedProcesses& after = *after_owner;
+  if (ListProcesses(h, &after)) {
     unsigned candidate = 0;
     const unsigned appeared = NewPids(before, after, &candidate);
     if (appeared == 1) {
