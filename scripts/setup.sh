@@ -13,11 +13,19 @@ packages=(
   libgtest-dev libgmock-dev googletest   # unit and integration tests
   libbenchmark-dev     # micro-benchmarks and `make bench`
   libcli11-dev         # the `hami` command line
-  nlohmann-json3-dev   # JSON output of `hami` commands
+  nlohmann-json3-dev   # JSON: `hami` output, Kubernetes objects
+  libcurl4-openssl-dev # the Kubernetes API client (HTTP/1.1, TLS, connection reuse)
+  libyaml-cpp-dev      # kubeconfig and configuration files
+  libcpp-httplib-dev libssl-dev   # HTTP(S) servers: simulated API server, extender, metrics
+  python3-kubernetes   # the official Python client, a real peer of the simulated API server
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
   clang libclang-rt-14-dev   # the `fuzz` preset (libFuzzer) and sanitizer runtimes
   clang-format clang-tidy    # `make format`, `make tidy`
 )
+
+# kubectl: the tests run the real client against the simulated API server. Machines of this
+# kind ship one in /usr/bin; elsewhere Debian's kubernetes-client provides it.
+command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -22,6 +22,14 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "unsupported";
     case ErrorCode::kInternal:
       return "internal error";
+    case ErrorCode::kConflict:
+      return "conflict";
+    case ErrorCode::kExpired:
+      return "expired";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kTimeout:
+      return "timeout";
   }
   return "unknown";
 }

@@ -26,6 +26,10 @@ enum class ErrorCode {
   kPermission,       // ownership or mode is unsafe or not allowed
   kUnsupported,      // a valid request this build does not handle
   kInternal,         // a bug: an invariant does not hold
+  kConflict,         // the object changed since it was read, or already exists (HTTP 409)
+  kExpired,          // a version is too old to resume from (HTTP 410): start again
+  kUnavailable,      // the peer is overloaded or down (429, 5xx, refused) and retries ran out
+  kTimeout,          // no answer within the deadline
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
