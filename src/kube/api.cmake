@@ -1,4 +1,8 @@
 # hami_kube_api: the resource table, API timestamps, patches and selectors (pure functions).
 hami_cc_library(NAME hami_kube_api
-  SRCS resource.cc
+  SRCS resource.cc time.cc
   DEPS hami_common nlohmann_json::nlohmann_json)
+
+hami_cc_test(NAME kube_api_test LABELS unit
+  SRCS resource_test.cc time_test.cc
+  DEPS hami_kube_api)
