@@ -4,6 +4,7 @@
 // answer carries its own.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -28,8 +29,11 @@ inline constexpr std::string_view kServerGitVersion = "v1.32.4-hami-sim";
 // GET /version, /api, /apis, /api/v1, /apis/<group>/<version>, /apis/<group>, /openapi/v3 and
 // /openapi/v3/<group-version>, /openapi/v2 (404): the answer, or nullopt when `path` is none of
 // these. /api and /apis answer in aggregated discovery (apidiscovery.k8s.io v2 or v2beta1)
-// when `accept` asks for it, else in the legacy form. `server_address` is host:port for
-// serverAddressByClientCIDRs.
+// when `accept` asks for it, else in the legacy form: the first media type of `accept` that
+// names one of the three decides (a bare application/json or */* means legacy). A query
+// string on `path` is ignored, and so is one trailing "/". `server_address` is host:port for
+// serverAddressByClientCIDRs. Every resource comes from hami::kube::AllResources(). Pure and
+// thread-safe.
 std::optional<Rendered> RenderDiscovery(std::string_view path, std::string_view accept,
                                         std::string_view server_address);
 
@@ -39,14 +43,26 @@ inline constexpr std::string_view kTableContentType =
 // Whether the Accept header asks for a meta.k8s.io Table (v1 or v1beta1).
 bool WantsTable(std::string_view accept);
 
-// A Table of `objects` of resource `r` with the columns kubectl prints for it (pods: Name,
-// Ready, Status, Restarts, Age, and with priority 1 IP, Node; nodes: Name, Status, Roles,
-// Age, Version; others: Name, Age, plus their own), each row carrying a PartialObjectMetadata
-// of the object (namespace included). `include_columns` false leaves columnDefinitions empty
-// (watch events after the first). `resource_version` goes into the Table's metadata.
+// A Table of `objects` of resource `r` with the columns and cells the real API server gives
+// kubectl (pods: Name, Ready, Status, Restarts, Age, and with priority 1 IP, Node, Nominated
+// Node, Readiness Gates; nodes: Name, Status, Roles, Age, Version, and with priority 1
+// Internal-IP, External-IP, OS-Image, Kernel-Version, Container-Runtime; events: Last Seen,
+// Type, Reason, Object, Message and more with priority 1; namespaces: Name, Status, Age;
+// configmaps: Name, Data, Age; resourcequotas: Name, Age, Request, Limit; leases: Name,
+// Holder, Age; any other: Name, Age), each row carrying a PartialObjectMetadata with the
+// object's whole metadata (namespace included). `include_columns` false leaves
+// columnDefinitions empty (watch events after the first). `resource_version` goes into the
+// Table's metadata. Ages count from `now`. Objects are read defensively: a missing or
+// mistyped field renders as the API's default (empty, 0, "<none>", "<unknown>"), never
+// throws. Pure and thread-safe.
 nlohmann::json RenderTable(const hami::kube::Resource& r,
                            const std::vector<const nlohmann::json*>& objects,
                            std::string_view resource_version, bool include_columns,
                            hami::kube::WallTime now);
+
+// A duration as kubectl prints ages (apimachinery's HumanDuration): "0s".."119s", "2m5s",
+// "9m", "179m", "3h4m", "7h", "47h", "2d3h", "7d", "364d", "2y5d", "8y"; "0s" for less than
+// two seconds in the future (clock skew), "<invalid>" beyond.
+std::string FormatAge(std::chrono::system_clock::duration d);
 
 }  // namespace hami::sim::kube

@@ -1,0 +1,913 @@
+#include "sim/kube/discovery.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <span>
+#include <tuple>
+
+namespace hami::sim::kube {
+
+namespace {
+
+using hami::kube::Resource;
+using nlohmann::json;
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kDiscoveryGroup = "apidiscovery.k8s.io";
+
+// ---- Reading objects defensively ------------------------------------------------------------
+
+const json* Field(const json& j, std::string_view key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+const json* Path(const json& j, std::initializer_list<std::string_view> keys) {
+  const json* at = &j;
+  for (std::string_view k : keys) {
+    at = Field(*at, k);
+    if (at == nullptr) return nullptr;
+  }
+  return at;
+}
+
+std::string Str(const json& j, std::initializer_list<std::string_view> keys) {
+  const json* v = Path(j, keys);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+int64_t Int(const json& j, std::initializer_list<std::string_view> keys) {
+  const json* v = Path(j, keys);
+  return v != nullptr && v->is_number_integer() ? v->get<int64_t>() : 0;
+}
+
+bool Bool(const json& j, std::initializer_list<std::string_view> keys) {
+  const json* v = Path(j, keys);
+  return v != nullptr && v->is_boolean() && v->get<bool>();
+}
+
+std::span<const json> Array(const json& j, std::initializer_list<std::string_view> keys) {
+  const json* v = Path(j, keys);
+  if (v == nullptr || !v->is_array()) return {};
+  const auto& arr = v->get_ref<const json::array_t&>();
+  return {arr.data(), arr.size()};
+}
+
+std::string OrNone(std::string s) { return s.empty() ? "<none>" : s; }
+
+// ---- Accept negotiation ---------------------------------------------------------------------
+
+enum class DiscoveryFormat { kLegacy, kAggregatedV2, kAggregatedV2Beta1 };
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+struct MediaRange {
+  std::string_view type;                                              // "application/json", "*/*"
+  std::vector<std::pair<std::string_view, std::string_view>> params;  // q excluded
+  double q = 1;
+
+  std::string_view Param(std::string_view key) const {
+    for (const auto& [k, v] : params) {
+      if (k == key) return v;
+    }
+    return {};
+  }
+};
+
+std::vector<MediaRange> ParseAccept(std::string_view accept) {
+  std::vector<MediaRange> out;
+  while (!accept.empty()) {
+    size_t comma = accept.find(',');
+    std::string_view entry = accept.substr(0, comma);
+    accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
+    size_t semi = entry.find(';');
+    MediaRange m;
+    m.type = Trim(entry.substr(0, semi));
+    while (semi != std::string_view::npos) {
+      entry = entry.substr(semi + 1);
+      semi = entry.find(';');
+      std::string_view p = entry.substr(0, semi);
+      size_t eq = p.find('=');
+      if (eq == std::string_view::npos) continue;
+      std::string_view key = Trim(p.substr(0, eq)), value = Trim(p.substr(eq + 1));
+      if (key == "q") {
+        m.q = std::strtod(std::string(value).c_str(), nullptr);
+      } else {
+        m.params.emplace_back(key, value);
+      }
+    }
+    if (!m.type.empty()) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The answer to give: `choose(range)` maps each media range to an answer (nullopt when it
+// cannot serve that range); the range kept is the one Go's content negotiation ranks first
+// (higher q, then concrete types before wildcards, then more parameters; ties by order).
+template <typename T, typename Choose>
+std::optional<T> Negotiate(std::string_view accept, Choose choose) {
+  std::optional<T> best;
+  std::tuple<double, int, size_t> best_rank{};
+  for (const MediaRange& m : ParseAccept(accept)) {
+    if (m.q <= 0) continue;
+    std::optional<T> answer = choose(m);
+    if (!answer) continue;
+    int concrete = (m.type == "*/*" ? 0 : 1) + (m.type.ends_with("/*") ? 0 : 1);
+    std::tuple<double, int, size_t> rank{m.q, concrete, m.params.size()};
+    if (!best || rank > best_rank) {
+      best = answer;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+DiscoveryFormat NegotiateDiscovery(std::string_view accept) {
+  auto format = Negotiate<DiscoveryFormat>(accept, [](const MediaRange& m) {
+    std::optional<DiscoveryFormat> f;
+    if (m.type == "*/*" || m.type == "application/*") return f = DiscoveryFormat::kLegacy;
+    if (m.type != kJson) return f;
+    if (m.params.empty()) return f = DiscoveryFormat::kLegacy;
+    if (m.Param("g") != kDiscoveryGroup || m.Param("as") != "APIGroupDiscoveryList") return f;
+    if (m.Param("v") == "v2") f = DiscoveryFormat::kAggregatedV2;
+    if (m.Param("v") == "v2beta1") f = DiscoveryFormat::kAggregatedV2Beta1;
+    return f;
+  });
+  return format.value_or(DiscoveryFormat::kLegacy);
+}
+
+// ---- The resources served -------------------------------------------------------------------
+
+struct Subresource {
+  std::string_view parent;  // plural of the resource
+  std::string_view name;
+  std::string_view kind;
+  std::string_view verbs;  // separated by spaces
+};
+
+constexpr Subresource kSubresources[] = {
+    {"pods", "binding", "Binding", "create"},
+    {"pods", "status", "Pod", "get patch update"},
+    {"nodes", "status", "Node", "get patch update"},
+};
+
+json VerbList(std::string_view verbs) {
+  json out = json::array();
+  while (!verbs.empty()) {
+    size_t space = verbs.find(' ');
+    out.push_back(verbs.substr(0, space));
+    verbs = space == std::string_view::npos ? std::string_view() : verbs.substr(space + 1);
+  }
+  return out;
+}
+
+json Verbs(const Resource& r) {
+  // Namespaces have no deletecollection in the real API.
+  return VerbList(r.plural == "namespaces" ? "create delete get list patch update watch"
+                                           : "create delete deletecollection get list patch "
+                                             "update watch");
+}
+
+// The groups in AllResources() order; the core group is "".
+std::vector<std::string_view> Groups() {
+  std::vector<std::string_view> groups;
+  for (const Resource& r : hami::kube::AllResources()) {
+    if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) {
+      groups.push_back(r.group);
+    }
+  }
+  return groups;
+}
+
+std::vector<std::string_view> Versions(std::string_view group) {
+  std::vector<std::string_view> versions;
+  for (const Resource& r : hami::kube::AllResources()) {
+    if (r.group == group &&
+        std::find(versions.begin(), versions.end(), r.version) == versions.end()) {
+      versions.push_back(r.version);
+    }
+  }
+  return versions;
+}
+
+std::string GroupVersion(std::string_view group, std::string_view version) {
+  if (group.empty()) return std::string(version);
+  return std::string(group) + "/" + std::string(version);
+}
+
+// ---- Aggregated discovery (apidiscovery.k8s.io) ---------------------------------------------
+
+json AggregatedResource(const Resource& r) {
+  json gvk = {{"group", r.group}, {"version", r.version}, {"kind", r.kind}};
+  json out = {{"resource", r.plural},
+              {"responseKind", gvk},
+              {"scope", r.namespaced ? "Namespaced" : "Cluster"},
+              {"singularResource", r.singular},
+              {"verbs", Verbs(r)}};
+  if (!r.short_name.empty()) out["shortNames"] = json::array({r.short_name});
+  if (r.plural == "pods") out["categories"] = json::array({"all"});
+  json subs = json::array();
+  for (const Subresource& s : kSubresources) {
+    if (s.parent != r.plural) continue;
+    subs.push_back(
+        {{"subresource", s.name},
+         {"responseKind", {{"group", r.group}, {"version", r.version}, {"kind", s.kind}}},
+         {"verbs", VerbList(s.verbs)}});
+  }
+  if (!subs.empty()) out["subresources"] = std::move(subs);
+  return out;
+}
+
+Rendered AggregatedDiscovery(bool core, DiscoveryFormat format) {
+  std::string_view version = format == DiscoveryFormat::kAggregatedV2 ? "v2" : "v2beta1";
+  json items = json::array();
+  for (std::string_view group : Groups()) {
+    if (group.empty() != core) continue;
+    json versions = json::array();
+    for (std::string_view v : Versions(group)) {
+      json resources = json::array();
+      for (const Resource& r : hami::kube::AllResources()) {
+        if (r.group == group && r.version == v) resources.push_back(AggregatedResource(r));
+      }
+      versions.push_back({{"version", v}, {"resources", resources}, {"freshness", "Current"}});
+    }
+    items.push_back({{"metadata", {{"name", group}}}, {"versions", versions}});
+  }
+  json body = {{"kind", "APIGroupDiscoveryList"},
+               {"apiVersion", std::string(kDiscoveryGroup) + "/" + std::string(version)},
+               {"metadata", json::object()},
+               {"items", items}};
+  std::string type = std::string(kJson) + ";g=" + std::string(kDiscoveryGroup) +
+                     ";v=" + std::string(version) + ";as=APIGroupDiscoveryList";
+  return {200, type, body.dump()};
+}
+
+// ---- Legacy discovery -----------------------------------------------------------------------
+
+Rendered JsonAnswer(const json& body, int status = 200) {
+  return {status, std::string(kJson), body.dump()};
+}
+
+Rendered NotFoundStatus() {
+  return JsonAnswer({{"kind", "Status"},
+                     {"apiVersion", "v1"},
+                     {"metadata", json::object()},
+                     {"status", "Failure"},
+                     {"message", "the server could not find the requested resource"},
+                     {"reason", "NotFound"},
+                     {"details", json::object()},
+                     {"code", 404}},
+                    404);
+}
+
+json GroupJson(std::string_view group) {
+  json versions = json::array();
+  for (std::string_view v : Versions(group)) {
+    versions.push_back({{"groupVersion", GroupVersion(group, v)}, {"version", v}});
+  }
+  return {{"name", group}, {"versions", versions}, {"preferredVersion", versions.front()}};
+}
+
+Rendered ApiResourceList(std::string_view group, std::string_view version) {
+  json resources = json::array();
+  for (const Resource& r : hami::kube::AllResources()) {
+    if (r.group != group || r.version != version) continue;
+    json entry = {{"name", r.plural},
+                  {"singularName", r.singular},
+                  {"namespaced", r.namespaced},
+                  {"kind", r.kind},
+                  {"verbs", Verbs(r)}};
+    if (!r.short_name.empty()) entry["shortNames"] = json::array({r.short_name});
+    if (r.plural == "pods") entry["categories"] = json::array({"all"});
+    resources.push_back(std::move(entry));
+    for (const Subresource& s : kSubresources) {
+      if (s.parent != r.plural) continue;
+      resources.push_back({{"name", std::string(r.plural) + "/" + std::string(s.name)},
+                           {"singularName", ""},
+                           {"namespaced", r.namespaced},
+                           {"kind", s.kind},
+                           {"verbs", VerbList(s.verbs)}});
+    }
+  }
+  return JsonAnswer({{"kind", "APIResourceList"},
+                     {"apiVersion", "v1"},
+                     {"groupVersion", GroupVersion(group, version)},
+                     {"resources", resources}});
+}
+
+Rendered Version() {
+  // kServerGitVersion is "v<major>.<minor>.<patch>[-suffix]".
+  std::string_view v = kServerGitVersion.substr(1);
+  std::string_view major = v.substr(0, v.find('.'));
+  v.remove_prefix(major.size() + 1);
+  std::string_view minor = v.substr(0, v.find('.'));
+#if defined(__x86_64__)
+  constexpr std::string_view kPlatform = "linux/amd64";
+#elif defined(__aarch64__)
+  constexpr std::string_view kPlatform = "linux/arm64";
+#else
+  constexpr std::string_view kPlatform = "linux/unknown";
+#endif
+  return JsonAnswer({{"major", major},
+                     {"minor", minor},
+                     {"gitVersion", kServerGitVersion},
+                     {"gitCommit", "0000000000000000000000000000000000000000"},
+                     {"gitTreeState", "clean"},
+                     {"buildDate", "2025-04-22T00:00:00Z"},
+                     {"goVersion", "go1.23.8"},
+                     {"compiler", "gc"},
+                     {"platform", kPlatform}});
+}
+
+// ---- OpenAPI v3 -----------------------------------------------------------------------------
+
+std::string Capitalized(std::string_view s) {
+  std::string out(s);
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = char(out[0] - 'a' + 'A');
+  return out;
+}
+
+json QueryParameter(std::string_view name, std::string_view description) {
+  return {{"name", name},
+          {"in", "query"},
+          {"description", description},
+          {"schema", {{"type", "string"}, {"uniqueItems", true}}}};
+}
+
+// One path per kind with the PATCH operation kubectl looks for: its group-version-kind and a
+// fieldValidation query parameter tell kubectl the server validates fields itself.
+json OpenApiDocument(std::string_view group, std::string_view version) {
+  json paths = json::object();
+  std::string id_group = group.empty() ? "Core" : Capitalized(group.substr(0, group.find('.')));
+  for (const Resource& r : hami::kube::AllResources()) {
+    if (r.group != group || r.version != version) continue;
+    std::string path = hami::kube::ObjectPath(r, "{namespace}", "{name}");
+    json patch_types = json::object();
+    for (const char* t :
+         {"application/json-patch+json", "application/merge-patch+json",
+          "application/strategic-merge-patch+json", "application/apply-patch+yaml"}) {
+      patch_types[t] = {{"schema", {{"type", "object"}}}};
+    }
+    json op = {
+        {"operationId", "patch" + id_group + Capitalized(version) +
+                            (r.namespaced ? "Namespaced" : "") + std::string(r.kind)},
+        {"description", "partially update the specified " + std::string(r.kind)},
+        {"x-kubernetes-action", "patch"},
+        {"x-kubernetes-group-version-kind",
+         {{"group", r.group}, {"version", r.version}, {"kind", r.kind}}},
+        {"parameters",
+         json::array(
+             {QueryParameter("dryRun", "When present, modifications are not persisted."),
+              QueryParameter("fieldManager", "The name of the actor making the change."),
+              QueryParameter("fieldValidation",
+                             "Ignore, Warn or Strict: how the server treats unknown fields."),
+              QueryParameter("force", "Force an apply patch over conflicts.")})},
+        {"requestBody", {{"content", patch_types}, {"required", true}}},
+        {"responses", {{"200", {{"description", "OK"}}}, {"201", {{"description", "Created"}}}}}};
+    json path_params = json::array();
+    path_params.push_back(
+        {{"name", "name"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}});
+    if (r.namespaced) {
+      path_params.push_back({{"name", "namespace"},
+                             {"in", "path"},
+                             {"required", true},
+                             {"schema", {{"type", "string"}}}});
+    }
+    paths[path] = {{"parameters", path_params}, {"patch", op}};
+  }
+  return {{"openapi", "3.0.0"},
+          {"info", {{"title", "Kubernetes"}, {"version", kServerGitVersion}}},
+          {"paths", paths},
+          {"components", {{"schemas", json::object()}}}};
+}
+
+std::string ContentHash(std::string_view text) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llX", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// "api/v1" or "apis/coordination.k8s.io/v1": how /openapi/v3 names a group version.
+std::string OpenApiKey(std::string_view group, std::string_view version) {
+  return group.empty() ? "api/" + std::string(version) : "apis/" + GroupVersion(group, version);
+}
+
+Rendered OpenApiRoot() {
+  json paths = json::object();
+  for (std::string_view group : Groups()) {
+    for (std::string_view v : Versions(group)) {
+      std::string key = OpenApiKey(group, v);
+      std::string hash = ContentHash(OpenApiDocument(group, v).dump());
+      paths[key] = {{"serverRelativeURL", "/openapi/v3/" + key + "?hash=" + hash}};
+    }
+  }
+  return JsonAnswer({{"paths", paths}});
+}
+
+// ---- Tables ---------------------------------------------------------------------------------
+
+struct Column {
+  std::string_view name;
+  std::string_view type;
+  std::string_view format;
+  std::string_view description;
+  int priority;
+};
+
+constexpr std::string_view kNameDoc =
+    "Name must be unique within a namespace. Cannot be updated. More info: "
+    "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+constexpr std::string_view kAgeDoc =
+    "CreationTimestamp is a timestamp representing the server time when this object was "
+    "created.";
+
+const Column kNameColumn = {"Name", "string", "name", kNameDoc, 0};
+const Column kAgeColumn = {"Age", "string", "", kAgeDoc, 0};
+
+const Column kPodColumns[] = {
+    kNameColumn,
+    {"Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0},
+    {"Status", "string", "", "The aggregate status of the containers in this pod.", 0},
+    {"Restarts", "string", "",
+     "The number of times the containers in this pod have been restarted and when the last "
+     "container in this pod has restarted.",
+     0},
+    kAgeColumn,
+    {"IP", "string", "", "IP address allocated to the pod.", 1},
+    {"Node", "string", "", "Name of the Node where the pod is assigned.", 1},
+    {"Nominated Node", "string", "", "Name of the Node where the pod is nominated.", 1},
+    {"Readiness Gates", "string", "", "Pod readiness gates that are true, of all.", 1},
+};
+
+const Column kNodeColumns[] = {
+    kNameColumn,
+    {"Status", "string", "", "The status of the node.", 0},
+    {"Roles", "string", "", "The roles of the node.", 0},
+    kAgeColumn,
+    {"Version", "string", "", "Kubelet version reported by the node.", 0},
+    {"Internal-IP", "string", "", "The node's internal IP address.", 1},
+    {"External-IP", "string", "", "The node's external IP address.", 1},
+    {"OS-Image", "string", "", "OS image reported by the node.", 1},
+    {"Kernel-Version", "string", "", "Kernel version reported by the node.", 1},
+    {"Container-Runtime", "string", "", "Container runtime version reported by the node.", 1},
+};
+
+const Column kEventColumns[] = {
+    {"Last Seen", "string", "", "The time at which the most recent occurrence was recorded.", 0},
+    {"Type", "string", "", "Type of this event (Normal, Warning).", 0},
+    {"Reason", "string", "", "Short, machine understandable reason for the event.", 0},
+    {"Object", "string", "", "The object this event is about.", 0},
+    {"Subobject", "string", "", "The part of the object the event is about.", 1},
+    {"Source", "string", "", "The component reporting this event.", 1},
+    {"Message", "string", "", "A human-readable description of the event.", 0},
+    {"First Seen", "string", "", "The time at which the event was first recorded.", 1},
+    {"Count", "string", "", "The number of times this event has occurred.", 1},
+    {"Name", "string", "name", kNameDoc, 1},
+};
+
+const Column kNamespaceColumns[] = {
+    kNameColumn,
+    {"Status", "string", "", "The phase of the namespace.", 0},
+    kAgeColumn,
+};
+
+const Column kConfigMapColumns[] = {
+    kNameColumn,
+    {"Data", "string", "", "Number of data and binaryData keys.", 0},
+    kAgeColumn,
+};
+
+const Column kResourceQuotaColumns[] = {
+    kNameColumn,
+    kAgeColumn,
+    {"Request", "string", "", "Used and hard requests of the quota.", 0},
+    {"Limit", "string", "", "Used and hard limits of the quota.", 0},
+};
+
+const Column kLeaseColumns[] = {
+    kNameColumn,
+    {"Holder", "string", "", "The holder of the lease.", 0},
+    kAgeColumn,
+};
+
+const Column kDefaultColumns[] = {kNameColumn, kAgeColumn};
+
+std::span<const Column> ColumnsOf(const Resource& r) {
+  if (r.group.empty()) {
+    if (r.plural == "pods") return kPodColumns;
+    if (r.plural == "nodes") return kNodeColumns;
+    if (r.plural == "events") return kEventColumns;
+    if (r.plural == "namespaces") return kNamespaceColumns;
+    if (r.plural == "configmaps") return kConfigMapColumns;
+    if (r.plural == "resourcequotas") return kResourceQuotaColumns;
+  }
+  if (r.group == "coordination.k8s.io" && r.plural == "leases") return kLeaseColumns;
+  return kDefaultColumns;
+}
+
+// kubectl's translateTimestampSince: the age of a timestamp field, "<unknown>" when absent.
+std::string AgeOf(const json& obj, std::initializer_list<std::string_view> keys,
+                  hami::kube::WallTime now) {
+  std::string text = Str(obj, keys);
+  if (text.empty()) return "<unknown>";
+  auto t = hami::kube::ParseTime(text);
+  if (!t.ok()) return "<unknown>";
+  return FormatAge(now - *t);
+}
+
+bool HasCondition(const json& pod, std::string_view type, bool want_true) {
+  for (const json& c : Array(pod, {"status", "conditions"})) {
+    if (Str(c, {"type"}) == type) return !want_true || Str(c, {"status"}) == "True";
+  }
+  return false;
+}
+
+// A terminated container's reason, or "<prefix>Signal:N" / "<prefix>ExitCode:N" without one.
+std::string TerminatedReason(const json& terminated, std::string_view prefix) {
+  std::string reason = Str(terminated, {"reason"});
+  if (!reason.empty()) return std::string(prefix) + reason;
+  int64_t signal = Int(terminated, {"signal"});
+  if (signal != 0) return std::string(prefix) + "Signal:" + std::to_string(signal);
+  return std::string(prefix) + "ExitCode:" + std::to_string(Int(terminated, {"exitCode"}));
+}
+
+// The later of `latest` and the status's lastState.terminated.finishedAt.
+void NoteRestart(const json& status, std::string& latest_text, hami::kube::WallTime& latest) {
+  std::string text = Str(status, {"lastState", "terminated", "finishedAt"});
+  if (text.empty()) return;
+  auto t = hami::kube::ParseTime(text);
+  if (t.ok() && (latest_text.empty() || *t > latest)) {
+    latest = *t;
+    latest_text = text;
+  }
+}
+
+// The cells of printPod in kubectl's server-side printers.
+json PodCells(const json& pod, hami::kube::WallTime now) {
+  std::span<const json> containers = Array(pod, {"spec", "containers"});
+  std::span<const json> init_specs = Array(pod, {"spec", "initContainers"});
+  auto restartable_init = [&init_specs](const std::string& name) {
+    for (const json& c : init_specs) {
+      if (Str(c, {"name"}) == name) return Str(c, {"restartPolicy"}) == "Always";
+    }
+    return false;
+  };
+  int64_t total = int64_t(containers.size());
+  for (const json& c : init_specs) {
+    if (Str(c, {"restartPolicy"}) == "Always") ++total;
+  }
+  std::string phase = Str(pod, {"status", "phase"});
+  std::string reason = Str(pod, {"status", "reason"});
+  if (reason.empty()) reason = phase;
+  for (const json& c : Array(pod, {"status", "conditions"})) {
+    if (Str(c, {"type"}) == "PodScheduled" && Str(c, {"reason"}) == "SchedulingGated") {
+      reason = "SchedulingGated";
+    }
+  }
+
+  int64_t restarts = 0, sidecar_restarts = 0, ready = 0;
+  std::string last_restart_text, sidecar_restart_text;
+  hami::kube::WallTime last_restart{}, sidecar_restart{};
+  bool initializing = false;
+  std::span<const json> init_statuses = Array(pod, {"status", "initContainerStatuses"});
+  for (size_t i = 0; i < init_statuses.size(); ++i) {
+    const json& s = init_statuses[i];
+    restarts += Int(s, {"restartCount"});
+    NoteRestart(s, last_restart_text, last_restart);
+    bool sidecar = restartable_init(Str(s, {"name"}));
+    if (sidecar) {
+      sidecar_restarts += Int(s, {"restartCount"});
+      NoteRestart(s, sidecar_restart_text, sidecar_restart);
+    }
+    const json* terminated = Path(s, {"state", "terminated"});
+    std::string waiting = Str(s, {"state", "waiting", "reason"});
+    if (terminated != nullptr && Int(*terminated, {"exitCode"}) == 0) continue;
+    if (sidecar && Bool(s, {"started"})) {
+      if (Bool(s, {"ready"})) ++ready;
+      continue;
+    }
+    if (terminated != nullptr) {
+      reason = TerminatedReason(*terminated, "Init:");
+    } else if (!waiting.empty() && waiting != "PodInitializing") {
+      reason = "Init:" + waiting;
+    } else {
+      reason = "Init:" + std::to_string(i) + "/" + std::to_string(init_specs.size());
+    }
+    initializing = true;
+    break;
+  }
+
+  if (!initializing || HasCondition(pod, "Initialized", true)) {
+    restarts = sidecar_restarts;
+    last_restart_text = sidecar_restart_text;
+    last_restart = sidecar_restart;
+    bool running = false;
+    std::span<const json> statuses = Array(pod, {"status", "containerStatuses"});
+    for (size_t i = statuses.size(); i-- > 0;) {
+      const json& s = statuses[i];
+      restarts += Int(s, {"restartCount"});
+      NoteRestart(s, last_restart_text, last_restart);
+      std::string waiting = Str(s, {"state", "waiting", "reason"});
+      const json* terminated = Path(s, {"state", "terminated"});
+      if (!waiting.empty()) {
+        reason = waiting;
+      } else if (terminated != nullptr) {
+        reason = TerminatedReason(*terminated, "");
+      } else if (Bool(s, {"ready"}) && Path(s, {"state", "running"}) != nullptr) {
+        running = true;
+        ++ready;
+      }
+    }
+    if (reason == "Completed" && running) {
+      reason = HasCondition(pod, "Ready", true) ? "Running" : "NotReady";
+    }
+  }
+
+  if (Path(pod, {"metadata", "deletionTimestamp"}) != nullptr) {
+    if (Str(pod, {"status", "reason"}) == "NodeLost") {
+      reason = "Unknown";
+    } else if (phase != "Succeeded" && phase != "Failed") {
+      reason = "Terminating";
+    }
+  }
+
+  std::string restarts_cell = std::to_string(restarts);
+  if (restarts != 0 && !last_restart_text.empty()) {
+    restarts_cell += " (" + FormatAge(now - last_restart) + " ago)";
+  }
+
+  std::string ip;
+  std::span<const json> ips = Array(pod, {"status", "podIPs"});
+  if (!ips.empty()) ip = Str(ips[0], {"ip"});
+  if (ip.empty()) ip = Str(pod, {"status", "podIP"});
+
+  std::string gates = "<none>";
+  std::span<const json> gate_specs = Array(pod, {"spec", "readinessGates"});
+  if (!gate_specs.empty()) {
+    size_t true_gates = 0;
+    for (const json& g : gate_specs) {
+      if (HasCondition(pod, Str(g, {"conditionType"}), true)) ++true_gates;
+    }
+    gates = std::to_string(true_gates) + "/" + std::to_string(gate_specs.size());
+  }
+
+  return json::array({Str(pod, {"metadata", "name"}),
+                      std::to_string(ready) + "/" + std::to_string(total), reason, restarts_cell,
+                      AgeOf(pod, {"metadata", "creationTimestamp"}, now), OrNone(ip),
+                      OrNone(Str(pod, {"spec", "nodeName"})),
+                      OrNone(Str(pod, {"status", "nominatedNodeName"})), gates});
+}
+
+std::string NodeAddress(const json& node, std::string_view type) {
+  for (const json& a : Array(node, {"status", "addresses"})) {
+    if (Str(a, {"type"}) == type) return Str(a, {"address"});
+  }
+  return {};
+}
+
+std::string OrUnknown(std::string s) { return s.empty() ? "<unknown>" : s; }
+
+json NodeCells(const json& node, hami::kube::WallTime now) {
+  std::string status;
+  for (const json& c : Array(node, {"status", "conditions"})) {
+    if (Str(c, {"type"}) == "Ready") status = Str(c, {"status"}) == "True" ? "Ready" : "NotReady";
+  }
+  if (status.empty()) status = "Unknown";
+  if (Bool(node, {"spec", "unschedulable"})) status += ",SchedulingDisabled";
+
+  constexpr std::string_view kRolePrefix = "node-role.kubernetes.io/";
+  std::set<std::string> roles;
+  if (const json* labels = Path(node, {"metadata", "labels"}); labels && labels->is_object()) {
+    for (const auto& [key, value] : labels->items()) {
+      if (key.starts_with(kRolePrefix) && key.size() > kRolePrefix.size()) {
+        roles.insert(key.substr(kRolePrefix.size()));
+      } else if (key == "kubernetes.io/role" && value.is_string() &&
+                 !value.get<std::string>().empty()) {
+        roles.insert(value.get<std::string>());
+      }
+    }
+  }
+  std::string role_cell;
+  for (const std::string& role : roles) role_cell += (role_cell.empty() ? "" : ",") + role;
+
+  return json::array({Str(node, {"metadata", "name"}), status, OrNone(role_cell),
+                      AgeOf(node, {"metadata", "creationTimestamp"}, now),
+                      Str(node, {"status", "nodeInfo", "kubeletVersion"}),
+                      OrNone(NodeAddress(node, "InternalIP")),
+                      OrNone(NodeAddress(node, "ExternalIP")),
+                      OrUnknown(Str(node, {"status", "nodeInfo", "osImage"})),
+                      OrUnknown(Str(node, {"status", "nodeInfo", "kernelVersion"})),
+                      OrUnknown(Str(node, {"status", "nodeInfo", "containerRuntimeVersion"}))});
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  }
+  return s;
+}
+
+json EventCells(const json& ev, hami::kube::WallTime now) {
+  std::string last_seen;
+  std::string first_seen;
+  int64_t count = Int(ev, {"count"});
+  if (Path(ev, {"series"}) != nullptr) {
+    last_seen = AgeOf(ev, {"series", "lastObservedTime"}, now);
+    first_seen = AgeOf(ev, {"eventTime"}, now);
+    count = Int(ev, {"series", "count"});
+  } else {
+    bool has_last = !Str(ev, {"lastTimestamp"}).empty();
+    bool has_first = !Str(ev, {"firstTimestamp"}).empty();
+    last_seen = AgeOf(ev, {has_last ? "lastTimestamp" : "eventTime"}, now);
+    first_seen = AgeOf(ev, {has_first ? "firstTimestamp" : "eventTime"}, now);
+  }
+  std::string source = Str(ev, {"source", "component"});
+  std::string host = Str(ev, {"source", "host"});
+  if (source.empty()) source = Str(ev, {"reportingComponent"});
+  if (!host.empty()) source += ", " + host;
+  return json::array(
+      {last_seen, Str(ev, {"type"}), Str(ev, {"reason"}),
+       Lower(Str(ev, {"involvedObject", "kind"})) + "/" + Str(ev, {"involvedObject", "name"}),
+       Str(ev, {"involvedObject", "fieldPath"}), source, Str(ev, {"message"}), first_seen,
+       std::to_string(count), Str(ev, {"metadata", "name"})});
+}
+
+std::string QuantityText(const json& q) {
+  if (q.is_string()) return q.get<std::string>();
+  if (q.is_number()) return q.dump();
+  return "0";
+}
+
+json ResourceQuotaCells(const json& quota, hami::kube::WallTime now) {
+  // A real quota controller fills status.hard; without one, the spec's limits are shown.
+  const json* hard = Path(quota, {"status", "hard"});
+  if (hard == nullptr || !hard->is_object() || hard->empty()) hard = Path(quota, {"spec", "hard"});
+  const json* used = Path(quota, {"status", "used"});
+  std::string requests, limits;
+  if (hard != nullptr && hard->is_object()) {
+    for (const auto& [name, value] : hard->items()) {  // sorted by name
+      const json* u = used != nullptr ? Field(*used, name) : nullptr;
+      std::string entry = name + ": " + (u ? QuantityText(*u) : "0") + "/" + QuantityText(value);
+      std::string& column = name.starts_with("limits.") ? limits : requests;
+      column += (column.empty() ? "" : ", ") + entry;
+    }
+  }
+  return json::array({Str(quota, {"metadata", "name"}),
+                      AgeOf(quota, {"metadata", "creationTimestamp"}, now), requests, limits});
+}
+
+json Cells(const Resource& r, const json& obj, hami::kube::WallTime now) {
+  std::span<const Column> columns = ColumnsOf(r);
+  if (columns.data() == kPodColumns) return PodCells(obj, now);
+  if (columns.data() == kNodeColumns) return NodeCells(obj, now);
+  if (columns.data() == kEventColumns) return EventCells(obj, now);
+  if (columns.data() == kResourceQuotaColumns) return ResourceQuotaCells(obj, now);
+  std::string name = Str(obj, {"metadata", "name"});
+  std::string age = AgeOf(obj, {"metadata", "creationTimestamp"}, now);
+  if (columns.data() == kNamespaceColumns) {
+    std::string phase = Str(obj, {"status", "phase"});
+    return json::array({name, phase.empty() ? "Active" : phase, age});
+  }
+  if (columns.data() == kConfigMapColumns) {
+    const json* data = Path(obj, {"data"});
+    const json* binary = Path(obj, {"binaryData"});
+    size_t n = (data && data->is_object() ? data->size() : 0) +
+               (binary && binary->is_object() ? binary->size() : 0);
+    return json::array({json(name), json(n), json(age)});
+  }
+  if (columns.data() == kLeaseColumns) {
+    return json::array({name, OrUnknown(Str(obj, {"spec", "holderIdentity"})), age});
+  }
+  return json::array({name, age});
+}
+
+}  // namespace
+
+std::optional<Rendered> RenderDiscovery(std::string_view path, std::string_view accept,
+                                        std::string_view server_address) {
+  path = path.substr(0, path.find('?'));
+  if (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+
+  if (path == "/version") return Version();
+  if (path == "/api" || path == "/apis") {
+    bool core = path == "/api";
+    DiscoveryFormat format = NegotiateDiscovery(accept);
+    if (format != DiscoveryFormat::kLegacy) return AggregatedDiscovery(core, format);
+    if (core) {
+      json versions = json::array();
+      for (std::string_view v : Versions("")) versions.push_back(v);
+      return JsonAnswer(
+          {{"kind", "APIVersions"},
+           {"versions", versions},
+           {"serverAddressByClientCIDRs",
+            json::array({{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", server_address}}})}});
+    }
+    json groups = json::array();
+    for (std::string_view group : Groups()) {
+      if (!group.empty()) groups.push_back(GroupJson(group));
+    }
+    return JsonAnswer({{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}});
+  }
+  if (path == "/openapi/v3") return OpenApiRoot();
+  if (path == "/openapi/v2") return NotFoundStatus();
+
+  for (std::string_view group : Groups()) {
+    if (!group.empty() && path == "/apis/" + std::string(group)) {
+      json body = GroupJson(group);
+      body["kind"] = "APIGroup";
+      body["apiVersion"] = "v1";
+      return JsonAnswer(body);
+    }
+    for (std::string_view v : Versions(group)) {
+      std::string key = OpenApiKey(group, v);
+      if (path == "/" + key) return ApiResourceList(group, v);
+      if (path == "/openapi/v3/" + key) return JsonAnswer(OpenApiDocument(group, v));
+    }
+  }
+  return std::nullopt;
+}
+
+bool WantsTable(std::string_view accept) {
+  auto table = Negotiate<bool>(accept, [](const MediaRange& m) {
+    std::optional<bool> answer;
+    if (m.type == "*/*" || m.type == "application/*") return answer = false;
+    if (m.type != kJson) return answer;
+    if (m.Param("as").empty()) return answer = false;
+    if (m.Param("as") == "Table" && m.Param("g") == "meta.k8s.io" &&
+        (m.Param("v") == "v1" || m.Param("v") == "v1beta1")) {
+      answer = true;
+    }
+    return answer;
+  });
+  return table.value_or(false);
+}
+
+nlohmann::json RenderTable(const hami::kube::Resource& r,
+                           const std::vector<const nlohmann::json*>& objects,
+                           std::string_view resource_version, bool include_columns,
+                           hami::kube::WallTime now) {
+  json columns = json::array();
+  if (include_columns) {
+    for (const Column& c : ColumnsOf(r)) {
+      columns.push_back({{"name", c.name},
+                         {"type", c.type},
+                         {"format", c.format},
+                         {"description", c.description},
+                         {"priority", c.priority}});
+    }
+  }
+  json rows = json::array();
+  for (const json* obj : objects) {
+    if (obj == nullptr) continue;
+    const json* metadata = Field(*obj, "metadata");
+    rows.push_back(
+        {{"cells", Cells(r, *obj, now)},
+         {"object",
+          {{"kind", "PartialObjectMetadata"},
+           {"apiVersion", "meta.k8s.io/v1"},
+           {"metadata", metadata && metadata->is_object() ? *metadata : json::object()}}}});
+  }
+  return {{"kind", "Table"},
+          {"apiVersion", "meta.k8s.io/v1"},
+          {"metadata", {{"resourceVersion", resource_version}}},
+          {"columnDefinitions", columns},
+          {"rows", rows}};
+}
+
+std::string FormatAge(std::chrono::system_clock::duration d) {
+  using std::chrono::duration_cast;
+  int64_t seconds = duration_cast<std::chrono::seconds>(d).count();  // toward zero
+  if (seconds < -1) return "<invalid>";
+  if (seconds < 0) return "0s";
+  auto text = [](int64_t major, const char* major_unit, int64_t minor, const char* minor_unit) {
+    std::string s = std::to_string(major) + major_unit;
+    if (minor != 0) s += std::to_string(minor) + minor_unit;
+    return s;
+  };
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  int64_t minutes = seconds / 60;
+  if (minutes < 10) return text(minutes, "m", seconds % 60, "s");
+  if (minutes < 180) return std::to_string(minutes) + "m";
+  int64_t hours = minutes / 60;
+  if (hours < 8) return text(hours, "h", minutes % 60, "m");
+  if (hours < 48) return std::to_string(hours) + "h";
+  if (hours < 24 * 8) return text(hours / 24, "d", hours % 24, "h");
+  if (hours < 24 * 365 * 2) return std::to_string(hours / 24) + "d";
+  if (hours < 24 * 365 * 8) return text(hours / 24 / 365, "y", (hours / 24) % 365, "d");
+  return std::to_string(hours / 24 / 365) + "y";
+}
+
+}  // namespace hami::sim::kube
