@@ -19,7 +19,7 @@ std::string FormatTime(WallTime t);       // seconds, "Z"; the fraction is trunc
 std::string FormatMicroTime(WallTime t);  // 6 fraction digits, "Z"; truncated to microseconds
 // YYYY-MM-DDThh:mm:ss[.fraction](Z|z|+hh:mm|-hh:mm); digits beyond nanoseconds are dropped.
 // Anything else (no offset, a space for 'T', a leap second, a date that does not exist, a year
-// outside the clock's range, about 1678 to 2261) is kInvalidArgument naming the text.
+// outside the clock's range, 1677 to 2262) is kInvalidArgument naming the text.
 Result<WallTime> ParseTime(std::string_view text);
 
 }  // namespace hami::kube
