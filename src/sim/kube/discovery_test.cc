@@ -45,7 +45,7 @@ std::set<std::string> Strings(const json& arr) {
 const std::set<std::string> kAllVerbs = {"create", "delete", "deletecollection", "get",
                                          "list",   "patch",  "update",           "watch"};
 
-TEST(Version, ReportsMinor32SoTheDispatcherRunsKubectl132) {
+TEST(DiscoveryVersion, ReportsMinor32SoTheDispatcherRunsKubectl132) {
   Rendered r = Discover("/version");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "application/json");
@@ -60,7 +60,7 @@ TEST(Version, ReportsMinor32SoTheDispatcherRunsKubectl132) {
   }
 }
 
-TEST(AggregatedDiscovery, CoreGroupInV2WithItsOwnContentType) {
+TEST(DiscoveryAggregated, CoreGroupInV2WithItsOwnContentType) {
   Rendered r = Discover("/api", kKubectlAggregated);
   EXPECT_EQ(r.content_type, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
   json body = Body(r);
@@ -96,7 +96,7 @@ TEST(AggregatedDiscovery, CoreGroupInV2WithItsOwnContentType) {
   EXPECT_NE(FindBy((*nodes)["subresources"], "subresource", "status"), nullptr);
 }
 
-TEST(AggregatedDiscovery, ListsEveryResourceOfTheTableInItsGroup) {
+TEST(DiscoveryAggregated, ListsEveryResourceOfTheTableInItsGroup) {
   json core = Body(Discover("/api", kKubectlAggregated));
   json groups = Body(Discover("/apis", kKubectlAggregated));
   for (const Resource& r : hami::kube::AllResources()) {
@@ -115,7 +115,7 @@ TEST(AggregatedDiscovery, ListsEveryResourceOfTheTableInItsGroup) {
   for (const json& item : groups["items"]) EXPECT_NE(item["metadata"]["name"], "");
 }
 
-TEST(AggregatedDiscovery, V2Beta1WhenThatIsAllTheClientOffers) {
+TEST(DiscoveryAggregated, V2Beta1WhenThatIsAllTheClientOffers) {
   Rendered r = Discover("/apis", kKubectl128Aggregated);
   EXPECT_EQ(r.content_type,
             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList");
@@ -126,7 +126,7 @@ TEST(AggregatedDiscovery, V2Beta1WhenThatIsAllTheClientOffers) {
   EXPECT_NE(FindBy(body["items"][0]["versions"][0]["resources"], "resource", "leases"), nullptr);
 }
 
-TEST(AggregatedDiscovery, ChosenOverPlainJsonListedFirstUnlessItsQualityIsLower) {
+TEST(DiscoveryAggregated, ChosenOverPlainJsonListedFirstUnlessItsQualityIsLower) {
   std::string plain_first =
       "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
   EXPECT_EQ(Body(Discover("/api", plain_first))["kind"], "APIGroupDiscoveryList");
@@ -138,7 +138,7 @@ TEST(AggregatedDiscovery, ChosenOverPlainJsonListedFirstUnlessItsQualityIsLower)
   EXPECT_EQ(Body(Discover("/api", refused))["kind"], "APIVersions");
 }
 
-TEST(LegacyDiscovery, ApiVersionsWhenAcceptOffersNoAggregatedForm) {
+TEST(DiscoveryLegacy, ApiVersionsWhenAcceptOffersNoAggregatedForm) {
   for (std::string_view accept : {"application/json", "", "*/*", "application/json, */*",
                                   "application/json;g=apidiscovery.k8s.io;v=v3;as=Other"}) {
     Rendered r = Discover("/api", accept);
@@ -150,7 +150,7 @@ TEST(LegacyDiscovery, ApiVersionsWhenAcceptOffersNoAggregatedForm) {
   }
 }
 
-TEST(LegacyDiscovery, GroupListAndGroupNameThePreferredVersion) {
+TEST(DiscoveryLegacy, GroupListAndGroupNameThePreferredVersion) {
   json list = Body(Discover("/apis"));
   EXPECT_EQ(list["kind"], "APIGroupList");
   ASSERT_EQ(list["groups"].size(), 1u);
@@ -164,7 +164,7 @@ TEST(LegacyDiscovery, GroupListAndGroupNameThePreferredVersion) {
   EXPECT_EQ(group["preferredVersion"], expected_version);
 }
 
-TEST(LegacyDiscovery, CoreResourceListWithSubresources) {
+TEST(DiscoveryLegacy, CoreResourceListWithSubresources) {
   json list = Body(Discover("/api/v1", "application/json, */*"));
   EXPECT_EQ(list["kind"], "APIResourceList");
   EXPECT_EQ(list["groupVersion"], "v1");
@@ -192,7 +192,7 @@ TEST(LegacyDiscovery, CoreResourceListWithSubresources) {
   EXPECT_EQ(FindBy(resources, "name", "leases"), nullptr);
 }
 
-TEST(LegacyDiscovery, CoordinationResourceList) {
+TEST(DiscoveryLegacy, CoordinationResourceList) {
   json list = Body(Discover("/apis/coordination.k8s.io/v1"));
   EXPECT_EQ(list["groupVersion"], "coordination.k8s.io/v1");
   ASSERT_EQ(list["resources"].size(), 1u);
@@ -201,12 +201,12 @@ TEST(LegacyDiscovery, CoordinationResourceList) {
   EXPECT_EQ(list["resources"][0]["namespaced"], true);
 }
 
-TEST(Discovery, IgnoresQueryStringAndOneTrailingSlash) {
+TEST(DiscoveryPaths, IgnoresQueryStringAndOneTrailingSlash) {
   EXPECT_EQ(Body(Discover("/version?timeout=32s"))["minor"], "32");
   EXPECT_EQ(Body(Discover("/api/v1/"))["kind"], "APIResourceList");
 }
 
-TEST(Discovery, LeavesResourceAndUnknownPathsToTheServer) {
+TEST(DiscoveryPaths, LeavesResourceAndUnknownPathsToTheServer) {
   for (std::string_view path :
        {"/", "/api/v1/pods", "/api/v1/namespaces/default/pods",
         "/apis/coordination.k8s.io/v1/leases", "/apis/apps", "/apis/apps/v1", "/api/v2", "/healthz",
@@ -215,7 +215,7 @@ TEST(Discovery, LeavesResourceAndUnknownPathsToTheServer) {
   }
 }
 
-TEST(OpenApi, RootNamesEachGroupVersionWithAStableHash) {
+TEST(DiscoveryOpenApi, RootNamesEachGroupVersionWithAStableHash) {
   json root = Body(Discover("/openapi/v3"));
   ASSERT_TRUE(root["paths"].contains("api/v1"));
   ASSERT_TRUE(root["paths"].contains("apis/coordination.k8s.io/v1"));
@@ -229,7 +229,7 @@ TEST(OpenApi, RootNamesEachGroupVersionWithAStableHash) {
 
 // kubectl sends fieldValidation=Strict only when it finds a PATCH operation carrying the
 // kind's group-version-kind and a fieldValidation query parameter (protocol sheet, section 3).
-TEST(OpenApi, EveryKindHasAPatchOperationTakingFieldValidation) {
+TEST(DiscoveryOpenApi, EveryKindHasAPatchOperationTakingFieldValidation) {
   for (const Resource& r : hami::kube::AllResources()) {
     std::string path = r.group.empty() ? "/openapi/v3/api/" + std::string(r.version)
                                        : "/openapi/v3/apis/" + r.ApiVersion();
@@ -253,7 +253,7 @@ TEST(OpenApi, EveryKindHasAPatchOperationTakingFieldValidation) {
   }
 }
 
-TEST(OpenApi, V2IsNotFoundAsAStatus) {
+TEST(DiscoveryOpenApi, V2IsNotFoundAsAStatus) {
   Rendered r = Discover("/openapi/v2");
   EXPECT_EQ(r.status, 404);
   json body = Body(r);
@@ -262,7 +262,7 @@ TEST(OpenApi, V2IsNotFoundAsAStatus) {
   EXPECT_EQ(body["code"], 404);
 }
 
-TEST(WantsTable, KubectlsTableAcceptAndNothingElse) {
+TEST(DiscoveryWantsTable, KubectlsTableAcceptAndNothingElse) {
   EXPECT_TRUE(WantsTable(kKubectlTable));
   EXPECT_TRUE(WantsTable("application/json;as=Table;v=v1beta1;g=meta.k8s.io"));
   EXPECT_TRUE(WantsTable("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"));
@@ -274,7 +274,7 @@ TEST(WantsTable, KubectlsTableAcceptAndNothingElse) {
   EXPECT_FALSE(WantsTable("application/json;as=Table;v=v1;g=meta.k8s.io;q=0, application/json"));
 }
 
-TEST(FormatAge, MatchesKubectlsHumanDuration) {
+TEST(DiscoveryFormatAge, MatchesKubectlsHumanDuration) {
   using std::chrono::hours;
   using std::chrono::minutes;
   using std::chrono::seconds;
@@ -346,7 +346,7 @@ json Pod(json status = json::object(), json spec_extra = json::object()) {
   return pod;
 }
 
-TEST(RenderTable, PodColumnsAsKubectlPrintsThem) {
+TEST(DiscoveryTable, PodColumnsAsKubectlPrintsThem) {
   json table = RenderTable(hami::kube::kPods, {}, "42", true, kNow);
   EXPECT_EQ(table["kind"], "Table");
   EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
@@ -359,7 +359,7 @@ TEST(RenderTable, PodColumnsAsKubectlPrintsThem) {
   EXPECT_EQ(table["columnDefinitions"][0]["format"], "name");
 }
 
-TEST(RenderTable, PendingPodRowCarriesItsMetadataWithNamespace) {
+TEST(DiscoveryTable, PendingPodRowCarriesItsMetadataWithNamespace) {
   json pod = Pod({{"phase", "Pending"}});
   json table = RenderTable(hami::kube::kPods, {&pod}, "7", true, kNow);
   const json& row = table["rows"][0];
@@ -370,7 +370,7 @@ TEST(RenderTable, PendingPodRowCarriesItsMetadataWithNamespace) {
   EXPECT_EQ(row["object"]["metadata"], pod["metadata"]);
 }
 
-TEST(RenderTable, RunningPodOnANodeWithRestarts) {
+TEST(DiscoveryTable, RunningPodOnANodeWithRestarts) {
   json status = {
       {"phase", "Running"},
       {"podIPs", json::array({{{"ip", "10.0.0.5"}}})},
@@ -393,7 +393,7 @@ TEST(RenderTable, RunningPodOnANodeWithRestarts) {
       json::array({"p", "1/1", "Running", "3 (2m5s ago)", "5s", "10.0.0.5", "n1", "n2", "1/2"}));
 }
 
-TEST(RenderTable, PodStatusReasonsFromContainersAndInitContainers) {
+TEST(DiscoveryTable, PodStatusReasonsFromContainersAndInitContainers) {
   json waiting = {{"phase", "Running"},
                   {"containerStatuses",
                    json::array({{{"name", "main"},
@@ -427,14 +427,14 @@ TEST(RenderTable, PodStatusReasonsFromContainersAndInitContainers) {
   EXPECT_EQ(Cells(hami::kube::kPods, deleting)[2], "Terminating");
 }
 
-TEST(RenderTable, WatchEventsAfterTheFirstCarryNoColumns) {
+TEST(DiscoveryTable, WatchEventsAfterTheFirstCarryNoColumns) {
   json pod = Pod({{"phase", "Pending"}});
   json table = RenderTable(hami::kube::kPods, {&pod}, "9", false, kNow);
   EXPECT_EQ(table["columnDefinitions"], json::array());
   EXPECT_EQ(table["rows"][0]["cells"][0], "p");
 }
 
-TEST(RenderTable, NodeStatusRolesAndVersion) {
+TEST(DiscoveryTable, NodeStatusRolesAndVersion) {
   json table = RenderTable(hami::kube::kNodes, {}, "1", true, kNow);
   EXPECT_EQ(ColumnNames(table, 0),
             std::vector<std::string>({"Name", "Status", "Roles", "Age", "Version"}));
@@ -467,7 +467,7 @@ TEST(RenderTable, NodeStatusRolesAndVersion) {
   EXPECT_EQ(Cells(hami::kube::kNodes, not_ready)[1], "NotReady");
 }
 
-TEST(RenderTable, OtherResourcesHaveTheirOwnColumns) {
+TEST(DiscoveryTable, OtherResourcesHaveTheirOwnColumns) {
   json lease = {{"metadata", {{"name", "l"}, {"creationTimestamp", "2026-03-01T11:57:00Z"}}},
                 {"spec", {{"holderIdentity", "hami-scheduler-0"}}}};
   EXPECT_EQ(Cells(hami::kube::kLeases, lease), json::array({"l", "hami-scheduler-0", "3m"}));
@@ -510,7 +510,7 @@ TEST(RenderTable, OtherResourcesHaveTheirOwnColumns) {
   EXPECT_EQ(event_table["rows"][0]["object"]["metadata"]["namespace"], "default");
 }
 
-TEST(RenderTable, MalformedObjectsRenderDefaultsInsteadOfThrowing) {
+TEST(DiscoveryTable, MalformedObjectsRenderDefaultsInsteadOfThrowing) {
   const json objects[] = {
       json::object(),
       json::array({1, 2}),
