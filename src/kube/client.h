@@ -7,8 +7,38 @@
 //   410 -> kExpired, 400/422 -> kInvalidArgument, 401/403 -> kPermission,
 //   429/5xx/connection errors after the retries -> kUnavailable, deadline -> kTimeout.
 //
+//   Other codes: 405/415/501 -> kUnsupported, other 4xx -> kInvalidArgument, other 5xx ->
+//   kUnavailable; a TLS failure (untrusted server, refused client certificate) -> kPermission; a
+//   2xx body that is not JSON -> kCorrupt. For example:
+//   update pods default/x: 409 Conflict: Operation cannot be fulfilled on pods "x": the object
+//   has been modified; please apply your changes to the latest version and try again
+//
+// Retries (up to ClientOptions::max_retries after the first attempt, each attempt rate-limited
+// and subject to request_timeout). A request is retried only when repeating it is safe:
+//   - 429 Too Many Requests, and 503 with a Retry-After header: every verb (the server says it
+//     did not act on the request);
+//   - no connection could be made (refused, unresolvable, connect timeout): every verb (nothing
+//     was sent);
+//   - 500, 502, 503, 504, and a connection that broke after the request was sent: only
+//     idempotent requests, where a repeat cannot do more than the first attempt did: GET (get,
+//     list, the start of a watch), PUT (update: conditional on metadata.resourceVersion when set,
+//     so a repeat of an applied update gets 409 rather than clobbering), DELETE (a repeat of an
+//     applied delete gets 404 kNotFound), and merge or strategic merge PATCH (applying one twice
+//     equals applying it once). Never POST (create, binding: a repeat could create twice or
+//     answer 409 for our own first attempt) or JSON patch (`add` to "-", `move` are not
+//     idempotent);
+//   - never after request_timeout passed (kTimeout at once: the server may still be working).
+// The wait before a retry is the Retry-After header's seconds when present (honoured as given),
+// else jittered exponential backoff: retry_base * 2^n, capped at retry_cap, uniformly drawn from
+// its upper half. A 401 with a token file re-reads the file and, when the token changed,
+// repeats the request once without counting it as a retry.
+//
+// Authentication: a client certificate and key, and/or a bearer token (a token file is checked
+// for changes (inode, size, mtime) at most once a second, and at once on a 401).
+//
 // Thread safety: a Client is used from any number of threads at once. Requests share one
-// rate limiter (QPS and burst, as client-go's flags) and reuse connections.
+// rate limiter (QPS and burst, as client-go's flags) and reuse connections (a pool of libcurl
+// handles, each keeping its connections alive).
 #pragma once
 
 #include <chrono>
@@ -22,6 +52,7 @@
 
 #include "common/result.h"
 #include "kube/config.h"
+#include "kube/rate_limiter.h"
 #include "kube/resource.h"
 
 namespace hami::kube {
@@ -35,6 +66,9 @@ struct ClientOptions {
   std::chrono::milliseconds retry_base{100};   // jittered exponential backoff between tries;
   std::chrono::milliseconds retry_cap{10000};  // a Retry-After header takes precedence
   std::string user_agent = "hami-cpp";
+  // Time for the rate limiter, retry waits and the token file check; nullptr: the steady clock.
+  // Not owned; must outlive the Client. Tests pass a FakeClock so that waits take no time.
+  Clock* clock = nullptr;
 };
 
 struct ListOptions {
@@ -66,15 +100,26 @@ struct WatchOptions {
   int timeout_seconds = 0;  // the server ends the stream after this; 0: server default
 };
 
+// A watch has no request timeout, only the connect timeout, and with timeout_seconds > 0 a
+// deadline of timeout_seconds plus this margin (for a server that does not end the stream).
+inline constexpr std::chrono::seconds kWatchTimeoutMargin{30};
+
 // What ended a watch stream that had no transport error.
 enum class WatchEnd {
   kStopped,      // the stop token was requested, or the handler returned false
-  kServerClosed  // the server ended the stream (timeoutSeconds, restart): resume from the last
+  kServerClosed  // the server ended the stream (timeoutSeconds, restart), or the connection
+                 // broke or passed the deadline after the stream began: resume from the last
                  // version seen
 };
 
+// Namespaces: for a namespaced resource, Get, Create, CreateSubresource, Update, Patch and Delete
+// use config().default_namespace when `ns` (or the object's metadata.namespace) is empty; List,
+// ListAll and Watch with an empty `ns` cover all namespaces. `ns` is ignored for cluster-scoped
+// resources.
 class Client {
  public:
+  // Fails (naming config.source) when the token file cannot be read and there is no fixed token,
+  // or a client certificate comes without its key.
   static Result<std::unique_ptr<Client>> Create(Config config, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;
@@ -112,11 +157,15 @@ class Client {
   Result<nlohmann::json> Delete(const Resource& r, std::string_view ns, std::string_view name,
                                 std::string_view precondition_resource_version = {});
 
-  // One watch stream: calls `on_event` for each event in order, from the calling thread, until
-  // the handler returns false, `stop` is requested (ends within 100 ms), or the server closes
-  // the stream. An ERROR event is handed to the handler; a 410 in it (or as the HTTP status)
-  // returns kExpired. A line that is not a watch event ends the stream with kCorrupt: it is
-  // never handed on. Reconnecting is the caller's (kube/informer.h does it).
+  // One watch stream: calls `on_event` for each event in order, from the calling thread (never
+  // from inside libcurl, so the handler may call this Client), until the handler returns false,
+  // `stop` is requested (ends within 100 ms), or the server closes the stream. Events are
+  // newline-delimited JSON, tolerated split across chunks or several to a chunk (blank lines
+  // are skipped; a last event without its newline is accepted). An ERROR event is handed to the
+  // handler, then ends the watch with the error its Status code maps to: a 410 in it (or as the
+  // HTTP status) returns kExpired. A line that is not a watch event (not JSON, no known `type`,
+  // no `object`) ends the stream with kCorrupt: it is never handed on. Before the stream begins,
+  // errors are retried as for a GET. Reconnecting is the caller's (kube/informer.h does it).
   Result<WatchEnd> Watch(const Resource& r, std::string_view ns, const WatchOptions& options,
                          const std::function<bool(WatchEvent&&)>& on_event,
                          std::stop_token stop = {});
@@ -128,7 +177,8 @@ class Client {
 };
 
 // "pods default/x", "nodes node-1", "leases.coordination.k8s.io kube-system/hami": how errors
-// and logs name an object.
+// and logs name an object. With an empty name it names the collection: "pods in default",
+// "pods" (all namespaces), "nodes".
 std::string DescribeObject(const Resource& r, std::string_view ns, std::string_view name);
 
 }  // namespace hami::kube
