@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -398,12 +397,11 @@ class StrategicMerger {
   }
 
   // A value taken from the patch where nothing is merged into it (an element of a list that
-  // is replaced): directives applied, nulls dropped.
-  Result<std::optional<json>> Fresh(const json& patch, const std::string& where) {
+  // is replaced): directives applied, nulls in its objects dropped, a null element kept.
+  Result<json> Fresh(const json& patch, const std::string& where) {
     json out;
-    if (HAMI_TRY(MergeValue(out, false, patch, {}, where)) == Outcome::kDelete)
-      return std::optional<json>();
-    return std::optional<json>(std::move(out));
+    if (HAMI_TRY(MergeValue(out, false, patch, {}, where)) == Outcome::kDelete) return json();
+    return out;
   }
 
   Status MergeList(json& original, const json& patch, const ListRule* rule,
@@ -451,8 +449,7 @@ class StrategicMerger {
         }
       }
       if (rule == nullptr) {
-        std::optional<json> fresh = HAMI_TRY(Fresh(e, element_where));
-        if (fresh) original.push_back(std::move(*fresh));
+        original.push_back(HAMI_TRY(Fresh(e, element_where)));
         continue;
       }
       if (!keyed) {

@@ -177,6 +177,8 @@ TEST(JsonPatch, RejectsMalformedPatchesNamingTheOperationAndField) {
   ExpectPatchError("{}", R"([{"op":"add","value":1}])", "operation 0 (add): missing \"path\"");
   ExpectPatchError("{}", R"([{"op":"add","path":5,"value":1}])",
                    "\"path\" must be a string, not a number");
+  ExpectPatchError("{}", R"([{"op":"add","path":true,"value":1}])",
+                   "\"path\" must be a string, not a boolean");
   ExpectPatchError("{}", R"([{"op":"add","path":"a","value":1}])",
                    "path \"a\" must be empty or begin with '/'");
   ExpectPatchError("{}", R"([{"op":"add","path":"/a~2","value":1}])",
@@ -378,7 +380,9 @@ TEST(StrategicMergePatch, ConditionsAddressesTaintsAndOwnerReferencesMergeByThei
 TEST(StrategicMergePatch, OtherListsAreReplaced) {
   json out = Smp(kPod, R"({"spec":{"tolerations":[{"key":"t2","value":null}],
                                    "containers":[{"name":"main","args":["z"]}]}})");
-  EXPECT_EQ(out["spec"]["tolerations"], J(R"([{"key":"t2"}])"));  // nulls dropped
+  EXPECT_EQ(out["spec"]["tolerations"], J(R"([{"key":"t2"}])"));  // nulls in objects dropped
+  EXPECT_EQ(Smp(kPod, R"({"spec":{"x":[null,1,[{"a":null}]]}})")["spec"]["x"],
+            J(R"([null,1,[{}]])"));
   EXPECT_EQ(out["spec"]["containers"][0]["args"], J(R"(["z"])"));
 }
 
@@ -465,6 +469,8 @@ TEST(StrategicMergePatch, RejectsPatchesThatAreNotObjectsAndUnknownDirectives) {
   ExpectSmpError(kPod, "null", "the patch must be an object, not null");
   ExpectSmpError(kPod, R"({"metadata":{"$foo":1}})",
                  "strategic merge patch at /metadata: unknown directive \"$foo\"");
+  ExpectSmpError(kPod, R"({"data":{"a/b~c":{"$foo":1}}})",
+                 "strategic merge patch at /data/a~1b~0c: unknown directive \"$foo\"");
   ExpectSmpError(kPod, R"({"$patch":"delete"})",
                  "at the top level: $patch: delete would delete the whole object");
 }
