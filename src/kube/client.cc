@@ -461,6 +461,7 @@ Result<json> Client::ListAll(const Resource& r, std::string_view ns, const ListO
       auto cont = meta.find("continue");
       if (cont == meta.end() || !cont->is_string() || cont->get<std::string>().empty()) break;
       page_options.continue_token = cont->get<std::string>();
+      page_options.resource_version.clear();  // the API refuses both with a continue token
       auto page = List(r, ns, page_options);
       if (!page.ok()) {
         if (page.error().code() == ErrorCode::kExpired && round == 0) {
