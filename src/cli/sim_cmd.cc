@@ -1,12 +1,20 @@
-// hami sim: the simulated GPU's profiles, options and live state.
+// hami sim: the simulated GPU's profiles, options and live state; the simulated Kubernetes
+// API server.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "common/parse.h"
+#include "sim/kube/api_server.h"
 #include "sim/options.h"
 #include "sim/profiles.h"
 #include "sim/state.h"
@@ -114,6 +122,84 @@ int PrintStatus(const std::string& path, bool json) {
   return 0;
 }
 
+struct ApiServerFlags {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string kubeconfig_out;
+  std::string tls_cert;
+  std::string tls_key;
+  int64_t watch_window = 10000;
+  int threads = 64;
+};
+
+// A key=value value: as is when it has no space, quote, backslash or '=', else quoted.
+std::string LogValue(const std::string& v) {
+  if (!v.empty() && v.find_first_of(" \t\"\\=") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Serves until SIGINT or SIGTERM. Both are blocked before the server's threads start (they
+// inherit the mask) and taken with sigwaitinfo: no handler ever runs.
+int ServeApiServer(const ApiServerFlags& f) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  if (int err = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr); err != 0) {
+    std::fprintf(stderr, "hami sim apiserver: pthread_sigmask: %s\n", std::strerror(err));
+    return 1;
+  }
+  sim::kube::ApiServerOptions o;
+  o.host = f.host;
+  o.port = f.port;
+  o.tls_cert_file = f.tls_cert;
+  o.tls_key_file = f.tls_key;
+  o.watch_window = f.watch_window;
+  o.threads = f.threads;
+  auto started = sim::kube::ApiServer::Start(o);
+  if (!started.ok()) {
+    std::fprintf(stderr, "hami sim apiserver: %s\n", started.error().message().c_str());
+    return 1;
+  }
+  std::unique_ptr<sim::kube::ApiServer> server = std::move(started).value();
+  if (!f.kubeconfig_out.empty()) {
+    if (Status s = server->WriteKubeconfig(f.kubeconfig_out); !s.ok()) {
+      std::fprintf(stderr, "hami sim apiserver: %s\n", s.error().message().c_str());
+      return 1;
+    }
+  }
+  std::fprintf(stderr,
+               "apiserver event=start url=%s kubeconfig=%s watch_window=%lld threads=%d pid=%d\n",
+               LogValue(server->url()).c_str(), LogValue(f.kubeconfig_out).c_str(),
+               static_cast<long long>(f.watch_window), f.threads, int(getpid()));
+  std::printf("apiserver: %s\n", server->url().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  while (sig != SIGINT && sig != SIGTERM) {
+    siginfo_t info{};
+    sig = sigwaitinfo(&stop_signals, &info);
+    if (sig < 0 && errno != EINTR) {
+      std::fprintf(stderr, "hami sim apiserver: sigwaitinfo: %s\n", std::strerror(errno));
+      server->Stop();
+      return 1;
+    }
+  }
+  server->Stop();
+  const sim::kube::ApiServer::Stats st = server->stats();
+  std::fprintf(stderr,
+               "apiserver event=stop signal=%s requests=%llu faults_injected=%llu "
+               "resource_version=%lld\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(st.requests),
+               static_cast<unsigned long long>(st.faults_injected),
+               static_cast<long long>(server->resource_version()));
+  return 0;
+}
+
 }  // namespace
 
 void AddSimCommand(CLI::App& app) {
@@ -147,6 +233,29 @@ void AddSimCommand(CLI::App& app) {
     }
     std::exit(PrintStatus(path, json));
   });
+
+  CLI::App* apiserver = sim->add_subcommand(
+      "apiserver",
+      "Run the simulated Kubernetes API server (kubectl and client libraries work against it) "
+      "until SIGINT or SIGTERM; prints `apiserver: URL`");
+  static ApiServerFlags api;
+  apiserver->add_option("--host", api.host, "address to listen on")->capture_default_str();
+  apiserver->add_option("--port", api.port, "port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  apiserver->add_option("--kubeconfig-out", api.kubeconfig_out,
+                        "write a kubeconfig for this server (context hami-sim) to FILE");
+  apiserver->add_option("--tls-cert", api.tls_cert, "serve HTTPS with this PEM certificate");
+  apiserver->add_option("--tls-key", api.tls_key, "and this PEM private key");
+  apiserver
+      ->add_option("--watch-window", api.watch_window,
+                   "changes kept for watch; older resourceVersions get 410 Gone")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+      ->capture_default_str();
+  apiserver->add_option("--threads", api.threads, "request threads (each open watch holds one)")
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  apiserver->callback([] { std::exit(ServeApiServer(api)); });
 }
 
 }  // namespace hami::cli

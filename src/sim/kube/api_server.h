@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "kube/resource.h"
@@ -34,46 +35,67 @@ struct ApiServerOptions {
   std::string default_namespaces = "default,kube-system";  // created at start
 };
 
-// Faults injected into resource requests (discovery, /version and /sim/* are never faulted).
+// Faults injected into resource requests (discovery, /version, /healthz and /sim/* are never
+// faulted). Rates draw from one RNG seeded with `seed` whenever the faults are set, so a
+// sequence of requests meets the same faults run after run.
 struct Faults {
   std::chrono::milliseconds latency{0};  // added before every answer
   double rate_429 = 0;                   // fraction of requests answered 429 TooManyRequests
   int retry_after_seconds = 1;           // the Retry-After header of those answers
   double rate_500 = 0;                   // fraction answered 500 InternalError
-  int cut_watch_after_events = 0;        // > 0: every watch stream is cut after that many events
-  int force_gone_watches = 0;            // the next N watch requests get 410 Expired
+  int cut_watch_after_events = 0;        // > 0: every watch stream is cut (the connection
+                                         // dropped, no end chunk) after that many object events
+  int force_gone_watches = 0;            // the next N watch requests get 410 Expired (an ERROR
+                                         // event); faults() shows how many are left
+  uint64_t seed = 1;
 };
 
+// The JSON of /sim/faults: {"latency_ms":0,"rate_429":0,"retry_after_seconds":1,"rate_500":0,
+// "cut_watch_after_events":0,"force_gone_watches":0,"seed":1}. FaultsFromJson takes any subset
+// (the rest keep their defaults) and rejects unknown fields, wrong types and values out of range
+// (rates 0..1, latency up to 10 minutes), naming the field.
 nlohmann::json FaultsToJson(const Faults& f);
-Result<Faults> FaultsFromJson(const nlohmann::json& j);  // errors name the field
+Result<Faults> FaultsFromJson(const nlohmann::json& j);
 
 class ApiServer {
  public:
-  // Binds, starts serving, creates the default namespaces; returns once requests are served.
+  // Creates the default namespaces, binds, starts serving; returns once requests are served.
+  // Errors: both or neither TLS file (kInvalidArgument), an unreadable certificate or key, a
+  // port that cannot be bound (kIo). Ignores SIGPIPE process-wide when it has its default
+  // disposition (a write to a vanished client must fail, not kill the process).
   static Result<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options);
   ~ApiServer();  // Stop()
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
 
-  // Ends every watch stream and stops serving. Idempotent.
+  // Ends every watch stream (cleanly, with the end chunk), closes idle keep-alive connections,
+  // waits for the request threads and stops serving. Prompt: nothing waits on a client.
+  // Idempotent.
   void Stop();
 
   int port() const;
-  std::string url() const;  // "http://127.0.0.1:PORT" (https with TLS)
+  std::string url() const;  // "http://127.0.0.1:PORT" (https with TLS; a wildcard host reads
+                            // as the loopback address)
 
-  // A kubeconfig for this server (context "hami-sim", user without credentials, the CA when
-  // serving TLS), written atomically to `path`.
+  // A kubeconfig for this server (cluster, user and context "hami-sim", current-context, a user
+  // without credentials, the certificate as certificate-authority-data when serving TLS),
+  // written atomically to `path` (a temporary file renamed over it).
   Status WriteKubeconfig(const std::string& path) const;
 
   void SetFaults(const Faults& faults);
   Faults faults() const;
 
   // The store, for seeding and inspecting without HTTP (tests, benchmarks). Same semantics as
-  // the HTTP verbs: Create assigns uid, creationTimestamp and a resourceVersion, and watchers see
-  // it.
+  // the HTTP verbs (a POST, GET, DELETE of the object's namespace, metadata.namespace or
+  // "default" for a namespaced resource): Create assigns uid, creationTimestamp and a
+  // resourceVersion, and watchers see it. Objects come back with kind and apiVersion.
   Result<nlohmann::json> CreateObject(const hami::kube::Resource& r, const nlohmann::json& obj);
   Result<nlohmann::json> GetObject(const hami::kube::Resource& r, std::string_view ns,
                                    std::string_view name) const;
+  Status DeleteObject(const hami::kube::Resource& r, std::string_view ns, std::string_view name);
+  // Every object of `r` in `ns` (all namespaces when empty), in namespace/name order.
+  std::vector<nlohmann::json> ListObjects(const hami::kube::Resource& r,
+                                          std::string_view ns = {}) const;
   int64_t resource_version() const;  // the cluster-wide counter's current value
 
   struct Stats {
