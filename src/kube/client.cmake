@@ -17,7 +17,7 @@ hami_cc_test(NAME kube_rate_limiter_test LABELS unit
 find_package(OpenSSL REQUIRED)
 hami_cc_test(NAME kube_client_test LABELS integration
   SRCS client_test.cc
-  DEPS hami_kube_client PkgConfig::HTTPLIB OpenSSL::SSL OpenSSL::Crypto)
+  DEPS hami_kube_client hami_sim_kube PkgConfig::HTTPLIB OpenSSL::SSL OpenSSL::Crypto)
 
 hami_fuzz_target(NAME kubeconfig_fuzz SRCS kubeconfig_fuzz.cc DEPS hami_kube_client
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/kubeconfig_corpus)

@@ -23,6 +23,8 @@
 #include <thread>
 
 #include "common/temp_dir.h"
+#include "kube/config.h"
+#include "sim/kube/api_server.h"
 
 namespace hami::kube {
 namespace {
@@ -307,7 +309,9 @@ void ServePages(FakeServer& server, std::atomic<int>* expire_first_continue) {
 TEST_F(ClientTest, ListAllFollowsContinueAndKeepsTheFirstPagesVersion) {
   ServePages(server_, nullptr);
   server_.Start();
-  auto r = MakeClient()->ListAll(kPods, "", Pages(2));
+  ListOptions o = Pages(2);
+  o.resource_version = "0";
+  auto r = MakeClient()->ListAll(kPods, "", o);
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_EQ((*r)["items"].size(), 5u);
   for (int i = 0; i < 5; ++i)
@@ -315,7 +319,9 @@ TEST_F(ClientTest, ListAllFollowsContinueAndKeepsTheFirstPagesVersion) {
   EXPECT_EQ((*r)["metadata"]["resourceVersion"], "rv0");
   EXPECT_FALSE((*r)["metadata"].contains("continue"));
   EXPECT_EQ(server_.requests(), 3);
-  EXPECT_EQ(server_.seen()[2].params.find("limit")->second, "2");
+  auto seen = server_.seen();
+  EXPECT_EQ(seen[0].target, "/api/v1/pods?limit=2&resourceVersion=0");
+  EXPECT_EQ(seen[2].target, "/api/v1/pods?limit=2&continue=4");  // no version with continue
 }
 
 TEST_F(ClientTest, ListAllRestartsOnceWhenALaterPageExpired) {
@@ -1193,6 +1199,212 @@ TEST_F(TlsTest, WithoutTheCaTheSystemStoreDoesNotTrustATestServer) {
   auto r = (*client)->Get(kNodes, "", "n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kPermission);
+}
+
+// --- Against the simulated API server ---
+
+class SimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = sim::kube::ApiServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.error().message();
+    sim_ = std::move(*server);
+    ASSERT_TRUE(dir_.ok());
+    ASSERT_TRUE(sim_->WriteKubeconfig(dir_.File("kubeconfig")).ok());
+    auto config = LoadKubeconfig(dir_.File("kubeconfig"));
+    ASSERT_TRUE(config.ok()) << config.error().message();
+    ClientOptions o;
+    o.qps = 0;
+    o.max_retries = 10;
+    o.clock = &clock_;
+    auto client = Client::Create(*config, o);
+    ASSERT_TRUE(client.ok()) << client.error().message();
+    client_ = std::move(*client);
+  }
+  json SimPod(const std::string& name, const std::string& node = "") {
+    json pod = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata", {{"name", name}, {"namespace", "default"}, {"labels", {{"app", "x"}}}}},
+        {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}};
+    if (!node.empty()) pod["spec"]["nodeName"] = node;
+    return pod;
+  }
+  void SetFaults(const sim::kube::Faults& f) { sim_->SetFaults(f); }
+
+  TempDir dir_{"kube-sim"};
+  FakeClock clock_;
+  std::unique_ptr<sim::kube::ApiServer> sim_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(SimTest, EveryVerbSucceedsAndFailsAsTheApiSays) {
+  auto created = client_->Create(kPods, "default", SimPod("p"));
+  ASSERT_TRUE(created.ok()) << created.error().message();
+  std::string rv = (*created)["metadata"]["resourceVersion"];
+  EXPECT_EQ(client_->Create(kPods, "default", SimPod("p")).error().code(), ErrorCode::kConflict);
+
+  auto got = client_->Get(kPods, "default", "p");
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  json updated = *got;
+  updated["metadata"]["labels"]["tier"] = "web";
+  auto put = client_->Update(kPods, updated);
+  ASSERT_TRUE(put.ok()) << put.error().message();
+  auto stale = client_->Update(kPods, updated);  // still carries the old version
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(stale.error().message(),
+              StartsWith("update pods default/p: 409 Conflict: Operation cannot be fulfilled on "
+                         "pods \"p\": the object has been modified"));
+
+  json merge = {{"metadata", {{"annotations", {{"hami.io/bind-phase", "allocating"}}}}}};
+  auto patched = client_->Patch(kPods, "default", "p", PatchType::kMerge, merge);
+  ASSERT_TRUE(patched.ok()) << patched.error().message();
+  EXPECT_EQ((*patched)["metadata"]["annotations"]["hami.io/bind-phase"], "allocating");
+
+  json guarded = json::array(
+      {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", rv}},
+       {{"op", "add"}, {"path", "/metadata/annotations/hami.io~1vgpu-node"}, {"value", "n1"}}});
+  auto refused = client_->Patch(kPods, "default", "p", PatchType::kJson, guarded);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(refused.error().message(), StartsWith("patch pods default/p: 422 "));
+  guarded[0]["value"] = (*patched)["metadata"]["resourceVersion"];
+  EXPECT_TRUE(client_->Patch(kPods, "default", "p", PatchType::kJson, guarded).ok());
+
+  json binding = {{"apiVersion", "v1"},
+                  {"kind", "Binding"},
+                  {"metadata", {{"name", "p"}}},
+                  {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "node-1"}}}};
+  ASSERT_TRUE(client_->CreateSubresource(kPods, "default", "p", "binding", binding).ok());
+  EXPECT_EQ(client_->Get(kPods, "default", "p")->at("spec").at("nodeName"), "node-1");
+  EXPECT_EQ(client_->CreateSubresource(kPods, "default", "p", "binding", binding).error().code(),
+            ErrorCode::kConflict);
+
+  EXPECT_EQ(client_->Delete(kPods, "default", "p", "1").error().code(), ErrorCode::kConflict);
+  ASSERT_TRUE(client_->Delete(kPods, "default", "p").ok());
+  auto gone = client_->Get(kPods, "default", "p");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(gone.error().message(), "get pods default/p: 404 Not Found: pods \"p\" not found");
+}
+
+TEST_F(SimTest, ListAllPagesThroughSelectedPods) {
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(sim_->CreateObject(kPods, SimPod("p" + std::to_string(i), i % 2 ? "n1" : "")).ok());
+  }
+  ListOptions o = Pages(2);
+  auto all = client_->ListAll(kPods, "default", o);
+  ASSERT_TRUE(all.ok()) << all.error().message();
+  EXPECT_EQ((*all)["items"].size(), 7u);
+  EXPECT_FALSE((*all)["metadata"]["resourceVersion"].get<std::string>().empty());
+  o.field_selector = "spec.nodeName=n1";
+  o.label_selector = "app=x";
+  auto bound = client_->ListAll(kPods, "", o);
+  ASSERT_TRUE(bound.ok()) << bound.error().message();
+  EXPECT_EQ((*bound)["items"].size(), 3u);
+}
+
+TEST_F(SimTest, WatchFromAListsVersionSeesALaterChange) {
+  ASSERT_TRUE(sim_->CreateObject(kPods, SimPod("before")).ok());
+  auto list = client_->List(kPods, "default", {});
+  ASSERT_TRUE(list.ok()) << list.error().message();
+  WatchOptions o;
+  o.resource_version = (*list)["metadata"]["resourceVersion"];
+  std::vector<std::string> names;
+  std::thread writer([&] {
+    // The watch is open once the server counts it; then the change happens.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sim_->stats().watches_open == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    (void)sim_->CreateObject(kPods, SimPod("after"));
+  });
+  auto end = client_->Watch(kPods, "default", o, [&](WatchEvent&& e) {
+    if (e.type == WatchEventType::kBookmark) return true;
+    names.push_back(e.object["metadata"]["name"]);
+    return false;  // one change is all this test waits for
+  });
+  writer.join();
+  ASSERT_TRUE(end.ok()) << end.error().message();
+  EXPECT_EQ(names, (std::vector<std::string>{"after"}));
+}
+
+TEST_F(SimTest, CutWatchEndsAsServerClosedAfterNEvents) {
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(sim_->CreateObject(kPods, SimPod("p" + std::to_string(i))).ok());
+  sim::kube::Faults f;
+  f.cut_watch_after_events = 2;
+  SetFaults(f);
+  int events = 0;
+  WatchOptions o;
+  o.allow_bookmarks = false;
+  auto end = client_->Watch(kPods, "default", o, [&](WatchEvent&&) {
+    ++events;
+    return true;
+  });  // no version: a synthetic ADDED per pod, cut after two
+  ASSERT_TRUE(end.ok()) << end.error().message();
+  EXPECT_EQ(*end, WatchEnd::kServerClosed);
+  EXPECT_EQ(events, 2);
+}
+
+TEST_F(SimTest, ForcedGoneWatchIsExpired) {
+  sim::kube::Faults f;
+  f.force_gone_watches = 1;
+  SetFaults(f);
+  Collected got;
+  auto end = client_->Watch(kPods, "default", WatchFrom("1"), got.handler());
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.error().code(), ErrorCode::kExpired);
+}
+
+TEST_F(SimTest, TooManyRequestsAtARateAreRetriedAfterTheServersRetryAfter) {
+  ASSERT_TRUE(sim_->CreateObject(kPods, SimPod("p")).ok());
+  sim::kube::Faults f;
+  f.rate_429 = 0.3;
+  f.retry_after_seconds = 2;
+  SetFaults(f);
+  for (int i = 0; i < 20; ++i) {
+    auto r = client_->Get(kPods, "default", "p");
+    ASSERT_TRUE(r.ok()) << r.error().message();
+  }
+  uint64_t injected = sim_->stats().faults_injected;
+  EXPECT_GT(injected, 0u);
+  EXPECT_EQ(uint64_t(clock_.sleeps()), injected);
+  EXPECT_EQ(clock_.slept(), std::chrono::seconds(2) * int64_t(injected));
+}
+
+TEST_F(SimTest, InternalErrorsAtARateAreRetriedForReadsButNotForCreates) {
+  sim::kube::Faults f;
+  f.rate_500 = 0.5;
+  SetFaults(f);
+  int create_failures = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto r = client_->Create(kPods, "default", SimPod("p" + std::to_string(i)));
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code(), ErrorCode::kUnavailable);
+      EXPECT_THAT(r.error().message(), HasSubstr("500 Internal Server Error"));
+      ++create_failures;
+    }
+  }
+  EXPECT_GT(create_failures, 0);
+  for (int i = 0; i < 10; ++i) {
+    auto r = client_->List(kPods, "default", {});
+    ASSERT_TRUE(r.ok()) << r.error().message();
+  }
+}
+
+TEST_F(SimTest, LatencyBeyondTheRequestTimeoutIsTimeout) {
+  sim::kube::Faults f;
+  f.latency = milliseconds(800);
+  SetFaults(f);
+  auto config = LoadKubeconfig(dir_.File("kubeconfig"));
+  ASSERT_TRUE(config.ok());
+  auto client = Client::Create(*config, WithTimeout(milliseconds(200)));
+  ASSERT_TRUE(client.ok());
+  auto r = (*client)->Get(kNodes, "", "n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
 }
 
 }  // namespace
