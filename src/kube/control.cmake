@@ -1,9 +1,17 @@
 # hami_kube_control: informers, leader election and the event recorder, over the REST client.
 hami_cc_library(NAME hami_kube_control
-  SRCS informer.cc
+  SRCS informer.cc leader_election.cc
   DEPS hami_kube_client hami_kube_api hami_common nlohmann_json::nlohmann_json Threads::Threads)
+
+# A leader-election candidate run as a separate process by leader_election_test.cc.
+hami_cc_binary(NAME leader_election_worker
+  SRCS leader_election_worker.cc
+  DEPS hami_kube_control)
+set_target_properties(leader_election_worker PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
 
 # Against the simulated API server over real HTTP, with its fault injection.
 hami_cc_test(NAME kube_control_test LABELS integration
-  SRCS informer_test.cc
+  SRCS informer_test.cc leader_election_test.cc
   DEPS hami_kube_control hami_sim_kube hami_test_support)
+add_dependencies(kube_control_test leader_election_worker)

@@ -1,0 +1,289 @@
+#include "kube/leader_election.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <utility>
+
+#include "common/raw_log.h"
+#include "kube/resource.h"
+#include "kube/time.h"
+
+namespace hami::kube {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+RawLogger g_log("hami-kube-leader", LogLevel::kWarn);
+
+std::string StringField(const nlohmann::json& object, const char* field) {
+  if (!object.is_object()) return {};
+  auto it = object.find(field);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int64_t IntField(const nlohmann::json& object, const char* field) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(field);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+SteadyClock::duration JitteredRetry(std::chrono::milliseconds period) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  double f = std::uniform_real_distribution<double>(1.0, 1.2)(rng);
+  return std::chrono::duration_cast<SteadyClock::duration>(period * f);
+}
+
+}  // namespace
+
+std::string DefaultIdentity() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "unknown");
+  }
+  return std::string(host) + "_" + std::to_string(getpid());
+}
+
+Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(Client& client,
+                                                             LeaderElectionConfig config) {
+  auto invalid = [](std::string msg) {
+    return Error(ErrorCode::kInvalidArgument, "leader election: " + msg);
+  };
+  if (config.lease_name.empty()) return invalid("lease_name is empty");
+  if (config.lease_namespace.empty()) return invalid("lease_namespace is empty");
+  if (config.identity.empty()) config.identity = DefaultIdentity();
+  if (!config.on_started_leading) return invalid("on_started_leading is not set");
+  if (config.retry_period.count() <= 0) return invalid("retry_period must be positive");
+  if (config.lease_duration <= config.renew_deadline) {
+    return invalid("lease_duration (" + std::to_string(config.lease_duration.count()) +
+                   " ms) must be greater than renew_deadline (" +
+                   std::to_string(config.renew_deadline.count()) + " ms)");
+  }
+  if (config.renew_deadline.count() * 10 <= config.retry_period.count() * 12) {
+    return invalid("renew_deadline (" + std::to_string(config.renew_deadline.count()) +
+                   " ms) must be greater than 1.2 * retry_period (" +
+                   std::to_string(config.retry_period.count()) + " ms)");
+  }
+  return std::unique_ptr<LeaderElector>(new LeaderElector(client, std::move(config)));
+}
+
+LeaderElector::LeaderElector(Client& client, LeaderElectionConfig config)
+    : client_(client), config_(std::move(config)) {}
+
+LeaderElector::~LeaderElector() = default;
+
+bool LeaderElector::IsLeader() const {
+  std::lock_guard lock(mu_);
+  return leading_;
+}
+
+std::string LeaderElector::leader() const {
+  std::lock_guard lock(mu_);
+  return leader_;
+}
+
+LeaderElector::Stats LeaderElector::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void LeaderElector::Observe(const nlohmann::json& spec) {
+  if (spec == observed_spec_) return;
+  observed_spec_ = spec;
+  observed_at_ = SteadyClock::now();
+  std::string holder = StringField(spec, "holderIdentity");
+  {
+    std::lock_guard lock(mu_);
+    if (holder == leader_) return;
+    leader_ = holder;
+  }
+  if (!holder.empty() && config_.on_new_leader) config_.on_new_leader(holder);
+}
+
+LeaderElector::Attempt LeaderElector::WriteRecord(nlohmann::json lease,
+                                                  const nlohmann::json& old_spec, bool create) {
+  std::string now = FormatMicroTime(std::chrono::system_clock::now());
+  nlohmann::json spec = nlohmann::json::object();
+  spec["holderIdentity"] = config_.identity;
+  spec["leaseDurationSeconds"] = (config_.lease_duration.count() + 999) / 1000;
+  spec["renewTime"] = now;
+  if (!create && StringField(old_spec, "holderIdentity") == config_.identity) {
+    std::string acquired = StringField(old_spec, "acquireTime");
+    spec["acquireTime"] = acquired.empty() ? now : acquired;
+    spec["leaseTransitions"] = IntField(old_spec, "leaseTransitions");
+  } else {
+    spec["acquireTime"] = now;
+    spec["leaseTransitions"] = create ? 0 : IntField(old_spec, "leaseTransitions") + 1;
+  }
+  lease["spec"] = std::move(spec);
+  Result<nlohmann::json> written = create ? client_.Create(kLeases, config_.lease_namespace, lease)
+                                          : client_.Update(kLeases, lease);
+  if (!written.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.failures;
+    if (written.error().code() == ErrorCode::kConflict) ++stats_.conflicts;
+    return Attempt::kFailed;
+  }
+  Observe(written->value("spec", nlohmann::json::object()));
+  lease_ = std::move(written).value();
+  return Attempt::kHolding;
+}
+
+LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.attempts;
+  }
+  if (IsLeader() && lease_.has_value()) {
+    nlohmann::json old_spec = lease_->value("spec", nlohmann::json::object());
+    Attempt a = WriteRecord(*lease_, old_spec, false);
+    if (a == Attempt::kHolding) return a;
+    // Re-read below: a conflict means someone else wrote the Lease.
+  }
+  Result<nlohmann::json> got = client_.Get(kLeases, config_.lease_namespace, config_.lease_name);
+  if (!got.ok()) {
+    if (got.error().code() != ErrorCode::kNotFound) {
+      std::lock_guard lock(mu_);
+      ++stats_.failures;
+      return Attempt::kFailed;
+    }
+    nlohmann::json lease = {
+        {"apiVersion", kLeases.ApiVersion()},
+        {"kind", std::string(kLeases.kind)},
+        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}}};
+    return WriteRecord(std::move(lease), nlohmann::json::object(), true);
+  }
+  nlohmann::json lease = std::move(got).value();
+  nlohmann::json spec = lease.value("spec", nlohmann::json::object());
+  if (!spec.is_object()) spec = nlohmann::json::object();
+  Observe(spec);
+  std::string holder = StringField(spec, "holderIdentity");
+  if (!holder.empty() && holder != config_.identity &&
+      SteadyClock::now() < observed_at_ + config_.lease_duration) {
+    return Attempt::kHeldByOther;
+  }
+  return WriteRecord(std::move(lease), spec, false);
+}
+
+void LeaderElector::Lose() {
+  {
+    std::lock_guard lock(mu_);
+    if (!leading_) return;
+    leading_ = false;
+    work_.request_stop();
+  }
+  cv_.notify_all();
+  if (config_.on_stopped_leading) config_.on_stopped_leading();
+}
+
+void LeaderElector::Watchdog(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested() && leading_) {
+    SteadyClock::time_point deadline = renewed_at_ + config_.renew_deadline;
+    if (SteadyClock::now() >= deadline) {
+      lock.unlock();
+      g_log.Log(
+          LogLevel::kWarn, "lease %s/%s: no renewal within the renew deadline, %s stops leading",
+          config_.lease_namespace.c_str(), config_.lease_name.c_str(), config_.identity.c_str());
+      Lose();
+      return;
+    }
+    cv_.wait_until(lock, stop, deadline, [] { return false; });
+  }
+}
+
+bool LeaderElector::WaitFor(std::stop_token& stop, SteadyClock::duration d) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
+}
+
+void LeaderElector::Release() {
+  if (!lease_.has_value()) return;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    nlohmann::json lease = *lease_;
+    nlohmann::json& spec = lease["spec"];
+    if (!spec.is_object()) spec = nlohmann::json::object();
+    std::string now = FormatMicroTime(std::chrono::system_clock::now());
+    spec["holderIdentity"] = "";
+    spec["leaseDurationSeconds"] = 1;
+    spec["acquireTime"] = now;
+    spec["renewTime"] = now;
+    Result<nlohmann::json> written = client_.Update(kLeases, lease);
+    if (written.ok()) {
+      Observe(written->value("spec", nlohmann::json::object()));
+      lease_.reset();
+      return;
+    }
+    if (written.error().code() != ErrorCode::kConflict) break;
+    Result<nlohmann::json> got = client_.Get(kLeases, config_.lease_namespace, config_.lease_name);
+    if (!got.ok()) break;
+    if (StringField(got->value("spec", nlohmann::json::object()), "holderIdentity") !=
+        config_.identity) {
+      break;  // someone else holds it already
+    }
+    lease_ = std::move(got).value();
+  }
+  lease_.reset();
+}
+
+void LeaderElector::Run(std::stop_token stop) {
+  lease_.reset();
+  bool acquired = false;
+  SteadyClock::time_point acquired_at;
+  while (!stop.stop_requested()) {
+    SteadyClock::time_point start = SteadyClock::now();
+    Attempt a = TryAcquireOrRenew();
+    if (a == Attempt::kHolding) {
+      acquired = true;
+      acquired_at = start;
+      break;
+    }
+    SteadyClock::duration wait = JitteredRetry(config_.retry_period);
+    if (a == Attempt::kHeldByOther) {  // try again as soon as the lease expires, if sooner
+      SteadyClock::duration until_expiry =
+          observed_at_ + config_.lease_duration - SteadyClock::now() + std::chrono::milliseconds(1);
+      wait = std::min(wait, std::max(until_expiry, SteadyClock::duration::zero()));
+    }
+    if (!WaitFor(stop, wait)) break;
+  }
+  if (!acquired) return;
+
+  {
+    std::lock_guard lock(mu_);
+    leading_ = true;
+    renewed_at_ = acquired_at;
+    ++stats_.acquisitions;
+    work_ =
+        std::jthread([this](std::stop_token work_stop) { config_.on_started_leading(work_stop); });
+  }
+  std::jthread watchdog([this](std::stop_token s) { Watchdog(s); });
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, stop, config_.retry_period, [this] { return !leading_; });
+      if (!leading_ || stop.stop_requested()) break;
+    }
+    SteadyClock::time_point start = SteadyClock::now();
+    Attempt a = TryAcquireOrRenew();
+    if (a == Attempt::kHeldByOther) break;
+    std::lock_guard lock(mu_);
+    if (!leading_) break;
+    if (a == Attempt::kHolding) {
+      ++stats_.renewals;
+      if (start > renewed_at_) renewed_at_ = start;
+    } else if (SteadyClock::now() - renewed_at_ >= config_.renew_deadline) {
+      break;
+    }
+  }
+  bool release = config_.release_on_cancel && stop.stop_requested() && IsLeader();
+  Lose();
+  watchdog.request_stop();
+  watchdog.join();
+  if (work_.joinable()) work_.join();
+  if (release) Release();
+}
+
+}  // namespace hami::kube
