@@ -1,6 +1,6 @@
 # hami_kube_control: informers, leader election and the event recorder, over the REST client.
 hami_cc_library(NAME hami_kube_control
-  SRCS informer.cc leader_election.cc
+  SRCS informer.cc leader_election.cc event_recorder.cc
   DEPS hami_kube_client hami_kube_api hami_common nlohmann_json::nlohmann_json Threads::Threads)
 
 # A leader-election candidate run as a separate process by leader_election_test.cc.
@@ -12,6 +12,6 @@ set_target_properties(leader_election_worker PROPERTIES
 
 # Against the simulated API server over real HTTP, with its fault injection.
 hami_cc_test(NAME kube_control_test LABELS integration
-  SRCS informer_test.cc leader_election_test.cc
+  SRCS informer_test.cc leader_election_test.cc event_recorder_test.cc
   DEPS hami_kube_control hami_sim_kube hami_test_support)
 add_dependencies(kube_control_test leader_election_worker)
