@@ -1407,5 +1407,32 @@ TEST_F(SimTest, LatencyBeyondTheRequestTimeoutIsTimeout) {
   EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
 }
 
+TEST(SimTlsTest, KubeconfigWrittenByATlsServerConnectsThroughItsCertificate) {
+  Pki ca, leaf;
+  MakePki(&ca, "sim-ca", nullptr, true);
+  MakePki(&leaf, "127.0.0.1", &ca, false, "IP:127.0.0.1");
+  TempDir dir("kube-sim-tls");
+  ASSERT_TRUE(dir.ok());
+  // The server presents its certificate followed by the CA; the kubeconfig carries what the
+  // server writes into it.
+  std::ofstream(dir.File("tls.crt")) << leaf.CertPem() << ca.CertPem();
+  std::ofstream(dir.File("tls.key")) << leaf.KeyPem();
+  sim::kube::ApiServerOptions options;
+  options.tls_cert_file = dir.File("tls.crt");
+  options.tls_key_file = dir.File("tls.key");
+  auto sim = sim::kube::ApiServer::Start(options);
+  ASSERT_TRUE(sim.ok()) << sim.error().message();
+  ASSERT_THAT((*sim)->url(), StartsWith("https://"));
+  ASSERT_TRUE((*sim)->WriteKubeconfig(dir.File("kubeconfig")).ok());
+  auto config = LoadKubeconfig(dir.File("kubeconfig"));
+  ASSERT_TRUE(config.ok()) << config.error().message();
+  EXPECT_FALSE(config->ca_pem.empty());
+  auto client = Client::Create(*config);
+  ASSERT_TRUE(client.ok()) << client.error().message();
+  auto ns = (*client)->Get(kNamespaces, "", "default");
+  ASSERT_TRUE(ns.ok()) << ns.error().message();
+  EXPECT_EQ((*ns)["metadata"]["name"], "default");
+}
+
 }  // namespace
 }  // namespace hami::kube
