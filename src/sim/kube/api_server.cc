@@ -824,7 +824,13 @@ void ApiServer::Impl::ServeWatch(const httplib::Request& req, httplib::Response&
   res.set_chunked_content_provider(
       type,
       [stream](size_t, httplib::DataSink& sink) {
-        switch (stream->Pump(sink)) {
+        WatchStream::Step step = WatchStream::Step::kAbort;
+        try {
+          step = stream->Pump(sink);
+        } catch (const std::exception&) {
+          // Nothing may escape into the server's thread: drop this stream only.
+        }
+        switch (step) {
           case WatchStream::Step::kMore:
             return true;
           case WatchStream::Step::kDone:
@@ -1080,7 +1086,9 @@ void ApiServer::Impl::ServeBinding(const httplib::Request& req, httplib::Respons
     }
     json& spec = pod["spec"];
     if (!spec.is_object()) spec = json::object();
-    const std::string bound = spec.value("nodeName", "");
+    auto bound_at = spec.find("nodeName");
+    const std::string bound =
+        bound_at != spec.end() && bound_at->is_string() ? bound_at->get<std::string>() : "";
     if (!bound.empty()) {
       return binding_conflict("pod " + t.name + " is already assigned to node \"" + bound + "\"");
     }
@@ -1100,7 +1108,7 @@ void ApiServer::Impl::ServeBinding(const httplib::Request& req, httplib::Respons
         {"lastProbeTime", nullptr},
         {"lastTransitionTime", hami::kube::FormatTime(std::chrono::system_clock::now())}};
     auto it = std::find_if(conditions.begin(), conditions.end(), [](const json& c) {
-      return c.is_object() && c.value("type", "") == "PodScheduled";
+      return c.is_object() && c.contains("type") && c["type"] == "PodScheduled";
     });
     if (it != conditions.end()) {
       *it = std::move(condition);
@@ -1330,7 +1338,8 @@ Result<json> ApiServer::CreateObject(const Resource& r, const json& obj) {
   if (r.namespaced) {
     ns = "default";
     if (obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object()) {
-      ns = obj["metadata"].value("namespace", "default");
+      auto it = obj["metadata"].find("namespace");
+      if (it != obj["metadata"].end() && it->is_string()) ns = it->get<std::string>();
     }
   }
   auto created = impl_->store.Create(r, ns, obj);

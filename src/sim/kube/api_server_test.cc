@@ -11,6 +11,7 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -1090,6 +1091,76 @@ TEST_F(ApiServerTest, HealthAndDiscoveryAreServed) {
   ASSERT_EQ(v.status, 200) << v.text;
   EXPECT_EQ(v.body["minor"], "32");
   EXPECT_EQ(Get("/api/v1").body["kind"], "APIResourceList");
+}
+
+TEST_F(ApiServerTest, ArbitraryRequestsGetAStatusAndTheServerKeepsServing) {
+  ASSERT_EQ(CreatePod("p").status, 201);
+  std::mt19937 rng(20261201);
+  auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+  const std::vector<std::string> segments = {
+      "api",    "apis",    "v1",     "namespaces",          "default",     "pods",  "nodes",
+      "status", "binding", "leases", "coordination.k8s.io", "p",           "%00",   "..",
+      "x",      "",        "events", "configmaps",          "kube-system", "%ff%fe"};
+  const std::vector<std::string> queries = {"",
+                                            "limit=-1",
+                                            "limit=abc",
+                                            "continue=%%%",
+                                            "continue=eyJ2IjoxfQ",
+                                            "labelSelector=a%20in%20(",
+                                            "fieldSelector=%3D%3D",
+                                            "watch=maybe",
+                                            "watch=1&resourceVersion=-5",
+                                            "watch=1&resourceVersion=abc",
+                                            "watch=1&allowWatchBookmarks=2",
+                                            "dryRun=Some",
+                                            "fieldManager=",
+                                            "watch=true&timeoutSeconds=x"};
+  const std::vector<std::string> methods = {"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+  const std::vector<std::string> types = {"application/json",
+                                          "application/merge-patch+json",
+                                          "application/json-patch+json",
+                                          "application/strategic-merge-patch+json",
+                                          "application/apply-patch+yaml",
+                                          "text/plain",
+                                          ""};
+  const std::vector<std::string> bodies = {
+      "",
+      "{",
+      "[]",
+      "null",
+      "1e999",
+      "\"s\"",
+      R"({"metadata":{"name":7}})",
+      R"({"metadata":{"name":"p","labels":{"a":"b"}},"spec":{"containers":[{"name":"c"}]}})",
+      R"([{"op":"replace","path":"/spec/containers/0","value":null}])",
+      R"({"spec":{"containers":[{"$patch":"delete","name":"main"}]}})",
+      R"({"preconditions":{"uid":5}})",
+      R"({"target":{"name":""}})",
+      std::string(5000, '{'),
+      "\x01\x02\xff"};
+  for (int i = 0; i < 400; ++i) {
+    std::string path;
+    const int n = 1 + int(rng() % 7);
+    for (int k = 0; k < n; ++k) path += "/" + pick(segments);
+    const std::string query = pick(queries);
+    path += "?" + query + (query.empty() ? "" : "&") + "timeoutSeconds=1";
+    httplib::Request req;
+    req.method = pick(methods);
+    req.path = path;
+    req.body = pick(bodies);
+    const std::string type = pick(types);
+    if (!type.empty()) req.set_header("Content-Type", type);
+    auto res = client_->send(req);
+    ASSERT_TRUE(res) << req.method << " " << path << ": " << httplib::to_string(res.error());
+    if (res->status >= 400) {
+      json status = json::parse(res->body, nullptr, false);
+      ASSERT_TRUE(status.is_object()) << req.method << " " << path << " " << res->body;
+      EXPECT_EQ(status.value("kind", ""), "Status") << res->body;
+      EXPECT_EQ(status.value("code", 0), res->status) << res->body;
+    }
+  }
+  EXPECT_EQ(Get("/healthz").text, "ok");
+  EXPECT_EQ(Get(PodPath("p")).status, 200);
 }
 
 // --- lifecycle ---------------------------------------------------------------------------
