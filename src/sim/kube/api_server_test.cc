@@ -348,6 +348,32 @@ TEST_F(ApiServerTest, ResourceVersionIncreasesAcrossKinds) {
   EXPECT_EQ(rvs.back(), server_->resource_version());
 }
 
+TEST_F(ApiServerTest, TimestampsAreParsedAndWrittenInTheApiForm) {
+  json lease = {{"metadata", {{"name", "t"}}},
+                {"spec",
+                 {{"holderIdentity", "a"},
+                  {"renewTime", "2026-12-01T09:15:39.169933+00:00"},
+                  {"acquireTime", "2026-12-01T11:15:39.5+02:00"}}}};
+  Reply r = Post(hami::kube::CollectionPath(kLeases, "default"), lease);
+  ASSERT_EQ(r.status, 201) << r.text;
+  EXPECT_EQ(r.body["spec"]["renewTime"], "2026-12-01T09:15:39.169933Z");
+  EXPECT_EQ(r.body["spec"]["acquireTime"], "2026-12-01T09:15:39.500000Z");
+  lease["metadata"]["name"] = "bad";
+  lease["spec"]["renewTime"] = "yesterday";
+  Reply bad = Post(hami::kube::CollectionPath(kLeases, "default"), lease);
+  ExpectStatus(bad, 400, "BadRequest");
+  EXPECT_NE(bad.body["message"].get<std::string>().find("spec.renewTime"), std::string::npos);
+  ASSERT_EQ(Post("/api/v1/nodes", Node("n")).status, 201);
+  json conditions = {{"status",
+                      {{"conditions",
+                        {{{"type", "Ready"},
+                          {"status", "True"},
+                          {"lastHeartbeatTime", "2026-12-01T10:00:00.9-01:00"}}}}}}};
+  Reply node = Patch("/api/v1/nodes/n/status", conditions);
+  ASSERT_EQ(node.status, 200) << node.text;
+  EXPECT_EQ(node.body["status"]["conditions"][0]["lastHeartbeatTime"], "2026-12-01T11:00:00Z");
+}
+
 // --- update ------------------------------------------------------------------------------
 
 TEST_F(ApiServerTest, UpdateWithAStaleResourceVersionIs409WithTheApiMessage) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "kube/time.h"
+
 namespace hami::sim::kube {
 
 using hami::kube::Resource;
@@ -219,6 +221,67 @@ std::optional<ApiStatus> ValidatePodSpecUpdate(const Resource& r, const std::str
                  "was previously negative)");
 }
 
+// The API's timestamps by resource: parsed (any offset, any fraction) and written back in
+// the API server's form, as decoding into metav1.Time/MicroTime and encoding again does.
+enum class TimeKind { kTime, kMicroTime };
+struct TimeField {
+  std::string_view path;  // dotted; "[]" after a name walks each element of a list
+  TimeKind kind;
+};
+
+std::vector<TimeField> TimeFields(const Resource& r) {
+  std::vector<TimeField> out = {{"metadata.creationTimestamp", TimeKind::kTime},
+                                {"metadata.deletionTimestamp", TimeKind::kTime}};
+  if (Is(r, hami::kube::kPods)) {
+    out.insert(out.end(), {{"status.startTime", TimeKind::kTime},
+                           {"status.conditions[].lastProbeTime", TimeKind::kTime},
+                           {"status.conditions[].lastTransitionTime", TimeKind::kTime}});
+  } else if (Is(r, hami::kube::kNodes)) {
+    out.insert(out.end(), {{"status.conditions[].lastHeartbeatTime", TimeKind::kTime},
+                           {"status.conditions[].lastTransitionTime", TimeKind::kTime}});
+  } else if (Is(r, hami::kube::kNamespaces)) {
+    out.push_back({"status.conditions[].lastTransitionTime", TimeKind::kTime});
+  } else if (Is(r, hami::kube::kLeases)) {
+    out.insert(out.end(), {{"spec.acquireTime", TimeKind::kMicroTime},
+                           {"spec.renewTime", TimeKind::kMicroTime}});
+  } else if (Is(r, hami::kube::kEvents)) {
+    out.insert(out.end(), {{"firstTimestamp", TimeKind::kTime},
+                           {"lastTimestamp", TimeKind::kTime},
+                           {"eventTime", TimeKind::kMicroTime},
+                           {"series.lastObservedTime", TimeKind::kMicroTime}});
+  }
+  return out;
+}
+
+std::optional<ApiStatus> NormalizeTimeAt(json& node, std::string_view rest, TimeKind kind,
+                                         const std::string& where) {
+  const size_t dot = rest.find('.');
+  std::string_view segment = rest.substr(0, dot);
+  const bool each = segment.ends_with("[]");
+  if (each) segment.remove_suffix(2);
+  if (!node.is_object()) return std::nullopt;
+  auto it = node.find(segment);
+  if (it == node.end() || it->is_null()) return std::nullopt;
+  const std::string here =
+      where.empty() ? std::string(segment) : where + "." + std::string(segment);
+  if (dot != std::string_view::npos) {
+    const std::string_view tail = rest.substr(dot + 1);
+    if (!each) return NormalizeTimeAt(*it, tail, kind, here);
+    if (!it->is_array()) return std::nullopt;
+    for (size_t i = 0; i < it->size(); ++i) {
+      if (auto bad = NormalizeTimeAt((*it)[i], tail, kind, here + "[" + std::to_string(i) + "]")) {
+        return bad;
+      }
+    }
+    return std::nullopt;
+  }
+  if (!it->is_string()) return BadRequest(here + ": a time must be a string, not " + TypeName(*it));
+  auto t = hami::kube::ParseTime(it->get_ref<const std::string&>());
+  if (!t.ok()) return BadRequest(here + ": " + t.error().message());
+  *it = kind == TimeKind::kTime ? hami::kube::FormatTime(*t) : hami::kube::FormatMicroTime(*t);
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool HasStatusSubresource(const Resource& r) {
@@ -302,6 +365,9 @@ ApiResult<json> DecodeObject(const Resource& r, json object) {
   }
   for (const char* key : {"spec", "status"}) {
     if (auto bad = CheckObjectOrNull(object, key)) return std::move(*bad);
+  }
+  for (const TimeField& f : TimeFields(r)) {
+    if (auto bad = NormalizeTimeAt(object, f.path, f.kind, "")) return std::move(*bad);
   }
   return object;
 }

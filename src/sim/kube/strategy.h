@@ -30,7 +30,10 @@ const std::vector<std::string_view>& SupportedFields(const hami::kube::Resource&
 // object, whose name, generateName, namespace, uid and resourceVersion are strings, labels and
 // annotations maps of strings, finalizers a list of strings, spec and status objects; `kind`
 // and `apiVersion`, when present, must be the resource's (400 BadRequest naming the field
-// otherwise). Returns the object without kind and apiVersion, metadata made present.
+// otherwise). The API's timestamps (metadata's; pod, node and namespace conditions; lease
+// acquire and renew times; event times) must parse (any offset or fraction, as Python sends
+// them) and are rewritten in the API server's form: "Z", seconds for Time, 6 digits for
+// MicroTime. Returns the object without kind and apiVersion, metadata made present.
 ApiResult<nlohmann::json> DecodeObject(const hami::kube::Resource& r, nlohmann::json object);
 
 // The name rules: a DNS-1123 label (namespaces) or subdomain (everything else); 422.
