@@ -129,7 +129,7 @@ struct ApiServerFlags {
   std::string tls_cert;
   std::string tls_key;
   int64_t watch_window = 10000;
-  int threads = 64;
+  int threads = 128;
 };
 
 // A key=value value: as is when it has no space, quote, backslash or '=', else quoted.

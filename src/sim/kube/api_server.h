@@ -6,8 +6,27 @@
 // resourcequotas; coordination.k8s.io/v1 leases; discovery (/version, /api, /api/v1, /apis,
 // group versions, aggregated discovery), /openapi/v3, /healthz, /readyz, /livez.
 //
+// Semantics (research/kubectl-protocol.md, sections 4 to 8): every answer is JSON with kind and
+// apiVersion (lists: items always an array, list metadata with the resourceVersion, items
+// without kind); every failure a Status with the API's reason and message; Tables when the
+// Accept header asks for one. Writes follow the registry: create assigns uid,
+// creationTimestamp, resourceVersion (and a name for generateName); a PUT or patch whose
+// metadata.resourceVersion differs from the stored one is 409 Conflict; a write that changes
+// nothing keeps the resourceVersion and emits no event; the main resource keeps `status`,
+// `/status` keeps the rest. Patches: merge, JSON (a failed test is 422), strategic, apply (JSON
+// body; fieldManager required; creates). Lists page with limit/continue over one snapshot
+// (tokens expire with the watch window: 410). Watch (?watch=true|True|1): one JSON event per
+// chunk, "\n"-terminated, Content-Type "application/json; charset=utf-8" (a type the HTTP
+// library leaves uncompressed) or the Table type; from a resourceVersion only the later
+// events, without one synthetic ADDED first; selectors turn transitions into ADDED/DELETED;
+// bookmarks (allowWatchBookmarks) after a second without events and at the end; timeoutSeconds
+// ends the stream cleanly; a version older than the window, or a stream that falls a window
+// behind, gets an ERROR event with a 410 Expired Status. Request bodies are read whatever the
+// method and framing (Content-Length or chunked), at most 3 MiB, nested at most 512 deep.
+//
 // Test controls (not part of the Kubernetes API): `GET/PUT /sim/faults` (the Faults below as
-// JSON), so that a test in another process (kubectl, Python) can inject faults too.
+// JSON; PUT {} clears them), so that a test in another process (kubectl, Python) can inject
+// faults too.
 //
 // Thread safety: every method may be called from any thread while the server runs.
 #pragma once
@@ -31,7 +50,8 @@ struct ApiServerOptions {
   std::string tls_cert_file;  // both set: HTTPS with this certificate and key
   std::string tls_key_file;
   int64_t watch_window = 10000;  // change events kept for watch; older versions get 410 Gone
-  int threads = 64;              // request threads; each open watch holds one
+  int threads = 128;  // request threads: each open watch and each idle keep-alive connection
+                      // (for up to 5 s) holds one; more connections wait for a free thread
   std::string default_namespaces = "default,kube-system";  // created at start
 };
 
