@@ -929,6 +929,62 @@ TEST_F(ApiServerTest, WatcherThatFallsBehindTheWindowIsMarkedOverflowed) {
   EXPECT_EQ(store.watcher_count(), 0u);
 }
 
+TEST_F(ApiServerTest, WatchThatFallsAWindowBehindEndsWithExpired) {
+  ApiServerOptions o;
+  o.watch_window = 5;
+  Start(o);
+  const std::string path = hami::kube::CollectionPath(kConfigMaps, "default");
+  std::mutex mu;
+  std::condition_variable cv;
+  bool writes_done = false;
+  bool first_chunk = false;
+  std::string received;
+  std::thread reader([&] {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(30, 0);
+    c.set_socket_options([](socket_t sock) {
+      const int bytes = 64 * 1024;  // a fixed receive buffer: no autotuning past the writes
+      setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    });
+    c.Get(path + "?watch=true&resourceVersion=" + std::to_string(server_->resource_version()),
+          [&](const char* data, size_t n) {
+            std::unique_lock lock(mu);
+            if (!first_chunk) {
+              first_chunk = true;
+              cv.notify_all();
+              // Stop reading until the writer is far ahead: the socket fills, the server's
+              // stream blocks, and its queue overflows.
+              cv.wait_for(lock, seconds(20), [&] { return writes_done; });
+            }
+            received.append(data, n);
+            return true;
+          });
+  });
+  json big = ConfigMap("big-0");
+  big["data"]["k"] = std::string(256 * 1024, 'x');
+  ASSERT_EQ(Post(path, big).status, 201);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return first_chunk; }));
+  }
+  for (int i = 1; i < 60; ++i) {
+    big["metadata"]["name"] = "big-" + std::to_string(i);
+    ASSERT_EQ(Post(path, big).status, 201);
+  }
+  {
+    std::lock_guard lock(mu);
+    writes_done = true;
+  }
+  cv.notify_all();
+  reader.join();
+  ASSERT_FALSE(received.empty());
+  received.pop_back();  // the last newline
+  const json last = json::parse(received.substr(received.rfind('\n') + 1), nullptr, false);
+  EXPECT_EQ(last.value("type", ""), "ERROR") << received.size();
+  EXPECT_EQ(last["object"]["code"], 410);
+  EXPECT_EQ(last["object"]["reason"], "Expired");
+}
+
 TEST_F(ApiServerTest, ClientLeavingAnIdleWatchReleasesItsStream) {
   Reply created = CreatePod("x");
   {
