@@ -1,7 +1,8 @@
 # hami_kube_control: informers, leader election and the event recorder, over the REST client.
 hami_cc_library(NAME hami_kube_control
   SRCS informer.cc leader_election.cc event_recorder.cc
-  DEPS hami_kube_client hami_kube_api hami_common nlohmann_json::nlohmann_json Threads::Threads)
+  DEPS hami_kube_client hami_kube_codec hami_kube_api hami_common nlohmann_json::nlohmann_json
+       Threads::Threads)
 
 # A leader-election candidate run as a separate process by leader_election_test.cc.
 hami_cc_binary(NAME leader_election_worker

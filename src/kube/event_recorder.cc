@@ -13,19 +13,6 @@ namespace {
 
 RawLogger g_log("hami-kube-events", LogLevel::kWarn);
 
-std::string StringAt(const nlohmann::json& object, const char* a, const char* b = nullptr) {
-  if (!object.is_object()) return {};
-  auto it = object.find(a);
-  if (it == object.end()) return {};
-  if (b != nullptr) {
-    if (!it->is_object()) return {};
-    auto inner = it->find(b);
-    if (inner == it->end()) return {};
-    it = inner;
-  }
-  return it->is_string() ? it->get<std::string>() : std::string();
-}
-
 std::string HostName() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
@@ -35,7 +22,8 @@ std::string HostName() {
 std::string AggregationKey(const ObjectReference& o, EventType type, const std::string& reason,
                            const std::string& message) {
   std::string key;
-  for (const std::string* part : {&o.kind, &o.ns, &o.name, &o.uid, &reason, &message}) {
+  for (const std::string* part :
+       {&o.api_version, &o.kind, &o.ns, &o.name, &o.uid, &o.field_path, &reason, &message}) {
     key += *part;
     key += '\0';
   }
@@ -47,19 +35,6 @@ std::string AggregationKey(const ObjectReference& o, EventType type, const std::
 
 std::string_view EventTypeName(EventType type) {
   return type == EventType::kWarning ? "Warning" : "Normal";
-}
-
-ObjectReference ObjectReference::From(const Resource& resource, const nlohmann::json& object) {
-  ObjectReference ref;
-  ref.kind = StringAt(object, "kind");
-  if (ref.kind.empty()) ref.kind = resource.kind;
-  ref.api_version = StringAt(object, "apiVersion");
-  if (ref.api_version.empty()) ref.api_version = resource.ApiVersion();
-  ref.ns = StringAt(object, "metadata", "namespace");
-  ref.name = StringAt(object, "metadata", "name");
-  ref.uid = StringAt(object, "metadata", "uid");
-  ref.resource_version = StringAt(object, "metadata", "resourceVersion");
-  return ref;
 }
 
 EventRecorder::EventRecorder(Client& client, EventRecorderOptions options)
@@ -139,18 +114,11 @@ bool EventRecorder::CreateEvent(const Pending& p, Aggregate& agg,
   std::snprintf(suffix, sizeof(suffix), ".%" PRIx64, uint64_t(nanos.count()) + name_counter_++);
   agg.name = p.object.name + suffix;
 
-  nlohmann::json involved = {{"kind", p.object.kind}, {"name", p.object.name}};
-  if (!p.object.ns.empty()) involved["namespace"] = p.object.ns;
-  if (!p.object.uid.empty()) involved["uid"] = p.object.uid;
-  if (!p.object.api_version.empty()) involved["apiVersion"] = p.object.api_version;
-  if (!p.object.resource_version.empty()) {
-    involved["resourceVersion"] = p.object.resource_version;
-  }
   nlohmann::json event = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
       {"metadata", {{"name", agg.name}, {"namespace", agg.ns}}},
-      {"involvedObject", std::move(involved)},
+      {"involvedObject", ObjectReferenceToJson(p.object)},
       {"reason", p.reason},
       {"message", p.message},
       {"type", std::string(EventTypeName(p.type))},

@@ -9,9 +9,11 @@
 // and the event is not retried: a failing API server costs the caller nothing.
 //
 // Event fields written: metadata.name "<object name>.<unique hex>", metadata.namespace (the
-// object's, "default" for cluster-scoped objects), involvedObject {kind, namespace, name, uid,
-// apiVersion, resourceVersion}, reason, message, type, source.component, firstTimestamp and
-// lastTimestamp (Time: when Record was called), count, reportingComponent, reportingInstance.
+// object's, "default" for cluster-scoped objects), involvedObject (ObjectReferenceToJson of
+// kube/objects.h: apiVersion, kind, namespace, name, uid, resourceVersion, fieldPath, each when
+// set), reason, message, type, source.component, firstTimestamp and lastTimestamp (Time: when
+// Record was called), count, reportingComponent, reportingInstance. Events are aggregated when
+// their whole involved object (field path included), reason, message and type are equal.
 #pragma once
 
 #include <chrono>
@@ -28,27 +30,13 @@
 #include <unordered_map>
 
 #include "kube/client.h"
-#include "kube/resource.h"
+#include "kube/objects.h"
 #include "kube/time.h"
 
 namespace hami::kube {
 
 enum class EventType { kNormal, kWarning };
 std::string_view EventTypeName(EventType type);  // "Normal", "Warning"
-
-// The object an event is about (core/v1 ObjectReference).
-struct ObjectReference {
-  std::string kind;  // "Pod"
-  std::string ns;    // empty for cluster-scoped objects
-  std::string name;
-  std::string uid;
-  std::string api_version;  // "v1"
-  std::string resource_version;
-
-  // From an object as the API returns it; kind and apiVersion from `resource` when the object
-  // lacks them (list items do).
-  static ObjectReference From(const Resource& resource, const nlohmann::json& object);
-};
 
 struct EventRecorderOptions {
   std::string component = "hami";  // source.component and reportingComponent
@@ -74,7 +62,8 @@ class EventRecorder {
   EventRecorder(const EventRecorder&) = delete;
   EventRecorder& operator=(const EventRecorder&) = delete;
 
-  // Thread-safe; never waits for I/O.
+  // Thread-safe; never waits for I/O. `object` names what the event is about: ReferenceTo or
+  // ReferenceToObject of kube/objects.h make one.
   void Record(const ObjectReference& object, EventType type, std::string_view reason,
               std::string_view message);
 

@@ -13,6 +13,7 @@
 
 #include "common/unique_fd.h"
 #include "kube/client.h"
+#include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "sim/kube/api_server.h"
@@ -87,7 +88,7 @@ TEST(EventRecorder, CreatesAnEventWithTheInvolvedObjectAndSource) {
   json pod = MakePod(*server, "p1");
   EventRecorder recorder(*client, Options());
   auto before = std::chrono::system_clock::now();
-  recorder.Record(ObjectReference::From(kPods, pod), EventType::kWarning, "FailedScheduling",
+  recorder.Record(ReferenceToObject(kPods, pod), EventType::kWarning, "FailedScheduling",
                   "0/3 nodes have a free GPU");
   ASSERT_TRUE(recorder.Flush(SteadyClock::now() + 10s));
 
@@ -125,7 +126,7 @@ TEST(EventRecorder, RepeatsAreAggregatedIntoOneEventByCount) {
   ASSERT_TRUE(server);
   auto client = Connect(server->url());
   ASSERT_TRUE(client);
-  ObjectReference ref = ObjectReference::From(kPods, MakePod(*server, "p1"));
+  ObjectReference ref = ReferenceToObject(kPods, MakePod(*server, "p1"));
   EventRecorder recorder(*client, Options());
   for (int i = 0; i < 3; ++i) {
     recorder.Record(ref, EventType::kNormal, "Allocated", "GPU-0 for container main");
@@ -153,7 +154,7 @@ TEST(EventRecorder, ARepeatOfADeletedEventCreatesItAgainWithTheRunningCount) {
   ASSERT_TRUE(server);
   auto client = Connect(server->url());
   ASSERT_TRUE(client);
-  ObjectReference ref = ObjectReference::From(kPods, MakePod(*server, "p1"));
+  ObjectReference ref = ReferenceToObject(kPods, MakePod(*server, "p1"));
   EventRecorder recorder(*client, Options());
   recorder.Record(ref, EventType::kNormal, "Bound", "to node-1");
   ASSERT_TRUE(recorder.Flush(SteadyClock::now() + 10s));
@@ -178,8 +179,7 @@ TEST(EventRecorder, EventsAboutClusterScopedObjectsGoToTheDefaultNamespace) {
   auto created = server->CreateObject(kNodes, node);
   ASSERT_TRUE(created.ok()) << created.error().message();
   EventRecorder recorder(*client, Options());
-  recorder.Record(ObjectReference::From(kNodes, *created), EventType::kNormal, "Registered",
-                  "4 GPUs");
+  recorder.Record(ReferenceToObject(kNodes, *created), EventType::kNormal, "Registered", "4 GPUs");
   ASSERT_TRUE(recorder.Flush(SteadyClock::now() + 10s));
   json events = Events(*client, "default");
   ASSERT_EQ(events.size(), 1u);
@@ -215,7 +215,13 @@ TEST(EventRecorder, RecordNeverBlocksOnAHungServerAndAFullQueueDrops) {
   ASSERT_TRUE(client);
   EventRecorderOptions options = Options();
   options.queue_capacity = 16;
-  ObjectReference ref{"Pod", "default", "p1", "uid-1", "v1", "7"};
+  ObjectReference ref{.api_version = "v1",
+                      .kind = "Pod",
+                      .ns = "default",
+                      .name = "p1",
+                      .uid = "uid-1",
+                      .resource_version = "7",
+                      .field_path = ""};
   auto recorder = std::make_unique<EventRecorder>(*client, options);
   auto start = SteadyClock::now();
   for (int i = 0; i < 2000; ++i) {
@@ -239,7 +245,7 @@ TEST(EventRecorder, FailedRequestsAreCountedAndTheRecorderKeepsWorking) {
   ASSERT_TRUE(server);
   auto client = Connect(server->url());
   ASSERT_TRUE(client);
-  ObjectReference ref = ObjectReference::From(kPods, MakePod(*server, "p1"));
+  ObjectReference ref = ReferenceToObject(kPods, MakePod(*server, "p1"));
   EventRecorder recorder(*client, Options());
   sim::kube::Faults faults;
   faults.rate_500 = 1.0;

@@ -52,6 +52,28 @@ std::string_view TypeName(const json& v) {
   }
 }
 
+// The member `key` of `obj`, or nullptr when `obj` is not an object or the member is absent or
+// null.
+const json* MemberOf(const json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// The string member `key` of `obj`, or "" when there is none (absent, null or not a string).
+std::string_view StringMemberOf(const json& obj, std::string_view key) {
+  const json* v = MemberOf(obj, key);
+  if (v == nullptr || !v->is_string()) return {};
+  return v->get_ref<const std::string&>();
+}
+
+// metadata.<key> of `object` as StringMemberOf reads it.
+std::string_view MetadataStringOf(const json& object, std::string_view key) {
+  const json* meta = MemberOf(object, "metadata");
+  return meta == nullptr ? std::string_view() : StringMemberOf(*meta, key);
+}
+
 // Parses one object; knows how to name it in errors.
 class Reader {
  public:
@@ -78,27 +100,20 @@ class Reader {
     return Fail(path, problem);
   }
 
-  // The member `key` of `obj`, or nullptr when it is absent or null.
-  static const json* Member(const json& obj, std::string_view key) {
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
   Result<const json*> Object(const json& obj, std::string_view key, const Path& path) const {
-    const json* v = Member(obj, key);
+    const json* v = MemberOf(obj, key);
     if (v != nullptr && !v->is_object()) return WrongType(path.Field(key), "an object", *v);
     return v;
   }
 
   Result<const json*> Array(const json& obj, std::string_view key, const Path& path) const {
-    const json* v = Member(obj, key);
+    const json* v = MemberOf(obj, key);
     if (v != nullptr && !v->is_array()) return WrongType(path.Field(key), "an array", *v);
     return v;
   }
 
   Status String(const json& obj, std::string_view key, const Path& path, std::string* out) const {
-    const json* v = Member(obj, key);
+    const json* v = MemberOf(obj, key);
     if (v == nullptr) return OkStatus();
     if (!v->is_string()) return WrongType(path.Field(key), "a string", *v);
     *out = v->get_ref<const std::string&>();
@@ -106,7 +121,7 @@ class Reader {
   }
 
   Status Bool(const json& obj, std::string_view key, const Path& path, bool* out) const {
-    const json* v = Member(obj, key);
+    const json* v = MemberOf(obj, key);
     if (v == nullptr) return OkStatus();
     if (!v->is_boolean()) return WrongType(path.Field(key), "a boolean", *v);
     *out = v->get<bool>();
@@ -116,7 +131,7 @@ class Reader {
   template <typename Int>
   Status Integer(const json& obj, std::string_view key, const Path& path,
                  std::optional<Int>* out) const {
-    const json* v = Member(obj, key);
+    const json* v = MemberOf(obj, key);
     if (v == nullptr) return OkStatus();
     if (!v->is_number_integer()) return WrongType(path.Field(key), "an integer", *v);
     bool fits = v->is_number_unsigned()
@@ -131,7 +146,7 @@ class Reader {
 
   Status Time(const json& obj, std::string_view key, const Path& path,
               std::optional<WallTime>* out) const {
-    const json* v = Member(obj, key);
+    const json* v = MemberOf(obj, key);
     if (v == nullptr) return OkStatus();
     if (!v->is_string()) return WrongType(path.Field(key), "a timestamp string", *v);
     auto t = ParseTime(v->get_ref<const std::string&>());
@@ -172,7 +187,7 @@ class Reader {
   }
 
   Status Kind() const {
-    const json* v = Member(root_, "kind");
+    const json* v = MemberOf(root_, "kind");
     if (v == nullptr) return OkStatus();
     if (!v->is_string()) return WrongType(Path{}.Field("kind"), "a string", *v);
     if (v->get_ref<const std::string&>() != kind_) {
@@ -230,17 +245,8 @@ class Reader {
   // whatever else is wrong with the object.
   std::string ObjectName() const {
     std::string out(kind_);
-    std::string_view name, ns;
-    if (root_.is_object()) {
-      if (const json* m = Member(root_, "metadata"); m != nullptr && m->is_object()) {
-        if (const json* n = Member(*m, "name"); n != nullptr && n->is_string()) {
-          name = n->get_ref<const std::string&>();
-        }
-        if (const json* n = Member(*m, "namespace"); n != nullptr && n->is_string()) {
-          ns = n->get_ref<const std::string&>();
-        }
-      }
-    }
+    std::string_view name = MetadataStringOf(root_, "name");
+    std::string_view ns = MetadataStringOf(root_, "namespace");
     if (name.empty()) {
       out += " (no name)";
       return out;
@@ -475,6 +481,19 @@ ObjectReference ReferenceTo(std::string_view api_version, std::string_view kind,
   ref.name = meta.name;
   ref.uid = meta.uid;
   ref.resource_version = meta.resource_version;
+  return ref;
+}
+
+ObjectReference ReferenceToObject(const Resource& resource, const json& object) {
+  ObjectReference ref;
+  ref.api_version = StringMemberOf(object, "apiVersion");
+  if (ref.api_version.empty()) ref.api_version = resource.ApiVersion();
+  ref.kind = StringMemberOf(object, "kind");
+  if (ref.kind.empty()) ref.kind = resource.kind;
+  ref.ns = MetadataStringOf(object, "namespace");
+  ref.name = MetadataStringOf(object, "name");
+  ref.uid = MetadataStringOf(object, "uid");
+  ref.resource_version = MetadataStringOf(object, "resourceVersion");
   return ref;
 }
 

@@ -29,6 +29,7 @@
 
 #include "common/result.h"
 #include "kube/quantity.h"
+#include "kube/resource.h"
 #include "kube/time.h"
 
 namespace hami::kube {
@@ -153,6 +154,11 @@ nlohmann::json LeaseToJson(const Lease& lease);
 // A reference to the object with this metadata.
 ObjectReference ReferenceTo(std::string_view api_version, std::string_view kind,
                             const ObjectMeta& meta);
+// A reference to an object as the API returns it: apiVersion and kind from the object, or from
+// `resource` when the object lacks them (list items do); namespace, name, uid and
+// resourceVersion from its metadata. Never fails: a field that is absent or not a string is left
+// empty (a reference names what it can), and field_path is empty.
+ObjectReference ReferenceToObject(const Resource& resource, const nlohmann::json& object);
 // {"apiVersion", "kind", "namespace", "name", "uid", "resourceVersion", "fieldPath"}, each
 // only when not empty.
 nlohmann::json ObjectReferenceToJson(const ObjectReference& ref);

@@ -416,5 +416,29 @@ TEST(ObjectReference, NamesTheObjectForAnEvent) {
   EXPECT_FALSE(ObjectReferenceToJson(ref).contains("namespace"));
 }
 
+TEST(ReferenceToObject, TakesKindAndApiVersionFromTheObjectOrElseFromTheResource) {
+  json pod = SamplePod();
+  ObjectReference ref = ReferenceToObject(kPods, pod);
+  EXPECT_EQ(ObjectReferenceToJson(ref), json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+      "namespace": "default", "name": "x", "uid": "3f0c-uid", "resourceVersion": "42"})"));
+
+  json item = {{"metadata", {{"name", "hami"}, {"namespace", "kube-system"}}}};  // a list item
+  ref = ReferenceToObject(kLeases, item);
+  EXPECT_EQ(ref.api_version, "coordination.k8s.io/v1");
+  EXPECT_EQ(ref.kind, "Lease");
+  EXPECT_EQ(ref.ns, "kube-system");
+  EXPECT_EQ(ref.name, "hami");
+  EXPECT_EQ(ref.uid, "");
+
+  item["kind"] = "Scale";  // the object's own kind wins
+  item["metadata"]["uid"] = 7;
+  ref = ReferenceToObject(kLeases, item);
+  EXPECT_EQ(ref.kind, "Scale");
+  EXPECT_EQ(ref.uid, "");  // not a string: left empty, not an error
+  ref = ReferenceToObject(kNodes, json::array());
+  EXPECT_EQ(ref.kind, "Node");
+  EXPECT_EQ(ref.name, "");
+}
+
 }  // namespace
 }  // namespace hami::kube
