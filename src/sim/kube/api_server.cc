@@ -1291,8 +1291,10 @@ Status ApiServer::WriteKubeconfig(const std::string& path) const {
       "  cluster:\n" +
       cluster +
       "users:\n"
-      "- name: hami-sim\n"
-      "  user: {}\n"
+      "- name: hami-sim\n" +
+      // Over HTTPS, kubectl asks for a username when the user has no credential at all; the
+      // server accepts any bearer token.
+      std::string(impl_->tls ? "  user:\n    token: hami-sim\n" : "  user: {}\n") +
       "contexts:\n"
       "- name: hami-sim\n"
       "  context:\n"

@@ -98,8 +98,10 @@ class ApiServer {
                             // as the loopback address)
 
   // A kubeconfig for this server (cluster, user and context "hami-sim", current-context, a user
-  // without credentials, the certificate as certificate-authority-data when serving TLS),
-  // written atomically to `path` (a temporary file renamed over it).
+  // without credentials; with TLS the certificate as certificate-authority-data and a bearer
+  // token, which the server ignores, because kubectl prompts for a username over HTTPS when
+  // the user has no credential), written atomically to `path` (a temporary file renamed over
+  // it). The server does no authentication or authorization.
   Status WriteKubeconfig(const std::string& path) const;
 
   void SetFaults(const Faults& faults);

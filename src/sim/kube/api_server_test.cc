@@ -1330,6 +1330,7 @@ TEST(ApiServerStart, RejectsHalfATlsPairAndServesHttpsWithAPair) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_NE(text.str().find("certificate-authority-data: "), std::string::npos);
+  EXPECT_NE(text.str().find("    token: hami-sim\n"), std::string::npos);  // or kubectl prompts
 }
 
 TEST(ApiServerCommand, PrintsItsUrlWritesAKubeconfigAndExitsZeroOnSigterm) {
