@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <tuple>
 #include <utility>
 
 #include "common/raw_log.h"
@@ -18,16 +19,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 RawLogger g_log("hami-kube-leader", LogLevel::kWarn);
 
-std::string StringField(const nlohmann::json& object, const char* field) {
-  if (!object.is_object()) return {};
-  auto it = object.find(field);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-int64_t IntField(const nlohmann::json& object, const char* field) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(field);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+// The spec fields of two records are the same: what "the record changed" compares.
+bool SameRecord(const Lease& a, const Lease& b) {
+  return std::tie(a.holder_identity, a.lease_duration_seconds, a.acquire_time, a.renew_time,
+                  a.lease_transitions) == std::tie(b.holder_identity, b.lease_duration_seconds,
+                                                   b.acquire_time, b.renew_time,
+                                                   b.lease_transitions);
 }
 
 SteadyClock::duration JitteredRetry(std::chrono::milliseconds period) {
@@ -89,11 +86,27 @@ LeaderElector::Stats LeaderElector::stats() const {
   return stats_;
 }
 
-void LeaderElector::Observe(const nlohmann::json& spec) {
-  if (spec == observed_spec_) return;
-  observed_spec_ = spec;
+Result<LeaderElector::Record> LeaderElector::ParseRecord(nlohmann::json object) {
+  Result<Lease> lease = ParseLease(object);
+  if (!lease.ok()) {
+    g_log.Log(LogLevel::kWarn, "leader election: %s", lease.error().message().c_str());
+    return std::move(lease).error();
+  }
+  return Record{std::move(lease).value(), std::move(object)};
+}
+
+LeaderElector::Attempt LeaderElector::Failed(const Error& error) {
+  std::lock_guard lock(mu_);
+  ++stats_.failures;
+  if (error.code() == ErrorCode::kConflict) ++stats_.conflicts;
+  return Attempt::kFailed;
+}
+
+void LeaderElector::Observe(const Lease& lease) {
+  if (observed_.has_value() && SameRecord(*observed_, lease)) return;
+  observed_ = lease;
   observed_at_ = SteadyClock::now();
-  std::string holder = StringField(spec, "holderIdentity");
+  const std::string& holder = lease.holder_identity;
   {
     std::lock_guard lock(mu_);
     if (holder == leader_) return;
@@ -102,32 +115,27 @@ void LeaderElector::Observe(const nlohmann::json& spec) {
   if (!holder.empty() && config_.on_new_leader) config_.on_new_leader(holder);
 }
 
-LeaderElector::Attempt LeaderElector::WriteRecord(nlohmann::json lease,
-                                                  const nlohmann::json& old_spec, bool create) {
-  std::string now = FormatMicroTime(std::chrono::system_clock::now());
-  nlohmann::json spec = nlohmann::json::object();
-  spec["holderIdentity"] = config_.identity;
-  spec["leaseDurationSeconds"] = (config_.lease_duration.count() + 999) / 1000;
-  spec["renewTime"] = now;
-  if (!create && StringField(old_spec, "holderIdentity") == config_.identity) {
-    std::string acquired = StringField(old_spec, "acquireTime");
-    spec["acquireTime"] = acquired.empty() ? now : acquired;
-    spec["leaseTransitions"] = IntField(old_spec, "leaseTransitions");
+LeaderElector::Attempt LeaderElector::WriteRecord(Record current, bool create) {
+  WallTime now = std::chrono::system_clock::now();
+  Lease& lease = current.lease;
+  if (!create && lease.holder_identity == config_.identity) {
+    if (!lease.acquire_time) lease.acquire_time = now;
+    lease.lease_transitions = lease.lease_transitions.value_or(0);
   } else {
-    spec["acquireTime"] = now;
-    spec["leaseTransitions"] = create ? 0 : IntField(old_spec, "leaseTransitions") + 1;
+    lease.acquire_time = now;
+    lease.lease_transitions = create ? 0 : lease.lease_transitions.value_or(0) + 1;
   }
-  lease["spec"] = std::move(spec);
-  Result<nlohmann::json> written = create ? client_.Create(kLeases, config_.lease_namespace, lease)
-                                          : client_.Update(kLeases, lease);
-  if (!written.ok()) {
-    std::lock_guard lock(mu_);
-    ++stats_.failures;
-    if (written.error().code() == ErrorCode::kConflict) ++stats_.conflicts;
-    return Attempt::kFailed;
-  }
-  Observe(written->value("spec", nlohmann::json::object()));
-  lease_ = std::move(written).value();
+  lease.holder_identity = config_.identity;
+  lease.lease_duration_seconds = int32_t((config_.lease_duration.count() + 999) / 1000);
+  lease.renew_time = now;
+  nlohmann::json object = LeaseToJson(lease, std::move(current.object));
+  Result<nlohmann::json> written = create ? client_.Create(kLeases, config_.lease_namespace, object)
+                                          : client_.Update(kLeases, object);
+  if (!written.ok()) return Failed(written.error());
+  Result<Record> record = ParseRecord(std::move(written).value());
+  if (!record.ok()) return Failed(record.error());
+  Observe(record->lease);
+  held_ = std::move(record).value();
   return Attempt::kHolding;
 }
 
@@ -136,35 +144,29 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
     std::lock_guard lock(mu_);
     ++stats_.attempts;
   }
-  if (IsLeader() && lease_.has_value()) {
-    nlohmann::json old_spec = lease_->value("spec", nlohmann::json::object());
-    Attempt a = WriteRecord(*lease_, old_spec, false);
+  if (IsLeader() && held_.has_value()) {
+    Attempt a = WriteRecord(*held_, false);
     if (a == Attempt::kHolding) return a;
     // Re-read below: a conflict means someone else wrote the Lease.
   }
   Result<nlohmann::json> got = client_.Get(kLeases, config_.lease_namespace, config_.lease_name);
   if (!got.ok()) {
-    if (got.error().code() != ErrorCode::kNotFound) {
-      std::lock_guard lock(mu_);
-      ++stats_.failures;
-      return Attempt::kFailed;
-    }
-    nlohmann::json lease = {
-        {"apiVersion", kLeases.ApiVersion()},
-        {"kind", std::string(kLeases.kind)},
-        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}}};
-    return WriteRecord(std::move(lease), nlohmann::json::object(), true);
+    if (got.error().code() != ErrorCode::kNotFound) return Failed(got.error());
+    Record fresh;
+    fresh.lease.metadata.name = config_.lease_name;
+    fresh.lease.metadata.ns = config_.lease_namespace;
+    fresh.object = nlohmann::json::object();
+    return WriteRecord(std::move(fresh), true);
   }
-  nlohmann::json lease = std::move(got).value();
-  nlohmann::json spec = lease.value("spec", nlohmann::json::object());
-  if (!spec.is_object()) spec = nlohmann::json::object();
-  Observe(spec);
-  std::string holder = StringField(spec, "holderIdentity");
+  Result<Record> current = ParseRecord(std::move(got).value());
+  if (!current.ok()) return Failed(current.error());
+  Observe(current->lease);
+  const std::string& holder = current->lease.holder_identity;
   if (!holder.empty() && holder != config_.identity &&
       SteadyClock::now() < observed_at_ + config_.lease_duration) {
     return Attempt::kHeldByOther;
   }
-  return WriteRecord(std::move(lease), spec, false);
+  return WriteRecord(std::move(current).value(), false);
 }
 
 void LeaderElector::Lose() {
@@ -201,36 +203,34 @@ bool LeaderElector::WaitFor(std::stop_token& stop, SteadyClock::duration d) {
 }
 
 void LeaderElector::Release() {
-  if (!lease_.has_value()) return;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    nlohmann::json lease = *lease_;
-    nlohmann::json& spec = lease["spec"];
-    if (!spec.is_object()) spec = nlohmann::json::object();
-    std::string now = FormatMicroTime(std::chrono::system_clock::now());
-    spec["holderIdentity"] = "";
-    spec["leaseDurationSeconds"] = 1;
-    spec["acquireTime"] = now;
-    spec["renewTime"] = now;
-    Result<nlohmann::json> written = client_.Update(kLeases, lease);
+  for (int attempt = 0; attempt < 2 && held_.has_value(); ++attempt) {
+    Lease lease = held_->lease;
+    WallTime now = std::chrono::system_clock::now();
+    lease.holder_identity.clear();
+    lease.lease_duration_seconds = 1;
+    lease.acquire_time = now;
+    lease.renew_time = now;
+    Result<nlohmann::json> written = client_.Update(kLeases, LeaseToJson(lease, held_->object));
     if (written.ok()) {
-      Observe(written->value("spec", nlohmann::json::object()));
-      lease_.reset();
-      return;
+      if (Result<Record> released = ParseRecord(std::move(written).value()); released.ok()) {
+        Observe(released->lease);
+      }
+      break;
     }
     if (written.error().code() != ErrorCode::kConflict) break;
     Result<nlohmann::json> got = client_.Get(kLeases, config_.lease_namespace, config_.lease_name);
     if (!got.ok()) break;
-    if (StringField(got->value("spec", nlohmann::json::object()), "holderIdentity") !=
-        config_.identity) {
+    Result<Record> current = ParseRecord(std::move(got).value());
+    if (!current.ok() || current->lease.holder_identity != config_.identity) {
       break;  // someone else holds it already
     }
-    lease_ = std::move(got).value();
+    held_ = std::move(current).value();
   }
-  lease_.reset();
+  held_.reset();
 }
 
 void LeaderElector::Run(std::stop_token stop) {
-  lease_.reset();
+  held_.reset();
   bool acquired = false;
   SteadyClock::time_point acquired_at;
   while (!stop.stop_requested()) {

@@ -17,7 +17,10 @@
 // together: the old one stops before any other candidate can see the Lease expire.
 //
 // Spec fields written: holderIdentity, leaseDurationSeconds (whole seconds, rounded up),
-// acquireTime and renewTime (MicroTime), leaseTransitions.
+// acquireTime and renewTime (MicroTime), leaseTransitions; a release removes holderIdentity and
+// sets leaseDurationSeconds to 1. The Lease is read with ParseLease and written with LeaseToJson
+// (kube/objects.h) on the object as last read, so an update keeps every field the elector does
+// not write. A Lease that does not parse counts as a failed read (logged, Stats::failures).
 #pragma once
 
 #include <chrono>
@@ -34,6 +37,7 @@
 
 #include "common/result.h"
 #include "kube/client.h"
+#include "kube/objects.h"
 
 namespace hami::kube {
 
@@ -71,7 +75,8 @@ class LeaderElector {
     uint64_t attempts = 0;      // reads or writes of the Lease tried
     uint64_t acquisitions = 0;  // times this candidate became the leader
     uint64_t renewals = 0;      // successful renewals while leading
-    uint64_t failures = 0;      // requests that failed (conflicts included)
+    uint64_t failures = 0;      // requests that failed (conflicts included), Leases that did
+                                // not parse
     uint64_t conflicts = 0;
   };
 
@@ -98,10 +103,21 @@ class LeaderElector {
  private:
   enum class Attempt { kHolding, kHeldByOther, kFailed };
 
+  // A Lease as the API returned it: the typed view and the whole object (what an update is
+  // built on).
+  struct Record {
+    Lease lease;
+    nlohmann::json object;
+  };
+
   LeaderElector(Client& client, LeaderElectionConfig config);
+  // ParseLease of `object`; a failure is logged.
+  static Result<Record> ParseRecord(nlohmann::json object);
   Attempt TryAcquireOrRenew();
-  Attempt WriteRecord(nlohmann::json lease, const nlohmann::json& old_spec, bool create);
-  void Observe(const nlohmann::json& spec);
+  // Writes `current` with this candidate as the holder (a takeover when it held another).
+  Attempt WriteRecord(Record current, bool create);
+  Attempt Failed(const Error& error);  // counts it
+  void Observe(const Lease& lease);
   void Release();
   void Lose();
   void Watchdog(std::stop_token stop);
@@ -111,9 +127,9 @@ class LeaderElector {
   LeaderElectionConfig config_;
 
   // Run's thread only.
-  std::optional<nlohmann::json> lease_;  // the Lease as last written by this candidate
-  nlohmann::json observed_spec_;
-  std::chrono::steady_clock::time_point observed_at_;
+  std::optional<Record> held_;     // the Lease as last written by this candidate
+  std::optional<Lease> observed_;  // the record last seen (its spec fields are compared)
+  std::chrono::steady_clock::time_point observed_at_;  // when it last changed
 
   mutable std::mutex mu_;  // guards what follows
   std::condition_variable_any cv_;

@@ -328,6 +328,58 @@ TEST(LeaderElection, LeaseRecordCarriesHolderTimesAndTransitionsAndReleaseHandsO
   }
 }
 
+TEST(LeaderElection, TakeoverKeepsTheFieldsOfTheLeaseTheElectorDoesNotWrite) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata",
+                 {{"name", "lock"},
+                  {"namespace", "default"},
+                  {"labels", {{"app", "hami"}}},
+                  {"annotations", {{"note", "kept"}}}}},
+                {"spec", {{"leaseTransitions", 4}, {"preferredHolder", "someone"}}}};
+  ASSERT_TRUE(server->CreateObject(kLeases, lease).ok());
+  auto client = Connect(*server);
+  ASSERT_TRUE(client);
+  Candidate c;
+  c.Start(*client, c.Config("solo"));
+  ASSERT_TRUE(c.WaitLeading(5s));
+  auto stored = server->GetObject(kLeases, "default", "lock");
+  ASSERT_TRUE(stored.ok()) << stored.error().message();
+  EXPECT_EQ((*stored)["metadata"]["labels"], lease["metadata"]["labels"]);
+  EXPECT_EQ((*stored)["metadata"]["annotations"], lease["metadata"]["annotations"]);
+  EXPECT_EQ((*stored)["spec"].value("preferredHolder", ""), "someone");
+  EXPECT_EQ((*stored)["spec"].value("holderIdentity", ""), "solo");
+  EXPECT_EQ((*stored)["spec"].value("leaseTransitions", -1), 5);  // a takeover of a released one
+}
+
+TEST(LeaderElection, ALeaseThatDoesNotParseCountsAsAFailedReadAndIsNeverTaken) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  json garbled = {{"apiVersion", "coordination.k8s.io/v1"},
+                  {"kind", "Lease"},
+                  {"metadata", {{"name", "lock"}, {"namespace", "default"}}},
+                  {"spec", {{"holderIdentity", "other"}, {"leaseTransitions", "many"}}}};
+  ASSERT_TRUE(server->CreateObject(kLeases, garbled).ok());
+  auto client = Connect(*server);
+  ASSERT_TRUE(client);
+  Candidate c;
+  c.Start(*client, c.Config("solo"));
+  auto deadline = SteadyClock::now() + 5s;
+  while (c.elector->stats().failures < 3 && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_GE(c.elector->stats().failures, 3u);  // read every retry period, refused each time
+  EXPECT_FALSE(c.elector->IsLeader());
+  EXPECT_EQ(c.elector->leader(), "");  // never observed
+  EXPECT_EQ(LeaseSpec(*server, "lock"), garbled["spec"]);
+
+  ASSERT_TRUE(server->DeleteObject(kLeases, "default", "lock").ok());
+  ASSERT_TRUE(c.WaitLeading(5s));  // the next read finds none and creates it
+  EXPECT_EQ(LeaseSpec(*server, "lock").value("holderIdentity", ""), "solo");
+}
+
 TEST(LeaderElection, StopWhileFollowingReturnsPromptly) {
   auto server = StartServer();
   ASSERT_TRUE(server);

@@ -451,25 +451,39 @@ Result<ResourceQuota> ParseResourceQuota(const json& object) {
   return quota;
 }
 
-json LeaseToJson(const Lease& lease) {
+json LeaseToJson(const Lease& lease, json base) {
+  json out = base.is_object() ? std::move(base) : json::object();
+  json& meta = out["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  json& spec = out["spec"];
+  if (!spec.is_object()) spec = json::object();
+  auto put = [](json& obj, const char* key, bool set, auto&& value) {
+    if (set) {
+      obj[key] = std::forward<decltype(value)>(value);
+    } else {
+      obj.erase(key);
+    }
+  };
   const ObjectMeta& m = lease.metadata;
-  json meta = json::object();
+  out["apiVersion"] = "coordination.k8s.io/v1";
+  out["kind"] = "Lease";
   meta["name"] = m.name;
-  if (!m.ns.empty()) meta["namespace"] = m.ns;
-  if (!m.uid.empty()) meta["uid"] = m.uid;
-  if (!m.resource_version.empty()) meta["resourceVersion"] = m.resource_version;
-  if (!m.labels.empty()) meta["labels"] = m.labels;
-  if (!m.annotations.empty()) meta["annotations"] = m.annotations;
-  json spec = json::object();
-  if (!lease.holder_identity.empty()) spec["holderIdentity"] = lease.holder_identity;
-  if (lease.lease_duration_seconds) spec["leaseDurationSeconds"] = *lease.lease_duration_seconds;
-  if (lease.acquire_time) spec["acquireTime"] = FormatMicroTime(*lease.acquire_time);
-  if (lease.renew_time) spec["renewTime"] = FormatMicroTime(*lease.renew_time);
-  if (lease.lease_transitions) spec["leaseTransitions"] = *lease.lease_transitions;
-  return json{{"apiVersion", "coordination.k8s.io/v1"},
-              {"kind", "Lease"},
-              {"metadata", std::move(meta)},
-              {"spec", std::move(spec)}};
+  put(meta, "namespace", !m.ns.empty(), m.ns);
+  put(meta, "uid", !m.uid.empty(), m.uid);
+  put(meta, "resourceVersion", !m.resource_version.empty(), m.resource_version);
+  put(meta, "labels", !m.labels.empty(), m.labels);
+  put(meta, "annotations", !m.annotations.empty(), m.annotations);
+  put(spec, "holderIdentity", !lease.holder_identity.empty(), lease.holder_identity);
+  put(spec, "leaseDurationSeconds", lease.lease_duration_seconds.has_value(),
+      lease.lease_duration_seconds.value_or(0));
+  auto micro = [](const std::optional<WallTime>& t) {
+    return t ? FormatMicroTime(*t) : std::string();
+  };
+  put(spec, "acquireTime", lease.acquire_time.has_value(), micro(lease.acquire_time));
+  put(spec, "renewTime", lease.renew_time.has_value(), micro(lease.renew_time));
+  put(spec, "leaseTransitions", lease.lease_transitions.has_value(),
+      lease.lease_transitions.value_or(0));
+  return out;
 }
 
 ObjectReference ReferenceTo(std::string_view api_version, std::string_view kind,

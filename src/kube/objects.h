@@ -148,8 +148,15 @@ Result<ResourceQuota> ParseResourceQuota(const nlohmann::json& object);
 
 // A whole Lease object (apiVersion, kind, metadata, spec) for create or update: metadata
 // carries name, namespace, and resourceVersion, uid, labels and annotations when not empty;
-// spec carries the fields that are set, times as MicroTime.
-nlohmann::json LeaseToJson(const Lease& lease);
+// spec carries the fields that are set, times as MicroTime ("2024-05-20T10:02:07.250001Z").
+//
+// Built on `base`, the object as the API last returned it, so that an update keeps what this
+// view does not model (ownerReferences, finalizers, managedFields, spec fields of later API
+// versions, ...): the fields above replace base's, and those the view leaves empty or unset
+// are removed from it. A `base` that is not an object counts as empty, and so does its metadata
+// or spec when not an object. With an empty base (a create) the result holds the view alone;
+// LeaseToJson(*ParseLease(o), o) == o for an object `o` whose times are MicroTime.
+nlohmann::json LeaseToJson(const Lease& lease, nlohmann::json base = nlohmann::json::object());
 
 // A reference to the object with this metadata.
 ObjectReference ReferenceTo(std::string_view api_version, std::string_view kind,

@@ -367,6 +367,43 @@ TEST(LeaseToJson, WritesWhatLeaderElectionUpdatesAndParsesBack) {
       "kind": "Lease", "metadata": {"name": "l"}, "spec": {}})"));
 }
 
+TEST(LeaseToJson, OnTheObjectAsReadKeepsWhatTheViewDoesNotModel) {
+  json read = json::parse(R"({
+    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+    "metadata": {"name": "hami-scheduler", "namespace": "kube-system", "uid": "u-1",
+                 "resourceVersion": "7", "creationTimestamp": "2024-05-20T10:00:00Z",
+                 "labels": {"app": "hami"},
+                 "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                      "uid": "p-uid"}],
+                 "managedFields": [{"manager": "hami"}]},
+    "spec": {"holderIdentity": "host-a_1234", "leaseDurationSeconds": 15,
+             "acquireTime": "2024-05-20T10:02:05.000000Z",
+             "renewTime": "2024-05-20T10:02:07.250000Z", "leaseTransitions": 2,
+             "preferredHolder": "host-b_1", "strategy": "OldestEmulationVersion"}})");
+  auto lease = ParseLease(read);
+  ASSERT_TRUE(lease.ok()) << lease.error().message();
+  EXPECT_EQ(LeaseToJson(*lease, read), read);  // nothing changed, nothing lost
+
+  lease->holder_identity.clear();  // released: the view's empty fields leave the object
+  lease->lease_transitions.reset();
+  lease->metadata.labels.clear();
+  lease->renew_time = At(2024, 5, 20, 10, 2, 9) + std::chrono::microseconds(7);
+  lease->metadata.resource_version = "8";
+  json written = LeaseToJson(*lease, read);
+  json want = read;
+  want["spec"].erase("holderIdentity");
+  want["spec"].erase("leaseTransitions");
+  want["metadata"].erase("labels");
+  want["spec"]["renewTime"] = "2024-05-20T10:02:09.000007Z";
+  want["metadata"]["resourceVersion"] = "8";
+  EXPECT_EQ(written, want);
+
+  json odd = {{"kind", "Lease"}, {"metadata", "garbled"}, {"spec", 3}};
+  EXPECT_EQ(LeaseToJson(*lease, odd)["metadata"]["name"], "hami-scheduler");
+  EXPECT_EQ(LeaseToJson(*lease, odd)["spec"]["leaseDurationSeconds"], 15);
+  EXPECT_EQ(LeaseToJson(*lease, json::array()), LeaseToJson(*lease));
+}
+
 TEST(ParseConfigMap, ReadsDataAndRejectsANonStringValue) {
   auto cm = ParseConfigMap(json::parse(
       R"({"metadata": {"name": "hami-device-config", "namespace": "kube-system"},
