@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -305,7 +306,26 @@ struct Client::Impl {
     return Error(CodeForStatus(resp.status), std::move(msg));
   }
 
+  static Error Stopped(const Call& call) {
+    return Error(ErrorCode::kTimeout, call.verb + " " + call.what + ": stopped by the caller");
+  }
+
+  // Waits `d` on the clock. On the steady clock the wait ends early when `stop` is requested; a
+  // test's clock (ClientOptions::clock) sleeps as it does. False when `stop` was requested.
+  bool Pause(std::chrono::nanoseconds d, const std::stop_token& stop) {
+    if (d > std::chrono::nanoseconds::zero() && stop.stop_possible() && clock == Clock::Steady()) {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, stop, d, [] { return false; });
+    } else {
+      clock->SleepFor(d);
+    }
+    return !stop.stop_requested();
+  }
+
   Error TransportError(const Call& call, const HttpResponse& resp) const {
+    if (resp.outcome == TransportOutcome::kStopped) return Stopped(call);
     ErrorCode code = ErrorCode::kUnavailable;
     std::string msg = call.verb + " " + call.what + ": ";
     if (resp.outcome == TransportOutcome::kTimeout) {
@@ -348,12 +368,14 @@ struct Client::Impl {
   }
 
   // Runs `attempt` (one rate-limited try) with the retry policy above. `attempt` returns the
-  // response of one try.
+  // response of one try. A stop request ends the waits for the limiter and between retries at
+  // once (Stopped).
   template <typename Attempt>
-  Result<HttpResponse> WithRetries(const Call& call, Attempt&& attempt) {
+  Result<HttpResponse> WithRetries(const Call& call, Attempt&& attempt,
+                                   const std::stop_token& stop) {
     bool refreshed_token = false;
     for (int retry = 0;; ++retry) {
-      limiter.Wait();
+      if (!Pause(limiter.Reserve(), stop)) return Stopped(call);
       HttpResponse resp = attempt();
       if (resp.outcome == TransportOutcome::kOk && resp.status == 401 && !refreshed_token &&
           token.has_file()) {
@@ -375,17 +397,15 @@ struct Client::Impl {
         return e;
       }
       std::optional<std::chrono::seconds> after = ParseRetryAfter(resp.retry_after);
-      if (resp.outcome == TransportOutcome::kOk && after) {
-        clock->SleepFor(*after);
-      } else {
-        clock->SleepFor(Backoff(retry));
-      }
+      std::chrono::nanoseconds wait =
+          resp.outcome == TransportOutcome::kOk && after ? *after : Backoff(retry);
+      if (!Pause(wait, stop)) return Stopped(call);
     }
   }
 
-  Result<json> Execute(const Call& call) {
-    HttpResponse resp = HAMI_TRY(
-        WithRetries(call, [&] { return http.Perform(Request(call, options.request_timeout)); }));
+  Result<json> Execute(const Call& call, const std::stop_token& stop = {}) {
+    HttpResponse resp = HAMI_TRY(WithRetries(
+        call, [&] { return http.Perform(Request(call, options.request_timeout), stop); }, stop));
     if (resp.body.empty()) return json::object();
     json j = json::parse(resp.body, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
@@ -429,7 +449,8 @@ Result<json> Client::Get(const Resource& r, std::string_view ns, std::string_vie
   return impl_->Execute(call);
 }
 
-Result<json> Client::List(const Resource& r, std::string_view ns, const ListOptions& o) {
+Result<json> Client::List(const Resource& r, std::string_view ns, const ListOptions& o,
+                          std::stop_token stop) {
   Query q;
   q.Add("labelSelector", o.label_selector)
       .Add("fieldSelector", o.field_selector)
@@ -438,13 +459,15 @@ Result<json> Client::List(const Resource& r, std::string_view ns, const ListOpti
       .Add("resourceVersion", o.resource_version);
   Call call{"list", DescribeObject(r, ns, ""), "GET", CollectionPath(r, ns) + q.str(), "", "",
             true};
-  return impl_->Execute(call);
+  if (stop.stop_requested()) return Impl::Stopped(call);
+  return impl_->Execute(call, stop);
 }
 
-Result<json> Client::ListAll(const Resource& r, std::string_view ns, const ListOptions& options) {
+Result<json> Client::ListAll(const Resource& r, std::string_view ns, const ListOptions& options,
+                             std::stop_token stop) {
   for (int round = 0;; ++round) {
     ListOptions page_options = options;
-    json all = HAMI_TRY(List(r, ns, page_options));
+    json all = HAMI_TRY(List(r, ns, page_options, stop));
     if (!all.is_object()) {
       return Error(ErrorCode::kCorrupt, "list " + DescribeObject(r, ns, "") + ": not a List");
     }
@@ -462,7 +485,7 @@ Result<json> Client::ListAll(const Resource& r, std::string_view ns, const ListO
       if (cont == meta.end() || !cont->is_string() || cont->get<std::string>().empty()) break;
       page_options.continue_token = cont->get<std::string>();
       page_options.resource_version.clear();  // the API refuses both with a continue token
-      auto page = List(r, ns, page_options);
+      auto page = List(r, ns, page_options, stop);
       if (!page.ok()) {
         if (page.error().code() == ErrorCode::kExpired && round == 0) {
           restart = true;
@@ -733,7 +756,7 @@ Result<WatchEnd> Client::Watch(const Resource& r, std::string_view ns, const Wat
     return resp;
   };
   if (stop.stop_requested()) return WatchEnd::kStopped;
-  Result<HttpResponse> resp = impl_->WithRetries(call, attempt);
+  Result<HttpResponse> resp = impl_->WithRetries(call, attempt, stop);
   if (decoder && decoder->error()) return *decoder->error();
   if (!resp.ok()) {
     if (stop.stop_requested()) return WatchEnd::kStopped;

@@ -5,7 +5,8 @@
 // the HTTP status and the API's Status.message, and its code says what happened:
 //   404 -> kNotFound, 409 -> kConflict (AlreadyExists or a stale resourceVersion),
 //   410 -> kExpired, 400/422 -> kInvalidArgument, 401/403 -> kPermission,
-//   429/5xx/connection errors after the retries -> kUnavailable, deadline -> kTimeout.
+//   429/5xx/connection errors after the retries -> kUnavailable, deadline -> kTimeout, and a
+//   request ended by its stop token -> kTimeout ("list pods: stopped by the caller").
 //
 //   Other codes: 405/415/501 -> kUnsupported, other 4xx -> kInvalidArgument, other 5xx ->
 //   kUnavailable; a TLS failure (untrusted server, refused client certificate) -> kPermission; a
@@ -129,13 +130,18 @@ class Client {
 
   Result<nlohmann::json> Get(const Resource& r, std::string_view ns, std::string_view name);
 
-  // One page: the List object (items, metadata.resourceVersion, metadata.continue).
-  Result<nlohmann::json> List(const Resource& r, std::string_view ns, const ListOptions& options);
+  // One page: the List object (items, metadata.resourceVersion, metadata.continue). A stop
+  // request ends the request at once, whether it is waiting for the rate limiter, in flight
+  // (the transfer is aborted) or between retries: kTimeout, "list ...: stopped by the caller".
+  // (On a ClientOptions::clock other than the steady clock the waits are that clock's sleeps.)
+  Result<nlohmann::json> List(const Resource& r, std::string_view ns, const ListOptions& options,
+                              std::stop_token stop = {});
   // Every page, following `continue`: a List whose items are all the pages' items and whose
   // metadata.resourceVersion is the first page's (the consistent snapshot). A 410 on a later
-  // page (the snapshot expired) restarts from the first page once.
-  Result<nlohmann::json> ListAll(const Resource& r, std::string_view ns,
-                                 const ListOptions& options);
+  // page (the snapshot expired) restarts from the first page once. `stop` as for List, for
+  // every page.
+  Result<nlohmann::json> ListAll(const Resource& r, std::string_view ns, const ListOptions& options,
+                                 std::stop_token stop = {});
 
   // POST to the collection; returns the stored object.
   Result<nlohmann::json> Create(const Resource& r, std::string_view ns, const nlohmann::json& obj);
@@ -159,13 +165,14 @@ class Client {
 
   // One watch stream: calls `on_event` for each event in order, from the calling thread (never
   // from inside libcurl, so the handler may call this Client), until the handler returns false,
-  // `stop` is requested (ends within 100 ms), or the server closes the stream. Events are
-  // newline-delimited JSON, tolerated split across chunks or several to a chunk (blank lines
-  // are skipped; a last event without its newline is accepted). An ERROR event is handed to the
-  // handler, then ends the watch with the error its Status code maps to: a 410 in it (or as the
-  // HTTP status) returns kExpired. A line that is not a watch event (not JSON, no known `type`,
-  // no `object`) ends the stream with kCorrupt: it is never handed on. Before the stream begins,
-  // errors are retried as for a GET. Reconnecting is the caller's (kube/informer.h does it).
+  // `stop` is requested (ends at once, also while waiting to retry), or the server closes the
+  // stream. Events are newline-delimited JSON, tolerated split across chunks or several to a chunk
+  // (blank lines are skipped; a last event without its newline is accepted). An ERROR event is
+  // handed to the handler, then ends the watch with the error its Status code maps to: a 410 in it
+  // (or as the HTTP status) returns kExpired. A line that is not a watch event (not JSON, no known
+  // `type`, no `object`) ends the stream with kCorrupt: it is never handed on. Before the stream
+  // begins, errors are retried as for a GET. Reconnecting is the caller's (kube/informer.h does
+  // it).
   Result<WatchEnd> Watch(const Resource& r, std::string_view ns, const WatchOptions& options,
                          const std::function<bool(WatchEvent&&)>& on_event,
                          std::stop_token stop = {});

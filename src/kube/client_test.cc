@@ -613,6 +613,34 @@ TEST_F(ClientTest, RequestTimeoutIsTimeoutAndNotRetried) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST_F(ClientTest, StopDuringTheWaitBeforeARetryEndsTheListAtOnce) {
+  server_.Get("/api/v1/pods", [](const auto&, auto& res) {
+    res.set_header("Retry-After", "30");
+    Reply(res, 429, StatusBody(429, "TooManyRequests", "slow down"));
+  });
+  server_.Start();
+  ClientOptions options = Unlimited();
+  options.clock = Clock::Steady();  // a real wait, to interrupt
+  auto client = MakeClient(options);
+  std::stop_source stop;
+  auto list = std::async(std::launch::async,
+                         [&] { return client->ListAll(kPods, "", Pages(2), stop.get_token()); });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server_.requests() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(server_.requests(), 1);
+  auto stopped_at = std::chrono::steady_clock::now();
+  stop.request_stop();
+  ASSERT_EQ(list.wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::seconds(1));
+  auto r = list.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
+  EXPECT_EQ(r.error().message(), "list pods: stopped by the caller");
+  EXPECT_EQ(server_.requests(), 1);  // no retry after the stop
+}
+
 TEST_F(ClientTest, RefusedConnectionIsRetriedThenUnavailable) {
   // A port that was just free: bound, never listened on, closed.
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1405,6 +1433,41 @@ TEST_F(SimTest, LatencyBeyondTheRequestTimeoutIsTimeout) {
   auto r = (*client)->Get(kNodes, "", "n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
+}
+
+TEST_F(SimTest, ListAllStoppedWhileAPageIsInFlightEndsAtOnce) {
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(sim_->CreateObject(kPods, SimPod("p" + std::to_string(i))).ok());
+  sim::kube::Faults f;
+  f.latency = std::chrono::seconds(60);  // beyond the client's request timeout of 30 s
+  SetFaults(f);
+  uint64_t before = sim_->stats().requests;
+  std::stop_source stop;
+  auto list = std::async(std::launch::async, [&] {
+    return client_->ListAll(kPods, "default", Pages(2), stop.get_token());
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (sim_->stats().requests == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_GT(sim_->stats().requests, before);  // the first page is being answered
+  auto stopped_at = std::chrono::steady_clock::now();
+  stop.request_stop();
+  ASSERT_EQ(list.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::seconds(1));
+  auto r = list.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
+  EXPECT_EQ(r.error().message(), "list pods in default: stopped by the caller");
+
+  // Already stopped: nothing is sent.
+  SetFaults({});
+  uint64_t sent = sim_->stats().requests;
+  auto again = client_->List(kPods, "default", {}, stop.get_token());
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().message(), "list pods in default: stopped by the caller");
+  EXPECT_EQ(sim_->stats().requests, sent);
+  EXPECT_TRUE(client_->ListAll(kPods, "default", Pages(2)).ok());  // the client still works
 }
 
 TEST(SimTlsTest, KubeconfigWrittenByATlsServerConnectsThroughItsCertificate) {

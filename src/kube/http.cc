@@ -63,8 +63,11 @@ TransportOutcome Classify(CURLcode code, CURL* easy) {
 
 }  // namespace
 
+// An easy handle and the multi handle that drives it; the multi handle's connection cache is
+// what keeps this handle's connections alive between transfers.
 struct HttpTransport::Handle {
   CURL* easy = nullptr;
+  CURLM* multi = nullptr;
   curl_slist* headers = nullptr;
   char error[CURL_ERROR_SIZE];
   HttpResponse* response = nullptr;
@@ -73,10 +76,11 @@ struct HttpTransport::Handle {
   bool paused = false;
   bool too_large = false;
 
-  Handle() : easy(curl_easy_init()) {}
+  Handle() : easy(curl_easy_init()), multi(curl_multi_init()) {}
   ~Handle() {
-    curl_slist_free_all(headers);
+    if (multi != nullptr) curl_multi_cleanup(multi);  // closes the cached connections
     if (easy != nullptr) curl_easy_cleanup(easy);
+    curl_slist_free_all(headers);
   }
 
   bool StreamingBody() const { return stream && response->status >= 200 && response->status < 300; }
@@ -155,7 +159,7 @@ void HttpTransport::Release(std::unique_ptr<Handle> h) {
 
 void HttpTransport::Setup(Handle& h, const HttpRequest& request, bool stream) {
   CURL* e = h.easy;
-  curl_easy_reset(e);  // keeps the handle's live connections
+  curl_easy_reset(e);  // the live connections stay in the multi handle's cache
   curl_slist_free_all(h.headers);
   h.headers = nullptr;
   for (const std::string& header : request.headers) {
@@ -245,59 +249,36 @@ void Finish(CURLcode code, CURL* easy, const char* error_buffer, bool too_large,
 
 }  // namespace
 
-HttpResponse HttpTransport::Perform(const HttpRequest& request) {
+HttpResponse HttpTransport::Transfer(Handle& h, const HttpRequest& request,
+                                     const std::function<bool(std::string_view)>* on_data,
+                                     std::stop_token stop) {
   HttpResponse response;
-  std::unique_ptr<Handle> h = Acquire();
-  if (h->easy == nullptr) {
-    response.outcome = TransportOutcome::kBroken;
-    response.transport_error = "curl_easy_init failed";
-    return response;
-  }
-  h->response = &response;
-  Setup(*h, request, /*stream=*/false);
-  CURLcode code = curl_easy_perform(h->easy);
-  long status = 0;
-  curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &status);
-  response.status = status;
-  Finish(code, h->easy, h->error, h->too_large, &response);
-  h->response = nullptr;
-  Release(std::move(h));
-  return response;
-}
-
-HttpResponse HttpTransport::Stream(const HttpRequest& request,
-                                   const std::function<bool(std::string_view)>& on_data,
-                                   std::stop_token stop) {
-  HttpResponse response;
-  Handle h;
-  CURLM* multi = curl_multi_init();
-  if (h.easy == nullptr || multi == nullptr) {
-    if (multi != nullptr) curl_multi_cleanup(multi);
+  if (h.easy == nullptr || h.multi == nullptr) {
     response.outcome = TransportOutcome::kBroken;
     response.transport_error = "curl init failed";
     return response;
   }
   h.response = &response;
-  Setup(h, request, /*stream=*/true);
-  curl_multi_add_handle(multi, h.easy);
+  Setup(h, request, /*stream=*/on_data != nullptr);
+  curl_multi_add_handle(h.multi, h.easy);
   std::optional<CURLcode> done;
   bool stopped = false;
   {
-    std::stop_callback wake(stop, [multi] { curl_multi_wakeup(multi); });
+    std::stop_callback wake(stop, [multi = h.multi] { curl_multi_wakeup(multi); });
     while (!done) {
       if (stop.stop_requested()) {
         stopped = true;
         break;
       }
       int running = 0;
-      curl_multi_perform(multi, &running);
-      while (CURLMsg* msg = curl_multi_info_read(multi, &running)) {
+      curl_multi_perform(h.multi, &running);
+      while (CURLMsg* msg = curl_multi_info_read(h.multi, &running)) {
         if (msg->msg == CURLMSG_DONE) done = msg->data.result;
       }
       if (!h.pending.empty()) {
         std::string chunk = std::move(h.pending);
         h.pending.clear();
-        if (!on_data(chunk)) {
+        if (!(*on_data)(chunk)) {
           stopped = true;
           break;
         }
@@ -307,17 +288,36 @@ HttpResponse HttpTransport::Stream(const HttpRequest& request,
         curl_easy_pause(h.easy, CURLPAUSE_CONT);
         continue;
       }
-      if (!done) curl_multi_poll(multi, nullptr, 0, 100, nullptr);
+      // At most 100 ms, less when libcurl has a timer due sooner; a stop request wakes it.
+      if (!done) curl_multi_poll(h.multi, nullptr, 0, 100, nullptr);
     }
   }
   if (stopped) {
     response.outcome = TransportOutcome::kStopped;
+    response.transport_error = "stopped";
   } else {
+    long status = 0;
+    curl_easy_getinfo(h.easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 0) response.status = status;
     Finish(*done, h.easy, h.error, h.too_large, &response);
   }
-  curl_multi_remove_handle(multi, h.easy);
-  curl_multi_cleanup(multi);
+  curl_multi_remove_handle(h.multi, h.easy);  // mid-transfer: that connection is closed
+  h.response = nullptr;
   return response;
+}
+
+HttpResponse HttpTransport::Perform(const HttpRequest& request, std::stop_token stop) {
+  std::unique_ptr<Handle> h = Acquire();
+  HttpResponse response = Transfer(*h, request, nullptr, std::move(stop));
+  Release(std::move(h));
+  return response;
+}
+
+HttpResponse HttpTransport::Stream(const HttpRequest& request,
+                                   const std::function<bool(std::string_view)>& on_data,
+                                   std::stop_token stop) {
+  Handle h;
+  return Transfer(h, request, &on_data, std::move(stop));
 }
 
 std::string UrlEncode(std::string_view s) {

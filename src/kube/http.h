@@ -1,6 +1,7 @@
-// The HTTP transport under kube::Client (internal): libcurl easy handles kept in a pool so that
-// their connections are reused, TLS from PEM in memory, and streaming through a multi handle
-// that a stop token can interrupt. It knows nothing of Kubernetes: no retries, no JSON.
+// The HTTP transport under kube::Client (internal): libcurl handles kept in a pool so that
+// their connections are reused, TLS from PEM in memory, and every transfer driven through a
+// multi handle that a stop token interrupts at once. It knows nothing of Kubernetes: no retries,
+// no JSON.
 //
 // Thread safety: one HttpTransport is used by any number of threads at once; each call takes
 // its own handle.
@@ -41,7 +42,7 @@ enum class TransportOutcome {
   kBroken,         // the connection failed after it was made (the server may have acted)
   kTimeout,        // the deadline passed after the connection was made
   kTlsFailed,      // the TLS handshake or the peer's certificate failed verification
-  kStopped,        // streaming only: the stop token or the data callback ended it
+  kStopped,        // the stop token (or, streaming, the data callback) ended it
 };
 
 struct HttpResponse {
@@ -61,13 +62,15 @@ class HttpTransport {
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
-  // One exchange on a pooled handle (reusing its kept-alive connection when it has one).
-  HttpResponse Perform(const HttpRequest& request);
+  // One exchange on a pooled handle (reusing its kept-alive connection when it has one). A stop
+  // request aborts it at once, wherever it is (connecting, sending, waiting, receiving): the
+  // outcome is kStopped and that connection is closed.
+  HttpResponse Perform(const HttpRequest& request, std::stop_token stop = {});
 
   // A streamed GET. While the status is 2xx, `on_data` receives the body as it arrives, on the
   // calling thread and never from inside libcurl; returning false ends the stream (kStopped). A
-  // stop request ends it within 100 ms (kStopped). `on_data` is never called for other
-  // statuses: their body is collected in the response. The connection is not pooled.
+  // stop request ends it at once (kStopped). `on_data` is never called for other statuses:
+  // their body is collected in the response. The connection is not pooled.
   HttpResponse Stream(const HttpRequest& request,
                       const std::function<bool(std::string_view)>& on_data, std::stop_token stop);
 
@@ -76,6 +79,10 @@ class HttpTransport {
   std::unique_ptr<Handle> Acquire();
   void Release(std::unique_ptr<Handle> h);
   void Setup(Handle& h, const HttpRequest& request, bool stream);
+  // Runs the transfer on `h` to its end; `on_data` receives a 2xx stream's body (nullptr for an
+  // exchange, whose body is collected).
+  HttpResponse Transfer(Handle& h, const HttpRequest& request,
+                        const std::function<bool(std::string_view)>* on_data, std::stop_token stop);
 
   const TlsOptions tls_;
   const std::string user_agent_;

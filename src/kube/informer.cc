@@ -180,12 +180,12 @@ bool Informer::Backoff(std::stop_token& stop, int& failures) {
   return !stop.stop_requested();
 }
 
-Status Informer::ListOnce() {
+Status Informer::ListOnce(std::stop_token stop) {
   ListOptions lo;
   lo.label_selector = scope_.label_selector;
   lo.field_selector = scope_.field_selector;
   lo.limit = options_.list_page_size;
-  nlohmann::json list = HAMI_TRY(client_.ListAll(resource_, scope_.ns, lo));
+  nlohmann::json list = HAMI_TRY(client_.ListAll(resource_, scope_.ns, lo, std::move(stop)));
   Item replace{Item::Kind::kReplace, nullptr, {}};
   std::string rv = ResourceVersionOf(list);
   if (rv.empty()) {
@@ -223,7 +223,7 @@ void Informer::RunReflector(std::stop_token stop) {
   bool need_list = true;
   while (!stop.stop_requested()) {
     if (need_list) {
-      Status listed = ListOnce();
+      Status listed = ListOnce(stop);
       if (stop.stop_requested()) return;
       if (!listed.ok()) {
         {

@@ -13,8 +13,8 @@
 //                                               else after the backoff)
 // A relist replaces the store, and the handlers get the difference: adds, updates, and
 // deletes (with the last known state) for objects that went away during the gap. A failed list
-// is retried with the same backoff. Stop() ends all of it promptly, except that a list request
-// already in flight is waited for (bounded by the Client's request timeout and retries).
+// is retried with the same backoff. Stop() ends all of it promptly, a list or watch request in
+// flight included (the reflector's stop token aborts it).
 #pragma once
 
 #include <chrono>
@@ -151,7 +151,7 @@ class Informer {
   struct Item;  // one entry of the dispatch queue
   void RunReflector(std::stop_token stop);
   void RunDispatch(std::stop_token stop);
-  Status ListOnce();
+  Status ListOnce(std::stop_token stop);
   void Enqueue(Item item);
   void Apply(Item& item);
   void Deliver(const std::function<void(ResourceEventHandler&)>& call,

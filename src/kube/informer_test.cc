@@ -439,6 +439,25 @@ TEST(Informer, StopReturnsPromptlyDuringBackoffAndWaitForSyncGivesUp) {
   EXPECT_LT(Ms(SteadyClock::now() - start), Ms(1s));
 }
 
+TEST(Informer, StopReturnsPromptlyWhileTheFirstListHangs) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto client = Connect(*server);  // a request timeout of 30 s
+  ASSERT_TRUE(client);
+  Faults faults;
+  faults.latency = 60s;
+  server->SetFaults(faults);
+  uint64_t before = server->stats().requests;
+  Informer informer(*client, kConfigMaps, {.ns = "default"}, FastOptions());
+  informer.Start();
+  ASSERT_TRUE(WaitUntil([&] { return server->stats().requests > before; }, 5s));  // in flight
+  auto start = SteadyClock::now();
+  informer.Stop();
+  EXPECT_LT(Ms(SteadyClock::now() - start), Ms(1s));
+  EXPECT_FALSE(informer.HasSynced());
+  EXPECT_EQ(informer.stats().lists, 0u);
+}
+
 TEST(InformerFactory, SharesOneInformerPerResourceAndScope) {
   auto server = StartServer();
   ASSERT_TRUE(server);
