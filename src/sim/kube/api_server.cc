@@ -34,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+constexpr int kWriteTimeoutSeconds = 30;
 constexpr size_t kMaxBodyBytes = 3 * 1024 * 1024;  // the API server's request limit
 constexpr int kMaxJsonDepth = 512;
 constexpr size_t kKeepAliveMaxCount = 1000000;
@@ -1184,6 +1185,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
   http.set_tcp_nodelay(true);
   http.set_keep_alive_max_count(kKeepAliveMaxCount);
   http.set_payload_max_length(kMaxBodyBytes);
+  // A write blocked on a client that does not read gives up after this. Longer than
+  // httplib's 5 s, so that a watcher that stops reading is ended by its queue overflowing
+  // (410 Expired, what a client can act on) rather than by a cut connection.
+  http.set_write_timeout(kWriteTimeoutSeconds, 0);
   auto handler = [self](const httplib::Request& req, httplib::Response& res) {
     self->Handle(req, res);
   };
