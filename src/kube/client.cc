@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kube/http.h"
+#include "kube/objects.h"
 
 namespace hami::kube {
 namespace {
@@ -198,14 +199,6 @@ class TokenSource {
   Identity identity_;
   Clock::TimePoint last_check_{};
 };
-
-std::string ObjectName(const json& obj, const char* field) {
-  if (!obj.is_object()) return "";
-  auto m = obj.find("metadata");
-  if (m == obj.end() || !m->is_object()) return "";
-  auto f = m->find(field);
-  return f != m->end() && f->is_string() ? f->get<std::string>() : "";
-}
 
 class Query {
  public:
@@ -516,10 +509,9 @@ Result<json> Client::ListAll(const Resource& r, std::string_view ns, const ListO
 }
 
 Result<json> Client::Create(const Resource& r, std::string_view ns, const json& obj) {
-  std::string obj_ns = ObjectName(obj, "namespace");
-  ns = impl_->Ns(r, ns.empty() ? std::string_view(obj_ns) : ns);
-  std::string name = ObjectName(obj, "name");
-  if (name.empty()) name = ObjectName(obj, "generateName");
+  ns = impl_->Ns(r, ns.empty() ? MetadataString(obj, "namespace") : ns);
+  std::string_view name = MetadataString(obj, "name");
+  if (name.empty()) name = MetadataString(obj, "generateName");
   Call call{"create",
             DescribeObject(r, ns, name),
             "POST",
@@ -545,9 +537,8 @@ Result<json> Client::CreateSubresource(const Resource& r, std::string_view ns,
 }
 
 Result<json> Client::Update(const Resource& r, const json& obj, std::string_view subresource) {
-  std::string name = ObjectName(obj, "name");
-  std::string obj_ns = ObjectName(obj, "namespace");
-  std::string_view ns = impl_->Ns(r, obj_ns);
+  std::string_view name = MetadataString(obj, "name");
+  std::string_view ns = impl_->Ns(r, MetadataString(obj, "namespace"));
   std::string what = DescribeObject(r, ns, name);
   if (!subresource.empty()) what += " " + std::string(subresource);
   if (name.empty()) {

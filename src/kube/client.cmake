@@ -1,8 +1,8 @@
 # hami_kube_client: configuration (kubeconfig, in-cluster) and the REST client (libcurl).
 hami_cc_library(NAME hami_kube_client
   SRCS base64.cc config.cc rate_limiter.cc http.cc client.cc
-  DEPS hami_kube_api hami_common nlohmann_json::nlohmann_json CURL::libcurl yaml-cpp
-       Threads::Threads)
+  DEPS hami_kube_codec hami_kube_api hami_common nlohmann_json::nlohmann_json CURL::libcurl
+       yaml-cpp Threads::Threads)
 
 hami_cc_test(NAME kube_config_test LABELS unit
   SRCS config_test.cc

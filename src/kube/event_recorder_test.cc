@@ -13,6 +13,7 @@
 
 #include "common/unique_fd.h"
 #include "kube/client.h"
+#include "kube/control_test_support.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"
@@ -25,36 +26,16 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using sim::kube::ApiServer;
 using SteadyClock = std::chrono::steady_clock;
-
-// Milliseconds, for comparisons that print readably when they fail.
-int64_t Ms(std::chrono::nanoseconds d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
-
-std::unique_ptr<ApiServer> StartServer() {
-  auto server = ApiServer::Start({});
-  if (!server.ok()) {
-    ADD_FAILURE() << server.error().message();
-    return nullptr;
-  }
-  return std::move(server).value();
-}
+using control_test::Ms;
+using control_test::StartServer;
 
 std::unique_ptr<Client> Connect(const std::string& url) {
-  Config config;
-  config.server = url;
-  config.source = "event_recorder_test";
   ClientOptions options;
   options.qps = 0;
   options.max_retries = 0;
   options.request_timeout = 2s;
   options.connect_timeout = 1s;
-  auto client = Client::Create(config, options);
-  if (!client.ok()) {
-    ADD_FAILURE() << client.error().message();
-    return nullptr;
-  }
-  return std::move(client).value();
+  return control_test::ConnectTo(url, "event_recorder_test", options);
 }
 
 json MakePod(ApiServer& server, const std::string& name) {

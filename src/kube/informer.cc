@@ -6,23 +6,14 @@
 #include <utility>
 
 #include "common/raw_log.h"
+#include "kube/objects.h"
 
 namespace hami::kube {
 namespace {
 
 RawLogger g_log("hami-kube-informer", LogLevel::kWarn);
 
-const std::string& MetadataString(const nlohmann::json& object, const char* field) {
-  static const std::string kEmpty;
-  if (!object.is_object()) return kEmpty;
-  auto meta = object.find("metadata");
-  if (meta == object.end() || !meta->is_object()) return kEmpty;
-  auto it = meta->find(field);
-  if (it == meta->end() || !it->is_string()) return kEmpty;
-  return it->get_ref<const std::string&>();
-}
-
-const std::string& ResourceVersionOf(const nlohmann::json& object) {
+std::string_view ResourceVersionOf(const nlohmann::json& object) {
   return MetadataString(object, "resourceVersion");
 }
 
@@ -51,7 +42,7 @@ std::string ObjectKey(std::string_view ns, std::string_view name) {
 }
 
 std::string ObjectKey(const nlohmann::json& object) {
-  const std::string& name = MetadataString(object, "name");
+  std::string_view name = MetadataString(object, "name");
   if (name.empty()) return {};
   return ObjectKey(MetadataString(object, "namespace"), name);
 }
@@ -187,7 +178,7 @@ Status Informer::ListOnce(std::stop_token stop) {
   lo.limit = options_.list_page_size;
   nlohmann::json list = HAMI_TRY(client_.ListAll(resource_, scope_.ns, lo, std::move(stop)));
   Item replace{Item::Kind::kReplace, nullptr, {}};
-  std::string rv = ResourceVersionOf(list);
+  std::string rv(ResourceVersionOf(list));
   if (rv.empty()) {
     return Error(ErrorCode::kCorrupt, "list " + DescribeObject(resource_, scope_.ns, "") +
                                           ": the answer has no metadata.resourceVersion");
@@ -260,7 +251,7 @@ void Informer::RunReflector(std::stop_token stop) {
             error_status = std::move(ev.object);
             return false;
           }
-          std::string rv = ResourceVersionOf(ev.object);
+          std::string rv(ResourceVersionOf(ev.object));
           if (rv.empty() ||
               (ev.type != WatchEventType::kBookmark && ObjectKey(ev.object).empty())) {
             garbled = true;

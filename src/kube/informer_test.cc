@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kube/client.h"
+#include "kube/control_test_support.h"
 #include "kube/resource.h"
 #include "sim/kube/api_server.h"
 
@@ -26,35 +27,16 @@ using sim::kube::ApiServer;
 using sim::kube::ApiServerOptions;
 using sim::kube::Faults;
 using SteadyClock = std::chrono::steady_clock;
-
-// Milliseconds, for comparisons that print readably when they fail.
-int64_t Ms(std::chrono::nanoseconds d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
-
-std::unique_ptr<ApiServer> StartServer(ApiServerOptions options = {}) {
-  auto server = ApiServer::Start(options);
-  if (!server.ok()) {
-    ADD_FAILURE() << server.error().message();
-    return nullptr;
-  }
-  return std::move(server).value();
-}
+using control_test::Ms;
+using control_test::StartServer;
+using control_test::WaitUntil;
 
 std::unique_ptr<Client> Connect(const ApiServer& server) {
-  Config config;
-  config.server = server.url();
-  config.source = "informer_test";
   ClientOptions options;
   options.qps = 0;
   options.max_retries = 1;
   options.retry_base = 10ms;
-  auto client = Client::Create(config, options);
-  if (!client.ok()) {
-    ADD_FAILURE() << client.error().message();
-    return nullptr;
-  }
-  return std::move(client).value();
+  return control_test::ConnectTo(server.url(), "informer_test", options);
 }
 
 json ConfigMap(const std::string& name, const std::string& value, const std::string& app = "x") {
@@ -65,16 +47,6 @@ json ConfigMap(const std::string& name, const std::string& value, const std::str
 }
 
 std::string Rv(const json& object) { return object["metadata"].value("resourceVersion", ""); }
-
-// Polls `pred` until it holds or `timeout` passes.
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!pred()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 
 // What a handler saw, one line per call: "add KEY RV", "update KEY OLDRV->NEWRV",
 // "delete KEY RV".

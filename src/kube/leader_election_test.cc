@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kube/client.h"
+#include "kube/control_test_support.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "sim/kube/api_server.h"
@@ -26,43 +27,24 @@ using nlohmann::json;
 using sim::kube::ApiServer;
 using sim::kube::Faults;
 using SteadyClock = std::chrono::steady_clock;
+using control_test::Ms;
+using control_test::StartServer;
+using control_test::WaitUntil;
 using std::chrono::milliseconds;
-
-// Milliseconds, for comparisons that print readably when they fail.
-int64_t Ms(std::chrono::nanoseconds d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
 
 // Short timings, in the proportions of client-go's defaults.
 constexpr milliseconds kLease{1500};
 constexpr milliseconds kRenew{1000};
 constexpr milliseconds kRetry{200};
 
-std::unique_ptr<ApiServer> StartServer() {
-  auto server = ApiServer::Start({});
-  if (!server.ok()) {
-    ADD_FAILURE() << server.error().message();
-    return nullptr;
-  }
-  return std::move(server).value();
-}
-
 std::unique_ptr<Client> Connect(const ApiServer& server,
                                 milliseconds request_timeout = kRenew / 2) {
-  Config config;
-  config.server = server.url();
-  config.source = "leader_election_test";
   ClientOptions options;
   options.qps = 0;
   options.max_retries = 0;
   options.request_timeout = request_timeout;
   options.connect_timeout = kRenew / 2;
-  auto client = Client::Create(config, options);
-  if (!client.ok()) {
-    ADD_FAILURE() << client.error().message();
-    return nullptr;
-  }
-  return std::move(client).value();
+  return control_test::ConnectTo(server.url(), "leader_election_test", options);
 }
 
 json LeaseSpec(const ApiServer& server, const std::string& name) {
@@ -204,11 +186,7 @@ milliseconds LeadThenFail(Client& client, ApiServer& server, const Faults& fault
   c.Start(client, c.Config("solo"));
   EXPECT_TRUE(c.WaitLeading(5s));
   uint64_t renewals = c.elector->stats().renewals;
-  auto deadline = SteadyClock::now() + 5s;
-  while (c.elector->stats().renewals == renewals && SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_GT(c.elector->stats().renewals, renewals);
+  EXPECT_TRUE(WaitUntil([&] { return c.elector->stats().renewals > renewals; }, 5s));
 
   server.SetFaults(faults);
   auto failing_from = SteadyClock::now();
@@ -366,11 +344,8 @@ TEST(LeaderElection, ALeaseThatDoesNotParseCountsAsAFailedReadAndIsNeverTaken) {
   ASSERT_TRUE(client);
   Candidate c;
   c.Start(*client, c.Config("solo"));
-  auto deadline = SteadyClock::now() + 5s;
-  while (c.elector->stats().failures < 3 && SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_GE(c.elector->stats().failures, 3u);  // read every retry period, refused each time
+  // Read every retry period, refused each time.
+  EXPECT_TRUE(WaitUntil([&] { return c.elector->stats().failures >= 3; }, 5s));
   EXPECT_FALSE(c.elector->IsLeader());
   EXPECT_EQ(c.elector->leader(), "");  // never observed
   EXPECT_EQ(LeaseSpec(*server, "lock"), garbled["spec"]);
@@ -392,11 +367,7 @@ TEST(LeaderElection, StopWhileFollowingReturnsPromptly) {
   LeaderElectionConfig config = follower.Config("follower");
   config.retry_period = 400ms;  // a longer wait to interrupt
   follower.Start(*client, std::move(config));
-  auto deadline = SteadyClock::now() + 5s;
-  while (follower.elector->leader() != "leader" && SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_EQ(follower.elector->leader(), "leader");
+  ASSERT_TRUE(WaitUntil([&] { return follower.elector->leader() == "leader"; }, 5s));
   auto start = SteadyClock::now();
   follower.runner.request_stop();
   follower.runner.join();

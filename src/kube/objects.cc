@@ -68,12 +68,6 @@ std::string_view StringMemberOf(const json& obj, std::string_view key) {
   return v->get_ref<const std::string&>();
 }
 
-// metadata.<key> of `object` as StringMemberOf reads it.
-std::string_view MetadataStringOf(const json& object, std::string_view key) {
-  const json* meta = MemberOf(object, "metadata");
-  return meta == nullptr ? std::string_view() : StringMemberOf(*meta, key);
-}
-
 // Parses one object; knows how to name it in errors.
 class Reader {
  public:
@@ -245,8 +239,8 @@ class Reader {
   // whatever else is wrong with the object.
   std::string ObjectName() const {
     std::string out(kind_);
-    std::string_view name = MetadataStringOf(root_, "name");
-    std::string_view ns = MetadataStringOf(root_, "namespace");
+    std::string_view name = MetadataString(root_, "name");
+    std::string_view ns = MetadataString(root_, "namespace");
     if (name.empty()) {
       out += " (no name)";
       return out;
@@ -323,6 +317,11 @@ const std::string* ObjectMeta::Annotation(std::string_view key) const {
 const std::string* ObjectMeta::Label(std::string_view key) const {
   auto it = labels.find(key);
   return it == labels.end() ? nullptr : &it->second;
+}
+
+std::string_view MetadataString(const json& object, std::string_view field) {
+  const json* meta = MemberOf(object, "metadata");
+  return meta == nullptr ? std::string_view() : StringMemberOf(*meta, field);
 }
 
 std::string_view PodPhaseName(PodPhase phase) {
@@ -504,10 +503,10 @@ ObjectReference ReferenceToObject(const Resource& resource, const json& object) 
   if (ref.api_version.empty()) ref.api_version = resource.ApiVersion();
   ref.kind = StringMemberOf(object, "kind");
   if (ref.kind.empty()) ref.kind = resource.kind;
-  ref.ns = MetadataStringOf(object, "namespace");
-  ref.name = MetadataStringOf(object, "name");
-  ref.uid = MetadataStringOf(object, "uid");
-  ref.resource_version = MetadataStringOf(object, "resourceVersion");
+  ref.ns = MetadataString(object, "namespace");
+  ref.name = MetadataString(object, "name");
+  ref.uid = MetadataString(object, "uid");
+  ref.resource_version = MetadataString(object, "resourceVersion");
   return ref;
 }
 

@@ -138,6 +138,11 @@ struct ObjectReference {
 
 std::string_view PodPhaseName(PodPhase phase);  // "Running"; "" for kUnset
 
+// metadata.<field> of an API object when it is a string, else "" (also when the object or its
+// metadata is not a JSON object): for naming and keying objects without parsing them. The view
+// points into `object`.
+std::string_view MetadataString(const nlohmann::json& object, std::string_view field);
+
 // `object` is the metadata's owner ("metadata" is read from it); `kind` names it in errors.
 Result<ObjectMeta> ParseObjectMeta(const nlohmann::json& object, std::string_view kind);
 Result<Pod> ParsePod(const nlohmann::json& object);

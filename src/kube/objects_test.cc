@@ -453,6 +453,16 @@ TEST(ObjectReference, NamesTheObjectForAnEvent) {
   EXPECT_FALSE(ObjectReferenceToJson(ref).contains("namespace"));
 }
 
+TEST(MetadataString, ReadsAStringFieldOfTheMetadataAndEmptyForAnythingElse) {
+  json pod = SamplePod();
+  EXPECT_EQ(MetadataString(pod, "name"), "x");
+  EXPECT_EQ(MetadataString(pod, "resourceVersion"), "42");
+  EXPECT_EQ(MetadataString(pod, "generation"), "");  // a number
+  EXPECT_EQ(MetadataString(pod, "absent"), "");
+  EXPECT_EQ(MetadataString(json{{"metadata", "x"}}, "name"), "");
+  EXPECT_EQ(MetadataString(json::array(), "name"), "");
+}
+
 TEST(ReferenceToObject, TakesKindAndApiVersionFromTheObjectOrElseFromTheResource) {
   json pod = SamplePod();
   ObjectReference ref = ReferenceToObject(kPods, pod);
