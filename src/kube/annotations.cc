@@ -7,6 +7,8 @@
 #include <optional>
 #include <utility>
 
+#include "kube/quote.h"
+
 namespace hami::kube {
 namespace {
 
@@ -58,24 +60,7 @@ std::string_view TextProblem(std::string_view s) {
 }
 
 // The text as an error message shows it: non-printable bytes as \xNN, at most 80 bytes.
-std::string Quote(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "'";
-  size_t shown = text.size() > 80 ? 80 : text.size();
-  for (size_t i = 0; i < shown; ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (shown < text.size()) out += "...";
-  out += '\'';
-  return out;
-}
+std::string Quote(std::string_view text) { return QuoteInput(text, 80); }
 
 Error Bad(std::string_view annotation, std::string_view detail) {
   std::string msg(annotation);

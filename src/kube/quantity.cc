@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <limits>
 
+#include "kube/quote.h"
+
 namespace hami::kube {
 namespace {
 
@@ -15,25 +17,7 @@ constexpr size_t kMaxSignificantDigits = 40;
 constexpr int kMaxExponent = 1'000'000;  // any non-zero digit times 10^this overflows
 
 // The text as an error message shows it: non-printable bytes as \xNN, at most 64 bytes.
-std::string Quote(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "'";
-  size_t shown = text.size() > 64 ? 64 : text.size();
-  for (size_t i = 0; i < shown; ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      out += '\\';
-      out += 'x';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (shown < text.size()) out += "...";
-  out += '\'';
-  return out;
-}
+std::string Quote(std::string_view text) { return QuoteInput(text, 64); }
 
 Error Invalid(std::string_view what, std::string_view text, std::string_view problem) {
   std::string msg;
