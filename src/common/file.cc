@@ -7,9 +7,11 @@
 
 namespace hami {
 
-Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode) {
+Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode,
+                                 Symlinks symlinks) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it.
-  UniqueFd fd(::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode));
+  const int nofollow = symlinks == Symlinks::kRefuse ? O_NOFOLLOW : 0;
+  UniqueFd fd(::open(path.c_str(), flags | nofollow | O_CLOEXEC | O_NONBLOCK, mode));
   if (!fd.valid()) {
     int err = errno;
     if (err == ELOOP) {
@@ -32,8 +34,8 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode
   return fd;
 }
 
-Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
-  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDONLY));
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes, Symlinks symlinks) {
+  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDONLY, 0, symlinks));
   std::string out;
   char buf[4096];
   for (;;) {

@@ -13,13 +13,19 @@
 
 namespace hami {
 
-// Opens `path` with O_NOFOLLOW | O_CLOEXEC plus `flags` (and `mode` when creating), then
-// checks that it is a regular file. A symlink or any other kind of file is refused with an
-// error naming the path (kPermission), never followed.
-Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode = 0600);
+// Whether a path may end in a symbolic link. kFollow is for files a trusted party publishes
+// as links (Kubernetes projects service-account files that way); the default refuses them.
+enum class Symlinks { kRefuse, kFollow };
+
+// Opens `path` with O_NOFOLLOW (unless `symlinks` is kFollow) | O_CLOEXEC plus `flags` (and
+// `mode` when creating), then checks that it is a regular file. A symlink or any other kind
+// of file is refused with an error naming the path (kPermission), never followed.
+Result<UniqueFd> OpenRegularFile(const std::string& path, int flags, mode_t mode = 0600,
+                                 Symlinks symlinks = Symlinks::kRefuse);
 
 // Reads a whole file of at most `max_bytes` (larger is an error naming the file).
-Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes = 1 << 20);
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes = 1 << 20,
+                                     Symlinks symlinks = Symlinks::kRefuse);
 
 // Writes all of `data`, retrying on EINTR and short writes.
 Status WriteAll(int fd, std::string_view data);

@@ -1,6 +1,5 @@
 #include "kube/config.h"
 
-#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,8 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/file.h"
 #include "common/parse.h"
-#include "common/unique_fd.h"
 #include "kube/base64.h"
 
 namespace hami::kube {
@@ -24,27 +23,7 @@ constexpr size_t kMaxTokenBytes = 64 << 10;
 // Reads a whole regular file, following symbolic links (the kubelet projects service-account
 // files as links into a ..data directory, and kubeconfigs are often links too).
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (!fd.valid()) return Error::FromErrno("open " + path);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-  if (!S_ISREG(st.st_mode)) return Error(ErrorCode::kInvalidArgument, path + ": not a file");
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::FromErrno("read " + path);
-    }
-    if (n == 0) break;
-    if (out.size() + size_t(n) > max_bytes) {
-      return Error(ErrorCode::kInvalidArgument,
-                   path + ": larger than " + std::to_string(max_bytes) + " bytes");
-    }
-    out.append(buf, size_t(n));
-  }
-  return out;
+  return ReadFileToString(path, max_bytes, Symlinks::kFollow);
 }
 
 bool FileExists(const std::string& path) {
