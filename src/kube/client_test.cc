@@ -600,13 +600,24 @@ TEST_F(ClientTest, MergePatchIsRetriedOnServerErrorButJsonPatchIsNot) {
 
 TEST_F(ClientTest, RequestTimeoutIsTimeoutAndNotRetried) {
   std::atomic<int> calls{0};
+  // The server answers only once the client has given up (or after 10 s): no answer can
+  // arrive within the client's deadline, however slow the machine.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool client_done = false;
   server_.Get("/api/v1/nodes/slow", [&](const auto&, auto& res) {
     ++calls;
-    std::this_thread::sleep_for(milliseconds(600));  // the server's latency under test
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return client_done; });
     Reply(res, 200, json::object());
   });
   server_.Start();
   auto r = MakeClient(WithTimeout(milliseconds(150)))->Get(kNodes, "", "slow");
+  {
+    std::lock_guard lock(mu);
+    client_done = true;
+  }
+  cv.notify_all();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
   EXPECT_THAT(r.error().message(), StartsWith("get nodes slow: no answer within the deadline"));
