@@ -337,7 +337,9 @@ Result<Faults> FaultsFromJson(const json& j) {
   };
   if (!j.is_object()) return Error(ErrorCode::kInvalidArgument, "faults: must be a JSON object");
   Faults f;
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();  // named, not bound: clang 14 cannot capture bindings
+    const json& v = item.value();
     auto integer = [&](int64_t min, int64_t max) -> Result<int64_t> {
       if (!v.is_number_integer()) return bad(key, "must be an integer, not " + v.dump());
       const int64_t n = v.get<int64_t>();
