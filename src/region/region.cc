@@ -88,7 +88,7 @@ struct RepairContext {
 // not the total, and may have left the sequence odd. The slots are the truth.
 void RepairDevice(void* arg) {
   auto* c = static_cast<RepairContext*>(arg);
-  HAMI_KILL_POINT("region.repair.begun");
+  HAMI_KILL_POINT(kRegionRepairBegun);
   DeviceAccount& a = c->file->devices[c->device];
   // The repair is a write section of its own (or finishes the one the dead writer left
   // open): the sequence turns even only after the total is right.
@@ -125,7 +125,7 @@ enum class Writers {
 
 // Returns everything `s` holds on every device to the totals. Idempotent. Walks every
 // device, not only the policy's count: Reserve takes any device of the layout.
-void ReturnSlotUsage(File* f, Slot& s, Writers writers, const char* kill_point) {
+void ReturnSlotUsage(File* f, Slot& s, Writers writers, KillPointId kill_point) {
   for (int d = 0; d < kMaxDevices; ++d) {
     if (writers == Writers::kNone && SlotDeviceTotal(s, d) == 0) continue;
     DeviceLock lock(f, d);
@@ -138,7 +138,7 @@ void ReturnSlotUsage(File* f, Slot& s, Writers writers, const char* kill_point) 
     a.used_bytes.store(used - std::min(used, total), std::memory_order_relaxed);
     for (int k = 0; k < kUsageKinds; ++k) s.usage[d][k].store(0, std::memory_order_relaxed);
     EndWrite(a);
-    HAMI_KILL_POINT(kill_point);
+    HAMI_KILL_POINT_AT(kill_point);
   }
 }
 
@@ -149,7 +149,7 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   if ((st.st_size != 0 && ftruncate(fd, 0) != 0) || ftruncate(fd, off_t(sizeof(File))) != 0) {
     return Error::FromErrno("ftruncate " + path);
   }
-  HAMI_KILL_POINT("region.create.sized");
+  HAMI_KILL_POINT(kRegionCreateSized);
   void* m = mmap(nullptr, sizeof(File), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return Error::FromErrno("mmap " + path);
   Cleanup unmap([m] { munmap(m, sizeof(File)); });
@@ -188,7 +188,7 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   // the creator, and everyone waiting for it, slow).
   // The magic last: a file its creator left with a zero magic is recognizably unfinished.
   std::memcpy(h.magic, layout::kMagic, sizeof(h.magic));
-  HAMI_KILL_POINT("region.create.filled");
+  HAMI_KILL_POINT(kRegionCreateFilled);
   h.initialized.store(layout::kInitialized, std::memory_order_release);
   return OkStatus();
 }
@@ -574,14 +574,14 @@ Result<int> Region::Register() {
       Slot& s = file_->slots[i];
       if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) continue;
       if (OfdLockByte(fd_.get(), SlotLock(i), F_WRLCK, LockWait::kNo) != 0) continue;
-      HAMI_KILL_POINT("region.register.locked");
+      HAMI_KILL_POINT(kRegionRegisterLocked);
       uint32_t expected = uint32_t(SlotState::kFree);
       if (!s.state.compare_exchange_strong(expected, uint32_t(SlotState::kClaiming),
                                            std::memory_order_acq_rel)) {
         OfdLockByte(fd_.get(), SlotLock(i), F_UNLCK, LockWait::kNo);
         continue;
       }
-      HAMI_KILL_POINT("region.register.claimed");
+      HAMI_KILL_POINT(kRegionRegisterClaimed);
       s.generation += 1;
       s.pid = pid;
       s.host_pid.store(0, std::memory_order_relaxed);
@@ -597,7 +597,7 @@ Result<int> Region::Register() {
       s.last_kernel_ns.store(0, std::memory_order_relaxed);
       s.launches.store(0, std::memory_order_relaxed);
       for (auto& u : s.sm_util) u.store(0, std::memory_order_relaxed);
-      HAMI_KILL_POINT("region.register.filled");
+      HAMI_KILL_POINT(kRegionRegisterFilled);
       s.state.store(uint32_t(SlotState::kLive), std::memory_order_release);
       h.claim_hint.store(uint32_t(i + 1), std::memory_order_relaxed);
       slot_.store(i, std::memory_order_release);
@@ -624,15 +624,15 @@ void Region::Unregister() {
   // and stays out of the slot; one that locked before is seen by the return below.
   slot_.store(-1, std::memory_order_seq_cst);
   Slot& s = file_->slots[slot];
-  ReturnSlotUsage(file_, s, Writers::kOwnThreads, "region.unregister.device");
+  ReturnSlotUsage(file_, s, Writers::kOwnThreads, KillPointId::kRegionUnregisterDevice);
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
-  HAMI_KILL_POINT("region.unregister.freed");
+  HAMI_KILL_POINT(kRegionUnregisterFreed);
   OfdLockByte(fd_.get(), SlotLock(slot), F_UNLCK, LockWait::kNo);
 }
 
 void Region::ReclaimHeld(int slot) {
   Slot& s = file_->slots[slot];
-  ReturnSlotUsage(file_, s, Writers::kNone, "region.reclaim.device");
+  ReturnSlotUsage(file_, s, Writers::kNone, KillPointId::kRegionReclaimDevice);
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
 }
 
@@ -715,9 +715,9 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind, Enforce en
       uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
       if (limit == 0 || enforce == Enforce::kNone || (used <= limit && bytes <= limit - used)) {
         BeginWrite(a);
-        HAMI_KILL_POINT("region.reserve.begun");
+        HAMI_KILL_POINT(kRegionReserveBegun);
         s.usage[device][uint32_t(kind)].fetch_add(bytes, std::memory_order_relaxed);
-        HAMI_KILL_POINT("region.reserve.slot");
+        HAMI_KILL_POINT(kRegionReserveSlot);
         a.used_bytes.store(used + bytes, std::memory_order_relaxed);
         if (a.peak_bytes.load(std::memory_order_relaxed) < used + bytes) {
           a.peak_bytes.store(used + bytes, std::memory_order_relaxed);
@@ -743,9 +743,9 @@ void Region::Release(int device, uint64_t bytes, UsageKind kind) {
   uint64_t held = s.usage[device][uint32_t(kind)].load(std::memory_order_relaxed);
   uint64_t n = std::min(bytes, held);
   BeginWrite(a);
-  HAMI_KILL_POINT("region.release.begun");
+  HAMI_KILL_POINT(kRegionReleaseBegun);
   s.usage[device][uint32_t(kind)].store(held - n, std::memory_order_relaxed);
-  HAMI_KILL_POINT("region.release.slot");
+  HAMI_KILL_POINT(kRegionReleaseSlot);
   uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
   a.used_bytes.store(used - std::min(used, n), std::memory_order_relaxed);
   EndWrite(a);

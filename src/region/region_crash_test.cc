@@ -22,7 +22,6 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
-#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,10 +29,16 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/kill_point.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
 #include "region/region.h"
 #include "support/subprocess.h"
+
+namespace hami {
+// Test parameters print as their names (found by argument-dependent lookup).
+static void PrintTo(KillPointId id, std::ostream* os) { *os << KillPointName(id); }
+}  // namespace hami
 
 namespace hami::region {
 namespace {
@@ -256,7 +261,7 @@ enum class Before {
 };
 
 struct KillCase {
-  const char* point;  // as named in region.cc
+  KillPointId point;
   Before before;
   std::vector<std::string> steps;  // the killed worker's
   std::vector<int> nth;            // one run each, with HAMI_KILL_POINT=<point>:<n>
@@ -269,28 +274,43 @@ const std::vector<std::string> kReleaseLoop = {
 const std::vector<std::string> kTwoDevices = {"register", "reserve", "0",  "1m",
                                               "reserve",  "1",       "1m", "unregister"};
 
+// One case per region point of common/kill_points.def (KillPointCoverage checks it).
 const KillCase kKillCases[] = {
-    {"region.create.sized", Before::kFreshPath, {"open"}, {1, 1, 1}},
-    {"region.create.filled", Before::kFreshPath, {"open"}, {1, 1, 1}},
-    {"region.register.locked", Before::kNothing, kRegister, {1, 1, 1}},
-    {"region.register.claimed", Before::kNothing, kRegister, {1, 1, 1}},
-    {"region.register.filled", Before::kNothing, kRegister, {1, 1, 1}},
-    {"region.reserve.begun", Before::kNothing, kReserveLoop, {1, 4, 8}},
-    {"region.reserve.slot", Before::kNothing, kReserveLoop, {1, 4, 8}},
-    {"region.release.begun", Before::kNothing, kReleaseLoop, {1, 2, 4}},
-    {"region.release.slot", Before::kNothing, kReleaseLoop, {1, 2, 4}},
-    {"region.unregister.device", Before::kNothing, kTwoDevices, {1, 2, 1}},
-    {"region.unregister.freed", Before::kNothing, kTwoDevices, {1, 1, 1}},
-    {"region.reclaim.device", Before::kDeadHolder, {"sweep"}, {1, 2, 1}},
-    {"region.repair.begun",
+    {KillPointId::kRegionCreateSized, Before::kFreshPath, {"open"}, {1, 1, 1}},
+    {KillPointId::kRegionCreateFilled, Before::kFreshPath, {"open"}, {1, 1, 1}},
+    {KillPointId::kRegionRegisterLocked, Before::kNothing, kRegister, {1, 1, 1}},
+    {KillPointId::kRegionRegisterClaimed, Before::kNothing, kRegister, {1, 1, 1}},
+    {KillPointId::kRegionRegisterFilled, Before::kNothing, kRegister, {1, 1, 1}},
+    {KillPointId::kRegionReserveBegun, Before::kNothing, kReserveLoop, {1, 4, 8}},
+    {KillPointId::kRegionReserveSlot, Before::kNothing, kReserveLoop, {1, 4, 8}},
+    {KillPointId::kRegionReleaseBegun, Before::kNothing, kReleaseLoop, {1, 2, 4}},
+    {KillPointId::kRegionReleaseSlot, Before::kNothing, kReleaseLoop, {1, 2, 4}},
+    {KillPointId::kRegionUnregisterDevice, Before::kNothing, kTwoDevices, {1, 2, 1}},
+    {KillPointId::kRegionUnregisterFreed, Before::kNothing, kTwoDevices, {1, 1, 1}},
+    {KillPointId::kRegionReclaimDevice, Before::kDeadHolder, {"sweep"}, {1, 2, 1}},
+    {KillPointId::kRegionRepairBegun,
      Before::kDeadMutexHolder,
      {"register", "reserve", "0", "1m"},
      {1, 1, 1}},
 };
 
-void PrintTo(const KillCase& c, std::ostream* os) { *os << c.point; }
+// The region's points, in the list's order: the parameters of the kill test.
+std::vector<KillPointId> RegionKillPoints() {
+  std::vector<KillPointId> out;
+  for (const KillPointInfo& p : KillPoints()) {
+    if (p.owner == KillPointOwner::kRegion) out.push_back(p.id);
+  }
+  return out;
+}
 
-class KillPointTest : public RegionCrashTest, public ::testing::WithParamInterface<KillCase> {
+const KillCase* CaseFor(KillPointId id) {
+  for (const KillCase& c : kKillCases) {
+    if (c.point == id) return &c;
+  }
+  return nullptr;
+}
+
+class KillPointTest : public RegionCrashTest, public ::testing::WithParamInterface<KillPointId> {
  protected:
   // The first lock of each device after a death (a Reserve, repairing whatever the dead
   // left) proceeds within the bound: a liveness bound, not a speed test.
@@ -327,7 +347,10 @@ class KillPointTest : public RegionCrashTest, public ::testing::WithParamInterfa
 };
 
 TEST_P(KillPointTest, ARegionSurvivesAProcessKilledThere) {
-  const KillCase& c = GetParam();
+  const KillCase* found = CaseFor(GetParam());
+  ASSERT_NE(found, nullptr) << "kill point " << KillPointName(GetParam())
+                            << " (common/kill_points.def) has no case in kKillCases";
+  const KillCase& c = *found;
   std::unique_ptr<Region> r;
   if (c.before != Before::kFreshPath) {
     r = MustOpen();
@@ -335,7 +358,7 @@ TEST_P(KillPointTest, ARegionSurvivesAProcessKilledThere) {
     ASSERT_TRUE(r->Register().ok());
   }
   for (size_t run = 0; run < c.nth.size(); ++run) {
-    const std::string kill = std::string(c.point) + ":" + std::to_string(c.nth[run]);
+    const std::string kill = std::string(KillPointName(c.point)) + ":" + std::to_string(c.nth[run]);
     SCOPED_TRACE("HAMI_KILL_POINT=" + kill);
     std::string path = path_;
     if (c.before == Before::kFreshPath) path = dir_ + "/fresh" + std::to_string(run);
@@ -345,7 +368,7 @@ TEST_P(KillPointTest, ARegionSurvivesAProcessKilledThere) {
     }
     if (c.before == Before::kDeadMutexHolder) {
       ASSERT_EQ(RunWorker({"register", "reserve", "0", "2m", "reserve", "0", "1m"},
-                          "region.reserve.begun:2"),
+                          std::string(KillPointName(KillPointId::kRegionReserveBegun)) + ":2"),
                 kKilled);
     }
     std::string output;
@@ -370,29 +393,23 @@ TEST_P(KillPointTest, ARegionSurvivesAProcessKilledThere) {
   }
 }
 
-std::string KillCaseName(const ::testing::TestParamInfo<KillCase>& info) {
-  std::string name = info.param.point;
+std::string KillCaseName(const ::testing::TestParamInfo<KillPointId>& info) {
+  std::string name = KillPointName(info.param);
   std::replace(name.begin(), name.end(), '.', '_');
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryKillPoint, KillPointTest, ::testing::ValuesIn(kKillCases),
+INSTANTIATE_TEST_SUITE_P(EveryKillPoint, KillPointTest, ::testing::ValuesIn(RegionKillPoints()),
                          KillCaseName);
 
-TEST(KillPointCoverage, EveryKillPointInTheRegionHasACrashCase) {
-  auto source = ReadFileToString(HAMI_REGION_SOURCE);
-  ASSERT_TRUE(source.ok()) << source.error().message();
-  std::set<std::string> in_source;
-  const std::regex name("\"(region\\.[a-z_]+\\.[a-z_]+)\"");
-  for (auto it = std::sregex_iterator(source->begin(), source->end(), name);
-       it != std::sregex_iterator(); ++it) {
-    in_source.insert((*it)[1].str());
+TEST(KillPointCoverage, EveryCaseIsForARegionPointOfTheList) {
+  EXPECT_FALSE(RegionKillPoints().empty());
+  std::set<KillPointId> seen;
+  for (const KillCase& c : kKillCases) {
+    EXPECT_EQ(KillPointInfoOf(c.point).owner, KillPointOwner::kRegion) << KillPointName(c.point);
+    EXPECT_TRUE(seen.insert(c.point).second) << "two cases for " << KillPointName(c.point);
+    EXPECT_FALSE(c.nth.empty()) << KillPointName(c.point);
   }
-  std::set<std::string> tested;
-  for (const KillCase& c : kKillCases) tested.insert(c.point);
-  EXPECT_FALSE(in_source.empty());
-  EXPECT_EQ(in_source, tested) << "a kill point in region.cc without a case in kKillCases, "
-                                  "or a case for a point that is gone";
 }
 
 // ---------------------------------------------------------------------------------------
