@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "common/kill_point.h"
 #include "common/parse.h"
 
 namespace hami::sim {
@@ -103,6 +104,7 @@ const SimOptionInfo kOptions[] = {
     {"HAMI_SIM_KILL_POINT", "",
      "tests only: SIGKILL the process at the named point (e.g. device-lock-held)",
      [](SimOptions* o, std::string_view v) -> Status {
+       if (!v.empty()) HAMI_TRY(ParseKillPoint(v, KillPointOwner::kSim, "HAMI_SIM_KILL_POINT"));
        o->kill_point = std::string(v);
        return OkStatus();
      }},

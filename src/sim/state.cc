@@ -137,13 +137,13 @@ uint64_t ConfigFingerprint(std::span<const DeviceSpec> devices) {
 }
 
 SharedState::SharedState(std::string path, UniqueFd fd, MappedFile map,
-                         std::vector<DeviceSpec> devices, std::string kill_point)
+                         std::vector<DeviceSpec> devices, std::optional<KillPointId> kill_point)
     : path_(std::move(path)),
       fd_(std::move(fd)),
       map_(std::move(map)),
       file_(static_cast<File*>(map_.data())),
       devices_(std::move(devices)),
-      kill_point_(std::move(kill_point)) {}
+      kill_point_(kill_point) {}
 
 SharedState::~SharedState() {
   if (file_ == nullptr) return;  // abandoned after fork
@@ -178,6 +178,10 @@ Result<std::unique_ptr<SharedState>> SharedState::OpenImpl(const std::string& pa
                                                            std::string_view kill_point) {
   std::vector<DeviceSpec> devices;
   if (create) devices = HAMI_TRY(ParseProfileSpec(profile_spec, node));
+  std::optional<KillPointId> armed;
+  if (!kill_point.empty()) {
+    armed = HAMI_TRY(ParseKillPoint(kill_point, KillPointOwner::kSim, "the state's kill point"));
+  }
   UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDWR | (create ? O_CREAT : 0), 0666));
 
   if (int err = OfdLock(fd.get(), state::kInitLock, F_WRLCK, true); err != 0) {
@@ -233,8 +237,8 @@ Result<std::unique_ptr<SharedState>> SharedState::OpenImpl(const std::string& pa
     return Error::FromErrno("taking the users lock of state file " + path, err);
   }
   MappedFile map = HAMI_TRY(MappedFile::Map(fd.get(), sizeof(File), true, path));
-  return std::unique_ptr<SharedState>(new SharedState(path, std::move(fd), std::move(map),
-                                                      std::move(devices), std::string(kill_point)));
+  return std::unique_ptr<SharedState>(
+      new SharedState(path, std::move(fd), std::move(map), std::move(devices), armed));
 }
 
 std::string SharedState::profile_spec() const { return file_->header.profile_spec; }
@@ -312,7 +316,7 @@ ChargeResult SharedState::Charge(int slot, int device, uint64_t bytes) {
       if (!g.locked()) return ChargeResult::kOutOfMemory;
       if (dev.used_bytes <= usable && bytes <= usable - dev.used_bytes) {
         file_->slots[slot].used_bytes[device] += bytes;
-        KillPoint("device-lock-held");
+        KillPoint(KillPointId::kSimDeviceLockHeld);
         dev.used_bytes += bytes;
         return ChargeResult::kOk;
       }
@@ -485,8 +489,8 @@ void SharedState::AbandonAfterFork() {
   file_ = nullptr;
 }
 
-void SharedState::KillPoint(std::string_view name) const {
-  if (!kill_point_.empty() && kill_point_ == name) raise(SIGKILL);
+void SharedState::KillPoint(KillPointId id) const {
+  if (kill_point_ == id) raise(SIGKILL);
 }
 
 }  // namespace hami::sim

@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/file.h"
+#include "common/kill_point.h"
 #include "common/result.h"
 #include "common/robust_mutex.h"
 #include "common/unique_fd.h"
@@ -53,7 +55,9 @@ class SharedState {
   // machine `devices` (parsed from `profile_spec` with `node`). Refuses, naming the file
   // and the mismatch: a symlink or non-regular file, a wrong magic, version, size or layout
   // fingerprint, or a state in use by processes of a differently configured machine (an
-  // unused one is re-initialized).
+  // unused one is re-initialized). `kill_point`, when not empty, names a kill point of the
+  // simulated GPU (common/kill_points.def) at which this handle SIGKILLs its process; any
+  // other name is refused.
   static Result<std::unique_ptr<SharedState>> Open(const std::string& path,
                                                    std::string_view profile_spec,
                                                    std::string_view node,
@@ -107,12 +111,12 @@ class SharedState {
   // without touching the parent's slots. The object is unusable afterwards.
   void AbandonAfterFork();
 
-  // Test hook: SIGKILLs the process when `name` is the configured kill point.
-  void KillPoint(std::string_view name) const;
+  // Test hook: SIGKILLs the process when `id` is the kill point it was opened with.
+  void KillPoint(KillPointId id) const;
 
  private:
   SharedState(std::string path, UniqueFd fd, MappedFile map, std::vector<DeviceSpec> devices,
-              std::string kill_point);
+              std::optional<KillPointId> kill_point);
   static Result<std::unique_ptr<SharedState>> OpenImpl(const std::string& path,
                                                        std::string_view profile_spec,
                                                        std::string_view node, bool create,
@@ -127,7 +131,7 @@ class SharedState {
   MappedFile map_;
   state::File* file_;
   std::vector<DeviceSpec> devices_;
-  std::string kill_point_;
+  std::optional<KillPointId> kill_point_;
   mutable std::mutex own_mu_;
   std::vector<int> own_slots_;  // slots this handle holds (their OFD lock is ours)
 };
