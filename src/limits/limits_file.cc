@@ -1,0 +1,224 @@
+#include "limits/limits_file.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "common/cleanup.h"
+#include "common/file.h"
+#include "common/unique_fd.h"
+
+namespace hami::limits {
+
+namespace {
+
+Error BadEntry(std::string_view key, std::string_view why) {
+  return Error(ErrorCode::kInvalidArgument,
+               "limits-file entry '" + std::string(key.substr(0, 80)) + "': " + std::string(why));
+}
+
+// ".<base>.tmp-XXXXXX" with a random suffix.
+std::string TempName(std::string_view base) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char bytes[6] = {};
+  if (getrandom(bytes, sizeof(bytes), GRND_NONBLOCK) != ssize_t(sizeof(bytes))) {
+    // No entropy yet (early boot): the PID and the address of a local still differ between
+    // writers, and O_EXCL settles the rest.
+    uint64_t v = uint64_t(getpid()) * 0x9e3779b97f4a7c15ull ^ uint64_t(uintptr_t(&bytes));
+    for (unsigned char& b : bytes) b = static_cast<unsigned char>(v >>= 8);
+  }
+  std::string name = "." + std::string(base) + ".tmp-";
+  for (unsigned char b : bytes) name += kAlphabet[b % (sizeof(kAlphabet) - 1)];
+  return name;
+}
+
+}  // namespace
+
+bool IsValidKey(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+LimitsFile ParseLimitsFile(std::string_view text, std::string_view path) {
+  LimitsFile out;
+  out.present = true;
+  out.path = std::string(path);
+  int number = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    std::string_view line = text.substr(pos, eol == std::string_view::npos ? text.npos : eol - pos);
+    pos = eol == std::string_view::npos ? text.size() : eol + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    auto problem = [&](const std::string& why) {
+      std::string shown(line.substr(0, std::min<size_t>(80, line.find('\0'))));
+      out.problems.push_back(std::string(path) + " line " + std::to_string(number) + " '" + shown +
+                             "': " + why + "; skipped");
+    };
+    // A value is used as a C string: a NUL would silently cut it short.
+    if (line.find('\0') != std::string_view::npos) {
+      problem("contains a NUL byte");
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      problem("not KEY=VALUE");
+      continue;
+    }
+    std::string_view key = line.substr(0, eq);
+    if (!IsValidKey(key)) {
+      problem("the key is not a variable name");
+      continue;
+    }
+    out.entries.emplace_back(std::string(key), std::string(line.substr(eq + 1)));
+  }
+  return out;
+}
+
+LimitsFile ReadLimitsFile(const std::string& path) {
+  auto text = ReadFileToString(path, kMaxFileBytes);
+  if (!text.ok() || text->empty()) {
+    LimitsFile absent;
+    absent.path = path;
+    if (!text.ok() && text.error().sys_errno() != ENOENT) {
+      absent.problems.push_back(text.error().message());
+    }
+    return absent;
+  }
+  return ParseLimitsFile(*text, path);
+}
+
+Result<std::string> LimitsText(std::span<const Entry> entries) {
+  std::vector<const Entry*> sorted;
+  sorted.reserve(entries.size());
+  for (const Entry& e : entries) {
+    const auto& [key, value] = e;
+    if (!IsValidKey(key)) return BadEntry(key, "the key is not a variable name ([A-Z0-9_]+)");
+    if (key == kFormatKey) return BadEntry(key, "the writer adds the format line itself");
+    if (size_t bad = value.find_first_of(std::string_view("\n\r\0", 3)); bad != std::string::npos) {
+      const char* what = value[bad] == '\n'   ? "a newline"
+                         : value[bad] == '\r' ? "a carriage return"
+                                              : "a NUL byte";
+      return BadEntry(key, std::string("the value contains ") + what +
+                               ", which the reader would not give back");
+    }
+    sorted.push_back(&e);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Entry* a, const Entry* b) { return a->first < b->first; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i]->first == sorted[i - 1]->first) return BadEntry(sorted[i]->first, "given twice");
+  }
+  const Entry format{kFormatKey, kFormat};
+  auto at = std::lower_bound(sorted.begin(), sorted.end(), &format,
+                             [](const Entry* a, const Entry* b) { return a->first < b->first; });
+  sorted.insert(at, &format);
+  std::string text;
+  for (const Entry* e : sorted) {
+    text += e->first;
+    text += '=';
+    text += e->second;
+    text += '\n';
+  }
+  if (text.size() > kMaxFileBytes) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "limits file of " + std::to_string(text.size()) + " bytes: larger than " +
+                     std::to_string(kMaxFileBytes) + ", which the reader refuses");
+  }
+  return text;
+}
+
+const char* PublishStepName(PublishStep step) {
+  switch (step) {
+    case PublishStep::kOpenDirectory:
+      return "open directory";
+    case PublishStep::kCreateTemp:
+      return "create";
+    case PublishStep::kWrite:
+      return "write";
+    case PublishStep::kSync:
+      return "fsync";
+    case PublishStep::kChmod:
+      return "chmod 0644";
+    case PublishStep::kRename:
+      return "rename";
+    case PublishStep::kSyncDirectory:
+      return "fsync directory";
+  }
+  return "?";
+}
+
+Status PublishLimitsFile(const std::string& path, std::span<const Entry> entries,
+                         const PublishOptions& options) {
+  const std::string context = "publishing limits file " + path;
+  auto fail = [&](PublishStep step, const std::string& object, int err) {
+    return Error(ErrorCode::kIo,
+                 context + ": " + PublishStepName(step) + " " + object + ": " + std::strerror(err),
+                 err);
+  };
+  // The injected errno of `step`, else 0.
+  auto injected = [&](PublishStep step) { return options.inject ? options.inject(step) : 0; };
+
+  size_t slash = path.rfind('/');
+  std::string dir_path = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (dir_path.empty()) dir_path = "/";
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..") {
+    return Error(ErrorCode::kInvalidArgument, context + ": the path names no file");
+  }
+  auto text = LimitsText(entries);
+  if (!text.ok()) return std::move(text).error().Context(context);
+
+  UniqueFd dir(open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  int err = dir.valid() ? injected(PublishStep::kOpenDirectory) : errno;
+  if (err != 0) return fail(PublishStep::kOpenDirectory, dir_path, err);
+
+  std::string temp_name;
+  UniqueFd file;
+  for (int attempt = 0; attempt < 100 && !file.valid(); ++attempt) {
+    temp_name = TempName(base);
+    if ((err = injected(PublishStep::kCreateTemp)) == 0) {
+      file.Reset(openat(dir.get(), temp_name.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      err = file.valid() ? 0 : errno;
+    }
+    if (err != EEXIST) break;  // EEXIST: another writer's name; try another
+  }
+  const std::string temp_path = (dir_path == "/" ? "" : dir_path) + "/" + temp_name;
+  if (!file.valid()) return fail(PublishStep::kCreateTemp, temp_path, err);
+  Cleanup remove_temp([&] { unlinkat(dir.get(), temp_name.c_str(), 0); });
+
+  if ((err = injected(PublishStep::kWrite)) == 0) {
+    Status written = WriteAll(file.get(), *text);
+    err = written.ok() ? 0 : written.error().sys_errno();
+  }
+  if (err != 0) return fail(PublishStep::kWrite, temp_path, err);
+  if ((err = injected(PublishStep::kSync)) == 0 && fsync(file.get()) != 0) err = errno;
+  if (err != 0) return fail(PublishStep::kSync, temp_path, err);
+  if ((err = injected(PublishStep::kChmod)) == 0 && fchmod(file.get(), kFileMode) != 0) {
+    err = errno;
+  }
+  if (err != 0) return fail(PublishStep::kChmod, temp_path, err);
+  file.Reset();
+  if ((err = injected(PublishStep::kRename)) == 0 &&
+      renameat(dir.get(), temp_name.c_str(), dir.get(), base.c_str()) != 0) {
+    err = errno;
+  }
+  if (err != 0) return fail(PublishStep::kRename, temp_path + " to " + path, err);
+  remove_temp.Cancel();
+  if ((err = injected(PublishStep::kSyncDirectory)) == 0 && fsync(dir.get()) != 0) err = errno;
+  if (err != 0) return fail(PublishStep::kSyncDirectory, dir_path, err);
+  return OkStatus();
+}
+
+}  // namespace hami::limits
