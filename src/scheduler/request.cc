@@ -64,6 +64,7 @@ Result<ContainerRequest> ParseContainerRequest(const kube::Container& container,
   const Found priority = Lookup(container, config.resource_priority_name);
 
   ContainerRequest r;
+  r.name = container.name;
   if (priority.quantity != nullptr) {
     r.priority = static_cast<int32_t>(
         HAMI_TRY(WholeNumber(priority, config.resource_priority_name, what, 0, 1)));

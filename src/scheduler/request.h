@@ -39,6 +39,7 @@ struct ContainerRequest {
   int32_t mem_percentage = 0;  // per GPU, of the device's memory, used when mem_mib is 0
   int32_t cores = 0;           // per GPU, percent of the device
   std::optional<int32_t> priority;
+  std::string name;  // the container's, for messages
 
   bool requests_gpus() const { return count > 0; }
   bool exclusive() const { return cores >= 100; }

@@ -39,7 +39,9 @@ TEST(Request, NoHamiResourcesRequestsNothing) {
   auto r = ParsePodRequest(PodWith({{"cpu", "1"}}), {});
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->RequestsGpus());
-  EXPECT_EQ(r->containers[0], ContainerRequest{});
+  ContainerRequest none;
+  none.name = "main";
+  EXPECT_EQ(r->containers[0], none);
 }
 
 TEST(Request, CountMemoryAndCores) {
