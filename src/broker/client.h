@@ -18,11 +18,12 @@
 #include <cstdint>
 
 #include "broker/protocol.h"
+#include "node/paths.h"
 
 namespace hami::broker {
 
 // Where the workload sees the broker: the device plugin mounts its directory here read-only.
-inline constexpr const char kClientSocketPath[] = "/tmp/vgpulock/hostpid/broker.sock";
+inline constexpr const char* kClientSocketPath = node::kBrokerContainerSocket;
 inline constexpr int64_t kClientTimeoutNs = 500'000'000;  // the whole transaction, at most
 
 // Why no PID was trusted. The names are finite (telemetry labels).

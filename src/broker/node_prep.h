@@ -22,12 +22,13 @@
 #include <string>
 
 #include "common/result.h"
+#include "node/paths.h"
 
 namespace hami::broker {
 
-inline constexpr const char kLockParent[] = "/tmp";
-inline constexpr const char kLockDirName[] = "vgpulock";
-inline constexpr mode_t kLockDirMode = 01777;
+inline constexpr const char* kLockParent = node::kLockDirParent;
+inline constexpr const char* kLockDirName = node::kLockDirName;
+inline constexpr mode_t kLockDirMode = node::kLockDirMode;
 
 struct NodePrepOptions {
   std::string parent = kLockParent;  // opened without following a symlink

@@ -45,12 +45,13 @@
 #include "broker/protocol.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "node/paths.h"
 
 namespace hami::broker {
 
 // Where the device plugin serves (on the host; workloads see the directory read-only at
 // /tmp/vgpulock/hostpid).
-inline constexpr const char kDefaultSocketPath[] = "/var/run/hami/hostpid/broker.sock";
+inline constexpr const char* kDefaultSocketPath = node::kBrokerHostSocket;
 inline constexpr const char kLockFileName[] = "broker.lock";
 inline constexpr mode_t kDirectoryMode = 0711;
 inline constexpr mode_t kParentMode = 0755;

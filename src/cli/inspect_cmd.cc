@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/region_report.h"
 #include "common/parse.h"
+#include "node/paths.h"
 
 namespace hami::cli {
 
@@ -209,7 +210,9 @@ void AddInspectCommand(CLI::App& app) {
       "read-only; 2 the region cannot be opened or fails validation; 3 inconsistencies found "
       "(a dead owner's slot, slots that do not add up to a device's total, usage above a "
       "limit).");
-  inspect->add_option("REGION", options.path, "the region file (e.g. /tmp/cudevshr.cache)")
+  inspect
+      ->add_option("REGION", options.path,
+                   std::string("the region file (e.g. ") + node::kDefaultSharedCache + ")")
       ->required();
   inspect->add_flag("--json", options.json, "print one JSON object instead of text");
   inspect->add_flag("--repair", options.repair,

@@ -19,6 +19,7 @@
 #include "cli/region_report.h"
 #include "common/clock.h"
 #include "common/parse.h"
+#include "node/paths.h"
 
 namespace hami::cli {
 
@@ -26,7 +27,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kDefaultRegion[] = "/tmp/cudevshr.cache";
+constexpr const char* kDefaultRegion = node::kDefaultSharedCache;
 constexpr char kRegionVariable[] = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
 constexpr char kClearScreen[] = "\x1b[H\x1b[2J";
 // Region files are looked for at most this many levels below a directory
