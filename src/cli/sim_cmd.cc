@@ -202,6 +202,8 @@ int ServeApiServer(const ApiServerFlags& f) {
 
 }  // namespace
 
+void AddSimKubeSchedulerCommand(CLI::App& sim);  // sim_kube_scheduler_cmd.cc
+
 void AddSimCommand(CLI::App& app) {
   CLI::App* sim = app.add_subcommand(
       "sim", "The simulated GPU: list its profiles (default), options and live state");
@@ -256,6 +258,8 @@ void AddSimCommand(CLI::App& app) {
       ->check(CLI::Range(2, 4096))
       ->capture_default_str();
   apiserver->callback([] { std::exit(ServeApiServer(api)); });
+
+  AddSimKubeSchedulerCommand(*sim);
 }
 
 }  // namespace hami::cli
