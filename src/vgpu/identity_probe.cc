@@ -2,65 +2,53 @@
 // NVML's list of processes on its first visible device and see which PID appeared.
 //
 // Two processes probing one GPU at once would each see the other appear, so probes are
-// serialized node-wide by an OFD lock on a file under /tmp/vgpulock (which the device plugin
-// shares between containers): the kernel releases it when its holder dies, however it dies,
-// and the wait is bounded. A process that already holds a context is listed already; it marks
-// itself instead with a small allocation (charged like any other) and looks for the one PID
-// whose memory grew by that much. Exactly one candidate or nothing: never a guess.
-#include <fcntl.h>
-#include <sys/stat.h>
+// serialized node-wide by the probe lock (probe_lock.h), a file under /tmp/vgpulock (which
+// the device plugin shares between containers): the release wakes the next waiter, the kernel
+// frees the lock when its holder dies, however it dies, and the wait is bounded. A process
+// that already holds a context is listed already; it marks itself instead with a small
+// allocation (charged like any other) and looks for the one PID whose memory grew by that
+// much. Exactly one candidate or nothing: never a guess.
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <memory>
-#include <string>
 
-#include "common/clock.h"
-#include "common/ofd_lock.h"
-#include "common/unique_fd.h"
 #include "vgpu/accounting.h"
 #include "vgpu/identity.h"
+#include "vgpu/probe_lock.h"
 
 namespace hami::vgpu {
 namespace {
 
-// Takes the node-wide probe lock before `deadline_ns`. The directory is made when missing
-// (a host without the device plugin's preparation). Returns the locked descriptor, an
-// invalid one when no lock file can be had at all (the probe then runs unserialized and
-// relies on its exactly-one-candidate rule), or sets *timed_out.
-UniqueFd TakeProbeLock(const std::string& path, int64_t deadline_ns, bool* timed_out) {
-  *timed_out = false;
-  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
-  if (!fd.valid() && errno == ENOENT) {
-    std::string dir = path.substr(0, path.rfind('/'));
-    if (!dir.empty() && mkdir(dir.c_str(), 01777) == 0) chmod(dir.c_str(), 01777);
-    fd.Reset(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+// Takes the node-wide probe lock (probe_lock.h), waiting while its holders keep changing.
+// Returns false when the wait gave up (a stuck holder, or the hard bound). A lock file that
+// cannot be had at all leaves `lock` unheld and returns true: the probe then runs
+// unserialized and relies on its exactly-one-candidate rule.
+bool TakeProbeLock(const Config& config, ProbeLock* lock) {
+  ProbeLockReport report;
+  const ProbeLockOptions options = ProbeLockOptions::ForWaitMs(config.probe_wait_ms);
+  *lock = ProbeLock::Acquire(config.probe_lock, options, &report);
+  switch (report.outcome) {
+    case ProbeLockOutcome::kAcquired:
+      return true;
+    case ProbeLockOutcome::kUnavailable:
+      g_log.Log(LogLevel::kWarn, "identity probe: %s; probing unlocked", report.error.c_str());
+      return true;
+    case ProbeLockOutcome::kStalled:
+      g_log.Log(LogLevel::kInfo,
+                "identity probe: gave up on the lock %s after %.1f ms: its holder kept it %u ms "
+                "without a change (HAMI_IDENTITY_PROBE_WAIT_MS)",
+                config.probe_lock.c_str(), double(report.waited_ns) / 1e6, config.probe_wait_ms);
+      return false;
+    case ProbeLockOutcome::kBoundReached:
+      g_log.Log(LogLevel::kInfo,
+                "identity probe: gave up on the lock %s after %.1f ms in its queue (%u changes "
+                "of holder; at most %lld x HAMI_IDENTITY_PROBE_WAIT_MS)",
+                config.probe_lock.c_str(), double(report.waited_ns) / 1e6, report.holder_changes,
+                static_cast<long long>(kProbeLockBoundFactor));
+      return false;
   }
-  if (!fd.valid()) {
-    g_log.Log(LogLevel::kWarn, "identity probe: cannot open the lock file %s: %s; probing unlocked",
-              path.c_str(), std::strerror(errno));
-    return fd;
-  }
-  fchmod(fd.get(), 0666);  // every container's user may take it (best effort)
-  int64_t pause_ns = 1'000'000;
-  for (;;) {
-    int err = OfdLockByte(fd.get(), 0, F_WRLCK, LockWait::kNo);
-    if (err == 0) return fd;
-    if (err != EAGAIN && err != EACCES) {
-      g_log.Log(LogLevel::kWarn, "identity probe: cannot lock %s: %s; probing unlocked",
-                path.c_str(), std::strerror(err));
-      return UniqueFd();
-    }
-    const int64_t now = MonotonicNs();
-    if (now >= deadline_ns) {
-      *timed_out = true;
-      return UniqueFd();
-    }
-    SleepForNs(std::min(pause_ns, deadline_ns - now));
-    pause_ns = std::min<int64_t>(pause_ns * 2, 20'000'000);
-  }
+  return false;
 }
 
 // The PIDs listed in `after` but not in `before`.
@@ -143,10 +131,8 @@ TierOutcome ProbeTier(const Config& config) {
   nvmlDevice_t h = NvmlHandleOf(0);
   if (h == nullptr || rt.cuda_aux.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return o;
 
-  bool timed_out = false;
-  UniqueFd lock = TakeProbeLock(
-      config.probe_lock, MonotonicNs() + int64_t(config.probe_wait_ms) * 1'000'000, &timed_out);
-  if (timed_out) {
+  ProbeLock lock;  // released (and handed on) when the probe returns
+  if (!TakeProbeLock(config, &lock)) {
     o.reason = IdentityReason::kLockTimeout;
     return o;
   }
