@@ -1,6 +1,8 @@
 // What hami_bench_init and its burst worker (init_bench_worker) share: the record each worker
 // fills in the results area (burst_results.h). A worker that learns a wrong host PID never
-// reads as a success either.
+// reads as a success either. In the handoff mode (the probe's baseline) the worker also runs
+// the probe's serialized work itself after cuInit, under a process-shared semaphore passed
+// from worker to worker.
 //
 // Times are CLOCK_MONOTONIC nanoseconds (comparable across processes); 0 = not reached.
 #pragma once
@@ -14,7 +16,7 @@
 namespace hami::bench {
 
 inline constexpr uint64_t kInitResultsMagic = 0x48494e4954524531ull;  // "HINITRE1"
-inline constexpr uint32_t kInitResultsVersion = 2;
+inline constexpr uint32_t kInitResultsVersion = 3;
 
 // Which step a failed worker stopped at (InitWorkerRecord::failed_step).
 enum class InitStep : uint32_t {
@@ -24,6 +26,7 @@ enum class InitStep : uint32_t {
   kRegionOpen = 3,  // the shared region could not be opened read-only
   kSlot = 4,        // no slot of the region carries this process's PID
   kIdentity = 5,    // the slot's host PID is not the expected one
+  kHandoff = 6,     // the handoff mode's serialized work failed
 };
 
 // What the worker must find in its slot (--expect).
@@ -48,11 +51,12 @@ struct alignas(64) InitWorkerRecord {
   uint8_t identity_reason[4];  // region::IdentityReason, by region::IdentityTier
   int64_t identity_ns;         // the latest attempt's duration
   char error[96];              // why it failed, NUL-terminated
-  // What cuInit(0) cost the worker itself (getrusage before and after): CPU time (user +
-  // system) and context switches.
+  // What cuInit(0) cost the worker itself (getrusage before and after; in the handoff mode
+  // until its serialized work ended): CPU time (user + system) and context switches.
   int64_t cpu_ns;
   uint32_t voluntary_switches;
   uint32_t involuntary_switches;
+  int64_t handoff_ns;  // the handoff mode: its serialized work ended (the semaphore posted)
 };
 
 static_assert(sizeof(InitWorkerRecord) == 192);
@@ -61,5 +65,6 @@ static_assert(offsetof(InitWorkerRecord, host_pid) == 48);
 static_assert(offsetof(InitWorkerRecord, identity_ns) == 64);
 static_assert(offsetof(InitWorkerRecord, error) == 72);
 static_assert(offsetof(InitWorkerRecord, cpu_ns) == 168);
+static_assert(offsetof(InitWorkerRecord, handoff_ns) == 184);
 
 }  // namespace hami::bench

@@ -6,20 +6,33 @@
 // recorded there. With --expect own-pid the slot's host PID must be this process's PID (the
 // workers run in the host's PID namespace); with --expect none it must be 0.
 //
+// With --handoff PATH (the benchmark's direct-handoff baseline for the probe), after cuInit
+// the worker runs the probe's serialized work itself — list NVML's processes on device 0,
+// retain the primary context, list again, release it — holding the process-shared
+// semaphore in the file PATH, which each worker posts to the next.
+//
 // usage: init_bench_worker --results-fd FD --barrier-fd FD --index I --region PATH
-//                          --expect own-pid|none
+//                          --expect own-pid|none [--handoff PATH]
 // Exit status: 0 on success (the record then says kOk), 1 after a failed step (the record
 // names it), 2 when it cannot even reach its record.
 #include <cuda.h>
+#include <fcntl.h>
+#include <semaphore.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include "burst_results.h"
+#include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/file.h"
 #include "init_bench_shared.h"
+#include "nvml/nvml.h"
 #include "region/region.h"
 
 namespace hami::bench {
@@ -31,14 +44,19 @@ struct Args {
   WorkerArgs common;
   InitExpect expect = InitExpect::kOwnPid;
   bool have_expect = false;
+  std::string handoff_path;  // the baseline's semaphore file; empty in the identity modes
 };
 
 constexpr char kUsage[] =
     "usage: init_bench_worker --results-fd FD --barrier-fd FD --index I --region PATH "
-    "--expect own-pid|none\n";
+    "--expect own-pid|none [--handoff PATH]\n";
 
 bool ParseArgs(int argc, char** argv, Args* out) {
   auto own = [out](std::string_view flag, std::string_view value) {
+    if (flag == "--handoff") {
+      out->handoff_path = value;
+      return OwnFlag::kTaken;
+    }
     if (flag != "--expect") return OwnFlag::kUnknown;
     if (value != "own-pid" && value != "none") {
       std::fprintf(stderr, "init_bench_worker: --expect %.*s is not own-pid or none\n",
@@ -57,6 +75,50 @@ bool ParseArgs(int argc, char** argv, Args* out) {
   return true;
 }
 
+// The probe's serialized work (vgpu/identity_probe.cc: two process listings around a
+// primary-context retain and release on the first device), run under the semaphore in the
+// file at `path` instead of the probe lock: sem_post hands it straight to the next worker.
+Status RunHandoff(const std::string& path) {
+  auto fail = [](const char* what, int code) {
+    return Error(ErrorCode::kIo, std::string(what) + " returned " + std::to_string(code));
+  };
+  auto fd = OpenRegularFile(path, O_RDWR);
+  if (!fd.ok()) return std::move(fd).error();
+  auto mapped = MappedFile::Map(fd->get(), sizeof(sem_t), true, path);
+  if (!mapped.ok()) return std::move(mapped).error();
+  auto* sem = static_cast<sem_t*>(mapped->data());
+
+  if (const nvmlReturn_t n = nvmlInit_v2(); n != NVML_SUCCESS) return fail("nvmlInit_v2", n);
+  nvmlDevice_t h;
+  if (const nvmlReturn_t n = nvmlDeviceGetHandleByIndex_v2(0, &h); n != NVML_SUCCESS) {
+    return fail("nvmlDeviceGetHandleByIndex_v2(0)", n);
+  }
+  CUdevice dev;
+  if (const CUresult c = cuDeviceGet(&dev, 0); c != CUDA_SUCCESS) return fail("cuDeviceGet", c);
+  constexpr unsigned kMaxListed = 512;  // as the probe lists them
+  auto infos = std::make_unique<nvmlProcessInfo_t[]>(kMaxListed);
+  auto list = [&] {
+    unsigned n = kMaxListed;
+    return nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos.get());
+  };
+
+  while (sem_wait(sem) != 0) {
+    if (errno != EINTR) return Error::FromErrno("sem_wait " + path);
+  }
+  Cleanup post([sem] { sem_post(sem); });
+  if (const nvmlReturn_t n = list(); n != NVML_SUCCESS) return fail("listing processes", n);
+  CUcontext ctx;
+  if (const CUresult c = cuDevicePrimaryCtxRetain(&ctx, dev); c != CUDA_SUCCESS) {
+    return fail("cuDevicePrimaryCtxRetain", c);
+  }
+  const nvmlReturn_t listed = list();
+  if (const CUresult c = cuDevicePrimaryCtxRelease(dev); c != CUDA_SUCCESS) {
+    return fail("cuDevicePrimaryCtxRelease", c);
+  }
+  if (listed != NVML_SUCCESS) return fail("listing processes", listed);
+  return OkStatus();
+}
+
 int Run(const Args& a, InitWorkerRecord* r, ResultsHeader* h, int64_t main_ns) {
   const pid_t self = getpid();
   r->pid = int32_t(self);
@@ -70,6 +132,11 @@ int Run(const Args& a, InitWorkerRecord* r, ResultsHeader* h, int64_t main_ns) {
   getrusage(RUSAGE_SELF, &before);
   const CUresult cu = cuInit(0);
   r->cuinit_ns = MonotonicNs();
+  Status handoff = OkStatus();
+  if (cu == CUDA_SUCCESS && !a.handoff_path.empty()) {
+    handoff = RunHandoff(a.handoff_path);
+    r->handoff_ns = MonotonicNs();
+  }
   getrusage(RUSAGE_SELF, &after);
   auto ns = [](const timeval& t) { return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_usec * 1000; };
   r->cpu_ns = ns(after.ru_utime) + ns(after.ru_stime) - ns(before.ru_utime) - ns(before.ru_stime);
@@ -77,6 +144,9 @@ int Run(const Args& a, InitWorkerRecord* r, ResultsHeader* h, int64_t main_ns) {
   r->involuntary_switches = uint32_t(after.ru_nivcsw - before.ru_nivcsw);
   r->cu_result = int32_t(cu);
   if (cu != CUDA_SUCCESS) return Fail(r, InitStep::kCuInit, "cuInit(0) returned %d", int(cu));
+  if (!handoff.ok()) {
+    return Fail(r, InitStep::kHandoff, "%s", handoff.error().message().c_str());
+  }
 
   auto opened = region::Region::Open(a.common.region_path, nullptr, region::Create::kNever, nullptr,
                                      region::Access::kReadOnly);

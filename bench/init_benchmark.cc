@@ -6,7 +6,10 @@
 // shared region: W exec'd workers (init_bench_worker, beside this binary) with
 // libvgpu.so preloaded on the simulated driver, released together by a pipe barrier once
 // every one is asleep in read(); each calls cuInit(0) (libvgpu.so joins the region and learns
-// its host PID inside it) and then checks the host PID its region slot records. Reported per
+// its host PID inside it) and then checks the host PID its region slot records. The handoff
+// mode is the probe's baseline: no identity tier, and after cuInit the probe's serialized work
+// run by the worker itself under a process-shared semaphore passed from worker to worker (a
+// direct hand-over with nothing else around it); its latency ends when it posts. Reported per
 // run: workers ok/failed, nearest-rank p50/p95/p99/max of the worker latency (cuInit returned
 // minus released), the wall span (the last cuInit return minus the release), release offsets,
 // identity paths, and every worker's raw record in the JSON. Then a table (per mode and worker
@@ -27,7 +30,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -93,14 +98,17 @@ static_assert(std::string_view(broker::kClientSocketPath) ==
 // The goals, at the largest worker count, and the runs the slope is fitted over.
 constexpr double kGoalBrokerOverNoneP99 = 1.15;
 constexpr double kGoalBrokerOverProbeSlope = 0.10;
+constexpr double kGoalProbeOverHandoffP99 = 1.10;
+constexpr double kGoalProbeGiveUps = 0;  // identities given up at the lock, every burst
 constexpr int kSlopeMinWorkers = 8;
 
 constexpr int kMaxWorkers = 500;  // the simulated machine tracks 512 processes
 
 // ---- identity modes ----
 
-enum class Mode { kNone, kProbe, kBroker, kProcfs };
-constexpr std::array<Mode, 4> kAllModes = {Mode::kNone, Mode::kProbe, Mode::kBroker, Mode::kProcfs};
+enum class Mode { kNone, kProbe, kBroker, kProcfs, kHandoff };
+constexpr std::array<Mode, 5> kAllModes = {Mode::kNone, Mode::kProbe, Mode::kHandoff, Mode::kBroker,
+                                           Mode::kProcfs};
 
 const char* ModeName(Mode m) {
   switch (m) {
@@ -112,19 +120,22 @@ const char* ModeName(Mode m) {
       return "broker";
     case Mode::kProcfs:
       return "procfs";
+    case Mode::kHandoff:
+      return "handoff";
   }
   return "?";
 }
 
-// The identity variables of a mode, for a run whose files live in `dir`.
+// The identity variables of a mode, for a run whose files live in `dir`. The probe waits for
+// its lock with the default cap (HAMI_IDENTITY_PROBE_WAIT_MS, 10 s), which bounds a stuck
+// holder, not a long queue: a burst longer than the cap must not give up any identity.
 std::vector<std::pair<std::string, std::string>> ModeEnvironment(Mode m, const std::string& dir) {
   switch (m) {
     case Mode::kNone:
+    case Mode::kHandoff:
       return {{"HAMI_IDENTITY_TIERS", "none"}};
     case Mode::kProbe:
-      return {{"HAMI_IDENTITY_TIERS", "probe"},
-              {"HAMI_IDENTITY_PROBE_LOCK", dir + "/probe.lock"},
-              {"HAMI_IDENTITY_PROBE_WAIT_MS", "600000"}};
+      return {{"HAMI_IDENTITY_TIERS", "probe"}, {"HAMI_IDENTITY_PROBE_LOCK", dir + "/probe.lock"}};
     case Mode::kBroker:
       return {{"HAMI_IDENTITY_TIERS", "broker"}, {"LIBVGPU_HOSTPID_BROKER", "1"}};
     case Mode::kProcfs:
@@ -134,15 +145,20 @@ std::vector<std::pair<std::string, std::string>> ModeEnvironment(Mode m, const s
 }
 
 // What a worker of the mode must find in its slot.
-const char* ModeExpect(Mode m) { return m == Mode::kNone ? "none" : "own-pid"; }
+const char* ModeExpect(Mode m) {
+  return m == Mode::kNone || m == Mode::kHandoff ? "none" : "own-pid";
+}
+
+// The handoff mode's semaphore: a file holding one process-shared sem_t at 1.
+constexpr char kHandoffFile[] = "handoff.sem";
 
 constexpr char kUsage[] =
     "usage: hami_bench_init [--workers LIST] [--identity LIST] [--repeat N] [--seed S]\n"
     "                       [--quick] [--json PATH] [--svg PATH] [--deadline-s S]\n"
     "  --workers LIST   worker counts, comma-separated (default 1,2,8,32,128,300;\n"
     "                   --quick: 1,2,8,32)\n"
-    "  --identity LIST  identity modes among none, probe, broker, procfs (default all;\n"
-    "                   broker needs root)\n"
+    "  --identity LIST  modes among none, probe, handoff (the probe's baseline), broker,\n"
+    "                   procfs (default all; broker needs root)\n"
     "  --repeat N       bursts per mode and worker count, in a shuffled order of the\n"
     "                   modes; the table shows their medians (default 3; --quick: 1)\n"
     "  --seed S         seed of that order (default: from the clock; in the JSON)\n"
@@ -228,6 +244,8 @@ std::string StepName(const InitWorkerRecord& r) {
       return "slot";
     case InitStep::kIdentity:
       return "wrong-host-pid";
+    case InitStep::kHandoff:
+      return "handoff";
   }
   return "invalid-step";
 }
@@ -354,12 +372,16 @@ struct RunResult {
   Percentiles latency_ns;         // cuInit returned minus released, successes only
   Percentiles release_offset_ns;  // released minus the parent's release timestamp
   Percentiles identity_ns;        // the identity attempt recorded in the slot
+  // Gaps between consecutive workers' returns, in order of return: in the serialized modes
+  // (probe, handoff) one turn of the queue, the hand-over included.
+  Percentiles turn_ns;
   Percentiles cpu_ns;             // CPU time of cuInit in the worker, successes only
   double voluntary_switches = 0;  // per successful worker, during cuInit (mean)
   double involuntary_switches = 0;
   int64_t server_cpu_ns = -1;  // broker mode: CPU time of the serving thread in the run
   std::map<std::string, int> identity_sources;  // by source name, workers with a slot
   std::map<std::string, int> identity_reasons;  // "tier:reason" for tiers that gave none
+  int probe_give_ups = 0;                       // workers whose probe tier timed out at the lock
   std::map<std::string, int> failures;          // by step
   std::vector<std::string> worker_errors;       // the first few
   std::vector<std::string> worker_log;          // the head of the workers' stderr on failure
@@ -408,6 +430,21 @@ std::vector<std::string> HeadOf(const std::string& path, size_t max_lines) {
 
 Json Relative(int64_t t, int64_t t0) { return t == 0 ? Json(nullptr) : Json(t - t0); }
 
+// The handoff mode's semaphore at `path`, initialized to 1 (the first worker takes it).
+Status CreateHandoffSemaphore(const std::string& path) {
+  auto fd = OpenRegularFile(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (!fd.ok()) return std::move(fd).error();
+  if (ftruncate(fd->get(), off_t(sizeof(sem_t))) != 0) {
+    return Error::FromErrno("ftruncate " + path);
+  }
+  auto mapped = MappedFile::Map(fd->get(), sizeof(sem_t), true, path);
+  if (!mapped.ok()) return std::move(mapped).error();
+  if (sem_init(static_cast<sem_t*>(mapped->data()), 1, 1) != 0) {
+    return Error::FromErrno("sem_init " + path);
+  }
+  return OkStatus();
+}
+
 RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
                    broker::Server* server) {
   RunResult res;
@@ -438,6 +475,13 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
   BurstSpec spec;
   spec.worker = paths.worker;
   spec.args = {"--region", region_path, "--expect", ModeExpect(mode)};
+  if (mode == Mode::kHandoff) {
+    const std::string sem_path = dir.File(kHandoffFile);
+    if (Status made = CreateHandoffSemaphore(sem_path); !made.ok()) {
+      return fail(made.error().message());
+    }
+    spec.args.insert(spec.args.end(), {"--handoff", sem_path});
+  }
   spec.env = WorkerEnvironment(mode, dir.path(), paths);
   spec.stdin_fd = devnull.get();
   spec.output_fd = log.get();
@@ -472,10 +516,12 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
     }
   }
 
-  std::vector<int64_t> latency, offsets, identity, cpu;
+  std::vector<int64_t> latency, offsets, identity, cpu, returns;
   int64_t last_return = 0;
   for (size_t i = 0; i < count; ++i) {
     const InitWorkerRecord& r = records[i];
+    // The handoff mode's latency runs to the end of its serialized work.
+    const int64_t done_ns = mode == Mode::kHandoff ? r.handoff_ns : r.cuinit_ns;
     const bool exited_zero =
         reaped_by_itself[i] && WIFEXITED(statuses[i]) && WEXITSTATUS(statuses[i]) == 0;
     const bool says_ok = r.outcome.load(std::memory_order_acquire) == uint32_t(WorkerOutcome::kOk);
@@ -491,7 +537,7 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
       why = "execve of " + paths.worker + " failed: " + std::strerror(err) + " (errno " +
             std::to_string(err) + ")";
     }
-    if (r.cuinit_ns != 0) last_return = std::max(last_return, r.cuinit_ns);
+    if (done_ns != 0) last_return = std::max(last_return, done_ns);
     if (r.released_ns != 0) offsets.push_back(r.released_ns - t0);
     Json reasons = Json::object();
     if (has_slot) {
@@ -505,6 +551,10 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
         if (reason != region::IdentityReason::kNone &&
             reason != region::IdentityReason::kDisabled) {
           res.identity_reasons[tier + ":" + region::IdentityReasonName(reason)]++;
+        }
+        if (region::IdentityTier(t) == region::IdentityTier::kProbe &&
+            reason == region::IdentityReason::kLockTimeout) {
+          res.probe_give_ups++;
         }
       }
     }
@@ -528,8 +578,9 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
         {"ready_ns", Relative(r.ready_ns, t0)},
         {"released_ns", Relative(r.released_ns, t0)},
         {"cuinit_returned_ns", Relative(r.cuinit_ns, t0)},
-        {"latency_ns", r.cuinit_ns != 0 && r.released_ns != 0 ? Json(r.cuinit_ns - r.released_ns)
-                                                              : Json(nullptr)},
+        {"handoff_done_ns", Relative(r.handoff_ns, t0)},
+        {"latency_ns",
+         done_ns != 0 && r.released_ns != 0 ? Json(done_ns - r.released_ns) : Json(nullptr)},
     });
     if (!ok) {
       res.failures[says_ok ? "exit-status" : StepName(r)]++;
@@ -541,7 +592,8 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
       continue;
     }
     res.ok++;
-    latency.push_back(r.cuinit_ns - r.released_ns);
+    latency.push_back(done_ns - r.released_ns);
+    returns.push_back(done_ns);
     cpu.push_back(r.cpu_ns);
     res.voluntary_switches += r.voluntary_switches;
     res.involuntary_switches += r.involuntary_switches;
@@ -556,6 +608,10 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
   res.latency_ns = NearestRank(std::move(latency));
   res.release_offset_ns = NearestRank(std::move(offsets));
   res.identity_ns = NearestRank(std::move(identity));
+  std::sort(returns.begin(), returns.end());
+  std::vector<int64_t> turns;
+  for (size_t i = 1; i < returns.size(); ++i) turns.push_back(returns[i] - returns[i - 1]);
+  res.turn_ns = NearestRank(std::move(turns));
   if (res.failed > 0) res.worker_log = HeadOf(log_path, 12);
   if (res.timed_out) {
     res.error =
@@ -590,12 +646,14 @@ Json ToJson(const RunResult& r) {
         {"max", r.release_offset_ns.max}}},
       {"ready_span_ns", r.ready_span_ns},
       {"identity_ns", ToJson(r.identity_ns)},
+      {"turn_ns", ToJson(r.turn_ns)},
       {"cpu_ns", ToJson(r.cpu_ns)},
       {"voluntary_switches_mean", r.voluntary_switches},
       {"involuntary_switches_mean", r.involuntary_switches},
       {"broker_server_cpu_ns", r.server_cpu_ns >= 0 ? Json(r.server_cpu_ns) : Json(nullptr)},
       {"identity_sources", r.identity_sources},
       {"identity_reasons", r.identity_reasons},
+      {"probe_lock_give_ups", r.probe_give_ups},
       {"failures", r.failures},
       {"worker_errors", r.worker_errors},
       {"worker_log_head", r.worker_log},
@@ -618,9 +676,11 @@ struct Cell {
   double p99_mean = 0, p99_cv = 0;  // cv: sample standard deviation / mean (0 for one burst)
   int64_t release_p50 = 0, release_max = 0;     // median of the p50s, largest max
   std::map<std::string, int> identity_sources;  // summed
+  int probe_give_ups = 0;                       // summed
   // Where the time goes (medians over the bursts of each burst's figure).
   int64_t cpu_p50 = 0;  // cuInit's CPU time in a worker, the burst's p50
   int64_t identity_p50 = 0, identity_p99 = 0;
+  int64_t turn_p50 = 0;                                     // the gap between consecutive returns
   double voluntary_switches = 0, involuntary_switches = 0;  // per worker, during cuInit
   int64_t server_cpu = -1;                                  // broker: the serving thread
 };
@@ -630,13 +690,14 @@ Cell Summarize(int workers, const std::vector<const RunResult*>& runs) {
   c.workers = workers;
   c.runs = runs;
   c.complete = !runs.empty();
-  std::vector<int64_t> p50, p95, p99, max, wall, release, cpu, id50, id99, vol, invol, server;
+  std::vector<int64_t> p50, p95, p99, max, wall, release, cpu, id50, id99, vol, invol, server, turn;
   for (const RunResult* r : runs) {
     if (r->server_cpu_ns >= 0) server.push_back(r->server_cpu_ns);
     c.ok += r->ok;
     c.failed += r->failed;
     c.complete = c.complete && r->valid();
     for (const auto& [name, n] : r->identity_sources) c.identity_sources[name] += n;
+    c.probe_give_ups += r->probe_give_ups;
     c.release_max = std::max(c.release_max, r->release_offset_ns.max);
     release.push_back(r->release_offset_ns.p50);
     wall.push_back(r->wall_span_ns);
@@ -648,12 +709,14 @@ Cell Summarize(int workers, const std::vector<const RunResult*>& runs) {
     cpu.push_back(r->cpu_ns.p50);
     id50.push_back(r->identity_ns.p50);
     id99.push_back(r->identity_ns.p99);
+    turn.push_back(r->turn_ns.p50);
     vol.push_back(int64_t(std::lround(r->voluntary_switches * 1000)));
     invol.push_back(int64_t(std::lround(r->involuntary_switches * 1000)));
   }
   c.cpu_p50 = NearestRank(cpu).p50;
   c.identity_p50 = NearestRank(id50).p50;
   c.identity_p99 = NearestRank(id99).p50;
+  c.turn_p50 = NearestRank(turn).p50;
   c.voluntary_switches = double(NearestRank(vol).p50) / 1000;
   c.involuntary_switches = double(NearestRank(invol).p50) / 1000;
   if (!server.empty()) c.server_cpu = NearestRank(server).p50;
@@ -690,8 +753,10 @@ Json ToJson(const Cell& c) {
       {"wall_span_ns", c.wall_span},
       {"release_offset_ns", {{"p50", c.release_p50}, {"max", c.release_max}}},
       {"identity_sources", c.identity_sources},
+      {"probe_lock_give_ups", c.probe_give_ups},
       {"cpu_ns_p50", c.cpu_p50},
       {"identity_ns", {{"p50", c.identity_p50}, {"p99", c.identity_p99}}},
+      {"turn_ns_p50", c.turn_p50},
       {"voluntary_switches_mean", c.voluntary_switches},
       {"involuntary_switches_mean", c.involuntary_switches},
       {"broker_server_cpu_ns", c.server_cpu >= 0 ? Json(c.server_cpu) : Json(nullptr)},
@@ -755,6 +820,7 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
   };
   const ModeRuns* none = find(Mode::kNone);
   const ModeRuns* probe = find(Mode::kProbe);
+  const ModeRuns* handoff = find(Mode::kHandoff);
   const ModeRuns* brk = find(Mode::kBroker);
   auto missing = [](const ModeRuns* m, const char* name) -> std::string {
     if (m == nullptr) return std::string(name) + " was not run";
@@ -801,7 +867,49 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
       slope.valid = true;
     }
   }
-  return {ratio, slope};
+
+  ScalingGoal direct;
+  direct.name = "p99(probe) / p99(handoff) at " + std::to_string(largest) + " workers";
+  direct.unit = "ratio";
+  direct.goal = "<= " + Fixed(kGoalProbeOverHandoffP99, 2);
+  direct.bound = kGoalProbeOverHandoffP99;
+  direct.why_not = missing(probe, "probe");
+  if (direct.why_not.empty()) direct.why_not = missing(handoff, "handoff");
+  if (direct.why_not.empty()) {
+    const Cell* p = probe->At(largest);
+    const Cell* h = handoff->At(largest);
+    if (p == nullptr || h == nullptr || !p->complete || !h->complete) {
+      direct.why_not = "a burst at " + std::to_string(largest) + " workers failed";
+    } else {
+      direct.measured = double(p->p99) / double(h->p99);
+      direct.detail = Millis(p->p99) + " ms / " + Millis(h->p99) + " ms";
+      direct.valid = true;
+    }
+  }
+
+  // Every probe burst: nobody waits behind a stuck holder here, so a worker that gave up its
+  // identity at the lock gave it up while the lock was making progress.
+  ScalingGoal kept;
+  kept.name = "probe identities given up at the lock, every burst";
+  kept.unit = "workers";
+  kept.goal = "= 0";
+  kept.bound = kGoalProbeGiveUps;
+  kept.why_not = missing(probe, "probe");
+  if (kept.why_not.empty()) {
+    int given_up = 0, workers = 0;
+    std::string by_count;
+    for (const Cell& c : probe->cells) {
+      given_up += c.probe_give_ups;
+      workers += c.ok + c.failed;
+      by_count += (by_count.empty() ? "" : ", ") + std::to_string(c.workers) + ": " +
+                  std::to_string(c.probe_give_ups);
+    }
+    kept.measured = given_up;
+    kept.detail = "of " + std::to_string(workers) + " workers; by burst size " + by_count;
+    kept.valid = workers > 0;
+    if (!kept.valid) kept.why_not = "no probe worker ran";
+  }
+  return {ratio, slope, direct, kept};
 }
 
 // ---- the plot ----
@@ -826,7 +934,8 @@ std::string Svg(const std::vector<ModeRuns>& modes, const std::string& title) {
   constexpr double kWidth = 760, kHeight = 460;
   constexpr double kLeft = 80, kRight = 170, kTop = 50, kBottom = 60;
   constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
-  constexpr std::array<const char*, 4> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  constexpr std::array<const char*, 5> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                                  "#ff7f0e"};
 
   // x linear (the slope is a straight line); y logarithmic, so the fast modes' floor and
   // the probe's queue share one plot.
@@ -979,6 +1088,11 @@ Json Environment(int cpus) {
        {{"HAMI_SIM_INIT_US", kSimInitUs},
         {"HAMI_SIM_CTX_CREATE_US", kSimCtxCreateUs},
         {"HAMI_SIM_CTX_SERIALIZE", 1}}},
+      {"probe_wait_ms", "the default (10000): the cap bounds a stuck holder, not the queue"},
+      {"handoff_baseline",
+       "no identity tier; after cuInit the probe's serialized work (two NVML process listings "
+       "around a primary-context retain and release) under a process-shared semaphore that "
+       "each worker posts to the next; its latency ends at the post"},
       {"memory_limit", kMemoryLimit},
       {"visible_devices", "all (CUDA_VISIBLE_DEVICES unset)"},
       {"container_runtime", "none: workers are plain processes of this machine"},
@@ -1133,19 +1247,20 @@ int Main(const Options& opt) {
   std::printf(
       "\nWhere the time goes at %d workers (per worker during cuInit; medians of the bursts):\n",
       opt.workers.back());
-  std::vector<std::vector<std::string>> cost_rows = {{"mode", "CPU p50 ms", "identity p50 ms",
-                                                      "identity p99 ms", "switches vol / invol",
-                                                      "broker thread CPU ms"}};
+  std::vector<std::vector<std::string>> cost_rows = {
+      {"mode", "CPU p50 ms", "identity p50 ms", "identity p99 ms", "turn p50 ms",
+       "switches vol / invol", "broker thread CPU ms"}};
   for (const ModeRuns& m : modes) {
     const Cell* c = m.At(opt.workers.back());
     if (c == nullptr || c->ok == 0) continue;
     cost_rows.push_back(
         {ModeName(m.mode), Fixed(double(c->cpu_p50) / 1e6, 2),
          Fixed(double(c->identity_p50) / 1e6, 2), Fixed(double(c->identity_p99) / 1e6, 2),
+         Fixed(double(c->turn_p50) / 1e6, 2),
          Fixed(c->voluntary_switches, 1) + " / " + Fixed(c->involuntary_switches, 1),
          c->server_cpu >= 0 ? Fixed(double(c->server_cpu) / 1e6, 1) : "-"});
   }
-  PrintTable(cost_rows, 1, 6, TrailingSpaces::kTrim);
+  PrintTable(cost_rows, 1, 7, TrailingSpaces::kTrim);
 
   std::printf("\n");
   std::vector<std::vector<std::string>> slope_rows = {
@@ -1162,8 +1277,10 @@ int Main(const Options& opt) {
   std::printf("\n");
   std::vector<std::vector<std::string>> goal_rows = {{"goal", "measured", "bound", "met"}};
   for (const ScalingGoal& g : goals) {
-    goal_rows.push_back({g.name, g.valid ? Fixed(g.measured, 3) + " (" + g.detail + ")" : "-",
-                         g.goal,
+    // A count of workers reads as a whole number; a ratio with three decimals.
+    const std::string value =
+        g.unit == "workers" ? std::to_string(std::llround(g.measured)) : Fixed(g.measured, 3);
+    goal_rows.push_back({g.name, g.valid ? value + " (" + g.detail + ")" : "-", g.goal,
                          g.valid ? (g.meets() ? "met" : "not met") : "not measured: " + g.why_not});
   }
   PrintTable(goal_rows, 1, 2, TrailingSpaces::kTrim);
@@ -1252,8 +1369,8 @@ int Main(const Options& opt) {
 std::optional<std::vector<Mode>> ParseModeList(std::string_view text) {
   std::vector<std::string> names;
   for (Mode m : kAllModes) names.emplace_back(ModeName(m));
-  auto chosen =
-      ParseNameList(text, "--identity", names, "one of none, probe, broker, procfs", kProgram);
+  auto chosen = ParseNameList(text, "--identity", names,
+                              "one of none, probe, handoff, broker, procfs", kProgram);
   if (!chosen) return std::nullopt;
   std::vector<Mode> out;
   for (size_t i : *chosen) out.push_back(kAllModes[i]);

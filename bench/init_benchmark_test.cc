@@ -1,6 +1,7 @@
 // Smoke test of hami_bench_init: a --quick run at 1 and 4 workers finishes, no worker of any
-// mode fails, every worker learned its identity the way its mode says, and the JSON and the
-// plot carry every field. The speed goals are reported by the benchmark, never tested here
+// mode fails (the probe's direct-handoff baseline included), every worker learned its
+// identity the way its mode says, no probe gave its identity up at the lock, and the JSON and
+// the plot carry every field. The speed goals are reported by the benchmark, never tested here
 // (they depend on the machine).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,6 +34,7 @@ TEST(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity) {
   const std::string& out = bench.output();
   EXPECT_THAT(out, HasSubstr("p99 ms"));
   EXPECT_THAT(out, HasSubstr("slope(broker) / slope(probe)"));
+  EXPECT_THAT(out, HasSubstr("p99(probe) / p99(handoff)"));
   const Json& j = bench.json();
 
   EXPECT_EQ(j.value("benchmark", ""), "init");
@@ -46,8 +48,11 @@ TEST(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity) {
   EXPECT_EQ(j["environment"]["cost_model"].value("HAMI_SIM_CTX_CREATE_US", 0), 50000);
   EXPECT_EQ(j["config"]["workers"], Json::array({1, 4}));
 
-  const ModeExpectation expectations[] = {
-      {"none", "failed"}, {"probe", "nvml-probe"}, {"broker", "broker"}, {"procfs", "procfs"}};
+  const ModeExpectation expectations[] = {{"none", "failed"},
+                                          {"probe", "nvml-probe"},
+                                          {"handoff", "failed"},
+                                          {"broker", "broker"},
+                                          {"procfs", "procfs"}};
   for (const ModeExpectation& e : expectations) {
     SCOPED_TRACE(e.mode);
     ASSERT_TRUE(j["modes"].contains(e.mode)) << out;
@@ -83,12 +88,20 @@ TEST(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity) {
       EXPECT_TRUE(r["cpu_ns"]["p50"].is_number_integer());
       EXPECT_TRUE(r["identity_ns"]["p99"].is_number_integer());
       EXPECT_EQ(r["broker_server_cpu_ns"].is_null(), std::string(e.mode) != "broker");
+      EXPECT_EQ(r.value("probe_lock_give_ups", -1), 0);
       ASSERT_TRUE(r["records"].is_array());
       ASSERT_EQ(r["records"].size(), size_t(workers));
       for (const Json& w : r["records"]) {
         EXPECT_EQ(w.value("ok", false), true) << w.dump();
         EXPECT_EQ(w.value("cu_result", -1), 0);
-        EXPECT_EQ(w.value("host_pid", -1), std::string(e.mode) == "none" ? 0 : w.value("pid", 0));
+        const bool no_identity = std::string(e.mode) == "none" || std::string(e.mode) == "handoff";
+        EXPECT_EQ(w.value("host_pid", -1), no_identity ? 0 : w.value("pid", 0));
+        // The baseline's latency runs to the end of its handed-over work, after cuInit.
+        EXPECT_EQ(w["handoff_done_ns"].is_null(), std::string(e.mode) != "handoff") << w.dump();
+        if (std::string(e.mode) == "handoff") {
+          EXPECT_GE(w.value("handoff_done_ns", int64_t(0)),
+                    w.value("cuinit_returned_ns", int64_t(0)));
+        }
         for (const char* t : {"main_ns", "ready_ns", "released_ns", "cuinit_returned_ns", "cpu_ns",
                               "identity_ns", "voluntary_switches", "involuntary_switches"}) {
           EXPECT_TRUE(w[t].is_number_integer()) << t;
@@ -112,7 +125,7 @@ TEST(InitBenchmarkTest, QuickRunHasNoFailedWorkerAndEveryModeFindsItsIdentity) {
     }
   }
 
-  ExpectGoals(j["goals"], 2,
+  ExpectGoals(j["goals"], 4,
               {"name", "measured", "unit", "goal", "bound", "meets", "measured_ok", "workers"},
               GoalsMeasured::kNotChecked);
 
