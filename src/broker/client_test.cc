@@ -4,7 +4,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +27,7 @@
 #include "common/clock.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "support/subprocess.h"
 
 namespace hami::broker {
 namespace {
@@ -74,6 +78,46 @@ class FakeServer {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// Opened by the test once the client has given up: a fake server's handler that waits on it
+// answers late (or not at all) without a timer deciding what "late" is. Declare it before
+// the FakeServer whose handler waits on it, and Open() it before that server goes.
+class Gate {
+ public:
+  Gate() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) == 0) {
+      read_.Reset(fds[0]);
+      write_.Reset(fds[1]);
+    }
+  }
+  ~Gate() { Open(); }
+  void Open() { write_.Reset(); }
+  // Blocks until Open() (bounded, so that a test that never opens it still ends).
+  void Wait() const {
+    pollfd p{read_.get(), POLLIN, 0};
+    while (poll(&p, 1, 60'000) < 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  UniqueFd read_, write_;
+};
+
+// Sends `bytes` to the peer one at a time, each only after the peer has read the one before,
+// so that every byte arrives in a read of its own. Whether the peer has read is the socket's
+// unread output (SIOCOUTQ): no event announces it, so it is polled, bounded.
+void SendOneByteAtATime(int fd, const std::vector<uint8_t>& bytes) {
+  for (uint8_t b : bytes) {
+    if (send(fd, &b, 1, MSG_NOSIGNAL) != 1) return;
+    hami::testing::PollUntil(
+        [fd] {
+          int unread = 0;
+          return ioctl(fd, SIOCOUTQ, &unread) != 0 || unread == 0;
+        },
+        5'000, 100);
+  }
+}
 
 // Reads the 8-byte request, then writes `reply`.
 std::function<void(int)> Replying(std::vector<uint8_t> reply,
@@ -172,25 +216,28 @@ TEST_F(ClientTest, AResponseArrivingOneByteAtATimeIsAssembled) {
     size_t got = 0;
     int err = 0;
     ReadFull(fd, req, sizeof(req), MonotonicNs() + 2'000'000'000, &got, &err);
-    for (uint8_t b : golden::kResponsePid8011) {
-      send(fd, &b, 1, MSG_NOSIGNAL);
-      usleep(2000);
-    }
+    SendOneByteAtATime(fd, golden::kResponsePid8011);
   });
   EXPECT_EQ(Query().pid, 8011);
 }
 
 TEST_F(ClientTest, ASilentServerTimesOut) {
-  FakeServer server(path_, [](int) { usleep(2 * kTimeoutNs / 1000); });
+  // The server holds the connection open, saying nothing, until the client has given up.
+  Gate client_done;
+  FakeServer server(path_, [&client_done](int) { client_done.Wait(); });
   EXPECT_EQ(Query().failure, ClientFailure::kTimeout);
+  client_done.Open();
 }
 
 TEST_F(ClientTest, ASlowServerTimesOutBeforeItAnswers) {
-  FakeServer server(path_, [](int fd) {
-    usleep(2 * kTimeoutNs / 1000);
+  // The server reads the request and answers only once the client has given up.
+  Gate client_done;
+  FakeServer server(path_, [&client_done](int fd) {
+    client_done.Wait();
     Replying(golden::kResponsePid8011)(fd);
   });
   EXPECT_EQ(Query().failure, ClientFailure::kTimeout);
+  client_done.Open();
 }
 
 TEST_F(ClientTest, AServerThatDiesOnEveryConnectionGivesNoPid) {
@@ -335,7 +382,13 @@ TEST(FullIo, MovesAFrameSentOneByteAtATime) {
     for (uint8_t byte : golden::kRequestV1) {
       int err = 0;
       EXPECT_EQ(WriteFull(a.get(), &byte, 1, MonotonicNs() + 2'000'000'000, &err), IoResult::kOk);
-      usleep(1000);
+      // The next byte only once the reader has this one (SIOCOUTQ: no event says so).
+      hami::testing::PollUntil(
+          [&a] {
+            int unread = 0;
+            return ioctl(a.get(), SIOCOUTQ, &unread) != 0 || unread == 0;
+          },
+          5'000, 100);
     }
   });
   uint8_t got_bytes[kRequestSize];

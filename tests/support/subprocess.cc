@@ -3,16 +3,43 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "common/clock.h"
 
 namespace hami::testing {
+namespace {
+
+UniqueFd OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return UniqueFd(int(syscall(SYS_pidfd_open, pid, 0)));
+#else
+  (void)pid;
+  return UniqueFd();
+#endif
+}
+
+// Waits until `fd` is readable, at most until `deadline_ns`; false at the deadline.
+bool PollReadable(int fd, int64_t deadline_ns) {
+  for (;;) {
+    const int64_t left_ns = deadline_ns - MonotonicNs();
+    if (left_ns <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int rc = poll(&p, 1, int((left_ns + 999'999) / 1'000'000));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
 
 Subprocess::Subprocess(const std::vector<std::string>& argv,
                        const std::map<std::string, std::string>& env) {
@@ -36,10 +63,11 @@ Subprocess::Subprocess(const std::vector<std::string>& argv,
     std::fprintf(stderr, "Subprocess: cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
   }
-  close(in[0]);
-  close(out[1]);
-  in_ = in[1];
-  out_ = out[0];
+  UniqueFd in_read(in[0]), out_write(out[1]);
+  in_.Reset(in[1]);
+  out_.Reset(out[0]);
+  // The child cannot be reaped before this (only Wait reaps), so the PID is still its own.
+  if (pid_ > 0) pidfd_ = OpenPidfd(pid_);
 }
 
 Subprocess::~Subprocess() {
@@ -47,8 +75,6 @@ Subprocess::~Subprocess() {
     kill(pid_, SIGKILL);
     Wait(10000);
   }
-  if (in_ >= 0) close(in_);
-  if (out_ >= 0) close(out_);
 }
 
 std::optional<std::string> Subprocess::ReadLine(int timeout_ms) {
@@ -60,14 +86,10 @@ std::optional<std::string> Subprocess::ReadLine(int timeout_ms) {
       buffer_.erase(0, nl + 1);
       return line;
     }
-    int64_t left_ms = (deadline - MonotonicNs()) / 1000000;
-    if (left_ms <= 0) return std::nullopt;
-    pollfd p{out_, POLLIN, 0};
-    int rc = poll(&p, 1, int(left_ms));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) return std::nullopt;
+    if (!PollReadable(out_.get(), deadline)) return std::nullopt;
     char buf[4096];
-    ssize_t n = read(out_, buf, sizeof(buf));
+    ssize_t n = read(out_.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return std::nullopt;
     buffer_.append(buf, size_t(n));
   }
@@ -92,10 +114,7 @@ std::string Subprocess::ReadAll(int timeout_ms) {
   return all;
 }
 
-void Subprocess::CloseStdin() {
-  if (in_ >= 0) close(in_);
-  in_ = -1;
-}
+void Subprocess::CloseStdin() { in_.Reset(); }
 
 void Subprocess::Kill(int sig) {
   if (!reaped_) kill(pid_, sig);
@@ -103,22 +122,78 @@ void Subprocess::Kill(int sig) {
 
 int Subprocess::Wait(int timeout_ms) {
   if (reaped_) return status_;
-  int64_t deadline = MonotonicNs() + int64_t(timeout_ms) * 1000000;
+  const int64_t deadline = MonotonicNs() + int64_t(timeout_ms) * 1000000;
   for (;;) {
     int st = 0;
     pid_t r = waitpid(pid_, &st, WNOHANG);
     if (r == pid_) {
       reaped_ = true;
       status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      pidfd_.Reset();
       return status_;
     }
+    if (r < 0 && errno != EINTR) return -1;
+    if (pidfd_.valid()) {
+      // Readable once the child has exited: the next waitpid reaps it.
+      if (!PollReadable(pidfd_.get(), deadline)) return -1;
+      continue;
+    }
+    // No pidfd (a kernel before 5.3): poll the exit, bounded by the deadline.
     if (MonotonicNs() >= deadline) return -1;
-    usleep(2000);
+    SleepForNs(2'000'000);
   }
 }
 
 std::string TestProgram(const std::string& name) {
   return std::string(HAMI_TEST_BIN_DIR) + "/" + name;
+}
+
+bool WaitForExit(pid_t pid, int timeout_ms) {
+  UniqueFd fd = OpenPidfd(pid);
+  if (!fd.valid()) return false;
+  return PollReadable(fd.get(), MonotonicNs() + int64_t(timeout_ms) * 1'000'000);
+}
+
+pid_t OnlyChildOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  pid_t child = 0, another = 0;
+  if (!(in >> child) || child <= 0) return 0;
+  if (in >> another) return 0;
+  return child;
+}
+
+std::optional<BlockedThread> ReadBlockedThread(pid_t pid, pid_t tid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
+  BlockedThread t;
+  {
+    std::ifstream in(task + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) return std::nullopt;
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) return std::nullopt;
+    t.state = line[paren + 2];
+  }
+  std::ifstream in(task + "/syscall");
+  std::string first;
+  if (!(in >> first)) return std::nullopt;
+  if (first == "running") return t;
+  t.syscall = std::strtol(first.c_str(), nullptr, 10);
+  std::string arg;
+  if (in >> arg) t.first_arg = uintptr_t(std::strtoull(arg.c_str(), nullptr, 16));
+  return t;
+}
+
+uintptr_t MappingStart(pid_t pid, const std::string& path) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(in, line);) {
+    // "start-end perms offset dev inode   path"
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode, mapped;
+    if (!(fields >> range >> perms >> offset >> dev >> inode >> mapped)) continue;
+    if (mapped != path || std::strtoull(offset.c_str(), nullptr, 16) != 0) continue;
+    return uintptr_t(std::strtoull(range.c_str(), nullptr, 16));
+  }
+  return 0;
 }
 
 }  // namespace hami::testing
