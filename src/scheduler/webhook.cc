@@ -1,0 +1,436 @@
+#include "scheduler/webhook.h"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kube/base64.h"
+#include "kube/patch.h"
+#include "kube/quantity.h"
+#include "kube/quote.h"
+#include "scheduler/request.h"
+
+namespace hami::scheduler::webhook {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kReviewApiVersion = "admission.k8s.io/v1";
+constexpr int kMaxDepth = 512;
+
+Error Malformed(std::string_view field, std::string_view what) {
+  std::string msg = "AdmissionReview: ";
+  if (!field.empty()) msg += std::string(field) + ": ";
+  msg += what;
+  return Error(ErrorCode::kInvalidArgument, std::move(msg));
+}
+
+// Whether arrays and objects nest deeper than `limit` (strings skipped).
+bool NestedDeeperThan(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > limit) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// A string member: "" when absent or null; an error naming `field` when of another type.
+Result<std::string> OptionalString(const json& object, std::string_view key,
+                                   std::string_view field) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return Malformed(field, "not a string");
+  return it->get<std::string>();
+}
+
+Result<std::string> RequiredString(const json& object, std::string_view key,
+                                   std::string_view field) {
+  std::string s = HAMI_TRY(OptionalString(object, key, field));
+  if (s.empty()) return Malformed(field, "missing");
+  return s;
+}
+
+Result<const json*> RequiredObject(const json& object, std::string_view key,
+                                   std::string_view field) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return Malformed(field, "missing");
+  if (!it->is_object()) return Malformed(field, "not an object");
+  return &*it;
+}
+
+struct Decision {
+  bool allowed = true;
+  int code = 0;
+  std::string reason;
+  std::string message;
+  json patch = json::array();
+};
+
+Decision Deny(int code, std::string message) {
+  Decision d;
+  d.allowed = false;
+  d.code = code;
+  d.reason = code == 400 ? "BadRequest" : "Forbidden";
+  d.message = std::move(message);
+  return d;
+}
+
+std::string Respond(const std::string& uid, const Decision& d) {
+  json response = {{"uid", uid}, {"allowed", d.allowed}};
+  if (!d.allowed) {
+    response["status"] = {{"code", d.code}, {"reason", d.reason}, {"message", d.message}};
+  } else if (!d.patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = kube::EncodeBase64(d.patch.dump());
+  }
+  json review = {{"apiVersion", kReviewApiVersion},
+                 {"kind", "AdmissionReview"},
+                 {"response", std::move(response)}};
+  return review.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// resources.<section> of a container when it is an object, else nullptr.
+const json* Section(const json& container, std::string_view section) {
+  auto r = container.find("resources");
+  if (r == container.end() || !r->is_object()) return nullptr;
+  auto s = r->find(section);
+  if (s == r->end() || !s->is_object()) return nullptr;
+  return &*s;
+}
+
+bool Names(const json& container, std::string_view name) {
+  for (std::string_view section : {"limits", "requests"}) {
+    const json* s = Section(container, section);
+    if (s != nullptr && s->contains(name)) return true;
+  }
+  return false;
+}
+
+// The quantity `name` in limits, else requests; nullopt when absent or unreadable (the pod
+// parse that follows names what is wrong).
+std::optional<kube::Quantity> QuantityOf(const json& container, std::string_view name) {
+  for (std::string_view section : {"limits", "requests"}) {
+    const json* s = Section(container, section);
+    if (s == nullptr) continue;
+    auto it = s->find(name);
+    if (it == s->end()) continue;
+    std::string text;
+    if (it->is_string()) {
+      text = it->get<std::string>();
+    } else if (it->is_number()) {
+      text = it->dump();
+    } else {
+      return std::nullopt;
+    }
+    auto q = kube::ParseQuantity(text, "");
+    if (!q.ok()) return std::nullopt;
+    return *q;
+  }
+  return std::nullopt;
+}
+
+bool MentionsHami(const json& container, const DeviceConfig& c) {
+  for (const std::string* name :
+       {&c.resource_count_name, &c.resource_memory_name, &c.resource_memory_percentage_name,
+        &c.resource_core_name, &c.resource_priority_name}) {
+    if (Names(container, *name)) return true;
+  }
+  return false;
+}
+
+// Adds `additions` (resource name -> quantity text) to the container at `base` (a JSON pointer):
+// to resources.limits, and to resources.requests when the container has requests.
+void AddResources(const json& container, const std::string& base,
+                  const std::vector<std::pair<std::string, std::string>>& additions, json& patch) {
+  if (additions.empty()) return;
+  json values = json::object();
+  for (const auto& [name, value] : additions) values[name] = value;
+  auto r = container.find("resources");
+  if (r == container.end() || !r->is_object()) {
+    patch.push_back(
+        {{"op", "add"}, {"path", base + "/resources"}, {"value", {{"limits", values}}}});
+    return;
+  }
+  for (std::string_view section : {"limits", "requests"}) {
+    auto s = r->find(section);
+    const bool present = s != r->end() && s->is_object();
+    const std::string path = base + "/resources/" + std::string(section);
+    if (!present) {
+      if (section == "limits") patch.push_back({{"op", "add"}, {"path", path}, {"value", values}});
+      continue;
+    }
+    for (const auto& [name, value] : additions) {
+      patch.push_back(
+          {{"op", "add"}, {"path", path + "/" + EscapeJsonPointerToken(name)}, {"value", value}});
+    }
+  }
+}
+
+// Sets env `name` of the container at `base` to `value`.
+void SetEnv(const json& container, const std::string& base, std::string_view name,
+            const std::string& value, json& patch) {
+  json var = {{"name", name}, {"value", value}};
+  auto env = container.find("env");
+  if (env == container.end() || !env->is_array()) {
+    patch.push_back({{"op", "add"}, {"path", base + "/env"}, {"value", json::array({var})}});
+    return;
+  }
+  for (size_t j = 0; j < env->size(); ++j) {
+    const json& e = (*env)[j];
+    if (!e.is_object()) continue;
+    auto n = e.find("name");
+    if (n != e.end() && n->is_string() && n->get_ref<const std::string&>() == name) {
+      patch.push_back(
+          {{"op", "replace"}, {"path", base + "/env/" + std::to_string(j)}, {"value", var}});
+      return;
+    }
+  }
+  patch.push_back({{"op", "add"}, {"path", base + "/env/-"}, {"value", var}});
+}
+
+// The containers of one list of the pod, with their JSON pointers and spec field names.
+struct ContainerRef {
+  const json* container;
+  std::string pointer;  // "/spec/containers/0"
+  std::string field;    // "spec.containers[0]"
+  bool init;
+  size_t index;
+};
+
+std::vector<ContainerRef> Containers(const json& pod) {
+  std::vector<ContainerRef> out;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return out;
+  for (std::string_view list : {"initContainers", "containers"}) {
+    auto l = spec->find(list);
+    if (l == spec->end() || !l->is_array()) continue;
+    for (size_t i = 0; i < l->size(); ++i) {
+      if (!(*l)[i].is_object()) continue;
+      out.push_back({&(*l)[i], "/spec/" + std::string(list) + "/" + std::to_string(i),
+                     "spec." + std::string(list) + "[" + std::to_string(i) + "]",
+                     list == "initContainers", i});
+    }
+  }
+  return out;
+}
+
+bool Privileged(const json& container) {
+  auto sc = container.find("securityContext");
+  if (sc == container.end() || !sc->is_object()) return false;
+  auto p = sc->find("privileged");
+  return p != sc->end() && p->is_boolean() && p->get<bool>();
+}
+
+bool LabelledIgnore(const kube::StringMap& labels) {
+  auto it = labels.find(kWebhookLabel);
+  return it != labels.end() && it->second == kWebhookIgnore;
+}
+
+Result<Decision> DecidePod(const json& pod, const std::string& ns, const WebhookContext& ctx) {
+  const DeviceConfig& config = ctx.device_config;
+  Decision allow;
+
+  // Labels and the scheduler name, read leniently: a malformed pod is the API server's to refuse.
+  const json* labels = nullptr;
+  if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+    if (auto l = meta->find("labels"); l != meta->end() && l->is_object()) labels = &*l;
+  }
+  if (labels != nullptr) {
+    auto it = labels->find(kWebhookLabel);
+    if (it != labels->end() && it->is_string() && *it == kWebhookIgnore) return allow;
+  }
+  std::string scheduler;
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    if (auto s = spec->find("schedulerName"); s != spec->end() && s->is_string()) {
+      scheduler = s->get<std::string>();
+    }
+  }
+  if (!scheduler.empty() && scheduler != "default-scheduler" && scheduler != ctx.scheduler_name) {
+    return allow;
+  }
+
+  const std::vector<ContainerRef> containers = Containers(pod);
+  bool mentions = false;
+  for (const ContainerRef& c : containers)
+    mentions = mentions || MentionsHami(*c.container, config);
+  if (!mentions) return allow;
+
+  NamespaceView view;
+  if (ctx.lookup_namespace) {
+    auto found = ctx.lookup_namespace(ns);
+    if (found.ok()) {
+      view = std::move(*found);
+    } else if (found.error().code() != ErrorCode::kNotFound) {
+      return Error(found.error().code(),
+                   "webhook: namespace " + ns + ": " + found.error().message());
+    }
+  }
+  if (LabelledIgnore(view.labels)) return allow;
+
+  // Resources first: the count a share implies, the cores a whole GPU implies.
+  json patch = json::array();
+  for (const ContainerRef& c : containers) {
+    const json& ctr = *c.container;
+    std::vector<std::pair<std::string, std::string>> additions;
+    const bool share = Names(ctr, config.resource_memory_name) ||
+                       Names(ctr, config.resource_memory_percentage_name) ||
+                       Names(ctr, config.resource_core_name);
+    if (!Names(ctr, config.resource_count_name)) {
+      if (share)
+        additions.emplace_back(config.resource_count_name, std::to_string(config.default_gpu_num));
+    } else if (!share && config.default_memory_mib == 0) {
+      std::optional<kube::Quantity> count = QuantityOf(ctr, config.resource_count_name);
+      if (count.has_value() && count->Value() >= 1) {
+        additions.emplace_back(config.resource_core_name, "100");
+      }
+    }
+    AddResources(ctr, c.pointer, additions, patch);
+  }
+
+  // The pod as it will be, read as the scheduler reads it.
+  json patched = pod;
+  if (!patch.empty()) {
+    auto applied = kube::ApplyJsonPatch(pod, patch);
+    if (!applied.ok()) {
+      return Error(ErrorCode::kInternal,
+                   "webhook: the pod's own patch does not apply: " + applied.error().message());
+    }
+    patched = std::move(*applied);
+  }
+  if (patched.contains("metadata") && patched["metadata"].is_object() &&
+      !patched["metadata"].contains("namespace")) {
+    patched["metadata"]["namespace"] = ns;  // for messages: creates may leave it to the URL
+  }
+  auto typed = kube::ParsePod(patched);
+  if (!typed.ok()) return Deny(400, typed.error().message());
+  auto request = ParsePodRequest(*typed, config);
+  if (!request.ok()) return Deny(400, request.error().message());
+
+  // Priorities, into the environment.
+  for (const ContainerRef& c : containers) {
+    const std::vector<ContainerRequest>& list =
+        c.init ? request->init_containers : request->containers;
+    if (c.index >= list.size() || !list[c.index].priority.has_value()) continue;
+    SetEnv(*c.container, c.pointer, kTaskPriorityEnv, std::to_string(*list[c.index].priority),
+           patch);
+  }
+
+  if (!request->RequestsGpus()) {
+    allow.patch = std::move(patch);
+    return allow;
+  }
+  for (const ContainerRef& c : containers) {
+    const std::vector<ContainerRequest>& list =
+        c.init ? request->init_containers : request->containers;
+    if (c.index < list.size() && list[c.index].requests_gpus() && Privileged(*c.container)) {
+      return Deny(403, "container \"" + list[c.index].name + "\" (" + c.field +
+                           ") is privileged and requests GPUs: a privileged container sees every "
+                           "GPU of its node, outside HAMi's limits");
+    }
+  }
+  if (!typed->node_name.empty()) {
+    return Deny(403, "spec.nodeName is already set (\"" + typed->node_name +
+                         "\"): a pod that requests GPUs must be placed by " + ctx.scheduler_name +
+                         ", which chooses its GPUs");
+  }
+  if (auto exceeded = QuotaExceeded(ns, view.quota, view.used, RequestAmounts(*request), config)) {
+    return Deny(403, "GPU quota exceeded: " + *exceeded);
+  }
+  if (scheduler != ctx.scheduler_name) {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", ctx.scheduler_name}});
+  }
+  allow.patch = std::move(patch);
+  return allow;
+}
+
+}  // namespace
+
+std::string EscapeJsonPointerToken(std::string_view token) {
+  std::string out;
+  out.reserve(token.size());
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Result<std::string> Review(std::string_view admission_review_json, const WebhookContext& ctx) {
+  if (NestedDeeperThan(admission_review_json, kMaxDepth)) {
+    return Malformed("", "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
+  const json review = json::parse(admission_review_json, nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) return Malformed("", "not JSON");
+  if (!review.is_object()) return Malformed("", "not a JSON object");
+  std::string api_version = HAMI_TRY(OptionalString(review, "apiVersion", "apiVersion"));
+  if (api_version != kReviewApiVersion) {
+    return Malformed("apiVersion",
+                     (api_version.empty() ? std::string("missing")
+                                          : kube::QuoteInput(api_version) + " is not served") +
+                         " (want " + std::string(kReviewApiVersion) + ")");
+  }
+  std::string kind = HAMI_TRY(OptionalString(review, "kind", "kind"));
+  if (kind != "AdmissionReview") {
+    return Malformed("kind", (kind.empty() ? std::string("missing") : kube::QuoteInput(kind)) +
+                                 " (want AdmissionReview)");
+  }
+  const json& request = *HAMI_TRY(RequiredObject(review, "request", "request"));
+  std::string uid = HAMI_TRY(RequiredString(request, "uid", "request.uid"));
+  const json& kind_object = *HAMI_TRY(RequiredObject(request, "kind", "request.kind"));
+  std::string object_kind = HAMI_TRY(RequiredString(kind_object, "kind", "request.kind.kind"));
+  const json& resource = *HAMI_TRY(RequiredObject(request, "resource", "request.resource"));
+  std::string group = HAMI_TRY(OptionalString(resource, "group", "request.resource.group"));
+  std::string plural = HAMI_TRY(RequiredString(resource, "resource", "request.resource.resource"));
+  std::string sub = HAMI_TRY(OptionalString(request, "subResource", "request.subResource"));
+  std::string operation = HAMI_TRY(RequiredString(request, "operation", "request.operation"));
+  if (operation != "CREATE" && operation != "UPDATE" && operation != "DELETE" &&
+      operation != "CONNECT") {
+    return Malformed("request.operation",
+                     kube::QuoteInput(operation) + " is not CREATE, UPDATE, DELETE or CONNECT");
+  }
+  std::string ns = HAMI_TRY(OptionalString(request, "namespace", "request.namespace"));
+
+  if (!group.empty() || plural != "pods" || !sub.empty() || operation != "CREATE") {
+    return Respond(uid, Decision{});
+  }
+  if (object_kind != "Pod") {
+    return Malformed("request.kind.kind",
+                     kube::QuoteInput(object_kind) + " for resource pods (want Pod)");
+  }
+  const json& pod = *HAMI_TRY(RequiredObject(request, "object", "request.object"));
+  if (ns.empty()) {
+    if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+      if (auto n = meta->find("namespace"); n != meta->end() && n->is_string()) {
+        ns = n->get<std::string>();
+      }
+    }
+  }
+  if (ns.empty()) return Malformed("request.namespace", "missing for a pod");
+  Decision d = HAMI_TRY(DecidePod(pod, ns, ctx));
+  return Respond(uid, d);
+}
+
+}  // namespace hami::scheduler::webhook

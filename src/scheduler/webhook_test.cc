@@ -1,0 +1,428 @@
+#include "scheduler/webhook.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kube/base64.h"
+#include "kube/objects.h"
+#include "kube/patch.h"
+#include "scheduler/quota.h"
+
+namespace hami::scheduler::webhook {
+namespace {
+
+using nlohmann::json;
+
+json Review(const json& pod, const std::string& operation = "CREATE",
+            const std::string& ns = "default") {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+            {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+            {"requestKind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+            {"namespace", ns},
+            {"operation", operation},
+            {"userInfo", {{"username", "admin"}}},
+            {"object", pod},
+            {"oldObject", nullptr},
+            {"dryRun", false}}}};
+}
+
+json Container(const std::string& name, const json& limits, const json& extra = json::object()) {
+  json c = {{"name", name}, {"image", "cuda:12"}, {"resources", {{"limits", limits}}}};
+  c.update(extra);
+  return c;
+}
+
+json Pod(const std::vector<json>& containers, const json& spec_extra = json::object(),
+         const json& labels = json::object()) {
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "train"}, {"namespace", "default"}, {"labels", labels}}},
+              {"spec", {{"containers", containers}}}};
+  pod["spec"].update(spec_extra);
+  return pod;
+}
+
+// What the webhook answered about `pod`, and the pod with its patch applied.
+struct Answer {
+  json response;
+  json patch = json::array();
+  json patched;
+};
+
+Answer Admit(const json& pod, const WebhookContext& ctx, const std::string& operation = "CREATE") {
+  Answer a;
+  auto out = webhook::Review(Review(pod, operation).dump(), ctx);
+  EXPECT_TRUE(out.ok()) << out.error().message();
+  if (!out.ok()) return a;
+  json review = json::parse(*out);
+  EXPECT_EQ(review["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(review["kind"], "AdmissionReview");
+  a.response = review["response"];
+  EXPECT_EQ(a.response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  a.patched = pod;
+  if (a.response.contains("patch")) {
+    EXPECT_EQ(a.response["patchType"], "JSONPatch");
+    auto bytes = kube::DecodeBase64(a.response["patch"].get<std::string>());
+    EXPECT_TRUE(bytes.ok()) << bytes.error().message();
+    if (!bytes.ok()) return a;
+    a.patch = json::parse(*bytes);
+    auto applied = kube::ApplyJsonPatch(pod, a.patch);
+    EXPECT_TRUE(applied.ok()) << applied.error().message() << "\npatch: " << a.patch.dump();
+    if (applied.ok()) a.patched = *applied;
+  }
+  return a;
+}
+
+bool Allowed(const Answer& a) { return a.response.value("allowed", false); }
+bool Unchanged(const Answer& a) { return Allowed(a) && !a.response.contains("patch"); }
+std::string DenialMessage(const Answer& a) {
+  if (Allowed(a)) return "(allowed)";
+  return a.response["status"].value("message", "");
+}
+
+class WebhookTest : public ::testing::Test {
+ protected:
+  WebhookContext ctx_;
+};
+
+TEST_F(WebhookTest, MemoryWithoutCountGainsOneGpuInLimitsAndRequestsAndTheScheduler) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}},
+                            {{"resources",
+                              {{"limits", {{"nvidia.com/gpumem", "3000"}}},
+                               {"requests", {{"nvidia.com/gpumem", "3000"}}}}}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  json want = pod;
+  want["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  want["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1";
+  want["spec"]["schedulerName"] = "hami-scheduler";
+  EXPECT_EQ(a.patched, want);
+  // Resource names hold '/': the paths escape it.
+  EXPECT_EQ(a.patch[0]["path"], "/spec/containers/0/resources/limits/nvidia.com~1gpu");
+}
+
+TEST_F(WebhookTest, CoresOrPercentageWithoutCountGainDefaultGpuNumInLimitsOnly) {
+  ctx_.device_config.default_gpu_num = 2;
+  json pod = Pod({Container("a", {{"nvidia.com/gpucores", "30"}}),
+                  Container("b", {{"nvidia.com/gpumem-percentage", 50}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patched["spec"]["containers"][0]["resources"],
+            (json{{"limits", {{"nvidia.com/gpucores", "30"}, {"nvidia.com/gpu", "2"}}}}));
+  EXPECT_EQ(a.patched["spec"]["containers"][1]["resources"],
+            (json{{"limits", {{"nvidia.com/gpumem-percentage", 50}, {"nvidia.com/gpu", "2"}}}}));
+}
+
+TEST_F(WebhookTest, BareGpuCountIsExclusive) {
+  json pod = Pod({Container(
+      "main", {{"nvidia.com/gpu", "1"}},
+      {{"resources",
+        {{"limits", {{"nvidia.com/gpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}}}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  const json& res = a.patched["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(res["limits"]["nvidia.com/gpucores"], "100");
+  EXPECT_EQ(res["requests"]["nvidia.com/gpucores"], "100");
+  EXPECT_EQ(a.patched["spec"]["schedulerName"], "hami-scheduler");
+}
+
+TEST_F(WebhookTest, BareGpuCountSharesWhenDefaultMemoryIsSet) {
+  ctx_.device_config.default_memory_mib = 2000;
+  Answer a = Admit(Pod({Container("main", {{"nvidia.com/gpu", 1}})}), ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_FALSE(
+      a.patched["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpucores"));
+  EXPECT_EQ(a.patched["spec"]["schedulerName"], "hami-scheduler");
+}
+
+TEST_F(WebhookTest, CompleteRequestOnlyGetsTheSchedulerAndNothingWhenItHasIt) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}})},
+                 {{"schedulerName", "default-scheduler"}});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patch,
+            (json::array(
+                {{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", "hami-scheduler"}}})));
+  pod["spec"]["schedulerName"] = "hami-scheduler";
+  EXPECT_TRUE(Unchanged(Admit(pod, ctx_)));
+}
+
+TEST_F(WebhookTest, PriorityBecomesCudaTaskPriorityOnThatContainer) {
+  json pod = Pod(
+      {Container("fresh",
+                 {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}, {"nvidia.com/priority", 0}}),
+       Container("with-env", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}},
+                 {{"env", {{{"name", "A"}, {"value", "1"}}}}}),
+       Container("stale",
+                 {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}, {"nvidia.com/priority", "1"}},
+                 {{"env",
+                   {{{"name", "CUDA_TASK_PRIORITY"}, {"value", "0"}},
+                    {{"name", "B"}, {"value", "2"}}}}})});
+  pod["spec"]["containers"][1]["resources"]["limits"]["nvidia.com/priority"] = "1";
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  const json& c = a.patched["spec"]["containers"];
+  EXPECT_EQ(c[0]["env"], (json{{{"name", "CUDA_TASK_PRIORITY"}, {"value", "0"}}}));
+  EXPECT_EQ(c[1]["env"], (json{{{"name", "A"}, {"value", "1"}},
+                               {{"name", "CUDA_TASK_PRIORITY"}, {"value", "1"}}}));
+  EXPECT_EQ(c[2]["env"], (json{{{"name", "CUDA_TASK_PRIORITY"}, {"value", "1"}},
+                               {{"name", "B"}, {"value", "2"}}}));
+}
+
+TEST_F(WebhookTest, InitContainersAreMutatedToo) {
+  json pod = Pod({Container("main", {{"cpu", "1"}})});
+  pod["spec"]["initContainers"] = {Container("warmup", {{"nvidia.com/gpumem", "500"}})};
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patched["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+  EXPECT_EQ(a.patched["spec"]["schedulerName"], "hami-scheduler");
+  EXPECT_EQ(a.patched["spec"]["containers"], pod["spec"]["containers"]);
+}
+
+TEST_F(WebhookTest, RequestsWithoutLimitsGainLimitsForTheCount) {
+  json pod = Pod({{{"name", "main"},
+                   {"image", "i"},
+                   {"resources", {{"requests", {{"nvidia.com/gpucores", "20"}}}}}}});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patched["spec"]["containers"][0]["resources"],
+            (json{{"requests", {{"nvidia.com/gpucores", "20"}, {"nvidia.com/gpu", "1"}}},
+                  {"limits", {{"nvidia.com/gpu", "1"}}}}));
+}
+
+TEST_F(WebhookTest, EscapesTildeAndSlashInConfiguredResourceNames) {
+  EXPECT_EQ(EscapeJsonPointerToken("a/b~c"), "a~1b~0c");
+  EXPECT_EQ(EscapeJsonPointerToken("~1"), "~01");
+  ctx_.device_config.resource_count_name = "example.com/g~pu";
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "100"}})});
+  pod["spec"]["containers"][0]["resources"]["requests"] = json::object();
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patch[0]["path"], "/spec/containers/0/resources/limits/example.com~1g~0pu");
+  EXPECT_EQ(a.patched["spec"]["containers"][0]["resources"]["limits"]["example.com/g~pu"], "1");
+  EXPECT_EQ(a.patched["spec"]["containers"][0]["resources"]["requests"]["example.com/g~pu"], "1");
+}
+
+TEST_F(WebhookTest, ContainerWithoutResourcesIsLeftAsItIs) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10"}}),
+                  {{"name", "side"}, {"image", "i"}}});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patched["spec"]["containers"][1], pod["spec"]["containers"][1]);
+}
+
+TEST_F(WebhookTest, LeavesPodsOfOtherSchedulersAndPodsWithoutGpusAlone) {
+  EXPECT_TRUE(Unchanged(Admit(
+      Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})}, {{"schedulerName", "volcano"}}),
+      ctx_)));
+  int lookups = 0;
+  ctx_.lookup_namespace = [&](std::string_view) -> Result<NamespaceView> {
+    ++lookups;
+    return NamespaceView{};
+  };
+  EXPECT_TRUE(Unchanged(Admit(Pod({Container("main", {{"cpu", "2"}, {"memory", "1Gi"}})}), ctx_)));
+  EXPECT_EQ(lookups, 0);  // a pod without HAMi resources costs no lookup
+}
+
+TEST_F(WebhookTest, SkipsPodsAndNamespacesLabelledIgnore) {
+  json gpu = Container("main", {{"nvidia.com/gpumem", "3000"}},
+                       {{"securityContext", {{"privileged", true}}}});
+  EXPECT_TRUE(Unchanged(Admit(Pod({gpu}, json::object(), {{"hami.io/webhook", "ignore"}}), ctx_)));
+  ctx_.lookup_namespace = [](std::string_view ns) -> Result<NamespaceView> {
+    NamespaceView v;
+    if (ns == "default") v.labels = {{"hami.io/webhook", "ignore"}};
+    return v;
+  };
+  EXPECT_TRUE(Unchanged(Admit(Pod({gpu}), ctx_)));
+}
+
+TEST_F(WebhookTest, DeniesPrivilegedContainerRequestingGpus) {
+  json pod = Pod({Container("side", {{"cpu", "1"}}, {{"securityContext", {{"privileged", true}}}}),
+                  Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "100"}},
+                            {{"securityContext", {{"privileged", true}}}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_FALSE(Allowed(a));
+  EXPECT_EQ(a.response["status"]["code"], 403);
+  EXPECT_EQ(a.response["status"]["reason"], "Forbidden");
+  EXPECT_EQ(DenialMessage(a),
+            "container \"main\" (spec.containers[1]) is privileged and requests GPUs: a "
+            "privileged container sees every GPU of its node, outside HAMi's limits");
+  EXPECT_FALSE(a.response.contains("patch"));
+  // A privileged container that requests no GPU is the pod's business.
+  pod["spec"]["containers"][1].erase("securityContext");
+  EXPECT_TRUE(Allowed(Admit(pod, ctx_)));
+}
+
+TEST_F(WebhookTest, DeniesPresetNodeName) {
+  Answer a =
+      Admit(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}, {{"nodeName", "node-1"}}), ctx_);
+  EXPECT_EQ(DenialMessage(a),
+            "spec.nodeName is already set (\"node-1\"): a pod that requests GPUs must be placed "
+            "by hami-scheduler, which chooses its GPUs");
+  // Without GPUs a preset node is fine.
+  EXPECT_TRUE(
+      Unchanged(Admit(Pod({Container("main", {{"cpu", "1"}})}, {{"nodeName", "n"}}), ctx_)));
+}
+
+NamespaceView QuotaOf(int64_t limit_mib, int64_t used_mib) {
+  auto q = kube::ParseResourceQuota(
+      json{{"metadata", {{"name", "gpu-quota"}, {"namespace", "default"}}},
+           {"spec", {{"hard", {{"limits.nvidia.com/gpumem", std::to_string(limit_mib)}}}}}});
+  EXPECT_TRUE(q.ok()) << q.error().message();
+  NamespaceView v;
+  v.quota = QuotaFromResourceQuotas({*q}, DeviceConfig{});
+  v.used.memory_mib = used_mib;
+  return v;
+}
+
+TEST_F(WebhookTest, DeniesARequestOverTheNamespaceQuota) {
+  ctx_.lookup_namespace = [](std::string_view) -> Result<NamespaceView> {
+    return QuotaOf(4000, 3000);
+  };
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}})});
+  Answer a = Admit(pod, ctx_);
+  EXPECT_EQ(DenialMessage(a),
+            "GPU quota exceeded: namespace default: limits.nvidia.com/gpumem of ResourceQuota "
+            "gpu-quota is 4000 MiB, 3000 are used and the pod needs 2000");
+  pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  EXPECT_TRUE(Allowed(Admit(pod, ctx_)));
+}
+
+TEST_F(WebhookTest, DeniesValuesTheSchedulerCannotReadNamingThem) {
+  Answer a = Admit(
+      Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", 150}})}), ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 400);
+  EXPECT_EQ(DenialMessage(a),
+            "Pod default/train: container \"main\" (spec.containers[0]): "
+            "resources.limits.nvidia.com/gpucores: 150 is out of range 0..100");
+  Answer bad = Admit(Pod({Container("main", {{"nvidia.com/gpumem", "1.5.3"}})}), ctx_);
+  EXPECT_EQ(bad.response["status"]["code"], 400);
+  EXPECT_NE(DenialMessage(bad).find("spec.containers[0].resources.limits.nvidia.com/gpumem"),
+            std::string::npos)
+      << DenialMessage(bad);
+  Answer prio = Admit(
+      Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "2"}})}), ctx_);
+  EXPECT_NE(DenialMessage(prio).find("nvidia.com/priority: 2 is out of range 0..1"),
+            std::string::npos)
+      << DenialMessage(prio);
+}
+
+TEST_F(WebhookTest, NamespaceLookupFailureFailsTheReviewAndNotFoundIsNoQuota) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}})});
+  ctx_.lookup_namespace = [](std::string_view) -> Result<NamespaceView> {
+    return Error(ErrorCode::kUnavailable, "informer not synced");
+  };
+  auto out = webhook::Review(Review(pod).dump(), ctx_);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(out.error().message(), "webhook: namespace default: informer not synced");
+  ctx_.lookup_namespace = [](std::string_view) -> Result<NamespaceView> {
+    return Error(ErrorCode::kNotFound, "no namespace default");
+  };
+  EXPECT_TRUE(Allowed(Admit(pod, ctx_)));
+}
+
+TEST_F(WebhookTest, OnlyPodCreatesAreReviewed) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "1"}})}, {{"nodeName", "n"}});
+  EXPECT_TRUE(Unchanged(Admit(pod, ctx_, "UPDATE")));
+  json review = Review(pod);
+  review["request"]["resource"]["resource"] = "configmaps";
+  review["request"]["kind"]["kind"] = "ConfigMap";
+  auto out = webhook::Review(review.dump(), ctx_);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(json::parse(*out)["response"],
+            (json{{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"}, {"allowed", true}}));
+  review = Review(pod);
+  review["request"]["subResource"] = "status";
+  out = webhook::Review(review.dump(), ctx_);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(json::parse(*out)["response"]["allowed"], true);
+}
+
+TEST_F(WebhookTest, MalformedReviewsNameTheField) {
+  const json good = Review(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}));
+  struct Case {
+    std::string body;
+    std::string message;
+  };
+  auto with = [&](const std::function<void(json&)>& edit) {
+    json r = good;
+    edit(r);
+    return r.dump();
+  };
+  const std::vector<Case> cases = {
+      {"", "AdmissionReview: not JSON"},
+      {"{\"request\":", "AdmissionReview: not JSON"},
+      {"[]", "AdmissionReview: not a JSON object"},
+      {std::string(600, '[') + std::string(600, ']'),
+       "AdmissionReview: nested deeper than 512 levels"},
+      {with([](json& r) { r.erase("apiVersion"); }),
+       "AdmissionReview: apiVersion: missing (want admission.k8s.io/v1)"},
+      {with([](json& r) { r["apiVersion"] = "admission.k8s.io/v1beta1"; }),
+       "AdmissionReview: apiVersion: 'admission.k8s.io/v1beta1' is not served (want "
+       "admission.k8s.io/v1)"},
+      {with([](json& r) { r["apiVersion"] = 1; }), "AdmissionReview: apiVersion: not a string"},
+      {with([](json& r) { r["kind"] = "Pod"; }),
+       "AdmissionReview: kind: 'Pod' (want AdmissionReview)"},
+      {with([](json& r) { r.erase("request"); }), "AdmissionReview: request: missing"},
+      {with([](json& r) { r["request"] = "x"; }), "AdmissionReview: request: not an object"},
+      {with([](json& r) { r["request"].erase("uid"); }), "AdmissionReview: request.uid: missing"},
+      {with([](json& r) { r["request"]["uid"] = 7; }),
+       "AdmissionReview: request.uid: not a string"},
+      {with([](json& r) { r["request"].erase("kind"); }), "AdmissionReview: request.kind: missing"},
+      {with([](json& r) { r["request"]["kind"].erase("kind"); }),
+       "AdmissionReview: request.kind.kind: missing"},
+      {with([](json& r) { r["request"]["kind"]["kind"] = "Node"; }),
+       "AdmissionReview: request.kind.kind: 'Node' for resource pods (want Pod)"},
+      {with([](json& r) { r["request"]["resource"] = nullptr; }),
+       "AdmissionReview: request.resource: missing"},
+      {with([](json& r) { r["request"]["resource"]["resource"] = ""; }),
+       "AdmissionReview: request.resource.resource: missing"},
+      {with([](json& r) { r["request"]["resource"]["group"] = false; }),
+       "AdmissionReview: request.resource.group: not a string"},
+      {with([](json& r) { r["request"].erase("operation"); }),
+       "AdmissionReview: request.operation: missing"},
+      {with([](json& r) { r["request"]["operation"] = "PATCH"; }),
+       "AdmissionReview: request.operation: 'PATCH' is not CREATE, UPDATE, DELETE or CONNECT"},
+      {with([](json& r) { r["request"]["subResource"] = 1; }),
+       "AdmissionReview: request.subResource: not a string"},
+      {with([](json& r) { r["request"].erase("object"); }),
+       "AdmissionReview: request.object: missing"},
+      {with([](json& r) { r["request"]["object"] = json::array(); }),
+       "AdmissionReview: request.object: not an object"},
+      {with([](json& r) {
+         r["request"].erase("namespace");
+         r["request"]["object"]["metadata"].erase("namespace");
+       }),
+       "AdmissionReview: request.namespace: missing for a pod"},
+  };
+  for (const Case& c : cases) {
+    auto out = webhook::Review(c.body, ctx_);
+    ASSERT_FALSE(out.ok()) << c.body.substr(0, 200);
+    EXPECT_EQ(out.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(out.error().message(), c.message) << c.body.substr(0, 200);
+  }
+}
+
+TEST_F(WebhookTest, NamespaceComesFromTheObjectWhenTheRequestLacksIt) {
+  json review = Review(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}), "CREATE", "");
+  review["request"]["object"]["metadata"]["namespace"] = "team-a";
+  std::string seen;
+  ctx_.lookup_namespace = [&](std::string_view ns) -> Result<NamespaceView> {
+    seen = ns;
+    return NamespaceView{};
+  };
+  auto out = webhook::Review(review.dump(), ctx_);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(seen, "team-a");
+}
+
+}  // namespace
+}  // namespace hami::scheduler::webhook
