@@ -108,6 +108,19 @@ TEST_F(WebhookTest, MemoryWithoutCountGainsOneGpuInLimitsAndRequestsAndTheSchedu
   EXPECT_EQ(a.patch[0]["path"], "/spec/containers/0/resources/limits/nvidia.com~1gpu");
 }
 
+TEST_F(WebhookTest, AnswersExactlyAsDocsWebhookMdShows) {
+  auto out = webhook::Review(
+      Review(Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})})).dump(), ctx_);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(
+      *out,
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{)"
+      R"("allowed":true,"patch":"W3sib3AiOiJhZGQiLCJwYXRoIjoiL3NwZWMvY29udGFpbmVycy8wL3Jlc2)"
+      R"(91cmNlcy9saW1pdHMvbnZpZGlhLmNvbX4xZ3B1IiwidmFsdWUiOiIxIn0seyJvcCI6ImFkZCIsInBhdGgiOi)"
+      R"(Ivc3BlYy9zY2hlZHVsZXJOYW1lIiwidmFsdWUiOiJoYW1pLXNjaGVkdWxlciJ9XQ==",)"
+      R"("patchType":"JSONPatch","uid":"705ab4f5-6393-11e8-b7cc-42010a800002"}})");
+}
+
 TEST_F(WebhookTest, CoresOrPercentageWithoutCountGainDefaultGpuNumInLimitsOnly) {
   ctx_.device_config.default_gpu_num = 2;
   json pod = Pod({Container("a", {{"nvidia.com/gpucores", "30"}}),
