@@ -1,8 +1,8 @@
 // What hami_bench_init and its burst worker (init_bench_worker) share: the record each worker
 // fills in the results area (burst_results.h). A worker that learns a wrong host PID never
 // reads as a success either. In the handoff mode (the probe's baseline) the worker also runs
-// the probe's serialized work itself after cuInit, under a process-shared semaphore passed
-// from worker to worker.
+// the serialized part of the probe's work itself after cuInit (a primary-context retain and
+// release), under a process-shared semaphore passed from worker to worker.
 //
 // Times are CLOCK_MONOTONIC nanoseconds (comparable across processes); 0 = not reached.
 #pragma once

@@ -7,9 +7,10 @@
 // libvgpu.so preloaded on the simulated driver, released together by a pipe barrier once
 // every one is asleep in read(); each calls cuInit(0) (libvgpu.so joins the region and learns
 // its host PID inside it) and then checks the host PID its region slot records. The handoff
-// mode is the probe's baseline: no identity tier, and after cuInit the probe's serialized work
-// run by the worker itself under a process-shared semaphore passed from worker to worker (a
-// direct hand-over with nothing else around it); its latency ends when it posts. Reported per
+// mode is the probe's baseline: no identity tier, and after cuInit the serialized part of the
+// probe's work (the primary-context retain and release) run by the worker itself under a
+// process-shared semaphore passed from worker to worker (a direct hand-over with nothing else
+// around it); its latency ends when it posts. Reported per
 // run: workers ok/failed, nearest-rank p50/p95/p99/max of the worker latency (cuInit returned
 // minus released), the wall span (the last cuInit return minus the release), release offsets,
 // identity paths, and every worker's raw record in the JSON. Then a table (per mode and worker
@@ -1090,9 +1091,10 @@ Json Environment(int cpus) {
         {"HAMI_SIM_CTX_SERIALIZE", 1}}},
       {"probe_wait_ms", "the default (10000): the cap bounds a stuck holder, not the queue"},
       {"handoff_baseline",
-       "no identity tier; after cuInit the probe's serialized work (two NVML process listings "
-       "around a primary-context retain and release) under a process-shared semaphore that "
-       "each worker posts to the next; its latency ends at the post"},
+       "no identity tier; after cuInit the serialized part of the probe's work (a "
+       "primary-context retain and release, without the probe's two NVML listings) under a "
+       "process-shared semaphore that each worker posts to the next; its latency ends at the "
+       "post"},
       {"memory_limit", kMemoryLimit},
       {"visible_devices", "all (CUDA_VISIBLE_DEVICES unset)"},
       {"container_runtime", "none: workers are plain processes of this machine"},
