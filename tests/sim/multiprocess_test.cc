@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -213,17 +212,6 @@ TEST_F(MultiProcessTest, ManyThreadsAllocatingCopyingAndLaunchingKeepTheBooksExa
   EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(1), CUDA_SUCCESS);
 }
 
-// The PID of the only child of `pid` (unshare --fork runs the command as its child).
-pid_t OnlyChild(pid_t pid) {
-  for (int i = 0; i < 500; ++i) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-    pid_t child = 0;
-    if (in >> child && child > 0) return child;
-    usleep(10000);
-  }
-  return 0;
-}
-
 class PidNamespaceTest : public MultiProcessTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(PidNamespaceTest, NvmlNamesAProcessInAPidNamespaceByItsHostPid) {
@@ -247,7 +235,7 @@ TEST_P(PidNamespaceTest, NvmlNamesAProcessInAPidNamespaceByItsHostPid) {
   auto line = unshare.WaitForLine("holding");
   ASSERT_TRUE(line) << "unshare failed (no PID namespace support?)";
   EXPECT_EQ(*line, "holding pid=1") << "the worker runs as PID 1 of its namespace";
-  pid_t host_pid = OnlyChild(unshare.pid());
+  pid_t host_pid = OnlyChildOf(unshare.pid());  // it said "holding"
   ASSERT_GT(host_pid, 0);
   auto procs = Processes(dev0_);
   ASSERT_EQ(procs.size(), 1u);

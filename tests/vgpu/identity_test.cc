@@ -3,7 +3,9 @@
 // probe serialized by a lock that dies with its holder, retries after a failure, and the
 // telemetry in the region.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,48 +34,30 @@ using region::IdentitySource;
 using region::IdentityTier;
 
 constexpr uint64_t kGiB = 1ull << 30;
+// After a failed identity attempt the next one is due this long after it (vgpu/identity.h:
+// "retried later with backoff (1 s doubling to 60 s)").
+constexpr int64_t kFirstRetryBackoffNs = 1'000'000'000;
 
-// The slot of the live process known as `pid` in its own namespace, once its identity
-// attempt is recorded (identity_attempts > 0), or nullopt after 10 s.
+// The slot of the live process known as `pid` in its own namespace, with at least `attempts`
+// identity attempts recorded, or nullopt. Read once: an attempt runs inside the CUDA call
+// that makes it due (the region join, cuInit, an allocation after the backoff), so it is
+// recorded before the probe answers that call.
 std::optional<region::SlotView> SlotOf(const std::string& region_path, pid_t pid,
                                        uint32_t attempts = 1) {
-  for (int i = 0; i < 1000; ++i) {
-    auto r = region::Region::Open(region_path, nullptr, region::Create::kNever, nullptr,
-                                  region::Access::kReadOnly);
-    if (r.ok()) {
-      for (const region::SlotView& s : (*r)->Slots()) {
-        if (s.pid == pid && s.alive && s.identity_attempts >= attempts) return s;
-      }
-    }
-    usleep(10'000);
-  }
-  return std::nullopt;
-}
-
-// Whether the live process known as `pid` holds a slot yet.
-bool SlotRegistered(const std::string& region_path, pid_t pid) {
   auto r = region::Region::Open(region_path, nullptr, region::Create::kNever, nullptr,
                                 region::Access::kReadOnly);
-  if (!r.ok()) return false;
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
+  if (!r.ok()) return std::nullopt;
   for (const region::SlotView& s : (*r)->Slots()) {
-    if (s.pid == pid && s.alive) return true;
+    if (s.pid == pid && s.alive && s.identity_attempts >= attempts) return s;
   }
-  return false;
+  ADD_FAILURE() << "no live slot of pid " << pid << " with " << attempts
+                << " identity attempt(s) in " << region_path;
+  return std::nullopt;
 }
 
 IdentityReason Reason(const region::SlotView& s, IdentityTier t) {
   return s.identity_reason[size_t(t)];
-}
-
-// The PID of the only child of `pid` (unshare --fork runs the command as its child).
-pid_t OnlyChild(pid_t pid) {
-  for (int i = 0; i < 500; ++i) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-    pid_t child = 0;
-    if (in >> child && child > 0) return child;
-    usleep(10'000);
-  }
-  return 0;
 }
 
 bool CanMakePidNamespaces() {
@@ -163,6 +147,7 @@ TEST_F(IdentityTest, AFailedIdentityIsRetriedAndAProcessHoldingAContextMarksItse
   ASSERT_EQ(OfdLockByte(lock.get(), 0, F_WRLCK, LockWait::kNo), 0);
   Probe p(Env({{"HAMI_IDENTITY_TIERS", "probe"}, {"HAMI_IDENTITY_PROBE_WAIT_MS", "200"}}));
   ASSERT_EQ(p.Do("context 0").Int("r"), 0);
+  const int64_t failed_by_ns = MonotonicNs();  // the failed attempt ended before its answer
   auto first = SlotOf(machine_.Region(), p.pid());
   ASSERT_TRUE(first);
   EXPECT_EQ(first->identity, IdentitySource::kFailed);
@@ -170,9 +155,13 @@ TEST_F(IdentityTest, AFailedIdentityIsRetriedAndAProcessHoldingAContextMarksItse
   EXPECT_GE(first->identity_ns, 200'000'000);
 
   // Released; the process now holds a context (it is listed already), and its next
-  // allocation after the backoff (1 s) retries: it marks itself with a small allocation.
+  // allocation after the backoff retries: it marks itself with a small allocation. The
+  // backoff is the library's fixed first step (1 s from the end of the failed attempt, on
+  // CLOCK_MONOTONIC, which every process shares), with no option to shorten it: waiting
+  // until it has passed is the retry's precondition, exact on that clock, not a guess at how
+  // long something else takes.
   ASSERT_EQ(OfdLockByte(lock.get(), 0, F_UNLCK, LockWait::kNo), 0);
-  usleep(1'100'000);
+  SleepUntilNs(failed_by_ns + kFirstRetryBackoffNs);
   ASSERT_EQ(p.Do("alloc 64m").Int("r"), 0);
   auto second = SlotOf(machine_.Region(), p.pid(), 2);
   ASSERT_TRUE(second);
@@ -203,7 +192,11 @@ TEST_F(IdentityTest, AProbeLockHolderKilledInsideTheLockReleasesIt) {
   close(ready[0]);
   ASSERT_EQ(c, 'y');
 
-  // The probe waits (up to 30 s) behind the holder; the holder dies inside the lock.
+  // The probe waits (up to 30 s) behind the holder; the holder dies inside the lock. The
+  // probe opening the lock file (inotify's IN_OPEN) says it has reached the lock.
+  UniqueFd watch(inotify_init1(IN_CLOEXEC));
+  ASSERT_TRUE(watch.valid());
+  ASSERT_GE(inotify_add_watch(watch.get(), path.c_str(), IN_OPEN), 0);
   Probe p(Env({{"HAMI_IDENTITY_TIERS", "probe"}, {"HAMI_IDENTITY_PROBE_WAIT_MS", "30000"}}));
   std::atomic<bool> finished{false};
   Answer init;
@@ -211,10 +204,9 @@ TEST_F(IdentityTest, AProbeLockHolderKilledInsideTheLockReleasesIt) {
     init = p.Do("init", 40000);
     finished.store(true);
   });
-  // Registered (the probe comes after the region join), then given time to reach the lock:
-  // while the holder lives, the probe cannot finish.
-  for (int i = 0; i < 1000 && !SlotRegistered(machine_.Region(), p.pid()); ++i) usleep(10'000);
-  usleep(300'000);
+  pollfd opened{watch.get(), POLLIN, 0};
+  EXPECT_EQ(poll(&opened, 1, 20'000), 1) << "the probe never opened the lock file";
+  // While the holder lives, the probe cannot finish.
   EXPECT_FALSE(finished.load()) << "the probe finished while another process held the lock";
   kill(holder, SIGKILL);
   runner.join();
@@ -264,7 +256,7 @@ TEST_F(IdentityTest, InAChildPidNamespaceTheProbeFindsTheHostPid) {
   Probe p(Env({}), kNewPidNamespace);
   ASSERT_EQ(p.Do("init").Int("r"), 0);
   ASSERT_EQ(p.Do("pid").Int("pid"), 1);
-  const pid_t host_pid = OnlyChild(p.pid());
+  const pid_t host_pid = OnlyChildOf(p.pid());
   ASSERT_GT(host_pid, 0);
   auto s = SlotOf(machine_.Region(), 1);
   ASSERT_TRUE(s);
@@ -278,7 +270,7 @@ TEST_F(IdentityTest, ATrustedHostProcfsGivesTheHostPidWithoutTheProbe) {
   // unshare without --mount-proc: /proc is still the host's.
   Probe p(Env({{"LIBVGPU_HOST_PROCFS", "/proc"}}), kNewPidNamespace);
   ASSERT_EQ(p.Do("init").Int("r"), 0);
-  const pid_t host_pid = OnlyChild(p.pid());
+  const pid_t host_pid = OnlyChildOf(p.pid());
   auto s = SlotOf(machine_.Region(), 1);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->identity, IdentitySource::kProcfs);
@@ -332,21 +324,22 @@ TEST_F(BrokerIdentityTest, TheBrokerAnswersAProcessInAnotherPidNamespaceWithItsH
   Probe p(Env({{"LIBVGPU_HOSTPID_BROKER", "1"}}), Wrapper(true));
   ASSERT_EQ(p.Do("init").Int("r"), 0);
   ASSERT_EQ(p.Do("pid").Int("pid"), 1);
-  const pid_t host_pid = OnlyChild(p.pid());
+  const pid_t host_pid = OnlyChildOf(p.pid());
   auto s = SlotOf(machine_.Region(), 1);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->identity, IdentitySource::kBroker);
   EXPECT_EQ(s->host_pid, host_pid);
   EXPECT_EQ(Reason(*s, IdentityTier::kBroker), IdentityReason::kNone);
-  // The server counts an answer once it is written; the client may have it first.
-  for (int i = 0; i < 200 && server_->Counters().ok == 0; ++i) usleep(10'000);
+  // The server counts an answer right after writing it, on its serving thread, which Stop()
+  // joins: once stopped, the count includes the answer the client read.
+  server_->Stop();
   EXPECT_EQ(server_->Counters().ok, 1u);
 }
 
 TEST_F(BrokerIdentityTest, AWritableBrokerMountIsNotTrustedAndTheNextTierAnswers) {
   Probe p(Env({{"LIBVGPU_HOSTPID_BROKER", "1"}}), Wrapper(false));
   ASSERT_EQ(p.Do("init").Int("r"), 0);
-  const pid_t host_pid = OnlyChild(p.pid());
+  const pid_t host_pid = OnlyChildOf(p.pid());
   auto s = SlotOf(machine_.Region(), 1);
   ASSERT_TRUE(s);
   EXPECT_EQ(Reason(*s, IdentityTier::kBroker), IdentityReason::kUntrusted);
@@ -374,7 +367,7 @@ TEST_F(BrokerIdentityTest, AStoppedBrokerIsUnavailableAndTheProbeAnswers) {
   ASSERT_TRUE(s);
   EXPECT_EQ(Reason(*s, IdentityTier::kBroker), IdentityReason::kMissing);
   EXPECT_EQ(s->identity, IdentitySource::kNvmlProbe);
-  EXPECT_EQ(s->host_pid, OnlyChild(p.pid()));
+  EXPECT_EQ(s->host_pid, OnlyChildOf(p.pid()));
 }
 
 }  // namespace

@@ -2,21 +2,26 @@
 // give — is still held to the container's limits: libvgpu.so reads them from the limits
 // file at /overrideEnv, a path compiled into the library.
 //
-// Each test runs sim_worker in a private mount namespace where a test file is bound onto
-// /overrideEnv, with nothing in its environment but LD_PRELOAD, LD_LIBRARY_PATH and the
-// simulator's own HAMI_SIM_* variables. Needs root (unshare and mount).
+// Each test runs sim_worker with nothing in its environment but LD_PRELOAD, LD_LIBRARY_PATH
+// and the simulator's own HAMI_SIM_* variables, chrooted into a private root: a directory
+// with the host's top-level entries bound into it (so every path still resolves) and the
+// test's limits file at /overrideEnv, in a mount namespace of the child's own. The host's
+// /overrideEnv is never touched. As root the child makes the mount namespace directly;
+// otherwise it first makes a user namespace (it is root there, over its own mounts), where
+// the kernel allows that; where neither is allowed the tests skip, saying why.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -40,20 +45,26 @@ constexpr uint64_t kGiB = 1ull << 30;
 constexpr char kLimitsFile[] = "/overrideEnv";  // vgpu::kLimitsFilePath
 
 // Exit statuses of the child before it becomes sim_worker.
-constexpr int kNoNamespace = 120;  // unshare(CLONE_NEWNS) refused with EPERM
+constexpr int kNoNamespace = 120;  // the kernel refused the namespaces (reason on stdout)
 constexpr int kUnshareFailed = 121;
 constexpr int kPrivateFailed = 122;
 constexpr int kBindFailed = 123;
+constexpr int kIdMapFailed = 124;
+constexpr int kChrootFailed = 125;
 constexpr int kExecFailed = 127;
 
 std::string SetupFailure(int status) {
   switch (status) {
     case kUnshareFailed:
-      return "unshare(CLONE_NEWNS) failed";
+      return "unshare failed";
     case kPrivateFailed:
       return "making / recursively private failed";
     case kBindFailed:
-      return std::string("bind-mounting the test file onto ") + kLimitsFile + " failed";
+      return "bind-mounting a top-level entry into the private root failed";
+    case kIdMapFailed:
+      return "writing the user namespace's uid_map or gid_map failed";
+    case kChrootFailed:
+      return "chroot into the private root failed";
     case kExecFailed:
       return "executing sim_worker failed";
     default:
@@ -61,86 +72,82 @@ std::string SetupFailure(int status) {
   }
 }
 
-// Makes sure a file exists at /overrideEnv to bind onto, for as long as the object lives:
-// creates an empty one when there is none (to libvgpu an empty file is no limits file, so it
-// changes nothing for other processes meanwhile) and removes it afterwards. A file that was
-// already there is never written or removed.
-//
-// The file is its own lock, as for `hami run --limits-file-mount`: every user holds a shared
-// flock on it while its mount exists, and the creator removes it only when it can take the
-// lock exclusively (waiting for the others to finish), so the removal never detaches another
-// process's bind mount.
-class MountPoint {
- public:
-  MountPoint() {
-    for (int attempt = 0; attempt < 100 && !fd_.valid(); ++attempt) {
-      bool created = false;
-      UniqueFd fd(open(kLimitsFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-      if (!fd.valid() && errno == ENOENT) {
-        fd.Reset(open(kLimitsFile, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-        if (!fd.valid() && errno == EEXIST) continue;
-        created = fd.valid();
-      }
-      struct stat held, now;
-      if (!fd.valid() || fstat(fd.get(), &held) != 0) {
-        error_ = std::string("cannot open or create ") + kLimitsFile + ": " + std::strerror(errno);
-        return;
-      }
-      if (!S_ISREG(held.st_mode)) {
-        error_ = std::string(kLimitsFile) + " is not a regular file";
-        return;
-      }
-      while (flock(fd.get(), LOCK_SH) != 0) {
-        if (errno != EINTR) {
-          error_ = std::string("cannot lock ") + kLimitsFile + ": " + std::strerror(errno);
-          return;
-        }
-      }
-      // Still the file at the path (not removed by its creator while we waited)?
-      if (lstat(kLimitsFile, &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino) {
-        fd_ = std::move(fd);
-        created_ = created;
-      }
-    }
-    if (!fd_.valid() && error_.empty()) {
-      error_ = std::string(kLimitsFile) + " keeps being replaced; cannot hold it";
-    }
-  }
-  ~MountPoint() {
-    if (!created_) return;
-    // Wait (bounded) for the others that found our file to let go of it, then remove it if
-    // it is still ours and still empty; otherwise an empty file stays, which is harmless.
-    const int64_t deadline = MonotonicNs() + 10'000'000'000;
-    while (flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (MonotonicNs() > deadline) return;
-      usleep(2'000);
-    }
-    struct stat held, now;
-    if (fstat(fd_.get(), &held) == 0 && lstat(kLimitsFile, &now) == 0 &&
-        now.st_dev == held.st_dev && now.st_ino == held.st_ino && now.st_size == 0) {
-      unlink(kLimitsFile);
-    }
-  }
-  MountPoint(const MountPoint&) = delete;
-  MountPoint& operator=(const MountPoint&) = delete;
-
-  const std::string& error() const { return error_; }
-
- private:
-  UniqueFd fd_;  // holds the shared lock; closing it releases the lock
-  bool created_ = false;
-  std::string error_;
+// A root for the child: `dir` holds a mount point for every entry of the host's /, the same
+// symbolic links, and the limits file at overrideEnv. Made by the test's user, before fork.
+struct PrivateRoot {
+  std::string dir;
+  std::vector<std::string> binds;  // host paths ("/usr"), each bound onto dir + path
+  std::string error;               // why it could not be made
 };
+
+PrivateRoot MakePrivateRoot(const std::string& dir, const std::string& limits_text) {
+  PrivateRoot root;
+  root.dir = dir;
+  auto fail = [&root](const std::string& what) {
+    root.error = what + ": " + std::strerror(errno);
+    return root;
+  };
+  if (mkdir(dir.c_str(), 0755) != 0) return fail("mkdir " + dir);
+  DIR* top = opendir("/");
+  if (top == nullptr) return fail("opendir /");
+  std::vector<std::string> names;
+  while (const dirent* e = readdir(top)) names.emplace_back(e->d_name);
+  closedir(top);
+  for (const std::string& name : names) {
+    if (name == "." || name == ".." || "/" + name == kLimitsFile) continue;
+    const std::string host = "/" + name, here = dir + host;
+    struct stat st;
+    if (lstat(host.c_str(), &st) != 0) continue;  // gone meanwhile
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = readlink(host.c_str(), target, sizeof(target) - 1);
+      if (n < 0) return fail("readlink " + host);
+      target[n] = '\0';
+      if (symlink(target, here.c_str()) != 0) return fail("symlink " + here);
+    } else if (S_ISDIR(st.st_mode)) {
+      if (mkdir(here.c_str(), 0755) != 0) return fail("mkdir " + here);
+      root.binds.push_back(host);
+    } else if (S_ISREG(st.st_mode)) {
+      UniqueFd f(open(here.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644));
+      if (!f.valid()) return fail("create " + here);
+      root.binds.push_back(host);
+    }  // sockets, FIFOs and devices at the top level are left out
+  }
+  auto fd = OpenRegularFile(dir + kLimitsFile, O_CREAT | O_EXCL | O_WRONLY, 0644);
+  if (!fd.ok()) {
+    root.error = fd.error().message();
+  } else if (auto w = WriteAll(fd->get(), limits_text); !w.ok()) {
+    root.error = w.error().message();
+  }
+  return root;
+}
 
 struct WorkerRun {
   int status = -1;  // exit status, 128+signal, or -1 when it did not finish in time
   std::string out;  // stdout and stderr together
 };
 
-// Runs sim_worker `steps` with exactly `env` as its environment, in a private mount
-// namespace where `limits_file` is bound onto /overrideEnv.
-WorkerRun RunWithLimitsFile(const std::string& limits_file, const std::vector<std::string>& steps,
-                            const std::vector<std::string>& env) {
+// In the child, before exec: says `what` failed with errno on the output, then exits.
+[[noreturn]] void ChildFail(int status, const char* what) {
+  char line[512];
+  const int n = std::snprintf(line, sizeof(line), "setup: %s: %s\n", what, std::strerror(errno));
+  if (n > 0) (void)!write(1, line, std::min(size_t(n), sizeof(line) - 1));
+  _exit(status);
+}
+
+// In the child: writes `text` to the file at `path` (a /proc/self map).
+bool WriteSmall(const char* path, const char* text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = write(fd, text, std::strlen(text));
+  close(fd);
+  return n == ssize_t(std::strlen(text));
+}
+
+// Runs sim_worker `steps` with exactly `env` as its environment, chrooted into `root` in a
+// mount namespace of its own (and a user namespace of its own when not root).
+WorkerRun RunInPrivateRoot(const PrivateRoot& root, const std::vector<std::string>& steps,
+                           const std::vector<std::string>& env) {
   // Everything the child needs is built before fork: after it, only system calls.
   const std::string worker = TestProgram("sim_worker");
   std::vector<char*> argv = {const_cast<char*>(worker.c_str())};
@@ -149,6 +156,12 @@ WorkerRun RunWithLimitsFile(const std::string& limits_file, const std::vector<st
   std::vector<char*> envp;
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  std::vector<std::string> targets;
+  for (const std::string& b : root.binds) targets.push_back(root.dir + b);
+  const bool as_root = geteuid() == 0;
+  char uid_map[64], gid_map[64];
+  std::snprintf(uid_map, sizeof(uid_map), "0 %u 1\n", unsigned(geteuid()));
+  std::snprintf(gid_map, sizeof(gid_map), "0 %u 1\n", unsigned(getegid()));
 
   WorkerRun run;
   int out[2];
@@ -158,15 +171,30 @@ WorkerRun RunWithLimitsFile(const std::string& limits_file, const std::vector<st
   pid_t pid = fork();
   if (pid < 0) return run;
   if (pid == 0) {
-    if (unshare(CLONE_NEWNS) != 0) _exit(errno == EPERM ? kNoNamespace : kUnshareFailed);
-    // Private first, so the bind below never propagates back to the host's namespace.
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(kPrivateFailed);
-    if (mount(limits_file.c_str(), kLimitsFile, nullptr, MS_BIND, nullptr) != 0) {
-      _exit(kBindFailed);
-    }
     if (dup2(write_end.get(), 1) < 0 || dup2(write_end.get(), 2) < 0) _exit(kExecFailed);
+    if (unshare(as_root ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+      const bool refused = errno == EPERM || errno == EINVAL || errno == ENOSPC;
+      ChildFail(refused ? kNoNamespace : kUnshareFailed,
+                as_root ? "unshare(CLONE_NEWNS)" : "unshare(CLONE_NEWUSER | CLONE_NEWNS)");
+    }
+    if (!as_root && (!WriteSmall("/proc/self/setgroups", "deny") ||
+                     !WriteSmall("/proc/self/uid_map", uid_map) ||
+                     !WriteSmall("/proc/self/gid_map", gid_map))) {
+      ChildFail(kIdMapFailed, "mapping the test's user to root in its user namespace");
+    }
+    // Private first, so that no mount below propagates back to the host's namespace.
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      ChildFail(kPrivateFailed, "mount --make-rprivate /");
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (mount(root.binds[i].c_str(), targets[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) !=
+          0) {
+        ChildFail(kBindFailed, root.binds[i].c_str());
+      }
+    }
+    if (chroot(root.dir.c_str()) != 0 || chdir("/") != 0) ChildFail(kChrootFailed, "chroot");
     execve(argv[0], argv.data(), envp.data());
-    _exit(kExecFailed);
+    ChildFail(kExecFailed, argv[0]);
   }
   write_end.Reset();
   const int64_t deadline = MonotonicNs() + 30'000'000'000;
@@ -183,17 +211,14 @@ WorkerRun RunWithLimitsFile(const std::string& limits_file, const std::vector<st
     if (n <= 0) break;
     run.out.append(buf, size_t(n));
   }
-  // The output is closed; the process ends at once, unless it is stuck (then it is killed).
+  // The output is closed, so the process has ended or is ending; one that is stuck is killed.
+  const int left_ms = int(std::max<int64_t>(0, (deadline - MonotonicNs()) / 1'000'000));
+  const bool exited = WaitForExit(pid, left_ms);
   int status = 0;
-  pid_t done = 0;
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && MonotonicNs() < deadline) {
-    usleep(5'000);
+  if (!exited) kill(pid, SIGKILL);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (done != pid) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return run;
-  }
+  if (!exited) return run;
   run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return run;
 }
@@ -214,10 +239,6 @@ std::vector<std::string> LineWords(const std::string& out, const std::string& pr
 class LimitsFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) {
-      GTEST_SKIP() << "needs root: binds a test file onto " << kLimitsFile
-                   << " in a private mount namespace (unshare, mount)";
-    }
     ASSERT_TRUE(dir_.ok());
     region_ = dir_.File("usage.cache");
     env_ = {std::string("LD_PRELOAD=") + HAMI_VGPU_LIBRARY,
@@ -229,29 +250,26 @@ class LimitsFileTest : public ::testing::Test {
     }
   }
 
-  // Writes `text` as the limits file and runs sim_worker `steps` against it.
+  // Puts `text` at /overrideEnv of a private root and runs sim_worker `steps` there.
   WorkerRun RunWith(const std::string& text, const std::vector<std::string>& steps) {
-    std::string path = dir_.File("limits");
-    {
-      auto fd = OpenRegularFile(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-      EXPECT_TRUE(fd.ok());
-      if (!fd.ok() || !WriteAll(fd->get(), text).ok()) return {};
-    }
-    MountPoint mount_point;
-    if (!mount_point.error().empty()) {
-      ADD_FAILURE() << mount_point.error();
+    PrivateRoot root = MakePrivateRoot(dir_.File("root"), text);
+    if (!root.error.empty()) {
+      ADD_FAILURE() << "cannot make the private root: " << root.error;
       return {};
     }
-    return RunWithLimitsFile(path, steps, env_);
+    return RunInPrivateRoot(root, steps, env_);
   }
 
-  // Fails the test with the reason when the child never became sim_worker; skips it when
-  // this root may not make a mount namespace. Callers return when IsSkipped() or
-  // HasFailure().
+  // Fails the test with the reason when the child never became sim_worker; skips it when the
+  // kernel refuses the namespaces. Callers return when IsSkipped() or HasFailure().
   void CheckStarted(const WorkerRun& run) {
     if (run.status == kNoNamespace) {
-      GTEST_SKIP() << "this root may not make a mount namespace (unshare: EPERM; no "
-                      "CAP_SYS_ADMIN)";
+      GTEST_SKIP() << "the kernel refuses "
+                   << (geteuid() == 0 ? "a mount namespace to this root (no CAP_SYS_ADMIN)"
+                                      : "an unprivileged user namespace (user.max_user_"
+                                        "namespaces, a sysctl such as kernel.unprivileged_"
+                                        "userns_clone, or a seccomp filter)")
+                   << ", which the private /overrideEnv needs: " << run.out;
     }
     std::string why = SetupFailure(run.status);
     ASSERT_TRUE(why.empty()) << why << "\n" << run.out;
