@@ -1,6 +1,7 @@
 // hami env: the configuration libvgpu.so would resolve in this environment — every variable
 // of its options table, the value it takes and where that came from (limits file,
 // environment, default) — and everything malformed, exactly as the library would read it.
+// `hami env --markdown` prints the options table for docs/configuration.md.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/region_report.h"
 #include "common/parse.h"
+#include "node/paths.h"
 #include "vgpu/config.h"
 
 namespace hami::cli {
@@ -33,8 +36,9 @@ constexpr int kExitClean = 0;
 constexpr int kExitProblems = 1;
 
 struct EnvOptions {
-  std::string limits_file;  // empty: vgpu::kLimitsFilePath, as the library reads it
+  std::string limits_file;  // empty: node::kLimitsFilePath, as the library reads it
   bool json = false;
+  bool markdown = false;
 };
 
 // One printed row: a variable, its value as given (none for a default) and what it means.
@@ -57,17 +61,6 @@ std::string_view PerDevicePrefix(std::string_view row_name) {
   return row_name.ends_with("<i>") ? row_name.substr(0, row_name.size() - 3) : std::string_view();
 }
 
-void DescribeMemory(uint64_t bytes, Row* row) {
-  row->resolved =
-      bytes == 0 ? "unlimited" : FormatBytes(bytes) + ", " + std::to_string(bytes) + " bytes";
-  row->extra["bytes"] = bytes;
-}
-
-void DescribeSm(uint32_t percent, Row* row) {
-  row->resolved = FormatSmLimit(percent);
-  row->extra["percent"] = percent;
-}
-
 // The first device whose limit comes from the all-devices variable `name`, or -1 when every
 // device has its own.
 int DeviceWithoutOwn(const Config& c, std::string_view name) {
@@ -78,75 +71,41 @@ int DeviceWithoutOwn(const Config& c, std::string_view name) {
   return -1;
 }
 
-// What the configuration holds for the variable `name` of table row `info`. `device` is the
-// device of a per-device variable.
-void Describe(const OptionInfo& info, const Config& c, int device, Row* row) {
-  std::string_view name = info.name;
-  static constexpr const char* kLogLevels[] = {"off", "errors", "errors and warnings", "info",
-                                               "debug"};
-  if (name == "CUDA_DEVICE_MEMORY_LIMIT" || name == "CUDA_DEVICE_SM_LIMIT") {
-    int d = DeviceWithoutOwn(c, name);
-    if (d < 0) {
-      row->resolved = "applies to no device: each has its own";
-    } else if (name == "CUDA_DEVICE_MEMORY_LIMIT") {
-      DescribeMemory(c.memory_limit[size_t(d)], row);
-    } else {
-      DescribeSm(c.sm_limit[size_t(d)], row);
+// What the configuration holds for row `row` of the options table. `device` is the device of
+// a per-device variable.
+void Describe(size_t row, const Config& c, int device, Row* out) {
+  const OptionInfo& info = vgpu::OptionTable()[row];
+  if (info.scope == vgpu::OptionScope::kAllDevices) {
+    device = DeviceWithoutOwn(c, info.name);
+    if (device < 0) {
+      out->resolved = "applies to no device: each has its own";
+      return;
     }
-  } else if (name == "CUDA_DEVICE_MEMORY_LIMIT_<i>") {
-    DescribeMemory(c.memory_limit[size_t(device)], row);
-  } else if (name == "CUDA_DEVICE_SM_LIMIT_<i>") {
-    DescribeSm(c.sm_limit[size_t(device)], row);
-  } else if (name == "CUDA_DEVICE_MEMORY_SHARED_CACHE") {
-    row->resolved = c.shared_cache;
-  } else if (name == "GPU_CORE_UTILIZATION_POLICY") {
-    using region::layout::CorePolicy;
-    row->resolved = c.core_policy == CorePolicy::kForce     ? "force"
-                    : c.core_policy == CorePolicy::kDisable ? "disable"
-                                                            : "default";
-  } else if (name == "CUDA_TASK_PRIORITY") {
-    row->resolved = c.priority == 0 ? "0 (high)" : "1 (low)";
-  } else if (name == "LIBCUDA_LOG_LEVEL") {
-    row->resolved = std::to_string(c.log_level) + " (" +
-                    (c.log_level >= 0 && c.log_level <= 4 ? kLogLevels[c.log_level] : "?") + ")";
-  } else if (name == "CUDA_OVERSUBSCRIBE") {
-    row->resolved = c.oversubscribe ? "on" : "off";
-  } else if (name == "LIBVGPU_HOSTPID_BROKER") {
-    row->resolved = c.hostpid_broker ? "on" : "off";
-  } else if (name == "LIBVGPU_HOST_PROCFS") {
-    row->resolved = c.host_procfs.empty() ? "unset (not used)" : c.host_procfs;
-  } else if (name == "HAMI_IDENTITY_TIERS") {
-    row->resolved = vgpu::IdentityTiersText(c.identity_tiers);
-  } else if (name == "HAMI_IDENTITY_PROBE_WAIT_MS") {
-    row->resolved = std::to_string(c.probe_wait_ms) + " ms";
-  } else if (name == "HAMI_IDENTITY_PROBE_LOCK") {
-    row->resolved = c.probe_lock;
-  } else if (name == "CUDA_VISIBLE_DEVICES") {
-    row->resolved = !c.visible_devices           ? "all devices"
-                    : c.visible_devices->empty() ? "no device"
-                                                 : *c.visible_devices;
-  } else {
-    row->resolved = row->value.value_or(info.default_text);
   }
+  vgpu::OptionValue v = vgpu::DescribeOption(c, row, device);
+  out->resolved = std::move(v.text);
+  if (v.number_key != nullptr) out->extra[v.number_key] = v.number;
 }
 
 // Every row of the options table; a per-device row becomes one row per device that has its
 // own variable, or a single row saying none does.
 std::vector<Row> Rows(const Config& c) {
   std::vector<Row> rows;
-  for (const OptionInfo& info : vgpu::OptionTable()) {
-    std::string_view prefix = PerDevicePrefix(info.name);
-    if (prefix.empty()) {
+  std::span<const OptionInfo> table = vgpu::OptionTable();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const OptionInfo& info = table[i];
+    if (info.scope != vgpu::OptionScope::kPerDevice) {
       Row row;
       row.name = info.name;
       if (const Setting* s = FindSetting(c, info.name)) {
         row.value = s->value;
         row.source = s->source;
       }
-      Describe(info, c, -1, &row);
+      Describe(i, c, -1, &row);
       rows.push_back(std::move(row));
       continue;
     }
+    std::string_view prefix = PerDevicePrefix(info.name);
     bool any = false;
     for (int d = 0; d < vgpu::kMaxDevices; ++d) {
       const Setting* s = FindSetting(c, std::string(prefix) + std::to_string(d));
@@ -155,7 +114,7 @@ std::vector<Row> Rows(const Config& c) {
       row.name = s->name;
       row.value = s->value;
       row.source = s->source;
-      Describe(info, c, d, &row);
+      Describe(i, c, d, &row);
       rows.push_back(std::move(row));
       any = true;
     }
@@ -209,8 +168,30 @@ json ToJson(const vgpu::LimitsFile& file, const vgpu::Resolution& r, const std::
           {"notes", r.notes}};
 }
 
+// The options table as Markdown, one row per row of vgpu/options.def: docs/configuration.md
+// holds exactly this between its "generated" markers (a test compares them).
+std::string OptionsMarkdown() {
+  auto cell = [](std::string_view text) {
+    std::string out;
+    for (char c : text) {
+      if (c == '|') out += '\\';
+      out += c;
+    }
+    return out;
+  };
+  std::string out = "| variable | default | meaning |\n| --- | --- | --- |\n";
+  for (const OptionInfo& o : vgpu::OptionTable()) {
+    out += "| `" + cell(o.name) + "` | `" + cell(o.default_text) + "` | " + cell(o.doc) + " |\n";
+  }
+  return out;
+}
+
 int Env(const EnvOptions& o) {
-  const std::string path = o.limits_file.empty() ? vgpu::kLimitsFilePath : o.limits_file;
+  if (o.markdown) {
+    std::fputs(OptionsMarkdown().c_str(), stdout);
+    return kExitClean;
+  }
+  const std::string path = o.limits_file.empty() ? node::kLimitsFilePath : o.limits_file;
   vgpu::LimitsFile file = vgpu::ReadLimitsFile(path);
   vgpu::Resolution r =
       vgpu::ResolveConfig(file, [](const char* name) { return std::getenv(name); });
@@ -240,16 +221,19 @@ void AddEnvCommand(CLI::App& app) {
       "env",
       std::string("Show the configuration libvgpu.so resolves in this environment: every "
                   "variable it reads, its value, and where that came from (the limits file ") +
-          vgpu::kLimitsFilePath +
+          node::kLimitsFilePath +
           ", the environment, or the default), then every malformed line or value and the "
           "notes the library would log.\n"
           "Exit status: 0 no problems; 1 a problem was found (a malformed limits-file line, "
           "a malformed value, an unreadable limits file, or a --limits-file that does not "
           "exist).");
   env->add_option("--limits-file", options.limits_file,
-                  std::string("read this limits file instead of ") + vgpu::kLimitsFilePath +
+                  std::string("read this limits file instead of ") + node::kLimitsFilePath +
                       " (to check a file before deploying it)");
   env->add_flag("--json", options.json, "print one JSON object instead of text");
+  env->add_flag("--markdown", options.markdown,
+                "print the table of every variable (name, default, meaning) as Markdown: the "
+                "table of docs/configuration.md is this output");
   env->callback([] { std::exit(Env(options)); });
 }
 

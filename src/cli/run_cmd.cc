@@ -34,6 +34,8 @@
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
 #include "common/visible_devices.h"
+#include "limits/limits_file.h"
+#include "node/paths.h"
 #include "sim/options.h"
 #include "sim/profiles.h"
 #include "vgpu/config.h"
@@ -256,7 +258,7 @@ void PrependPreload(const std::string& library) {
   setenv("LD_PRELOAD", value.c_str(), 1);
 }
 
-// Holds the limits file's mount point (/overrideEnv) for the run. When it is absent it is
+// Holds the limits file's mount point (node::kLimitsFilePath) for the run. When it is absent it is
 // created empty and removed at the end. Every run holds a shared lock on it; the creator
 // removes it only when it can take the lock exclusively, so that a concurrent run's bind
 // mount on it is never detached by the removal.
@@ -398,11 +400,11 @@ bool WriteSmall(const char* path, const char* text, size_t size) {
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       fail(ChildStage::kMakePrivate, errno);
     }
-    if (mount(plan.limits_file, vgpu::kLimitsFilePath, nullptr, MS_BIND, nullptr) != 0) {
+    if (mount(plan.limits_file, node::kLimitsFilePath, nullptr, MS_BIND, nullptr) != 0) {
       fail(ChildStage::kBindMount, errno);
     }
     // Read-only where allowed (a user namespace may not change the flags it inherited).
-    mount(nullptr, vgpu::kLimitsFilePath, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr);
+    mount(nullptr, node::kLimitsFilePath, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr);
   }
   sigaction(SIGCHLD, &plan.sigchld, nullptr);
   sigprocmask(SIG_SETMASK, &plan.mask, nullptr);
@@ -445,7 +447,7 @@ std::string ChildFailureText(const ChildReport& r, const std::string& command) {
              std::strerror(r.err);
     case ChildStage::kBindMount:
       return std::string("--limits-file-mount: cannot bind-mount the limits file at ") +
-             vgpu::kLimitsFilePath + ": " + std::strerror(r.err);
+             node::kLimitsFilePath + ": " + std::strerror(r.err);
     case ChildStage::kExec:
       return "cannot run '" + command + "': " + std::strerror(r.err);
   }
@@ -519,17 +521,6 @@ Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, std::strin
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kExitSetupFailed;
-}
-
-// The limits file's text: sorted KEY=VALUE lines (config.h).
-std::string LimitsText(const std::vector<std::pair<std::string, std::string>>& settings) {
-  std::vector<std::string> lines;
-  for (const auto& [k, v] : settings) lines.push_back(k + "=" + v);
-  lines.push_back(std::string("HAMI_LIMITS_FORMAT=") + vgpu::kLimitsFormat);
-  std::sort(lines.begin(), lines.end());
-  std::string text;
-  for (const std::string& l : lines) text += l + "\n";
-  return text;
 }
 
 // `hami run` with limits: returns the exit status. Locals clean up before the caller exits.
@@ -625,12 +616,10 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   std::string limits_path;
   if (o.limits_file_mount) {
     limits_path = dir.File("limits");
-    auto file = OpenRegularFile(limits_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (!file.ok()) return fail(kExitSetupFailed, file.error().message());
-    if (Status w = WriteAll(file->get(), LimitsText(settings)); !w.ok()) {
+    if (Status w = limits::PublishLimitsFile(limits_path, settings); !w.ok()) {
       return fail(kExitSetupFailed, w.error().message());
     }
-    auto held = MountPoint::Hold(vgpu::kLimitsFilePath);
+    auto held = MountPoint::Hold(node::kLimitsFilePath);
     if (!held.ok()) return fail(kExitSetupFailed, "--limits-file-mount: " + held.error().message());
     mount_point.emplace(std::move(held).value());
     plan.limits_file = limits_path.c_str();
@@ -651,7 +640,9 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
                  memory_text.c_str(),
                  sm && *sm != 0 && *sm != 100 ? (std::to_string(*sm) + "%").c_str() : "unlimited",
                  dir.File("usage.cache").c_str(),
-                 o.limits_file_mount ? ", limits file mounted at /overrideEnv" : "");
+                 o.limits_file_mount
+                     ? (std::string(", limits file mounted at ") + node::kLimitsFilePath).c_str()
+                     : "");
   }
 
   auto program = FindProgram(cmd[0]);
@@ -717,8 +708,9 @@ void AddRunCommand(CLI::App& app) {
       run->add_option("--devices", options.devices,
                       "the devices the command sees: indices or GPU- UUIDs, comma-separated");
   run->add_flag("--limits-file-mount", options.limits_file_mount,
-                "also write the limits to a file mounted at /overrideEnv in a private mount "
-                "namespace, so processes started without the environment stay limited");
+                std::string("also write the limits to a file mounted at ") + node::kLimitsFilePath +
+                    " in a private mount namespace, so processes started without the "
+                    "environment stay limited");
   static std::vector<std::string> command;
   run->add_option("command", command, "the command and its arguments (put them after --)")
       ->required();

@@ -1,36 +1,22 @@
 #include "vgpu/config.h"
 
-#include <fcntl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <map>
 
-#include "common/file.h"
 #include "common/parse.h"
+#include "region/region.h"
 
 namespace hami::vgpu {
 
 namespace {
 
 using region::layout::CorePolicy;
-
-struct Context {
-  Config* config;
-  // Per-device values beat all-devices ones: remember which devices got their own.
-  std::array<bool, kMaxDevices> own_memory{};
-  std::array<bool, kMaxDevices> own_sm{};
-};
+using region::layout::IdentityTier;
 
 Error Bad(std::string_view name, std::string_view value, std::string_view why) {
   return Error(ErrorCode::kInvalidArgument,
                std::string(name) + "='" + std::string(value) + "': " + std::string(why));
-}
-
-Result<uint32_t> ParsePercent(std::string_view name, std::string_view v) {
-  uint64_t p = HAMI_TRY(ParseUint64(v, name));
-  if (p > 100) return Bad(name, v, "must be a percentage from 0 to 100");
-  return uint32_t(p);
 }
 
 std::string Lower(std::string_view v) {
@@ -39,182 +25,232 @@ std::string Lower(std::string_view v) {
   return s;
 }
 
-// An option: applies its value to the config. `index` is the device for per-device ones.
+// ---- The parsers of vgpu/options.def: Parse(name, text) -> Result<T>, Text(value). -------
+
+struct MemoryLimit {
+  static Result<uint64_t> Parse(std::string_view name, std::string_view v) {
+    return ParseSize(v, name);
+  }
+  static OptionValue Value(uint64_t bytes) {
+    return {
+        bytes == 0 ? "0 (unlimited)" : FormatBytes(bytes) + ", " + std::to_string(bytes) + " bytes",
+        "bytes", bytes};
+  }
+};
+
+struct SmLimit {
+  static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
+    uint64_t p = HAMI_TRY(ParseUint64(v, name));
+    if (p > 100) return Bad(name, v, "must be a percentage from 0 to 100");
+    return uint32_t(p);
+  }
+  static OptionValue Value(uint32_t percent) {
+    std::string text = std::to_string(percent);
+    text += percent == 0 || percent == 100 ? " (unlimited)" : "%";
+    return {text, "percent", percent};
+  }
+};
+
+struct AbsolutePath {
+  static Result<std::string> Parse(std::string_view name, std::string_view v) {
+    if (v.empty() || v[0] != '/') return Bad(name, v, "must be an absolute path");
+    return std::string(v);
+  }
+  static OptionValue Value(const std::string& path) { return {path}; }
+};
+
+// An absolute path, or unset (empty) for "not used".
+struct OptionalAbsolutePath {
+  static Result<std::string> Parse(std::string_view name, std::string_view v) {
+    return AbsolutePath::Parse(name, v);
+  }
+  static OptionValue Value(const std::string& path) {
+    return {path.empty() ? "unset (not used)" : path};
+  }
+};
+
+struct CorePolicyName {
+  struct Named {
+    CorePolicy policy;
+    const char* name;
+  };
+  static constexpr Named kNames[] = {{CorePolicy::kDefault, "default"},
+                                     {CorePolicy::kForce, "force"},
+                                     {CorePolicy::kDisable, "disable"}};
+  static Result<CorePolicy> Parse(std::string_view name, std::string_view v) {
+    const std::string s = Lower(v);
+    for (const auto& n : kNames) {
+      if (s == n.name) return n.policy;
+    }
+    return Bad(name, v, "expected default, force or disable");
+  }
+  static OptionValue Value(CorePolicy policy) {
+    for (const auto& n : kNames) {
+      if (n.policy == policy) return {n.name};
+    }
+    return {"?"};
+  }
+};
+
+struct TaskPriority {
+  static Result<int32_t> Parse(std::string_view name, std::string_view v) {
+    if (v != "0" && v != "1") return Bad(name, v, "expected 0 (high) or 1 (low)");
+    return v == "0" ? 0 : 1;
+  }
+  static OptionValue Value(int32_t priority) { return {priority == 0 ? "0 (high)" : "1 (low)"}; }
+};
+
+struct LogLevelNumber {
+  static constexpr const char* kNames[] = {"off", "errors", "errors and warnings", "info", "debug"};
+  static Result<int> Parse(std::string_view name, std::string_view v) {
+    uint64_t level = HAMI_TRY(ParseUint64(v, name));
+    if (level > 4) return Bad(name, v, "must be from 0 to 4");
+    return int(level);
+  }
+  static OptionValue Value(int level) {
+    return {std::to_string(level) + " (" + (level >= 0 && level <= 4 ? kNames[level] : "?") + ")"};
+  }
+};
+
+struct Boolean {
+  static Result<bool> Parse(std::string_view name, std::string_view v) {
+    return ParseBool(v, name);
+  }
+  static OptionValue Value(bool on) { return {on ? "true" : "false"}; }
+};
+
+// LIBVGPU_HOSTPID_BROKER: only the exact string "1" enables; "0" and "" are off without
+// comment; anything else is reported (and so off).
+struct ExactlyOne {
+  static Result<bool> Parse(std::string_view name, std::string_view v) {
+    if (v == "1") return true;
+    if (v == "0" || v.empty()) return false;
+    return Bad(name, v, "only the exact value 1 enables the broker; treated as off");
+  }
+  static OptionValue Value(bool on) { return {on ? "1 (on)" : "off"}; }
+};
+
+// HAMI_IDENTITY_TIERS: "none", or a comma-separated subset of the tier names (the region's
+// IdentityTierName, any case), tried always in the tiers' own order.
+struct IdentityTiers {
+  static Result<uint8_t> Parse(std::string_view name, std::string_view v) {
+    const std::string s = Lower(v);
+    if (s == "none") return uint8_t{0};
+    uint8_t tiers = 0;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t end = std::min(s.find(',', pos), s.size());
+      std::string_view t = std::string_view(s).substr(pos, end - pos);
+      bool known = false;
+      for (int i = 0; i < region::layout::kIdentityTiers; ++i) {
+        if (t == region::IdentityTierName(IdentityTier(i))) {
+          tiers |= uint8_t(1u << unsigned(i));
+          known = true;
+        }
+      }
+      if (!known) {
+        std::string list;
+        for (int i = 0; i < region::layout::kIdentityTiers; ++i) {
+          list += std::string(i == 0 ? "" : ", ") + region::IdentityTierName(IdentityTier(i));
+        }
+        return Bad(name, v, "expected none or a comma-separated list of " + list);
+      }
+      pos = end + 1;
+    }
+    return tiers;
+  }
+  static OptionValue Value(uint8_t tiers) { return {IdentityTiersText(tiers)}; }
+};
+
+struct WaitMs {
+  static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
+    uint64_t ms = HAMI_TRY(ParseUint64(v, name));
+    if (ms > 600000) return Bad(name, v, "must be at most 600000 (10 minutes)");
+    return uint32_t(ms);
+  }
+  static OptionValue Value(uint32_t ms) { return {std::to_string(ms) + " ms"}; }
+};
+
+struct LimitsFormat {
+  static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
+    if (v != limits::kFormat) {
+      return Bad(name, v, "unknown limits-file format; reading it as format 1");
+    }
+    return uint32_t{1};
+  }
+  static OptionValue Value(uint32_t format) { return {std::to_string(format)}; }
+};
+
+// CUDA_VISIBLE_DEVICES, kept as given: set but empty ("no device") differs from unset.
+struct VisibleDevicesList {
+  static Result<std::optional<std::string>> Parse(std::string_view, std::string_view v) {
+    return std::optional<std::string>(std::string(v));
+  }
+  static OptionValue Value(const std::optional<std::string>& v) {
+    return {!v ? "all devices" : v->empty() ? "no device" : *v};
+  }
+};
+
+// ---- The rows, expanded from vgpu/options.def. -------------------------------------------
+
 struct Option {
-  OptionInfo info;
-  bool per_device;
-  Status (*apply)(Context& ctx, std::string_view name, int index, std::string_view value);
+  OptionScope scope;
+  const char* name;
+  const char* doc;
+  // Parses `value` of the variable `name` into the config (`device`: a per-device row's).
+  Status (*apply)(Config& c, std::string_view name, int device, std::string_view value);
+  OptionValue (*describe)(const Config& c, int device);
+  std::string (*default_text)();
 };
 
 const Option kOptions[] = {
-    {{"CUDA_DEVICE_MEMORY_LIMIT", "0 (unlimited)",
-      "memory limit of every device: bytes, or k/m/g/t units (binary; 3000m is 3000 MiB)"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       uint64_t bytes = HAMI_TRY(ParseSize(v, name));
-       for (int d = 0; d < kMaxDevices; ++d) {
-         if (!c.own_memory[size_t(d)]) c.config->memory_limit[size_t(d)] = bytes;
-       }
-       return OkStatus();
-     }},
-    {{"CUDA_DEVICE_MEMORY_LIMIT_<i>", "CUDA_DEVICE_MEMORY_LIMIT",
-      "memory limit of the device with CUDA ordinal i (as the container sees it)"},
-     true,
-     [](Context& c, std::string_view name, int i, std::string_view v) -> Status {
-       c.config->memory_limit[size_t(i)] = HAMI_TRY(ParseSize(v, name));
-       c.own_memory[size_t(i)] = true;
-       return OkStatus();
-     }},
-    {{"CUDA_DEVICE_SM_LIMIT", "0 (unlimited)",
-      "SM (compute) share of every device in percent; 0 or 100 = unlimited"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       uint32_t p = HAMI_TRY(ParsePercent(name, v));
-       for (int d = 0; d < kMaxDevices; ++d) {
-         if (!c.own_sm[size_t(d)]) c.config->sm_limit[size_t(d)] = p;
-       }
-       return OkStatus();
-     }},
-    {{"CUDA_DEVICE_SM_LIMIT_<i>", "CUDA_DEVICE_SM_LIMIT", "SM share of CUDA device i in percent"},
-     true,
-     [](Context& c, std::string_view name, int i, std::string_view v) -> Status {
-       c.config->sm_limit[size_t(i)] = HAMI_TRY(ParsePercent(name, v));
-       c.own_sm[size_t(i)] = true;
-       return OkStatus();
-     }},
-    {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", kDefaultSharedCache,
-      "the shared region every process of the container maps (absolute path)"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       if (v.empty() || v[0] != '/') return Bad(name, v, "must be an absolute path");
-       c.config->shared_cache = std::string(v);
-       return OkStatus();
-     }},
-    {{"GPU_CORE_UTILIZATION_POLICY", "default",
-      "default (limit while the region's utilization switch is on), force, disable"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       std::string s = Lower(v);
-       if (s == "default") {
-         c.config->core_policy = CorePolicy::kDefault;
-       } else if (s == "force") {
-         c.config->core_policy = CorePolicy::kForce;
-       } else if (s == "disable") {
-         c.config->core_policy = CorePolicy::kDisable;
-       } else {
-         return Bad(name, v, "expected default, force or disable");
-       }
-       return OkStatus();
-     }},
-    {{"CUDA_TASK_PRIORITY", "1", "0 high, 1 low: high-priority work may pause low-priority work"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       if (v != "0" && v != "1") return Bad(name, v, "expected 0 (high) or 1 (low)");
-       c.config->priority = v == "0" ? 0 : 1;
-       return OkStatus();
-     }},
-    {{"LIBCUDA_LOG_LEVEL", "2", "0 off, 1 errors, 2 warnings, 3 info, 4 debug"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       uint64_t level = HAMI_TRY(ParseUint64(v, name));
-       if (level > 4) return Bad(name, v, "must be from 0 to 4");
-       c.config->log_level = int(level);
-       return OkStatus();
-     }},
-    {{"CUDA_OVERSUBSCRIBE", "false", "true: allow allocations beyond the limit into host memory"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       c.config->oversubscribe = HAMI_TRY(ParseBool(v, name));
-       return OkStatus();
-     }},
-    {{"LIBVGPU_HOSTPID_BROKER", "unset", "exactly 1: ask the node's host-PID broker"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       c.config->hostpid_broker = v == "1";
-       if (v != "1" && v != "0" && !v.empty()) {
-         return Bad(name, v, "only the exact value 1 enables the broker; treated as off");
-       }
-       return OkStatus();
-     }},
-    {{"LIBVGPU_HOST_PROCFS", "unset", "root of a procfs mounted from the host's PID namespace"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       if (v.empty() || v[0] != '/') return Bad(name, v, "must be an absolute path");
-       c.config->host_procfs = std::string(v);
-       return OkStatus();
-     }},
-    {{"HAMI_IDENTITY_TIERS", "broker,procfs,namespace,probe",
-      "how the host PID is learned: tiers tried in this order (a subset, or none)"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       std::string s = Lower(v);
-       if (s == "none") {
-         c.config->identity_tiers = 0;
-         return OkStatus();
-       }
-       uint8_t tiers = 0;
-       size_t pos = 0;
-       while (pos <= s.size()) {
-         size_t end = s.find(',', pos);
-         if (end == std::string::npos) end = s.size();
-         std::string_view t = std::string_view(s).substr(pos, end - pos);
-         if (t == "broker") {
-           tiers |= 1u << unsigned(region::layout::IdentityTier::kBroker);
-         } else if (t == "procfs") {
-           tiers |= 1u << unsigned(region::layout::IdentityTier::kProcfs);
-         } else if (t == "namespace") {
-           tiers |= 1u << unsigned(region::layout::IdentityTier::kNamespace);
-         } else if (t == "probe") {
-           tiers |= 1u << unsigned(region::layout::IdentityTier::kProbe);
-         } else {
-           return Bad(name, v,
-                      "expected none or a comma-separated list of broker, procfs, namespace, "
-                      "probe");
-         }
-         pos = end + 1;
-       }
-       c.config->identity_tiers = tiers;
-       return OkStatus();
-     }},
-    {{"HAMI_IDENTITY_PROBE_LOCK", kDefaultProbeLock,
-      "the node-wide lock file that serializes NVML identity probes (absolute path)"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       if (v.empty() || v[0] != '/') return Bad(name, v, "must be an absolute path");
-       c.config->probe_lock = std::string(v);
-       return OkStatus();
-     }},
-    {{"HAMI_IDENTITY_PROBE_WAIT_MS", "10000",
-      "longest wait for the probe lock, in milliseconds (then retried later)"},
-     false,
-     [](Context& c, std::string_view name, int, std::string_view v) -> Status {
-       uint64_t ms = HAMI_TRY(ParseUint64(v, name));
-       if (ms > 600000) return Bad(name, v, "must be at most 600000 (10 minutes)");
-       c.config->probe_wait_ms = uint32_t(ms);
-       return OkStatus();
-     }},
-    {{"HAMI_LIMITS_FORMAT", kLimitsFormat, "format of the limits file (1)"},
-     false,
-     [](Context&, std::string_view name, int, std::string_view v) -> Status {
-       if (v != kLimitsFormat) {
-         return Bad(name, v, "unknown limits-file format; reading it as format 1");
-       }
-       return OkStatus();
-     }},
-    {{"CUDA_VISIBLE_DEVICES", "all",
-      "devices the process sees, by index or UUID (GPU-...), in any order"},
-     false,
-     [](Context& c, std::string_view, int, std::string_view v) -> Status {
-       c.config->visible_devices = std::string(v);
-       return OkStatus();
-     }},
+#define HAMI_OPTION(name, field, type, default_value, parser, doc)        \
+  {OptionScope::kScalar,                                                  \
+   name,                                                                  \
+   doc,                                                                   \
+   [](Config& c, std::string_view n, int, std::string_view v) -> Status { \
+     c.field = HAMI_TRY(parser::Parse(n, v));                             \
+     return OkStatus();                                                   \
+   },                                                                     \
+   [](const Config& c, int) { return parser::Value(c.field); },           \
+   [] { return parser::Value(type(default_value)).text; }},
+#define HAMI_DEVICE_OPTION(name, field, type, default_value, parser, doc)    \
+  {OptionScope::kAllDevices,                                                 \
+   name,                                                                     \
+   doc,                                                                      \
+   [](Config& c, std::string_view n, int, std::string_view v) -> Status {    \
+     c.field.fill(HAMI_TRY(parser::Parse(n, v)));                            \
+     return OkStatus();                                                      \
+   },                                                                        \
+   [](const Config& c, int d) { return parser::Value(c.field[size_t(d)]); }, \
+   [] { return parser::Value(type(default_value)).text; }},
+#define HAMI_PER_DEVICE_OPTION(name, field, parser, doc)                     \
+  {OptionScope::kPerDevice,                                                  \
+   name,                                                                     \
+   doc,                                                                      \
+   [](Config& c, std::string_view n, int d, std::string_view v) -> Status {  \
+     c.field[size_t(d)] = HAMI_TRY(parser::Parse(n, v));                     \
+     return OkStatus();                                                      \
+   },                                                                        \
+   [](const Config& c, int d) { return parser::Value(c.field[size_t(d)]); }, \
+   nullptr},
+#include "vgpu/options.def"
+#undef HAMI_OPTION
+#undef HAMI_DEVICE_OPTION
+#undef HAMI_PER_DEVICE_OPTION
 };
+constexpr size_t kOptionCount = std::size(kOptions);
+
+// "CUDA_DEVICE_MEMORY_LIMIT" for "CUDA_DEVICE_MEMORY_LIMIT_<i>".
+std::string_view AllDevicesName(std::string_view per_device_name) {
+  return per_device_name.substr(0, per_device_name.size() - 4);  // drop "_<i>"
+}
 
 // Finds the option for a variable name; *index gets the device of a per-device one.
 const Option* Find(std::string_view name, int* index) {
   for (const Option& o : kOptions) {
-    std::string_view n = o.info.name;
-    if (!o.per_device) {
+    std::string_view n = o.name;
+    if (o.scope != OptionScope::kPerDevice) {
       if (n == name) return &o;
       continue;
     }
@@ -226,7 +262,8 @@ const Option* Find(std::string_view name, int* index) {
         (digits.size() > 1 && digits[0] == '0')) {
       continue;
     }
-    int i = std::stoi(std::string(digits));
+    int i = 0;
+    for (char c : digits) i = i * 10 + (c - '0');
     if (i >= kMaxDevices) continue;
     *index = i;
     return &o;
@@ -234,21 +271,14 @@ const Option* Find(std::string_view name, int* index) {
   return nullptr;
 }
 
-bool ValidKey(std::string_view key) {
-  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
 }  // namespace
 
 std::string IdentityTiersText(uint8_t tiers) {
-  static constexpr const char* kNames[] = {"broker", "procfs", "namespace", "probe"};
   std::string text;
-  for (unsigned t = 0; t < 4; ++t) {
-    if ((tiers & (1u << t)) == 0) continue;
+  for (int t = 0; t < region::layout::kIdentityTiers; ++t) {
+    if ((tiers & (1u << unsigned(t))) == 0) continue;
     if (!text.empty()) text += ",";
-    text += kNames[t];
+    text += region::IdentityTierName(IdentityTier(t));
   }
   return text.empty() ? "none" : text;
 }
@@ -266,73 +296,36 @@ const char* SourceName(Source source) {
 }
 
 std::span<const OptionInfo> OptionTable() {
-  static const auto table = [] {
-    std::array<OptionInfo, std::size(kOptions)> t{};
-    for (size_t i = 0; i < std::size(kOptions); ++i) t[i] = kOptions[i].info;
+  struct Table {
+    std::array<std::string, kOptionCount> defaults;
+    std::array<OptionInfo, kOptionCount> rows;
+  };
+  static const Table* table = [] {
+    auto* t = new Table();  // never freed: usable during static destruction
+    for (size_t i = 0; i < kOptionCount; ++i) {
+      const Option& o = kOptions[i];
+      t->defaults[i] = o.scope == OptionScope::kPerDevice ? std::string(AllDevicesName(o.name))
+                                                          : o.default_text();
+      t->rows[i] = {o.name, t->defaults[i].c_str(), o.doc, o.scope};
+    }
     return t;
   }();
-  return table;
+  return table->rows;
 }
 
-LimitsFile ParseLimitsFile(std::string_view text, std::string_view path) {
-  LimitsFile out;
-  out.present = true;
-  out.path = std::string(path);
-  int number = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    std::string_view line = text.substr(pos, eol == std::string_view::npos ? text.npos : eol - pos);
-    pos = eol == std::string_view::npos ? text.size() : eol + 1;
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    auto problem = [&](const std::string& why) {
-      std::string shown(line.substr(0, std::min<size_t>(80, line.find('\0'))));
-      out.problems.push_back(std::string(path) + " line " + std::to_string(number) + " '" + shown +
-                             "': " + why + "; skipped");
-    };
-    // A value is used as a C string: a NUL would silently cut it short.
-    if (line.find('\0') != std::string_view::npos) {
-      problem("contains a NUL byte");
-      continue;
-    }
-    size_t eq = line.find('=');
-    if (eq == std::string_view::npos) {
-      problem("not KEY=VALUE");
-      continue;
-    }
-    std::string_view key = line.substr(0, eq);
-    if (!ValidKey(key)) {
-      problem("the key is not a variable name");
-      continue;
-    }
-    out.entries.emplace_back(std::string(key), std::string(line.substr(eq + 1)));
-  }
-  return out;
-}
-
-LimitsFile ReadLimitsFile(const std::string& path) {
-  auto text = ReadFileToString(path, 1 << 16);
-  if (!text.ok() || text->empty()) {
-    LimitsFile absent;
-    absent.path = path;
-    if (!text.ok() && text.error().sys_errno() != ENOENT) {
-      absent.problems.push_back(text.error().message());
-    }
-    return absent;
-  }
-  return ParseLimitsFile(*text, path);
+OptionValue DescribeOption(const Config& config, size_t row, int device) {
+  if (row >= kOptionCount) return {"?"};
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  return kOptions[row].describe(config, device);
 }
 
 Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
   Resolution r;
-  Context ctx{&r.config};
   // Every candidate value of each variable, best first: the file's, then the environment's.
   std::map<std::string, std::vector<std::pair<std::string, Source>>> candidates;
   for (const Option& o : kOptions) {
-    if (o.per_device) {
-      std::string_view n = o.info.name;
+    if (o.scope == OptionScope::kPerDevice) {
+      std::string_view n = o.name;
       std::string prefix(n.substr(0, n.size() - 3));
       for (int i = 0; i < kMaxDevices; ++i) {
         std::string name = prefix + std::to_string(i);
@@ -340,8 +333,8 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
           candidates[name].push_back({v, Source::kEnvironment});
         }
       }
-    } else if (const char* v = getenv_fn(o.info.name)) {
-      candidates[o.info.name].push_back({v, Source::kEnvironment});
+    } else if (const char* v = getenv_fn(o.name)) {
+      candidates[o.name].push_back({v, Source::kEnvironment});
     }
   }
   if (!file.present) {
@@ -355,24 +348,25 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
       r.notes.push_back(file.path + ": " + key + " is not a variable libvgpu reads; ignored");
       continue;
     }
-    format_seen |= key == "HAMI_LIMITS_FORMAT";
+    format_seen |= key == limits::kFormatKey;
     auto& list = candidates[key];
     // A later line for the same key replaces an earlier one.
     if (!list.empty() && list.front().second == Source::kLimitsFile) list.erase(list.begin());
     list.insert(list.begin(), {value, Source::kLimitsFile});
   }
   if (file.present && !format_seen) {
-    r.notes.push_back(file.path + " has no HAMI_LIMITS_FORMAT line; reading it as format 1");
+    r.notes.push_back(file.path + " has no " + limits::kFormatKey + " line; reading it as format " +
+                      limits::kFormat);
   }
-  // All-devices options first, so per-device ones (applied after) win. A malformed value is
-  // skipped in favour of the next candidate.
-  for (int pass = 0; pass < 2; ++pass) {
+  // Every other option first, so per-device ones (applied after) beat the all-devices ones.
+  // A malformed value is skipped in favour of the next candidate.
+  for (bool per_device : {false, true}) {
     for (const auto& [name, list] : candidates) {
       int index = 0;
       const Option* o = Find(name, &index);
-      if (o == nullptr || o->per_device != (pass == 1)) continue;
+      if (o == nullptr || (o->scope == OptionScope::kPerDevice) != per_device) continue;
       for (const auto& [value, source] : list) {
-        Status st = o->apply(ctx, name, index, value);
+        Status st = o->apply(r.config, name, index, value);
         if (st.ok()) {
           r.config.settings.push_back({name, value, source});
           break;

@@ -1,15 +1,20 @@
-// What libvgpu.so is told: one options table for every variable it reads, the limits file
-// that carries them to processes without the environment (SSH, su -, cron), and the
-// resolution of both into one Config that remembers where each value came from.
+// What libvgpu.so is told: one options table (vgpu/options.def) for every variable it reads,
+// the limits file that carries them to processes without the environment (SSH, su -, cron;
+// the format is limits/limits_file.h), and the resolution of both into one Config that
+// remembers where each value came from.
 //
 // Precedence: a value in the limits file beats the same variable in the environment, which
 // beats the default. A per-device variable (CUDA_DEVICE_MEMORY_LIMIT_<i>,
 // CUDA_DEVICE_SM_LIMIT_<i>) beats the all-devices one, whichever source each came from.
 // A malformed value — in the file or the environment — is reported naming it and ignored,
 // as if it were absent; everything else still applies.
+//
+// Built without exceptions (libvgpu.so links it); thread-safe (no shared state but the
+// options table, built once).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -19,16 +24,15 @@
 #include <vector>
 
 #include "common/result.h"
+#include "limits/limits_file.h"
+#include "node/paths.h"
 #include "region/layout.h"
 
 namespace hami::vgpu {
 
 inline constexpr int kMaxDevices = 16;
 // Compiled in, never taken from the environment: that is what a login session loses.
-inline constexpr const char kLimitsFilePath[] = "/overrideEnv";
-inline constexpr const char kDefaultSharedCache[] = "/tmp/cudevshr.cache";
-inline constexpr const char kLimitsFormat[] = "1";
-inline constexpr const char kDefaultProbeLock[] = "/tmp/vgpulock/probe.lock";
+using node::kLimitsFilePath;
 inline constexpr uint32_t kDefaultProbeWaitMs = 10000;
 // The identity tiers (a bit per region::layout::IdentityTier), tried in that order.
 inline constexpr uint8_t kAllIdentityTiers = 0xf;
@@ -42,35 +46,35 @@ struct Setting {
   Source source;
 };
 
+namespace internal {
+template <typename T>
+constexpr std::array<T, kMaxDevices> EveryDevice(T value) {
+  std::array<T, kMaxDevices> a{};
+  a.fill(value);
+  return a;
+}
+}  // namespace internal
+
+// The resolved configuration: one member per row of vgpu/options.def (memory_limit is bytes
+// by CUDA ordinal, 0 = unlimited; sm_limit percent, 0 or 100 = unlimited; log_level 0 off ..
+// 4 debug; identity_tiers a bit per IdentityTier; visible_devices CUDA_VISIBLE_DEVICES as
+// given, unset = every device), and every variable that was set.
 struct Config {
-  std::array<uint64_t, kMaxDevices> memory_limit{};  // bytes by CUDA ordinal; 0 = unlimited
-  std::array<uint32_t, kMaxDevices> sm_limit{};      // percent; 0 or 100 = unlimited
-  std::string shared_cache = kDefaultSharedCache;
-  region::layout::CorePolicy core_policy = region::layout::CorePolicy::kDefault;
-  int32_t priority = 1;  // 0 high, 1 low
-  int log_level = 2;     // 0 off, 1 errors, 2 warnings, 3 info, 4 debug
-  bool oversubscribe = false;
-  bool hostpid_broker = false;                   // LIBVGPU_HOSTPID_BROKER is exactly "1"
-  std::string host_procfs;                       // LIBVGPU_HOST_PROCFS
-  uint8_t identity_tiers = kAllIdentityTiers;    // HAMI_IDENTITY_TIERS, bit per IdentityTier
-  std::string probe_lock = kDefaultProbeLock;    // HAMI_IDENTITY_PROBE_LOCK
-  uint32_t probe_wait_ms = kDefaultProbeWaitMs;  // HAMI_IDENTITY_PROBE_WAIT_MS
-  std::optional<std::string> visible_devices;    // CUDA_VISIBLE_DEVICES as given
-  std::vector<Setting> settings;                 // every variable that was set, and where from
+#define HAMI_OPTION(name, field, type, default_value, parser, doc) type field = default_value;
+#define HAMI_DEVICE_OPTION(name, field, type, default_value, parser, doc) \
+  std::array<type, kMaxDevices> field = internal::EveryDevice<type>(default_value);
+#define HAMI_PER_DEVICE_OPTION(name, field, parser, doc)
+#include "vgpu/options.def"
+#undef HAMI_OPTION
+#undef HAMI_DEVICE_OPTION
+#undef HAMI_PER_DEVICE_OPTION
+  std::vector<Setting> settings;  // every variable that was set, and where from
 };
 
-// The limits file, parsed tolerantly: a line that is not KEY=VALUE is reported with its
-// number and skipped; the rest applies.
-struct LimitsFile {
-  bool present = false;
-  std::string path;
-  std::vector<std::pair<std::string, std::string>> entries;  // in file order
-  std::vector<std::string> problems;  // "/overrideEnv line 3 'x': not KEY=VALUE; skipped"
-};
-
-LimitsFile ParseLimitsFile(std::string_view text, std::string_view path);
-// Reads `path`; an absent (or empty) file is `present == false`, not an error.
-LimitsFile ReadLimitsFile(const std::string& path);
+// The limits file: one reader for the library, `hami env` and the device plugin.
+using limits::LimitsFile;
+using limits::ParseLimitsFile;
+using limits::ReadLimitsFile;
 
 using GetEnvFn = std::function<const char*(const char*)>;
 
@@ -82,13 +86,34 @@ struct Resolution {
 
 Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn);
 
+// What a row of the options table is.
+enum class OptionScope {
+  kScalar,      // one variable
+  kAllDevices,  // the all-devices variable of a per-device limit
+  kPerDevice,   // NAME_<i>, one variable per CUDA ordinal
+};
+
 // One row of the options table, for `hami env` and the docs.
 struct OptionInfo {
-  const char* name;  // "CUDA_DEVICE_MEMORY_LIMIT_<i>" for the per-device ones
-  const char* default_text;
-  const char* doc;
+  const char* name;          // "CUDA_DEVICE_MEMORY_LIMIT_<i>" for the per-device ones
+  const char* default_text;  // the default as people read it; a per-device row: its
+                             // all-devices variable's name
+  const char* doc;           // one line (Markdown code spans allowed)
+  OptionScope scope;
 };
+// In the order of vgpu/options.def.
 std::span<const OptionInfo> OptionTable();
+
+// What a configuration holds for one row, as people read it ("2.9 GiB, 3145728000 bytes",
+// "force", "1 (low)"), and the number behind the limits (the JSON of `hami env`).
+struct OptionValue {
+  std::string text;
+  const char* number_key = nullptr;  // "bytes" or "percent"; nullptr: no number
+  uint64_t number = 0;
+};
+// `row` indexes OptionTable(); `device` is the CUDA ordinal of a per-device or all-devices
+// row (ignored for the others).
+OptionValue DescribeOption(const Config& config, size_t row, int device);
 
 // "broker,procfs,namespace,probe" (the tiers set in `tiers`, in their order), or "none".
 std::string IdentityTiersText(uint8_t tiers);
