@@ -1,8 +1,15 @@
 // Contexts (primary and created), the per-thread context stack, streams, events and
 // synchronization.
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/clock.h"
@@ -13,18 +20,23 @@ namespace hami::sim {
 namespace {
 
 // One entry of a thread's context stack. The id tells a context destroyed meanwhile (by
-// another thread) from a new one that got the same address.
+// another thread) from a new one that got the same address. A primary context's handle
+// (id 0) names that context whenever it is active, as the driver's handle does.
 struct StackEntry {
   CUctx_st* ctx;
   uint64_t id;
 };
 
+StackEntry EntryFor(CUctx_st* ctx) { return {ctx, ctx->handle_device >= 0 ? 0 : ctx->id}; }
+
 thread_local std::vector<StackEntry> t_stack;
+// cuThreadExchangeStreamCaptureMode's per-thread mode.
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 // Per-thread default streams, by context id (ids are never reused).
 thread_local std::unordered_map<uint64_t, CUstream_st*> t_per_thread;
 
 bool Destroyed(const StackEntry& e) {
-  return !D().Live(e.ctx, HandleKind::kContext) || e.ctx->id != e.id;
+  return !D().Live(e.ctx, HandleKind::kContext) || (e.id != 0 && e.ctx->id != e.id);
 }
 
 // A fork child starts with no current context (its driver starts afresh).
@@ -33,7 +45,7 @@ void ClearStackInChild() { t_stack.clear(); }
 void Push(CUctx_st* ctx) {
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ClearStackInChild); });
-  t_stack.push_back({ctx, ctx->id});
+  t_stack.push_back(EntryFor(ctx));
 }
 
 CUstream_st* NewStream(CUctx_st* ctx, unsigned flags, int priority) {
@@ -77,7 +89,7 @@ CUresult CreateContext(CUctx_st** out, unsigned flags, CUdevice dev, bool primar
   }
   uint64_t bytes = d.ContextBytes(p);
   if (CUresult r = d.Charge(p, bytes); r != CUDA_SUCCESS) return r;
-  auto* ctx = new CUctx_st{};
+  CUctx_st* ctx = primary ? PrimaryHandleLocked(p) : new CUctx_st{};
   ctx->id = d.next_id++;
   ctx->device = p;
   ctx->ordinal = dev;
@@ -94,8 +106,25 @@ CUresult CreateContext(CUctx_st** out, unsigned flags, CUdevice dev, bool primar
   ctx->legacy_stream = NewStream(ctx, 0, 0);
   ctx->legacy_stream->legacy = true;
   d.state->AddContexts(d.slot, p, 1);
+  InstantiateEagerLibrariesLocked(ctx);
   *out = ctx;
   return CUDA_SUCCESS;
+}
+
+// Runs the destructors of what the context-local-storage table stored in `ctx`, with the
+// driver unlocked (they may call the driver). Stops when `ctx` is destroyed meanwhile.
+void RunStorageDestructors(ApiLock& api, CUctx_st* ctx) {
+  const uint64_t id = ctx->id;
+  while (D().Live(ctx, HandleKind::kContext) && ctx->id == id && !ctx->storage.empty()) {
+    auto it = ctx->storage.begin();
+    void* key = const_cast<void*>(it->first);
+    StorageEntry e = it->second;
+    ctx->storage.erase(it);
+    if (e.dtor == nullptr) continue;
+    api.lock().unlock();
+    e.dtor(ctx, key, e.value);
+    api.lock().lock();
+  }
 }
 
 constexpr unsigned kCtxFlagsMask = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
@@ -117,8 +146,10 @@ CUresult CtxDestroy(CUcontext ctx) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!D().Live(ctx, HandleKind::kContext) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  const uint64_t id = ctx->id;
   WaitUnlocked(api, LegacyTail(ctx));
-  if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (D().Live(ctx, HandleKind::kContext) && ctx->id == id) RunStorageDestructors(api, ctx);
+  if (!D().Live(ctx, HandleKind::kContext) || ctx->id != id) return CUDA_ERROR_INVALID_CONTEXT;
   DestroyContextLocked(ctx);
   return CUDA_SUCCESS;
 }
@@ -126,7 +157,7 @@ CUresult CtxDestroy(CUcontext ctx) {
 CUresult CtxPush(CUcontext ctx) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!IsContextHandleLocked(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   Push(ctx);
   return CUDA_SUCCESS;
 }
@@ -149,6 +180,9 @@ CUresult PrimaryRelease(CUdevice dev) {
   if (rt.primary == nullptr || rt.primary->primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (--rt.primary->primary_refs == 0) {
     WaitUnlocked(api, LegacyTail(rt.primary));
+    if (rt.primary != nullptr && rt.primary->primary_refs == 0)
+      RunStorageDestructors(api, rt.primary);
+    // A destructor may have retained it again.
     if (rt.primary != nullptr && rt.primary->primary_refs == 0) DestroyContextLocked(rt.primary);
   }
   return CUDA_SUCCESS;
@@ -161,6 +195,7 @@ CUresult PrimaryReset(CUdevice dev) {
   DeviceRt& rt = D().rt[size_t(p)];
   if (rt.primary != nullptr) {
     WaitUnlocked(api, LegacyTail(rt.primary));
+    if (rt.primary != nullptr) RunStorageDestructors(api, rt.primary);
     if (rt.primary != nullptr) DestroyContextLocked(rt.primary);
   }
   rt.primary_flags = 0;
@@ -209,8 +244,7 @@ CUresult EventRecord(CUevent e, CUstream h, bool ptsz) {
   CUstream_st* s;
   if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
   if (s->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
-  e->recorded = true;
-  e->time_ns = std::max(MonotonicNs(), StreamTail(s));
+  SetEventTime(e, std::max(MonotonicNs(), StreamTail(s)));
   return CUDA_SUCCESS;
 }
 
@@ -219,7 +253,8 @@ CUresult WaitEvent(CUstream h, CUevent e, bool ptsz) {
   if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
   CUstream_st* s;
   if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
-  if (e->recorded) s->tail_ns = std::max(s->tail_ns, e->time_ns);
+  int64_t t;
+  if (EventTime(e, &t)) s->tail_ns = std::max(s->tail_ns, t);
   return CUDA_SUCCESS;
 }
 
@@ -230,13 +265,14 @@ CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
   if (!D().Live(start, HandleKind::kEvent) || !D().Live(end, HandleKind::kEvent)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  if (((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0 || !start->recorded ||
-      !end->recorded) {
+  int64_t t0, t1;
+  if (((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0 || !EventTime(start, &t0) ||
+      !EventTime(end, &t1)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   int64_t now = MonotonicNs();
-  if (now < start->time_ns || now < end->time_ns) return CUDA_ERROR_NOT_READY;
-  *ms = float(double(end->time_ns - start->time_ns) / 1e6);
+  if (now < t0 || now < t1) return CUDA_ERROR_NOT_READY;
+  *ms = float(double(t1 - t0) / 1e6);
   return CUDA_SUCCESS;
 }
 
@@ -251,6 +287,31 @@ CUresult StreamGetCtx(CUstream h, CUcontext* pctx, bool ptsz) {
 
 }  // namespace
 
+void SetEventTime(CUevent_st* e, int64_t time_ns) {
+  e->recorded = true;
+  e->time_ns = time_ns;
+  if (e->shared != nullptr) {
+    e->shared->time_ns.store(time_ns, std::memory_order_relaxed);
+    e->shared->recorded.store(1, std::memory_order_release);
+  }
+}
+
+bool EventTime(const CUevent_st* e, int64_t* time_ns) {
+  if (e->shared != nullptr) {
+    if (e->shared->recorded.load(std::memory_order_acquire) == 0) return false;
+    *time_ns = e->shared->time_ns.load(std::memory_order_relaxed);
+    return true;
+  }
+  *time_ns = e->time_ns;
+  return e->recorded;
+}
+
+void DeleteEvent(CUevent_st* e) {
+  if (e->shared != nullptr) munmap(e->shared, sizeof(IpcEventPage));
+  if (e->shared_fd >= 0) close(e->shared_fd);
+  delete e;
+}
+
 CUctx_st* CurrentContext() {
   return t_stack.empty() || Destroyed(t_stack.back()) ? nullptr : t_stack.back().ctx;
 }
@@ -263,7 +324,7 @@ void SetCurrentContext(CUctx_st* ctx) {
   if (t_stack.empty()) {
     Push(ctx);
   } else {
-    t_stack.back() = {ctx, ctx->id};
+    t_stack.back() = EntryFor(ctx);
   }
 }
 
@@ -358,7 +419,7 @@ void DestroyContextLocked(CUctx_st* ctx) {
       std::free(a->data);
       delete a;
     } else {
-      delete const_cast<CUevent_st*>(static_cast<const CUevent_st*>(h));
+      DeleteEvent(const_cast<CUevent_st*>(static_cast<const CUevent_st*>(h)));
     }
     d.Unregister(h);
   }
@@ -367,10 +428,37 @@ void DestroyContextLocked(CUctx_st* ctx) {
   for (CUstream_st* s : streams) DeleteStream(s);
   d.Uncharge(ctx->device, ctx->charge);
   d.state->AddContexts(d.slot, ctx->device, -1);
-  if (d.rt[size_t(ctx->device)].primary == ctx) d.rt[size_t(ctx->device)].primary = nullptr;
-  std::erase_if(t_stack, [ctx](const StackEntry& e) { return e.ctx == ctx && e.id == ctx->id; });
+  DeviceRt& rt = d.rt[size_t(ctx->device)];
+  if (rt.primary == ctx) rt.primary = nullptr;
   d.Unregister(ctx);
-  delete ctx;
+  if (ctx == rt.primary_handle) {
+    // The handle stays for the next activation, current where it was.
+    const int device = ctx->device;
+    *ctx = CUctx_st{};
+    ctx->device = device;
+    ctx->handle_device = device;
+  } else {
+    std::erase_if(t_stack, [ctx](const StackEntry& e) { return e.ctx == ctx && e.id == ctx->id; });
+    delete ctx;
+  }
+}
+
+CUctx_st* PrimaryHandleLocked(int physical) {
+  DeviceRt& rt = D().rt[size_t(physical)];
+  if (rt.primary_handle == nullptr) {
+    rt.primary_handle = new CUctx_st{};
+    rt.primary_handle->device = physical;
+    rt.primary_handle->handle_device = physical;
+  }
+  return rt.primary_handle;
+}
+
+bool IsContextHandleLocked(const CUctx_st* ctx) {
+  if (D().Live(ctx, HandleKind::kContext)) return true;
+  for (const DeviceRt& rt : D().rt) {
+    if (ctx != nullptr && ctx == rt.primary_handle) return true;
+  }
+  return false;
 }
 
 }  // namespace hami::sim
@@ -419,7 +507,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (ctx != nullptr && !D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != nullptr && !IsContextHandleLocked(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   SetCurrentContext(ctx);
   return CUDA_SUCCESS;
 }
@@ -703,6 +791,25 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   auto* e = new CUevent_st{ctx, Flags};
+  if ((Flags & CU_EVENT_INTERPROCESS) != 0) {
+    // Its state lives in a page other processes map (cuIpcOpenEventHandle).
+    static uint64_t next_id = 1;
+    e->shared_id = next_id++;
+    std::string name =
+        "hami-sim-ipc-event-" + std::to_string(getpid()) + "-" + std::to_string(e->shared_id);
+    int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+    void* page = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, off_t(sizeof(IpcEventPage))) == 0) {
+      page = mmap(nullptr, sizeof(IpcEventPage), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (page == MAP_FAILED) {
+      if (fd >= 0) close(fd);
+      delete e;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->shared = static_cast<IpcEventPage*>(page);
+    e->shared_fd = fd;
+  }
   D().Register(e, HandleKind::kEvent);
   *phEvent = e;
   return CUDA_SUCCESS;
@@ -713,7 +820,7 @@ static CUresult EventDestroy(CUevent e) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
   D().Unregister(e);
-  delete e;
+  DeleteEvent(e);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy(CUevent e) { return EventDestroy(e); }
@@ -731,16 +838,18 @@ CUresult CUDAAPI cuEventQuery(CUevent e) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
-  return !e->recorded || MonotonicNs() >= e->time_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  int64_t t;
+  return !EventTime(e, &t) || MonotonicNs() >= t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
-  if (e->recorded) {
+  int64_t t;
+  if (EventTime(e, &t)) {
     int device = e->ctx->device;
-    WaitUnlocked(api, e->time_ns);
+    WaitUnlocked(api, t);
     TrimPoolsAtSyncLocked(device);
   }
   return CUDA_SUCCESS;
@@ -751,6 +860,328 @@ CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent s, CUevent e) {
 }
 CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent s, CUevent e) {
   return ElapsedTime(ms, s, e);
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  if (ctx == nullptr) return cuCtxSynchronize();
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  int64_t t = 0;
+  for (CUstream_st* s : ctx->streams) t = std::max(t, s->tail_ns);
+  int device = ctx->device;
+  WaitUnlocked(api, t);
+  TrimPoolsAtSyncLocked(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig* config) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return CUDA_SUCCESS;
+}
+
+// Bank size is fixed on every modelled architecture: accepted, no effect.
+CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config) {
+  if (int(config) < 0 || int(config) > 2) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  return RequireContext(&ctx);
+}
+
+CUresult CUDAAPI cuCtxResetPersistingL2Cache() {
+  ApiLock api;
+  CUctx_st* ctx;
+  return RequireContext(&ctx);
+}
+
+// Records `e` after all work of every stream of `ctx` queued so far (cuCtxRecordEvent).
+CUresult CUDAAPI cuCtxRecordEvent(CUcontext ctx, CUevent e) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (ctx == nullptr) ctx = CurrentContext();
+  if (ctx == nullptr || !D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!D().Live(e, HandleKind::kEvent) || e->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  int64_t t = MonotonicNs();
+  for (CUstream_st* s : ctx->streams) t = std::max(t, s->tail_ns);
+  SetEventTime(e, t);
+  return CUDA_SUCCESS;
+}
+
+// Every stream of `ctx` waits for `e`.
+CUresult CUDAAPI cuCtxWaitEvent(CUcontext ctx, CUevent e) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (ctx == nullptr) ctx = CurrentContext();
+  if (ctx == nullptr || !D().Live(ctx, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!D().Live(e, HandleKind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  int64_t t;
+  if (EventTime(e, &t)) {
+    for (CUstream_st* s : ctx->streams) s->tail_ns = std::max(s->tail_ns, t);
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- peer access (every device of the model can reach every other) ----
+
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (!D().Live(peer, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (peer->device == ctx->device) return CUDA_ERROR_INVALID_DEVICE;
+  if (!ctx->peers.insert(peer->id).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer) {
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (!D().Live(peer, HandleKind::kContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  return ctx->peers.erase(peer->id) == 1 ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+}
+
+// ---- stream attributes, device, callbacks, capture mode ----
+
+static CUresult StreamAttribute(CUstream h, CUstreamAttrID attr, CUstreamAttrValue* value,
+                                bool ptsz) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  *value = CUstreamAttrValue{};
+  switch (attr) {
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      value->priority = s->priority;
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: {
+      auto it = s->attributes.find(int(attr));
+      if (it != s->attributes.end()) *value = it->second;
+      return CUDA_SUCCESS;
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+static CUresult SetStreamAttribute(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue* value,
+                                   bool ptsz) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  switch (attr) {
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      s->priority = std::clamp(value->priority, -5, 0);
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+      if (int(value->syncPolicy) < 1 || int(value->syncPolicy) > 4) return CUDA_ERROR_INVALID_VALUE;
+      s->attributes[int(attr)] = *value;
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+      if (value->accessPolicyWindow.hitRatio < 0 || value->accessPolicyWindow.hitRatio > 1) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      s->attributes[int(attr)] = *value;
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      s->attributes[int(attr)] = *value;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuStreamGetAttribute(CUstream h, CUstreamAttrID attr, CUstreamAttrValue* value) {
+  return StreamAttribute(h, attr, value, false);
+}
+CUresult CUDAAPI cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID attr,
+                                           CUstreamAttrValue* value) {
+  return StreamAttribute(h, attr, value, true);
+}
+CUresult CUDAAPI cuStreamSetAttribute(CUstream h, CUstreamAttrID attr,
+                                      const CUstreamAttrValue* value) {
+  return SetStreamAttribute(h, attr, value, false);
+}
+CUresult CUDAAPI cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID attr,
+                                           const CUstreamAttrValue* value) {
+  return SetStreamAttribute(h, attr, value, true);
+}
+
+static CUresult CopyStreamAttributes(CUstream dst, CUstream src, bool ptsz) {
+  ApiLock api;
+  CUstream_st *d, *s;
+  if (CUresult r = ResolveStream(dst, ptsz, &d); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ResolveStream(src, ptsz, &s); r != CUDA_SUCCESS) return r;
+  d->attributes = s->attributes;
+  d->priority = s->priority;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamCopyAttributes(CUstream dst, CUstream src) {
+  return CopyStreamAttributes(dst, src, false);
+}
+CUresult CUDAAPI cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) {
+  return CopyStreamAttributes(dst, src, true);
+}
+
+static CUresult StreamGetDevice(CUstream h, CUdevice* device, bool ptsz) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+  *device = s->ctx->ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamGetDevice(CUstream h, CUdevice* device) {
+  return StreamGetDevice(h, device, false);
+}
+CUresult CUDAAPI cuStreamGetDevice_ptsz(CUstream h, CUdevice* device) {
+  return StreamGetDevice(h, device, true);
+}
+
+namespace {
+
+struct StreamCallback {
+  CUstreamCallback fn;
+  CUstream stream;
+  void* data;
+};
+
+void RunStreamCallback(void* arg) {
+  std::unique_ptr<StreamCallback> c(static_cast<StreamCallback*>(arg));
+  c->fn(c->stream, CUDA_SUCCESS, c->data);
+}
+
+}  // namespace
+
+// A callback runs as a host function does, when the stream reaches it; it may not be
+// captured into a graph.
+static CUresult AddCallback(CUstream h, CUstreamCallback fn, void* data, unsigned flags,
+                            bool ptsz) {
+  if (fn == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  {
+    ApiLock api;
+    CUstream_st* s;
+    if (CUresult r = ResolveStream(h, ptsz, &s); r != CUDA_SUCCESS) return r;
+    if (s->capture != nullptr) {
+      s->capture_invalidated = true;
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  auto* c = new StreamCallback{fn, h, data};
+  CUresult r = ptsz ? cuLaunchHostFunc_ptsz(h, &RunStreamCallback, c)
+                    : cuLaunchHostFunc(h, &RunStreamCallback, c);
+  if (r != CUDA_SUCCESS) delete c;
+  return r;
+}
+CUresult CUDAAPI cuStreamAddCallback(CUstream h, CUstreamCallback fn, void* data,
+                                     unsigned int flags) {
+  return AddCallback(h, fn, data, flags, false);
+}
+CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback fn, void* data,
+                                          unsigned int flags) {
+  return AddCallback(h, fn, data, flags, true);
+}
+
+// The calling thread's capture interaction mode (the model records it; it does not forbid
+// calls during another thread's capture).
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == nullptr || int(*mode) < 0 || int(*mode) > 2) return CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode previous = t_capture_mode;
+  t_capture_mode = *mode;
+  *mode = previous;
+  return CUDA_SUCCESS;
+}
+
+// ---- IPC events ----
+
+namespace {
+
+constexpr uint32_t kIpcEventMagic = 0x45494d48;  // "HMIE"
+
+struct IpcEventHandle {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  uint32_t pad;
+  uint64_t id;
+};
+static_assert(sizeof(IpcEventHandle) <= CU_IPC_HANDLE_SIZE);
+
+uint64_t g_next_ipc_event = 1;
+
+std::string IpcEventName(pid_t pid, uint64_t id) {
+  return "hami-sim-ipc-event-" + std::to_string(pid) + "-" + std::to_string(id);
+}
+
+}  // namespace
+
+CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle* pHandle, CUevent e) {
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(e, HandleKind::kEvent) || e->shared == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  IpcEventHandle h{kIpcEventMagic, getpid(), e->shared_fd, 0, e->shared_id};
+  std::memset(pHandle, 0, sizeof(*pHandle));
+  std::memcpy(pHandle->reserved, &h, sizeof(h));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle) {
+  if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  IpcEventHandle h;
+  std::memcpy(&h, handle.reserved, sizeof(h));
+  if (h.magic != kIpcEventMagic || h.pid <= 0 || h.fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (h.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
+  const std::string fd_path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  char link[256];
+  ssize_t n = readlink(fd_path.c_str(), link, sizeof(link) - 1);
+  const std::string expected = "/memfd:" + IpcEventName(h.pid, h.id);
+  if (n <= 0 || std::string_view(link, size_t(n)).substr(0, expected.size()) != expected) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  int fd = open(fd_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+  void* page = mmap(nullptr, sizeof(IpcEventPage), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (page == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto* e = new CUevent_st{ctx, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS};
+  e->shared = static_cast<IpcEventPage*>(page);
+  e->shared_fd = fd;
+  D().Register(e, HandleKind::kEvent);
+  *phEvent = e;
+  return CUDA_SUCCESS;
+}
+
+// ---- profiler control: nothing to profile, accepted ----
+
+CUresult CUDAAPI cuProfilerInitialize(const char*, const char*, CUoutput_mode mode) {
+  if (int(mode) < 0 || int(mode) > 1) return CUDA_ERROR_INVALID_VALUE;
+  return RequireInit();
+}
+CUresult CUDAAPI cuProfilerStart() {
+  ApiLock api;
+  CUctx_st* ctx;
+  return RequireContext(&ctx);
+}
+CUresult CUDAAPI cuProfilerStop() {
+  ApiLock api;
+  CUctx_st* ctx;
+  return RequireContext(&ctx);
 }
 
 }  // extern "C"

@@ -104,24 +104,215 @@ const char* ErrorText(size_t index) {
   return texts[index].c_str();
 }
 
+// ---- device attributes: one row per attribute the model gives a value ----
+
+// A row's value: a constant, a number of the device's profile, or one derived from the
+// device (PCI address, NUMA node, ...). Attributes without a row report 0.
+struct AttributeRow {
+  CUdevice_attribute attribute;
+  int constant;
+  int DeviceProfile::*field;
+  int (*derive)(const DeviceSpec&);
+  int Value(const DeviceSpec& s) const {
+    if (derive != nullptr) return derive(s);
+    return field != nullptr ? s.profile->*field : constant;
+  }
+};
+
+constexpr AttributeRow Const(CUdevice_attribute a, int v) { return {a, v, nullptr, nullptr}; }
+constexpr AttributeRow Profile(CUdevice_attribute a, int DeviceProfile::*f) {
+  return {a, 0, f, nullptr};
+}
+constexpr AttributeRow Derived(CUdevice_attribute a, int (*d)(const DeviceSpec&)) {
+  return {a, 0, nullptr, d};
+}
+
+// NOTE: sorted by attribute, each at most once (checked below); values are those of the
+// real products where the profile does not hold them.
+constexpr AttributeRow kAttributes[] = {
+    Const(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 48 * 1024),
+    Const(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 64 * 1024),
+    Const(CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536),
+    Derived(CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+            [](const DeviceSpec& s) { return s.profile->clock_mhz * 1000; }),
+    Const(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512),
+    Const(CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1),
+    Profile(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &DeviceProfile::sm_count),
+    Const(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 0),
+    Const(CU_DEVICE_ATTRIBUTE_INTEGRATED, 0),
+    Const(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1),
+    Const(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH, 131072),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH, 131072),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT, 65536),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH, 16384),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT, 16384),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH, 16384),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS, 2048),
+    Const(CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512),
+    Const(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1),
+    Derived(CU_DEVICE_ATTRIBUTE_ECC_ENABLED,
+            [](const DeviceSpec& s) {
+              return int(s.profile->cc_major >= 8 && s.profile->memory_bus_width >= 5120);
+            }),
+    Derived(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, [](const DeviceSpec& s) { return s.pci_bus; }),
+    Derived(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, [](const DeviceSpec& s) { return s.pci_device; }),
+    Const(CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0),
+    Derived(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+            [](const DeviceSpec& s) { return s.profile->memory_clock_mhz * 1000; }),
+    Profile(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, &DeviceProfile::memory_bus_width),
+    Profile(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &DeviceProfile::l2_bytes),
+    Profile(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &DeviceProfile::max_threads_per_sm),
+    Const(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 2),
+    Const(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS, 2048),
+    Const(CU_DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER, 1),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE, 8192),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE, 8192),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE, 32768),
+    Derived(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, [](const DeviceSpec& s) { return s.pci_domain; }),
+    Const(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS, 2046),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH, 131072),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT, 65536),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH, 16384),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT, 16384),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH, 16384),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS, 2048),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS, 2048),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS, 2046),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH, 268435456),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH, 131072),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT, 65000),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH, 2097120),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT, 32768),
+    Profile(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &DeviceProfile::cc_major),
+    Profile(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &DeviceProfile::cc_minor),
+    Const(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH, 32768),
+    Const(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1),
+    Profile(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+            &DeviceProfile::shared_mem_per_sm),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536),
+    Const(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1),
+    Const(CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, 0),
+    Derived(CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID,
+            [](const DeviceSpec& s) { return s.index; }),
+    Const(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0),
+    Const(CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, 2),
+    Const(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0),
+    Const(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1),
+    Const(CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 1),
+    Const(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1),
+    Profile(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            &DeviceProfile::shared_mem_per_block_optin),
+    Const(CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, 0),
+    Const(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, 0),
+    Const(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0),
+    Const(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1),
+    Profile(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, &DeviceProfile::max_blocks_per_sm),
+    Derived(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE,
+            [](const DeviceSpec& s) { return s.profile->l2_bytes * 3 / 4; }),
+    Const(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 128 << 20),
+    Const(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024),
+    Const(CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+    Derived(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
+            [](const DeviceSpec& s) { return int(s.profile->cc_major >= 9); }),
+    Const(CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, 4),
+    Const(CU_DEVICE_ATTRIBUTE_NUMA_CONFIG, CU_DEVICE_NUMA_CONFIG_NONE),
+    Const(CU_DEVICE_ATTRIBUTE_NUMA_ID, -1),
+    Const(CU_DEVICE_ATTRIBUTE_MPS_ENABLED, 0),
+    Derived(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, [](const DeviceSpec& s) { return s.numa_node; }),
+};
+
+constexpr bool AttributesSortedAndUnique() {
+  for (size_t i = 1; i < std::size(kAttributes); ++i) {
+    if (kAttributes[i - 1].attribute >= kAttributes[i].attribute) return false;
+  }
+  return true;
+}
+static_assert(AttributesSortedAndUnique(), "kAttributes must be sorted by attribute, no repeats");
+
 // ---- cuGetProcAddress ----
+
+// A function name as a template argument.
+template <size_t N>
+struct FixedName {
+  constexpr FixedName(const char (&s)[N]) { std::copy(s, s + N, text); }  // NOLINT: implicit
+  char text[N];
+};
+
+// With debug logging, cuGetProcAddress hands out these instead: each logs its call's result
+// (the runtime reaches nearly every function through cuGetProcAddress).
+template <FixedName kName, auto kFn>
+struct Traced;
+
+template <FixedName kName, typename... Args, CUresult (*kFn)(Args...)>
+struct Traced<kName, kFn> {
+  static CUresult Call(Args... args) {
+    CUresult r = kFn(args...);
+    if constexpr (!std::string_view(kName.text).starts_with("cuGetProcAddress")) {
+      g_log.Log(LogLevel::kDebug, "call %s -> %d", kName.text, int(r));
+    }
+    return r;
+  }
+};
 
 struct ProcEntry {
   const char* base;
   int version;
   int flavor;  // 0: legacy default stream, 1: per-thread default stream
+  const char* name;
   void* fn;
+  void* traced;
 };
 
 const ProcEntry kProcTable[] = {
 #define HAMI_CUDA_API(base, version, flavor, name) \
-  {#base, version, flavor, reinterpret_cast<void*>(&name)},
+  {#base,                                          \
+   version,                                        \
+   flavor,                                         \
+   #name,                                          \
+   reinterpret_cast<void*>(&name),                 \
+   reinterpret_cast<void*>(&Traced<FixedName(#name), &name>::Call)},
 #include "cuda_api_table.inc"
 #undef HAMI_CUDA_API
 };
 
-CUresult LookupProc(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                    CUdriverProcAddressQueryResult* status) {
+CUresult FindProc(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                  CUdriverProcAddressQueryResult* status, const char** found) {
   if (pfn != nullptr) *pfn = nullptr;
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   if (symbol == nullptr || pfn == nullptr ||
@@ -150,14 +341,54 @@ CUresult LookupProc(const char* symbol, void** pfn, int version, cuuint64_t flag
     if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
     return CUDA_ERROR_NOT_FOUND;
   }
-  *pfn = best->fn;
+  *pfn = ConfigureLogFromEnvironment() ? best->traced : best->fn;
+  *found = best->name;
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;
+}
+
+const char* ProcStatusName(CUdriverProcAddressQueryResult s) {
+  switch (s) {
+    case CU_GET_PROC_ADDRESS_SUCCESS:
+      return "found";
+    case CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND:
+      return "symbol not found";
+    case CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT:
+      return "version not sufficient";
+    default:
+      return "?";
+  }
+}
+
+// FindProc, logged at debug level with what was asked and what it resolved to.
+CUresult LookupProc(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                    CUdriverProcAddressQueryResult* status) {
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const char* found = "-";
+  CUresult r = FindProc(symbol, pfn, version, flags, &st, &found);
+  if (status != nullptr) *status = st;
+  if (ConfigureLogFromEnvironment()) {
+    g_log.Log(LogLevel::kDebug, "cuGetProcAddress %s version=%d flags=%llu -> %s %s",
+              symbol != nullptr ? symbol : "(null)", version,
+              static_cast<unsigned long long>(flags), ProcStatusName(st), found);
+  }
+  return r;
 }
 
 }  // namespace
 
 Driver& D() { return *g_driver; }
+
+bool ConfigureLogFromEnvironment() {
+  static const bool debug = [] {
+    if (!D().initialized) {
+      auto options = LoadSimOptionsFromEnvironment();
+      if (options.ok()) g_log.set_level(LogLevel(options->log_level));
+    }
+    return g_log.Enabled(LogLevel::kDebug);
+  }();
+  return debug;
+}
 
 CUresult NotModelled(const char* name) {
   g_log.Log(LogLevel::kInfo, "%s is not modelled by the simulated GPU: CUDA_ERROR_NOT_SUPPORTED",
@@ -374,197 +605,14 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
   ApiLock api;
   int p;
   if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
-  const DeviceSpec& s = D().spec(p);
-  const DeviceProfile& f = *s.profile;
-  int v = 0;
-  switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-      v = 1024;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
-      v = 1024;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
-      v = 1024;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
-      v = 64;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
-      v = 2147483647;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
-      v = 65535;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
-      v = 65535;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
-      v = 48 * 1024;
-      break;
-    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
-      v = 64 * 1024;
-      break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
-      v = 32;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
-      v = 2147483647;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
-      v = 65536;
-      break;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
-      v = f.clock_mhz * 1000;
-      break;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
-      v = 512;
-      break;
-    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      v = f.sm_count;
-      break;
-    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
-      v = 0;
-      break;
-    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
-      v = 0;
-      break;
-    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
-      v = CU_COMPUTEMODE_DEFAULT;
-      break;
-    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
-      v = 512;
-      break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
-      v = f.cc_major >= 8 && f.memory_bus_width >= 5120;
-      break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-      v = s.pci_bus;
-      break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
-      v = s.pci_device;
-      break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
-      v = s.pci_domain;
-      break;
-    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
-      v = 0;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
-      v = f.memory_clock_mhz * 1000;
-      break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
-      v = f.memory_bus_width;
-      break;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
-      v = f.l2_bytes;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
-      v = f.max_threads_per_sm;
-      break;
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
-      v = 2;
-      break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      v = f.cc_major;
-      break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      v = f.cc_minor;
-      break;
-    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
-      v = f.shared_mem_per_sm;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
-      v = 65536;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
-      v = 0;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
-      v = p;
-      break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
-      v = 0;
-      break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-      v = f.shared_mem_per_block_optin;
-      break;
-    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
-      v = f.max_blocks_per_sm;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
-      v = f.l2_bytes * 3 / 4;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
-      v = 128 << 20;
-      break;
-    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
-      v = 1024;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-      v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-      v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-      break;
-    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
-      v = CU_DEVICE_NUMA_CONFIG_NONE;
-      break;
-    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
-      v = -1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
-      v = s.numa_node;
-      break;
-    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
-      v = f.cc_major >= 9;
-      break;
-    default:
-      if (int(attrib) < 1 || int(attrib) >= int(CU_DEVICE_ATTRIBUTE_MAX)) {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-      v = 0;  // a real attribute the model has no value for
+  if (int(attrib) < 1 || int(attrib) >= int(CU_DEVICE_ATTRIBUTE_MAX)) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  *pi = v;
+  auto row =
+      std::lower_bound(std::begin(kAttributes), std::end(kAttributes), attrib,
+                       [](const AttributeRow& r, CUdevice_attribute a) { return r.attribute < a; });
+  // An attribute the model has no row for is a real one it reports as 0.
+  *pi = row != std::end(kAttributes) && row->attribute == attrib ? row->Value(D().spec(p)) : 0;
   return CUDA_SUCCESS;
 }
 
@@ -575,6 +623,53 @@ CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev)
   if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
   *major = D().spec(p).profile->cc_major;
   *minor = D().spec(p).profile->cc_minor;
+  return CUDA_SUCCESS;
+}
+
+// Every device of the model reaches every other one, with native atomics over the link.
+CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int a, b;
+  if (CUresult r = PhysicalDevice(dev, &a); r != CUDA_SUCCESS) return r;
+  if (CUresult r = PhysicalDevice(peerDev, &b); r != CUDA_SUCCESS) return r;
+  *canAccessPeer = a != b ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attrib,
+                                         CUdevice srcDevice, CUdevice dstDevice) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int a, b;
+  if (CUresult r = PhysicalDevice(srcDevice, &a); r != CUDA_SUCCESS) return r;
+  if (CUresult r = PhysicalDevice(dstDevice, &b); r != CUDA_SUCCESS) return r;
+  if (a == b) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attrib) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+      *value = 0;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+      *value = 1;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuDeviceGetTexture1DLinearMaxWidth(size_t* maxWidthInElements,
+                                                    CUarray_format format, unsigned numChannels,
+                                                    CUdevice dev) {
+  if (maxWidthInElements == nullptr || (numChannels != 1 && numChannels != 2 && numChannels != 4)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  int p;
+  if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
+  (void)format;
+  *maxWidthInElements = size_t(1) << 28;  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH
   return CUDA_SUCCESS;
 }
 

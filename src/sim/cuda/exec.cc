@@ -23,51 +23,6 @@ namespace {
 
 uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
-CUresult LoadModule(CUmodule* out, const void* image, size_t size_hint) {
-  if (out == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  ApiLock api;
-  CUctx_st* ctx;
-  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
-  Driver& d = D();
-  auto* m = new CUmod_st{};
-  m->ctx = ctx;
-  const char* text = static_cast<const char*>(image);
-  Manifest manifest;
-  if (IsManifest(text)) {
-    size_t n = size_hint != 0 ? size_hint : std::strlen(text);
-    auto parsed = ParseManifest(std::string_view(text, n));
-    if (!parsed.ok()) {
-      g_log.Log(LogLevel::kError, "%s", parsed.error().message().c_str());
-      delete m;
-      return CUDA_ERROR_INVALID_IMAGE;
-    }
-    manifest = std::move(parsed).value();
-    m->manifest = true;
-    m->manifest_kernels = manifest.kernels;
-  }
-  // Code and constant banks of a loaded module occupy device memory: one granule.
-  m->charge = d.Granularity();
-  if (CUresult r = d.Charge(ctx->device, m->charge); r != CUDA_SUCCESS) {
-    delete m;
-    return r;
-  }
-  d.Register(m, HandleKind::kModule);
-  for (auto& [name, bytes] : manifest.globals) {
-    CUdeviceptr p;
-    api.lock().unlock();
-    CUresult r = cuMemAlloc_v2(&p, bytes);
-    api.lock().lock();
-    if (r != CUDA_SUCCESS) {
-      DestroyModuleLocked(m);
-      return r;
-    }
-    d.allocations[uintptr_t(p)].kind = AllocKind::kModuleGlobal;
-    m->globals[name] = {p, bytes};
-  }
-  *out = m;
-  return CUDA_SUCCESS;
-}
-
 CUresult CheckDims(const DeviceSpec& spec, const unsigned grid[3], const unsigned block[3],
                    unsigned shared_mem, int max_dynamic_smem) {
   for (int i = 0; i < 3; ++i) {
@@ -105,14 +60,14 @@ CUresult Launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
                 CUstream stream, void** params, void** extra, bool ptsz, bool cooperative) {
   if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(f, HandleKind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   CUstream_st* s;
   if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
-  if (f->module->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE;
-  return LaunchLocked(api, f, grid, block, smem, s, cooperative);
+  if (func->module->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  return LaunchLocked(api, func, grid, block, smem, s, cooperative);
 }
 
 CUresult HostFunc(CUstream stream, CUhostFn fn, void* data, bool ptsz) {
@@ -151,12 +106,74 @@ int64_t KernelDurationNs(const DeviceSpec& spec, const SimOptions& options, uint
   return int64_t(options.launch_ns + waves * per_wave);
 }
 
+CUresult FunctionAttribute(const DeviceProfile& p, const ImageKernel* described,
+                           const FunctionSettings& settings, CUfunction_attribute attrib,
+                           int* out) {
+  switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *out = 1024;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *out = described != nullptr && described->num_regs > 0 ? described->num_regs : 32;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+      *out = p.cc_major * 10 + p.cc_minor;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *out = settings.max_dynamic_smem;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      *out = settings.carveout;
+      return CUDA_SUCCESS;
+    default: {
+      if (int(attrib) < 0 || int(attrib) >= int(CU_FUNC_ATTRIBUTE_MAX)) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      // Shared, constant and local sizes, cache mode, cluster attributes: 0 unless set.
+      auto it = settings.other.find(int(attrib));
+      *out = it != settings.other.end() ? it->second : 0;
+      return CUDA_SUCCESS;
+    }
+  }
+}
+
+CUresult SetFunctionAttribute(const DeviceProfile& p, CUfunction_attribute attrib, int value,
+                              FunctionSettings* settings) {
+  switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      if (value < 0 || value > p.shared_mem_per_block_optin) return CUDA_ERROR_INVALID_VALUE;
+      settings->max_dynamic_smem = value;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;  // percent, or -1
+      settings->carveout = value;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      if (value < 0 || value > 16) return CUDA_ERROR_INVALID_VALUE;
+      settings->other[int(attrib)] = value;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      if (value != 0 && value != 1) return CUDA_ERROR_INVALID_VALUE;
+      settings->other[int(attrib)] = value;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      if (value < 0 || value > 2) return CUDA_ERROR_INVALID_VALUE;
+      settings->other[int(attrib)] = value;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 CUresult LaunchLocked(ApiLock& api, CUfunc_st* func, const unsigned grid[3],
                       const unsigned block[3], unsigned shared_mem, CUstream_st* s,
                       bool cooperative) {
   Driver& d = D();
   const DeviceSpec& spec = d.spec(s->ctx->device);
-  if (CUresult r = CheckDims(spec, grid, block, shared_mem, func->max_dynamic_smem);
+  if (CUresult r = CheckDims(spec, grid, block, shared_mem, func->settings.max_dynamic_smem);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -189,24 +206,6 @@ CUresult LaunchLocked(ApiLock& api, CUfunc_st* func, const unsigned grid[3],
   return CUDA_SUCCESS;
 }
 
-void DestroyModuleLocked(CUmod_st* m) {
-  Driver& d = D();
-  for (auto& [name, f] : m->functions) {
-    d.Unregister(f);
-    delete f;
-  }
-  for (auto& [name, g] : m->globals) {
-    auto it = d.allocations.find(uintptr_t(g.first));
-    if (it != d.allocations.end()) {
-      it->second.kind = AllocKind::kDevice;
-      FreeLocked(uintptr_t(g.first), false);
-    }
-  }
-  d.Uncharge(m->ctx->device, m->charge);
-  d.Unregister(m);
-  delete m;
-}
-
 }  // namespace hami::sim
 
 using namespace hami;       // NOLINT: the exported C API below
@@ -214,163 +213,203 @@ using namespace hami::sim;  // NOLINT
 
 extern "C" {
 
-CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
-  return LoadModule(module, image, 0);
-}
-
-CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
-                                    CUjit_option* options, void** optionValues) {
-  if (numOptions > 0 && (options == nullptr || optionValues == nullptr)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  return LoadModule(module, image, 0);
-}
-
-CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
-  return LoadModule(module, fatCubin, 0);
-}
-
-CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
-  if (module == nullptr || fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto image = ReadFileToString(fname, 256u << 20);
-  if (!image.ok()) {
-    g_log.Log(LogLevel::kWarn, "cuModuleLoad: %s", image.error().message().c_str());
-    return image.error().sys_errno() == ENOENT ? CUDA_ERROR_FILE_NOT_FOUND
-                                               : CUDA_ERROR_INVALID_VALUE;
-  }
-  if (image->empty()) return CUDA_ERROR_INVALID_IMAGE;
-  return LoadModule(module, image->c_str(), image->size());
-}
-
-CUresult CUDAAPI cuModuleUnload(CUmodule m) {
-  ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(m, HandleKind::kModule)) return CUDA_ERROR_INVALID_HANDLE;
-  DestroyModuleLocked(m);
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule m, const char* name) {
-  if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(m, HandleKind::kModule)) return CUDA_ERROR_INVALID_HANDLE;
-  auto it = m->functions.find(name);
-  if (it == m->functions.end()) {
-    uint64_t wave_ns = 0;
-    if (m->manifest) {
-      auto k = m->manifest_kernels.find(name);
-      if (k == m->manifest_kernels.end()) return CUDA_ERROR_NOT_FOUND;
-      wave_ns = k->second;
-    }
-    auto* f = new CUfunc_st{m, name, wave_ns};
-    D().Register(f, HandleKind::kFunction);
-    it = m->functions.emplace(name, f).first;
-  }
-  *hfunc = it->second;
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule m,
-                                      const char* name) {
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(m, HandleKind::kModule)) return CUDA_ERROR_INVALID_HANDLE;
-  auto it = m->globals.find(name);
-  if (it == m->globals.end()) return CUDA_ERROR_NOT_FOUND;
-  if (dptr != nullptr) *dptr = it->second.first;
-  if (bytes != nullptr) *bytes = it->second.second;
-  return CUDA_SUCCESS;
-}
-
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction f) {
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(f, HandleKind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
-  const DeviceProfile& p = *D().spec(f->module->ctx->device).profile;
-  switch (attrib) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-      *pi = 1024;
-      break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
-      *pi = 0;
-      break;
-    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
-      *pi = 0;
-      break;
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
-      *pi = 0;
-      break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS:
-      *pi = 32;
-      break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
-      *pi = p.cc_major * 10 + p.cc_minor;
-      break;
-    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
-      *pi = 0;
-      break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-      *pi = f->max_dynamic_smem;
-      break;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-      *pi = f->carveout;
-      break;
-    default:
-      if (int(attrib) < 0 || int(attrib) >= int(CU_FUNC_ATTRIBUTE_MAX)) {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-      *pi = 0;
-  }
-  return CUDA_SUCCESS;
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+  const DeviceProfile& p = *D().spec(func->module->ctx->device).profile;
+  return FunctionAttribute(p, DescribedKernel(*func->module->image, func->name), func->settings,
+                           attrib, pi);
 }
 
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, int value) {
   ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(f, HandleKind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
-  const DeviceProfile& p = *D().spec(f->module->ctx->device).profile;
-  if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
-    if (value < 0 || value > p.shared_mem_per_block_optin) return CUDA_ERROR_INVALID_VALUE;
-    f->max_dynamic_smem = value;
-    return CUDA_SUCCESS;
-  }
-  if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
-    if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;  // percent, or -1
-    f->carveout = value;
-    return CUDA_SUCCESS;
-  }
-  return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+  const DeviceProfile& p = *D().spec(func->module->ctx->device).profile;
+  return SetFunctionAttribute(p, attrib, value, &func->settings);
 }
 
 CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction f) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(f, HandleKind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
-  *name = f->name.c_str();
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+  *name = func->name.c_str();
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
+CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
+  if (int(config) < 0 || int(config) > 3) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  return D().Live(f, HandleKind::kFunction) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  CUfunc_st* func;
+  return FunctionForCallLocked(f, &func);
+}
+
+CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig config) {
+  if (int(config) < 0 || int(config) > 2) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUfunc_st* func;
+  return FunctionForCallLocked(f, &func);
+}
+
+// ---- occupancy ----
+
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, CUfunction f,
+                                                                      int blockSize,
+                                                                      size_t dynamicSMemSize,
+                                                                      unsigned int flags) {
+  if (numBlocks == nullptr || blockSize <= 0 || blockSize > 1024 ||
+      (flags & ~unsigned(CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+  const DeviceProfile& p = *D().spec(func->module->ctx->device).profile;
+  if (dynamicSMemSize > size_t(p.shared_mem_per_block_optin)) {
+    *numBlocks = 0;
+    return CUDA_SUCCESS;
+  }
+  unsigned block[3] = {unsigned(blockSize), 1, 1};
+  *numBlocks = int(ResidentBlocksPerSm(p, block, unsigned(dynamicSMemSize)));
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction f,
                                                              int blockSize,
                                                              size_t dynamicSMemSize) {
-  if (numBlocks == nullptr || blockSize <= 0 || blockSize > 1024) return CUDA_ERROR_INVALID_VALUE;
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, f, blockSize,
+                                                              dynamicSMemSize, 0);
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(
+    int* minGridSize, int* blockSize, CUfunction f, CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+    size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags) {
+  if (minGridSize == nullptr || blockSize == nullptr || blockSizeLimit < 0 ||
+      (flags & ~unsigned(CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const DeviceProfile* p;
+  {
+    ApiLock api;
+    CUfunc_st* func;
+    if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+    p = D().spec(func->module->ctx->device).profile;
+  }
+  int limit = blockSizeLimit == 0 ? 1024 : std::min(blockSizeLimit, 1024);
+  // The block size with the most resident threads per SM (the largest on a tie). The
+  // callback runs with the driver unlocked.
+  int best = 0, best_blocks = 0;
+  uint64_t best_threads = 0;
+  for (int b = 32; b <= limit; b += 32) {
+    size_t smem =
+        blockSizeToDynamicSMemSize != nullptr ? blockSizeToDynamicSMemSize(b) : dynamicSMemSize;
+    if (smem > size_t(p->shared_mem_per_block_optin)) continue;
+    unsigned block[3] = {unsigned(b), 1, 1};
+    uint64_t blocks = ResidentBlocksPerSm(*p, block, unsigned(smem));
+    if (blocks * uint64_t(b) >= best_threads) {
+      best_threads = blocks * uint64_t(b);
+      best = b;
+      best_blocks = int(blocks);
+    }
+  }
+  *blockSize = best;
+  *minGridSize = best_blocks * p->sm_count;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize, CUfunction f,
+                                                  CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                  size_t dynamicSMemSize, int blockSizeLimit) {
+  return cuOccupancyMaxPotentialBlockSizeWithFlags(
+      minGridSize, blockSize, f, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit, 0);
+}
+
+// The dynamic shared memory each of `numBlocks` blocks may use with all of them resident.
+CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunction f,
+                                                         int numBlocks, int blockSize) {
+  if (dynamicSmemSize == nullptr || numBlocks <= 0 || blockSize <= 0 || blockSize > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (!D().Live(f, HandleKind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+  const DeviceProfile& p = *D().spec(func->module->ctx->device).profile;
   unsigned block[3] = {unsigned(blockSize), 1, 1};
-  *numBlocks = int(ResidentBlocksPerSm(*D().spec(f->module->ctx->device).profile, block,
-                                       unsigned(dynamicSMemSize)));
+  if (ResidentBlocksPerSm(p, block, 0) < uint64_t(numBlocks)) {
+    *dynamicSmemSize = 0;
+    return CUDA_SUCCESS;
+  }
+  size_t per_block = size_t(p.shared_mem_per_sm) / size_t(numBlocks);
+  per_block = per_block > 1024 ? per_block - 1024 : 0;  // the reservation of each block
+  *dynamicSmemSize = std::min(per_block, size_t(p.shared_mem_per_block_optin));
+  return CUDA_SUCCESS;
+}
+
+// Clusters: up to 8 blocks (16 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) on
+// devices of compute capability 9.0 and later.
+static int MaxClusterSize(const DeviceProfile& p, const FunctionSettings& s) {
+  if (p.cc_major < 9) return 1;
+  auto it = s.other.find(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+  return it != s.other.end() && it->second != 0 ? 16 : 8;
+}
+
+static CUresult ClusterQuery(const CUlaunchConfig* config, CUfunction f, const DeviceProfile** p,
+                             FunctionSettings* settings, unsigned* cluster_blocks,
+                             unsigned block[3]) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUfunc_st* func;
+  if (CUresult r = FunctionForCallLocked(f, &func); r != CUDA_SUCCESS) return r;
+  *p = D().spec(func->module->ctx->device).profile;
+  *settings = func->settings;
+  *cluster_blocks = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      const auto& c = config->attrs[i].value.clusterDim;
+      *cluster_blocks = std::max(1u, c.x) * std::max(1u, c.y) * std::max(1u, c.z);
+    }
+  }
+  block[0] = config->blockDimX;
+  block[1] = config->blockDimY;
+  block[2] = config->blockDimZ;
+  if (block[0] == 0 || block[1] == 0 || block[2] == 0 ||
+      uint64_t(block[0]) * block[1] * block[2] > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int* clusterSize, CUfunction f,
+                                                    const CUlaunchConfig* config) {
+  if (clusterSize == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const DeviceProfile* p;
+  FunctionSettings settings;
+  unsigned cluster, block[3];
+  if (CUresult r = ClusterQuery(config, f, &p, &settings, &cluster, block); r != CUDA_SUCCESS) {
+    return r;
+  }
+  *clusterSize = MaxClusterSize(*p, settings);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* numClusters, CUfunction f,
+                                              const CUlaunchConfig* config) {
+  if (numClusters == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const DeviceProfile* p;
+  FunctionSettings settings;
+  unsigned cluster, block[3];
+  if (CUresult r = ClusterQuery(config, f, &p, &settings, &cluster, block); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (cluster > unsigned(MaxClusterSize(*p, settings))) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  uint64_t resident =
+      uint64_t(p->sm_count) * ResidentBlocksPerSm(*p, block, config->sharedMemBytes);
+  *numClusters = int(resident / cluster);
   return CUDA_SUCCESS;
 }
 

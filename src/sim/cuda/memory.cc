@@ -6,12 +6,15 @@
 // in the shared state: each allocation charges it, rounded the way the driver rounds:
 // large allocations to the allocation granularity; small ones share granule pages per
 // context and device.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -154,11 +157,18 @@ void ReleaseAllocation(std::map<uintptr_t, Allocation>::iterator it) {
     case AllocKind::kHost:
     case AllocKind::kRegistered:
     case AllocKind::kGraph:
+    case AllocKind::kIpcOpened:
       break;
     default:
       UnchargeFor(a.ctx, a.device, a.charge, a.small);
   }
-  if (a.kind != AllocKind::kGraph) UnmapBacking(a.base, a.mapped_size);
+  if (a.ipc_fd >= 0 || a.kind == AllocKind::kIpcOpened) {
+    // Shared pages are not kept for reuse: the mapping goes, with the exporter's memfd.
+    munmap(reinterpret_cast<void*>(a.base), RoundUp(a.mapped_size, PageSize()));
+    if (a.ipc_fd >= 0) close(a.ipc_fd);
+  } else if (a.kind != AllocKind::kGraph) {
+    UnmapBacking(a.base, a.mapped_size);
+  }
   d.allocations.erase(it);
 }
 
@@ -461,6 +471,24 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
   return FreeLocked(uintptr_t(dptr), true);
 }
 
+// Attaching managed memory to a stream changes who may touch it on a real GPU; the model
+// only checks the request.
+CUresult AttachMem(CUstream stream, CUdeviceptr dptr, size_t length, unsigned flags, bool ptsz) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+      flags != CU_MEM_ATTACH_SINGLE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(uintptr_t(dptr), std::max<size_t>(length, 1));
+  if (a == nullptr || a->kind != AllocKind::kManaged) return CUDA_ERROR_INVALID_VALUE;
+  if (length != 0 && (uintptr_t(dptr) != a->base || length != a->size)) {
+    return CUDA_ERROR_INVALID_VALUE;  // the whole allocation, or 0 for it
+  }
+  return CUDA_SUCCESS;
+}
+
 // ---- virtual memory management ----
 
 CUresult CheckAllocProp(const CUmemAllocationProp* prop, int* physical) {
@@ -617,6 +645,17 @@ CUresult FreeLocked(uintptr_t ptr, bool async) {
     default:
       (void)async;
       return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult AllocModuleGlobalLocked(CUctx_st* ctx, size_t bytes, CUdeviceptr* out) {
+  return AllocDevice(ctx, bytes, AllocKind::kModuleGlobal, out);
+}
+
+void FreeModuleGlobalLocked(CUdeviceptr ptr) {
+  auto it = D().allocations.find(uintptr_t(ptr));
+  if (it != D().allocations.end() && it->second.kind == AllocKind::kModuleGlobal) {
+    ReleaseAllocation(it);
   }
 }
 
@@ -1555,22 +1594,182 @@ CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* d, CUarray a
 
 // ---- managed memory hints ----
 
-static CUresult CheckManaged(CUdeviceptr p, size_t count) {
-  ApiLock api;
-  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  Allocation* a = D().FindAllocation(uintptr_t(p), count);
-  return a != nullptr && a->kind == AllocKind::kManaged ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+// The managed allocation holding [p, p + count), or null.
+static Allocation* ManagedRange(CUdeviceptr p, size_t count) {
+  Allocation* a = D().FindAllocation(uintptr_t(p), std::max<size_t>(count, 1));
+  return a != nullptr && a->kind == AllocKind::kManaged ? a : nullptr;
 }
 
-CUresult CUDAAPI cuMemAdvise(CUdeviceptr p, size_t count, CUmem_advise, CUdevice) {
-  return CheckManaged(p, count);
+// A location as a caller gives it: a visible device, or the host.
+static bool ValidLocation(const CUmemLocation& l) {
+  if (l.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    return l.id >= 0 && size_t(l.id) < D().visible.size();
+  }
+  return l.type == CU_MEM_LOCATION_TYPE_HOST || l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
-CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr p, size_t count, CUmem_advise, CUmemLocation) {
-  return CheckManaged(p, count);
+
+static CUmemLocation FromDevice(CUdevice dev) {
+  return dev == CU_DEVICE_CPU ? CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0}
+                              : CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, dev};
 }
-CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr p, size_t count, CUmemLocation, unsigned int,
-                                       CUstream) {
-  return CheckManaged(p, count);
+
+static CUresult Advise(CUdeviceptr p, size_t count, CUmem_advise advice, CUmemLocation where) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = ManagedRange(p, count);
+  if (a == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  const bool needs_location = advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION ||
+                              advice == CU_MEM_ADVISE_SET_ACCESSED_BY ||
+                              advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+  if (needs_location && !ValidLocation(where)) return CUDA_ERROR_INVALID_DEVICE;
+  switch (advice) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY:
+      a->read_mostly = true;
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+      a->read_mostly = false;
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+      a->preferred = where;
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+      a->preferred = {CU_MEM_LOCATION_TYPE_INVALID, 0};
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY: {
+      int id = where.type == CU_MEM_LOCATION_TYPE_DEVICE ? where.id : CU_DEVICE_CPU;
+      if (advice == CU_MEM_ADVISE_SET_ACCESSED_BY) {
+        a->accessed_by.insert(id);
+      } else {
+        a->accessed_by.erase(id);
+      }
+      return CUDA_SUCCESS;
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuMemAdvise(CUdeviceptr p, size_t count, CUmem_advise advice, CUdevice dev) {
+  return Advise(p, count, advice, FromDevice(dev));
+}
+CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr p, size_t count, CUmem_advise advice,
+                                CUmemLocation location) {
+  return Advise(p, count, advice, location);
+}
+
+// A prefetch moves nothing (device memory is host memory here): it records the location,
+// in stream order (a captured prefetch is not recorded as a node).
+static CUresult Prefetch(CUdeviceptr p, size_t count, CUmemLocation where, unsigned flags,
+                         CUstream stream, bool ptsz) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUstream_st* s;
+  if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
+  Allocation* a = ManagedRange(p, count);
+  if (a == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidLocation(where)) return CUDA_ERROR_INVALID_DEVICE;
+  a->last_prefetch = where;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr p, size_t count, CUdevice dev, CUstream s) {
+  return Prefetch(p, count, FromDevice(dev), 0, s, false);
+}
+CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr p, size_t count, CUdevice dev, CUstream s) {
+  return Prefetch(p, count, FromDevice(dev), 0, s, true);
+}
+CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr p, size_t count, CUmemLocation location,
+                                       unsigned int flags, CUstream s) {
+  return Prefetch(p, count, location, flags, s, false);
+}
+CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t count, CUmemLocation location,
+                                            unsigned int flags, CUstream s) {
+  return Prefetch(p, count, location, flags, s, true);
+}
+
+static int LegacyDevice(const CUmemLocation& l) {
+  if (l.type == CU_MEM_LOCATION_TYPE_DEVICE) return l.id;
+  return l.type == CU_MEM_LOCATION_TYPE_INVALID ? -2 : CU_DEVICE_CPU;  // -2: CU_DEVICE_INVALID
+}
+
+static CUresult RangeAttribute(const Allocation& a, void* data, size_t size,
+                               CUmem_range_attribute attr) {
+  auto put_int = [&](int v) {
+    if (size != 4) return CUDA_ERROR_INVALID_VALUE;
+    std::memcpy(data, &v, 4);
+    return CUDA_SUCCESS;
+  };
+  switch (attr) {
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+      return put_int(a.read_mostly ? 1 : 0);
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+      return put_int(LegacyDevice(a.preferred));
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+      return put_int(LegacyDevice(a.last_prefetch));
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+      return put_int(int(a.preferred.type));
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+      return put_int(a.preferred.id);
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+      return put_int(int(a.last_prefetch.type));
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+      return put_int(a.last_prefetch.id);
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+      // An array of 4-byte device ids, the unused rest CU_DEVICE_INVALID (-2).
+      if (size == 0 || size % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+      auto* out = static_cast<int*>(data);
+      size_t n = 0;
+      for (int dev : a.accessed_by) {
+        if (n < size / 4) out[n++] = dev;
+      }
+      for (; n < size / 4; ++n) out[n] = -2;
+      return CUDA_SUCCESS;
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuMemRangeGetAttribute(void* data, size_t dataSize,
+                                        CUmem_range_attribute attribute, CUdeviceptr devPtr,
+                                        size_t count) {
+  if (data == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = ManagedRange(devPtr, count);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return RangeAttribute(*a, data, dataSize, attribute);
+}
+
+CUresult CUDAAPI cuMemRangeGetAttributes(void** data, size_t* dataSizes,
+                                         CUmem_range_attribute* attributes, size_t numAttributes,
+                                         CUdeviceptr devPtr, size_t count) {
+  if (data == nullptr || dataSizes == nullptr || attributes == nullptr || numAttributes == 0 ||
+      count == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = ManagedRange(devPtr, count);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < numAttributes; ++i) {
+    if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = RangeAttribute(*a, data[i], dataSizes[i], attributes[i]); r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamAttachMemAsync(CUstream stream, CUdeviceptr dptr, size_t length,
+                                        unsigned int flags) {
+  return AttachMem(stream, dptr, length, flags, false);
+}
+CUresult CUDAAPI cuStreamAttachMemAsync_ptsz(CUstream stream, CUdeviceptr dptr, size_t length,
+                                             unsigned int flags) {
+  return AttachMem(stream, dptr, length, flags, true);
 }
 
 // ---- pointer attributes ----
@@ -1738,6 +1937,354 @@ CUresult CUDAAPI cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// ---- per-thread-stream variants and array copies ----
+
+CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
+                                   size_t n) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
+                                        size_t n, CUstream s) {
+  return ApiCopy(dst, src, n, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemcpyHtoA_v2_ptds(CUarray dst, size_t offset, const void* src, size_t n) {
+  return ApiCopyArray(dst, offset, uintptr_t(src), n, CU_MEMORYTYPE_HOST, true, Sync::kSyncPtds,
+                      nullptr);
+}
+CUresult CUDAAPI cuMemcpyAtoH_v2_ptds(void* dst, CUarray src, size_t offset, size_t n) {
+  return ApiCopyArray(src, offset, uintptr_t(dst), n, CU_MEMORYTYPE_HOST, false, Sync::kSyncPtds,
+                      nullptr);
+}
+CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray dst, size_t offset, CUdeviceptr src, size_t n) {
+  return ApiCopyArray(dst, offset, src, n, CU_MEMORYTYPE_DEVICE, true, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray src, size_t offset, size_t n) {
+  return ApiCopyArray(src, offset, dst, n, CU_MEMORYTYPE_DEVICE, false, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dst, size_t offset, const void* src, size_t n,
+                                      CUstream s) {
+  return ApiCopyArray(dst, offset, uintptr_t(src), n, CU_MEMORYTYPE_HOST, true, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpyHtoAAsync_v2_ptsz(CUarray dst, size_t offset, const void* src, size_t n,
+                                           CUstream s) {
+  return ApiCopyArray(dst, offset, uintptr_t(src), n, CU_MEMORYTYPE_HOST, true, Sync::kAsyncPtsz,
+                      s);
+}
+CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void* dst, CUarray src, size_t offset, size_t n, CUstream s) {
+  return ApiCopyArray(src, offset, uintptr_t(dst), n, CU_MEMORYTYPE_HOST, false, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpyAtoHAsync_v2_ptsz(void* dst, CUarray src, size_t offset, size_t n,
+                                           CUstream s) {
+  return ApiCopyArray(src, offset, uintptr_t(dst), n, CU_MEMORYTYPE_HOST, false, Sync::kAsyncPtsz,
+                      s);
+}
+
+static CUresult CopyArrayToArray(CUarray dst, size_t dst_offset, CUarray src, size_t src_offset,
+                                 size_t n, Sync sync) {
+  CUDA_MEMCPY3D q{};
+  {
+    ApiLock api;
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    if (!D().Live(dst, HandleKind::kArray) || !D().Live(src, HandleKind::kArray)) {
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (dst_offset > dst->bytes || n > dst->bytes - dst_offset || src_offset > src->bytes ||
+        n > src->bytes - src_offset) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    q.srcMemoryType = CU_MEMORYTYPE_HOST;
+    q.srcHost = static_cast<const uint8_t*>(src->data) + src_offset;
+    q.dstMemoryType = CU_MEMORYTYPE_HOST;
+    q.dstHost = static_cast<uint8_t*>(dst->data) + dst_offset;
+    q.WidthInBytes = n;
+    q.Height = 1;
+    q.Depth = 1;
+  }
+  return ApiCopy3D(&q, sync, nullptr);
+}
+CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray dst, size_t dst_offset, CUarray src, size_t src_offset,
+                                 size_t n) {
+  return CopyArrayToArray(dst, dst_offset, src, src_offset, n, Sync::kSync);
+}
+CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray dst, size_t dst_offset, CUarray src,
+                                      size_t src_offset, size_t n) {
+  return CopyArrayToArray(dst, dst_offset, src, src_offset, n, Sync::kSyncPtds);
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = From2D(*p);
+  return ApiCopy3D(&q, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* p) {
+  return cuMemcpy2D_v2_ptds(p);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* p, CUstream s) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = From2D(*p);
+  return ApiCopy3D(&q, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* p) {
+  return ApiCopy3D(p, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* p, CUstream s) {
+  return ApiCopy3D(p, Sync::kAsyncPtsz, s);
+}
+
+// Device memory of every context is in this process's address space: a peer copy is a copy.
+static CUDA_MEMCPY3D FromPeer(const CUDA_MEMCPY3D_PEER& c) {
+  CUDA_MEMCPY3D p{};
+  p.srcXInBytes = c.srcXInBytes;
+  p.srcY = c.srcY;
+  p.srcZ = c.srcZ;
+  p.srcMemoryType = c.srcMemoryType;
+  p.srcHost = c.srcHost;
+  p.srcDevice = c.srcDevice;
+  p.srcArray = c.srcArray;
+  p.srcPitch = c.srcPitch;
+  p.srcHeight = c.srcHeight;
+  p.dstXInBytes = c.dstXInBytes;
+  p.dstY = c.dstY;
+  p.dstZ = c.dstZ;
+  p.dstMemoryType = c.dstMemoryType;
+  p.dstHost = c.dstHost;
+  p.dstDevice = c.dstDevice;
+  p.dstArray = c.dstArray;
+  p.dstPitch = c.dstPitch;
+  p.dstHeight = c.dstHeight;
+  p.WidthInBytes = c.WidthInBytes;
+  p.Height = c.Height;
+  p.Depth = c.Depth;
+  return p;
+}
+CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = FromPeer(*p);
+  return ApiCopy3D(&q, Sync::kSync, nullptr);
+}
+CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = FromPeer(*p);
+  return ApiCopy3D(&q, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = FromPeer(*p);
+  return ApiCopy3D(&q, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D q = FromPeer(*p);
+  return ApiCopy3D(&q, Sync::kAsyncPtsz, s);
+}
+
+CUresult CUDAAPI cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) {
+  return ApiMemset(d, 0, v, 2, n, 1, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
+  return ApiMemset(d, 0, v, 2, n, 1, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t pitch, unsigned char v, size_t w,
+                                      size_t h) {
+  return ApiMemset(d, pitch, v, 1, w, h, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
+                                       size_t h) {
+  return ApiMemset(d, pitch, v, 2, w, h, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t pitch, unsigned int v, size_t w,
+                                       size_t h) {
+  return ApiMemset(d, pitch, v, 4, w, h, Sync::kSyncPtds, nullptr);
+}
+CUresult CUDAAPI cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t pitch, unsigned char v, size_t w,
+                                        size_t h, CUstream s) {
+  return ApiMemset(d, pitch, v, 1, w, h, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
+                                    size_t h, CUstream s) {
+  return ApiMemset(d, pitch, v, 2, w, h, Sync::kAsync, s);
+}
+CUresult CUDAAPI cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t pitch, unsigned short v, size_t w,
+                                         size_t h, CUstream s) {
+  return ApiMemset(d, pitch, v, 2, w, h, Sync::kAsyncPtsz, s);
+}
+CUresult CUDAAPI cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t pitch, unsigned int v, size_t w,
+                                         size_t h, CUstream s) {
+  return ApiMemset(d, pitch, v, 4, w, h, Sync::kAsyncPtsz, s);
+}
+
+// ---- CUDA 13 pools by location ----
+
+// A device location's physical index; CUDA_ERROR_NOT_SUPPORTED for host locations (the model
+// has device pools only).
+static CUresult PoolLocation(const CUmemLocation* location, CUmemAllocationType type,
+                             int* physical) {
+  if (location == nullptr || type != CU_MEM_ALLOCATION_TYPE_PINNED) {
+    return location == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return location->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE
+                                                          : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUresult r = PhysicalDevice(location->id, physical);
+  return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_VALUE : r;
+}
+
+CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool* pool, CUmemLocation* location,
+                                        CUmemAllocationType type) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PoolLocation(location, type, &p); r != CUDA_SUCCESS) return r;
+  CurrentPool(p);
+  *pool = D().rt[size_t(p)].default_pool;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location,
+                                 CUmemAllocationType type) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  int p;
+  if (CUresult r = PoolLocation(location, type, &p); r != CUDA_SUCCESS) return r;
+  *pool = CurrentPool(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type,
+                                 CUmemoryPool pool) {
+  ApiLock api;
+  int p;
+  if (CUresult r = PoolLocation(location, type, &p); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool) || pool->device != p) return CUDA_ERROR_INVALID_VALUE;
+  D().rt[size_t(p)].current_pool = pool;
+  return CUDA_SUCCESS;
+}
+
+// ---- IPC memory handles ----
+//
+// Exporting device memory moves its pages into a memfd (same address, same contents); the
+// handle names the exporting process, that descriptor and the allocation, and a process on
+// the same machine maps the pages through /proc/<pid>/fd. The memory stays charged to the
+// exporter; the importer's mapping is not charged again.
+
+namespace {
+
+constexpr uint32_t kIpcMagic = 0x50494d48;  // "HMIP"
+
+struct IpcMemHandle {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  int32_t device;  // physical
+  uint64_t id;
+  uint64_t size;
+  uint64_t offset;  // of the exported pointer in its allocation
+};
+static_assert(sizeof(IpcMemHandle) <= CU_IPC_HANDLE_SIZE);
+
+uint64_t g_next_ipc_id = 1;
+
+std::string IpcMemfdName(pid_t pid, uint64_t id) {
+  return "hami-sim-ipc-" + std::to_string(pid) + "-" + std::to_string(id);
+}
+
+// Moves `a`'s pages into a memfd, keeping address and contents.
+CUresult ShareAllocation(Allocation* a) {
+  if (a->ipc_fd >= 0) return CUDA_SUCCESS;
+  uint64_t id = g_next_ipc_id++;
+  size_t bytes = RoundUp(a->mapped_size, PageSize());
+  int fd = memfd_create(IpcMemfdName(getpid(), id).c_str(), MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(fd, off_t(bytes)) != 0 ||
+      pwrite(fd, reinterpret_cast<void*>(a->base), a->size, 0) != ssize_t(a->size)) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  void* p = mmap(reinterpret_cast<void*>(a->base), bytes, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a->ipc_fd = fd;
+  a->ipc_id = id;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
+  if (a == nullptr || a->kind != AllocKind::kDevice) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = ShareAllocation(a); r != CUDA_SUCCESS) return r;
+  IpcMemHandle h{
+      kIpcMagic, getpid(), a->ipc_fd, a->device, a->ipc_id, a->size, uintptr_t(dptr) - a->base};
+  std::memset(pHandle, 0, sizeof(*pHandle));
+  std::memcpy(pHandle->reserved, &h, sizeof(h));
+  return CUDA_SUCCESS;
+}
+
+static CUresult IpcOpen(CUdeviceptr* pdptr, const CUipcMemHandle& handle, unsigned flags) {
+  if (pdptr == nullptr || (flags & ~unsigned(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  IpcMemHandle h;
+  std::memcpy(&h, handle.reserved, sizeof(h));
+  if (h.magic != kIpcMagic || h.pid <= 0 || h.fd < 0 || h.size == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (h.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;  // not in the exporting process
+  // The descriptor must still be the exporter's memfd of that allocation.
+  const std::string fd_path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  char link[256];
+  ssize_t n = readlink(fd_path.c_str(), link, sizeof(link) - 1);
+  const std::string expected = "/memfd:" + IpcMemfdName(h.pid, h.id);
+  if (n <= 0 || std::string_view(link, size_t(n)).substr(0, expected.size()) != expected) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  int fd = open(fd_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+  size_t bytes = RoundUp(h.size, PageSize());
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.size = h.size;
+  a.mapped_size = bytes;
+  a.kind = AllocKind::kIpcOpened;
+  a.device = h.device;
+  a.ctx = ctx;
+  D().allocations[a.base] = a;
+  *pdptr = CUdeviceptr(a.base + h.offset);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  return IpcOpen(pdptr, handle, flags);
+}
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                       unsigned int flags) {
+  return IpcOpen(pdptr, handle, flags);
+}
+
+CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
+  if (a == nullptr || a->kind != AllocKind::kIpcOpened) return CUDA_ERROR_INVALID_VALUE;
+  munmap(reinterpret_cast<void*>(a->base), a->mapped_size);
+  D().allocations.erase(a->base);
+  return CUDA_SUCCESS;
 }
 
 }  // extern "C"

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -23,6 +24,7 @@
 
 #include "common/raw_log.h"
 #include "common/result.h"
+#include "sim/cuda/image.h"
 #include "sim/cuda/stubs.h"
 #include "sim/options.h"
 #include "sim/profiles.h"
@@ -44,6 +46,9 @@ enum class HandleKind : uint8_t {
   kGraph,
   kGraphNode,
   kGraphExec,
+  kLibrary,
+  kKernel,
+  kUserObject,
 };
 
 enum class AllocKind : uint8_t {
@@ -54,6 +59,7 @@ enum class AllocKind : uint8_t {
   kRegistered,  // cuMemHostRegister
   kGraph,       // a graph memory-allocation node
   kModuleGlobal,
+  kIpcOpened,  // another process's memory, opened with cuIpcOpenMemHandle (not charged here)
 };
 
 // Memory a caller can address: device, managed, pool, pinned host, graph memory. Device
@@ -70,6 +76,14 @@ struct Allocation {
   CUmemPoolHandle_st* pool = nullptr;
   struct GraphAlloc* graph_alloc = nullptr;
   unsigned host_flags = 0;  // cuMemHostAlloc flags
+  // Managed memory: the hints cuMemAdvise gave and where it was last prefetched.
+  bool read_mostly = false;
+  CUmemLocation preferred{CU_MEM_LOCATION_TYPE_INVALID, 0};
+  CUmemLocation last_prefetch{CU_MEM_LOCATION_TYPE_INVALID, 0};
+  std::set<int> accessed_by;  // device ordinals
+  // Device memory shared through cuIpcGetMemHandle: its pages are a memfd's.
+  int ipc_fd = -1;
+  uint64_t ipc_id = 0;
 };
 
 struct GraphAlloc {
@@ -90,12 +104,34 @@ struct SmallPages {
 
 struct PerThreadKey;
 
+// An interprocess event's state, in a memfd page shared by the processes that use it.
+struct IpcEventPage {
+  std::atomic<int64_t> time_ns;
+  std::atomic<uint32_t> recorded;
+};
+
+// The attributes of a function a caller may set (cuFuncSetAttribute, cuKernelSetAttribute):
+// dynamic shared memory, carveout and the cluster attributes.
+struct FunctionSettings {
+  int max_dynamic_smem = 48 * 1024;
+  int carveout = -1;  // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT; -1: no preference
+  std::map<int, int> other;  // the cluster attributes, by CUfunction_attribute
+};
+
+// A value stored under (context, key) through the context-local-storage export table; its
+// destructor runs before the context is destroyed.
+struct StorageEntry {
+  void* value = nullptr;
+  void (*dtor)(CUcontext, void*, void*) = nullptr;
+};
+
 }  // namespace hami::sim
 
 struct CUctx_st {
   uint64_t id;
-  int device;   // physical
-  int ordinal;  // CUdevice the caller used
+  int device;              // physical
+  int handle_device = -1;  // >= 0: this is the primary-context handle of that device
+  int ordinal;             // CUdevice the caller used
   unsigned flags;
   bool primary;
   int primary_refs = 0;
@@ -104,6 +140,8 @@ struct CUctx_st {
   std::set<CUstream_st*> streams;  // every stream of the context, legacy included
   std::map<int, hami::sim::SmallPages> small;
   size_t limits[8] = {};
+  std::set<uint64_t> peers;  // ids of the contexts peer access was enabled to
+  std::map<const void*, hami::sim::StorageEntry> storage;  // context-local storage
 };
 
 struct CUstream_st {
@@ -121,6 +159,7 @@ struct CUstream_st {
   uint64_t capture_id = 0;
   bool capture_invalidated = false;
   std::vector<CUgraphNode_st*> capture_deps;
+  std::map<int, CUstreamAttrValue> attributes;  // set with cuStreamSetAttribute
 };
 
 struct CUevent_st {
@@ -128,14 +167,18 @@ struct CUevent_st {
   unsigned flags;
   bool recorded = false;
   int64_t time_ns = 0;
+  // CU_EVENT_INTERPROCESS: the state lives in a page other processes map too.
+  hami::sim::IpcEventPage* shared = nullptr;
+  int shared_fd = -1;
+  uint64_t shared_id = 0;
 };
 
 struct CUfunc_st {
   CUmod_st* module;
   std::string name;
   uint64_t wave_ns = 0;  // 0: HAMI_SIM_WAVE_NS
-  int max_dynamic_smem = 48 * 1024;
-  int carveout = -1;  // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT; -1: no preference
+  hami::sim::FunctionSettings settings;
+  CUkern_st* kernel = nullptr;  // the library kernel this is the context's instance of
 };
 
 struct CUmod_st {
@@ -145,6 +188,29 @@ struct CUmod_st {
   std::map<std::string, CUfunc_st*> functions;
   std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
   uint64_t charge = 0;
+  // What the image declares (kernels, globals, parameters), when it could be read.
+  std::shared_ptr<const hami::sim::ImageInfo> image;
+  CUlib_st* library = nullptr;  // the library this is the context's instance of
+};
+
+// A library (cuLibraryLoadData): context-independent code, instantiated as one module per
+// context that uses it — at load and at context creation when loading is eager, at first
+// use of a kernel, module or global when it is lazy (the default).
+struct CUlib_st {
+  uint64_t id;
+  bool eager = false;
+  std::shared_ptr<const hami::sim::ImageInfo> image;
+  std::string manifest_text;  // the image, when it is a manifest (each instance parses it)
+  std::map<std::string, CUkern_st*> kernels;
+  std::map<uint64_t, CUmod_st*> modules;  // by context id
+};
+
+// A kernel of a library, valid in every context; launching it runs its instance in the
+// current context. Attributes set on it apply per device.
+struct CUkern_st {
+  CUlib_st* library;
+  std::string name;
+  hami::sim::FunctionSettings settings[hami::sim::kMaxDevices];  // by physical device
 };
 
 struct CUarray_st {
@@ -185,7 +251,8 @@ enum class NodeKind : uint8_t {
   kMemAlloc,
   kMemFree,
   kHost,
-  kEventRecord
+  kEventRecord,
+  kEventWait,
 };
 
 }  // namespace hami::sim
@@ -207,16 +274,35 @@ struct CUgraphNode_st {
   // Host node.
   CUhostFn host_fn = nullptr;
   void* host_data = nullptr;
+  // Event record and wait nodes.
+  CUevent event = nullptr;
+  std::map<int, CUkernelNodeAttrValue> attributes;  // kernel node attributes
+  // In an executable graph: the graph node this copy was made from (null for nodes the
+  // instantiation added), its number of dependencies, and whether it runs.
+  CUgraphNode_st* origin = nullptr;
+  size_t deps_count = 0;
+  bool enabled = true;
+};
+
+// A user object (cuUserObjectCreate): `destroy(ptr)` runs when the last reference goes.
+struct CUuserObject_st {
+  void* ptr;
+  CUhostFn destroy;
+  unsigned refs;
 };
 
 struct CUgraph_st {
-  std::vector<CUgraphNode_st*> nodes;  // insertion order is a topological order
+  std::vector<CUgraphNode_st*> nodes;  // insertion order; dependencies may point forward
   int instantiated = 0;
+  std::map<CUuserObject_st*, unsigned> user_objects;  // references the graph holds
 };
 
 struct CUgraphExec_st {
-  std::vector<CUgraphNode_st> nodes;  // a copy: later edits of the graph do not affect it
+  std::vector<CUgraphNode_st> nodes;  // a copy, in topological order: later edits of the
+                                      // graph do not affect it
   CUctx_st* ctx;
+  unsigned long long flags = 0;
+  std::map<CUuserObject_st*, unsigned> user_objects;
 };
 
 namespace hami::sim {
@@ -243,9 +329,22 @@ struct VaMapping {
   int prot = 0;  // PROT_* granted by cuMemSetAccess
 };
 
+// A texture or surface object (cuTexObjectCreate, cuSurfObjectCreate).
+struct TextureObject {
+  bool surface = false;
+  CUctx_st* ctx = nullptr;
+  CUDA_RESOURCE_DESC res{};
+  CUDA_TEXTURE_DESC tex{};
+  CUDA_RESOURCE_VIEW_DESC view{};
+  bool has_view = false;
+};
+
 // Per physical device state of this process.
 struct DeviceRt {
-  CUctx_st* primary = nullptr;
+  CUctx_st* primary = nullptr;  // the active primary context, or null
+  // The primary context's handle: one object for the process's life, handed out before the
+  // context is active (the runtime asks for it at start) and reused by every activation.
+  CUctx_st* primary_handle = nullptr;
   unsigned primary_flags = 0;
   CUmemPoolHandle_st* default_pool = nullptr;
   CUmemPoolHandle_st* current_pool = nullptr;
@@ -274,6 +373,8 @@ class Driver {
   std::map<uintptr_t, VaMapping> mappings;
   std::map<CUmemGenericAllocationHandle, PhysicalAlloc> physical_allocs;
   CUmemGenericAllocationHandle next_physical = 1;
+  std::map<unsigned long long, TextureObject> textures;  // texture and surface objects by id
+  unsigned long long next_texture = 1;
 
   bool Live(const void* h, HandleKind kind) const {
     auto it = handles.find(h);
@@ -330,6 +431,12 @@ CUresult PhysicalDevice(CUdevice dev, int* physical);
 // variants of the API, where NULL names the per-thread stream.
 CUresult ResolveStream(CUstream handle, bool ptsz, CUstream_st** out);
 
+// An event's recorded time (SetEventTime records it; EventTime is false when the event was
+// never recorded); DeleteEvent frees an unregistered event.
+void SetEventTime(CUevent_st* e, int64_t time_ns);
+bool EventTime(const CUevent_st* e, int64_t* time_ns);
+void DeleteEvent(CUevent_st* e);
+
 // Completion time of everything a legacy-stream operation in `ctx` waits for.
 int64_t LegacyTail(CUctx_st* ctx);
 // Earliest time at which work queued to `s` now may start: after the stream's own work
@@ -340,14 +447,48 @@ int64_t StreamDone(CUstream_st* s);
 // Sleeps until `deadline_ns` with the driver unlocked.
 void WaitUnlocked(ApiLock& api, int64_t deadline_ns);
 
-// Destroys a context and everything it owns (memory returned to the device).
+// Destroys a context and everything it owns (memory returned to the device). A primary
+// context's handle object survives for its next activation.
 void DestroyContextLocked(CUctx_st* ctx);
+// The handle of the primary context of `physical`, active or not (the same object for the
+// process's life); never null.
+CUctx_st* PrimaryHandleLocked(int physical);
+// True for a live context and for every primary-context handle, active or not: what
+// cuCtxSetCurrent and cuCtxPushCurrent accept.
+bool IsContextHandleLocked(const CUctx_st* ctx);
 // Frees every allocation of `ctx` (memory.cc).
 void FreeContextMemoryLocked(CUctx_st* ctx);
 // Trims the memory pools of `ctx`'s device at a synchronization point (memory.cc).
 void TrimPoolsAtSyncLocked(int physical);
-// Destroys a module (exec.cc).
+// ---- modules, libraries and kernels (module.cc) ----
+
+// A module of `image` in `ctx` (an instance of `library` when it is not null): charges one
+// granule and allocates the globals a complete image declares.
+CUresult InstantiateModuleLocked(CUctx_st* ctx, std::shared_ptr<const ImageInfo> image,
+                                 CUlib_st* library, CUmod_st** out);
 void DestroyModuleLocked(CUmod_st* m);
+// The function `name` of `m` (one handle per name); CUDA_ERROR_NOT_FOUND when a complete
+// image does not declare it.
+CUresult ModuleFunctionLocked(CUmod_st* m, const std::string& name, CUfunc_st** out);
+CUresult ModuleGlobalLocked(CUmod_st* m, const std::string& name, CUdeviceptr* dptr, size_t* bytes);
+// The instance of `lib` in `ctx`, made now when there is none.
+CUresult LibraryModuleLocked(CUlib_st* lib, CUctx_st* ctx, CUmod_st** out);
+// The instance of kernel `k` in `ctx`.
+CUresult KernelFunctionLocked(CUkern_st* k, CUctx_st* ctx, CUfunc_st** out);
+// What a CUfunction argument names: a function, or a CUkernel's instance in the current
+// context (as the driver accepts a CUkernel wherever a CUfunction is expected).
+CUresult FunctionForCallLocked(CUfunction f, CUfunc_st** out);
+// Instantiates every eagerly loaded library in a new context.
+void InstantiateEagerLibrariesLocked(CUctx_st* ctx);
+// What `image` declares about kernel `name`, or null.
+const ImageKernel* DescribedKernel(const ImageInfo& image, const std::string& name);
+
+// A function attribute as cuFuncGetAttribute reports it on a device of profile `p`, and the
+// check and update of cuFuncSetAttribute (exec.cc).
+CUresult FunctionAttribute(const DeviceProfile& p, const ImageKernel* described,
+                           const FunctionSettings& settings, CUfunction_attribute attrib, int* out);
+CUresult SetFunctionAttribute(const DeviceProfile& p, CUfunction_attribute attrib, int value,
+                              FunctionSettings* settings);
 
 // Appends a node of `kind` to the graph `s` is capturing, after the capture's current
 // dependencies, and makes it the new dependency (graph.cc).
@@ -369,10 +510,18 @@ CUresult MemsetLocked(uintptr_t dst, size_t pitch, unsigned value, unsigned elem
 CUresult AllocFromPoolLocked(CUmemPoolHandle_st* pool, CUctx_st* ctx, size_t bytes,
                              CUdeviceptr* out);
 CUresult FreeLocked(uintptr_t ptr, bool async);
+// Device memory of a module's global in `ctx`, charged as an allocation of `ctx` is; freed by
+// FreeModuleGlobalLocked only (cuMemFree refuses it).
+CUresult AllocModuleGlobalLocked(CUctx_st* ctx, size_t bytes, CUdeviceptr* out);
+void FreeModuleGlobalLocked(CUdeviceptr ptr);
 CUresult GraphAllocLaunchLocked(GraphAlloc* a);
 void GraphFreeLocked(uintptr_t ptr);
 // Drops graph memory that no graph, executable graph or launch can reach any more.
 void PruneGraphAllocsLocked();
+
+// Sets the log level from HAMI_SIM_LOG_LEVEL once, for calls that come before cuInit
+// (cuGetProcAddress, cuGetExportTable); true when debug logging is on.
+bool ConfigureLogFromEnvironment();
 
 // Converts a project error to the CUresult the boundary reports, logging the message.
 CUresult ToCuResult(const Error& error);
