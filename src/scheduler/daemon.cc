@@ -1,0 +1,135 @@
+#include "scheduler/daemon.h"
+
+#include "common/raw_log.h"
+#include "kube/resource.h"
+#include "scheduler/webhook.h"
+
+namespace hami::scheduler {
+namespace {
+
+RawLogger g_log("hami-scheduler", LogLevel::kInfo);
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions options) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->options_ = std::move(options);
+  const DaemonOptions& o = d->options_;
+  d->client_ = HAMI_TRY(kube::Client::Create(std::move(config), o.client));
+  d->informers_ = std::make_unique<kube::InformerFactory>(*d->client_);
+  kube::EventRecorderOptions eo;
+  eo.component = o.scheduler.scheduler_name;
+  d->events_ = std::make_unique<kube::EventRecorder>(*d->client_, eo);
+  d->scheduler_ = std::make_unique<Scheduler>(*d->client_, *d->informers_, d->events_.get(),
+                                              d->metrics_, o.scheduler);
+  Routes routes = SchedulerRoutes(*d->scheduler_, d->metrics_);
+  if (o.webhook) {
+    webhook::WebhookContext ctx;
+    ctx.device_config = o.scheduler.device_config;
+    ctx.scheduler_name = o.scheduler.scheduler_name;
+    kube::Client* client = d->client_.get();
+    const ClusterState* state = &d->scheduler_->state();
+    ctx.lookup_namespace = [client, state](std::string_view ns) -> Result<webhook::NamespaceView> {
+      webhook::NamespaceView view;
+      std::tie(view.quota, view.used) = state->QuotaFor(ns);
+      auto got = client->Get(kube::kNamespaces, "", ns);
+      if (!got.ok()) {
+        if (got.error().code() == ErrorCode::kNotFound) return view;
+        return std::move(got).error();
+      }
+      auto meta = kube::ParseObjectMeta(*got, "Namespace");
+      if (!meta.ok()) return std::move(meta).error();
+      view.labels = std::move(meta->labels);
+      return view;
+    };
+    SchedulerMetrics* metrics = &d->metrics_;
+    routes.webhook = [ctx = std::move(ctx), metrics](std::string_view body) {
+      auto answer = webhook::Review(body, ctx);
+      Answer a;
+      if (answer.ok()) {
+        a.body = std::move(answer).value();
+      } else {
+        a.status = answer.error().code() == ErrorCode::kInvalidArgument ? 400 : 500;
+        a.body = nlohmann::json{{"Error", answer.error().message()}}.dump(
+            -1, ' ', false, nlohmann::json::error_handler_t::replace);
+      }
+      metrics->CountRequest("webhook", a.status);
+      return a;
+    };
+  }
+  d->informers_->Start();
+  d->server_ = HAMI_TRY(HttpServer::Start(o.server, std::move(routes)));
+
+  if (o.handshake_enabled) {
+    d->handshake_ = std::make_unique<HandshakeLoop>(*d->client_, d->scheduler_->state(),
+                                                    d->metrics_, o.handshake);
+    Daemon* self = d.get();
+    if (o.leader_elect) {
+      kube::LeaderElectionConfig lc;
+      lc.lease_namespace = o.lease_namespace;
+      lc.lease_name = o.lease_name;
+      lc.release_on_cancel = true;
+      lc.on_started_leading = [self](std::stop_token stop) {
+        self->metrics_.leader.store(true);
+        g_log.Log(LogLevel::kInfo, "event=leading lease=%s/%s",
+                  self->options_.lease_namespace.c_str(), self->options_.lease_name.c_str());
+        // The loop reads the informers' view: wait for it first.
+        if (self->scheduler_->WaitReady(
+                std::chrono::steady_clock::now() + std::chrono::hours(24 * 365), stop)) {
+          self->handshake_->Run(stop);
+        }
+      };
+      lc.on_stopped_leading = [self] {
+        self->metrics_.leader.store(false);
+        g_log.Log(LogLevel::kInfo, "event=stopped_leading");
+      };
+      d->elector_ = HAMI_TRY(kube::LeaderElector::Create(*d->client_, std::move(lc)));
+      d->background_ = std::jthread([self](std::stop_token stop) {
+        while (!stop.stop_requested()) self->elector_->Run(stop);
+      });
+    } else {
+      d->metrics_.leader.store(true);
+      d->background_ = std::jthread([self](std::stop_token stop) {
+        if (self->scheduler_->WaitReady(
+                std::chrono::steady_clock::now() + std::chrono::hours(24 * 365), stop)) {
+          self->handshake_->Run(stop);
+        }
+      });
+    }
+  }
+  g_log.Log(LogLevel::kInfo,
+            "event=start http=%s port=%d tls=%d metrics_port=%d leader_elect=%d "
+            "gpu_policy=%s node_policy=%s single_node_filter=%d",
+            o.server.http_bind.c_str(), d->server_->port(), d->server_->tls() ? 1 : 0,
+            d->server_->metrics_port(), o.leader_elect ? 1 : 0,
+            d->scheduler_->options().gpu_policy.text.c_str(),
+            std::string(NodePolicyName(o.scheduler.node_policy)).c_str(),
+            o.scheduler.single_node_filter ? 1 : 0);
+  return d;
+}
+
+Daemon::~Daemon() { Stop(); }
+
+void Daemon::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (background_.joinable()) {
+    background_.request_stop();
+    background_.join();
+  }
+  if (server_) server_->Stop();
+  if (informers_) informers_->StopAll();
+  events_.reset();
+}
+
+bool Daemon::WaitReady(std::chrono::steady_clock::time_point deadline) const {
+  return scheduler_->WaitReady(deadline);
+}
+
+int Daemon::port() const { return server_->port(); }
+int Daemon::metrics_port() const { return server_->metrics_port(); }
+Scheduler& Daemon::scheduler() { return *scheduler_; }
+SchedulerMetrics& Daemon::metrics() { return metrics_; }
+kube::Client& Daemon::client() { return *client_; }
+
+}  // namespace hami::scheduler

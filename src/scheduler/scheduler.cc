@@ -1,0 +1,450 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+#include "common/cleanup.h"
+#include "common/raw_log.h"
+#include "kube/quote.h"
+#include "kube/resource.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+RawLogger g_log("hami-scheduler", LogLevel::kInfo);
+
+constexpr std::string_view kNotReady =
+    "hami-scheduler is not ready: its informers of nodes, pods and resourcequotas have not "
+    "synced";
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+Answer ErrorAnswer(int status, const std::string& message) {
+  return {status, json{{"Error", message}}.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+Answer FilterError(int status, const std::string& message) {
+  ExtenderFilterResult r;
+  r.error = message;
+  return {status, EncodeExtenderFilterResult(r)};
+}
+
+std::string Key(std::string_view ns, std::string_view name) {
+  return std::string(ns) + "/" + std::string(name);
+}
+
+// Whether the node's lock, as the informer shows it, is held by a pod other than ns/name.
+bool HeldByOther(const ClusterState::NodeInfo& info, std::string_view ns, std::string_view name,
+                 kube::WallTime now, std::chrono::seconds timeout) {
+  if (!info.lock_present || !info.lock) return false;
+  const kube::NodeLock& l = *info.lock;
+  if (l.ns == ns && l.pod == name) return false;
+  return now - l.time < timeout;
+}
+
+}  // namespace
+
+struct Scheduler::Prepared {
+  PodRequest request;
+  PodConstraints constraints;
+  PodPolicy policy;
+};
+
+Scheduler::Scheduler(kube::Client& client, kube::InformerFactory& informers,
+                     kube::EventRecorder* events, SchedulerMetrics& metrics,
+                     SchedulerOptions options)
+    : client_(client),
+      events_(events),
+      metrics_(metrics),
+      options_(std::move(options)),
+      state_(options_.device_config, options_.node_lock_timeout),
+      locker_(client, options_.node_lock_timeout) {
+  if (options_.gpu_policy.sort_keys.empty()) {
+    options_.gpu_policy = *ParseGpuPolicy("spread", "default");
+  }
+  nodes_ = informers.Get(kube::kNodes);
+  pods_ = informers.Get(kube::kPods);
+  quotas_ = informers.Get(kube::kResourceQuotas);
+  nodes_->AddHandler(state_.NodeHandler());
+  pods_->AddHandler(state_.PodHandler());
+  quotas_->AddHandler(state_.QuotaHandler());
+}
+
+bool Scheduler::Ready() const {
+  return nodes_->HasSynced() && pods_->HasSynced() && quotas_->HasSynced();
+}
+
+bool Scheduler::WaitReady(SteadyClock::time_point deadline, std::stop_token stop) const {
+  return nodes_->WaitForSync(deadline, stop) && pods_->WaitForSync(deadline, stop) &&
+         quotas_->WaitForSync(deadline, stop);
+}
+
+kube::WallTime Scheduler::Now() const {
+  return options_.now ? options_.now() : std::chrono::system_clock::now();
+}
+
+Result<Scheduler::Prepared> Scheduler::Prepare(const kube::Pod& pod) const {
+  Prepared p;
+  p.request = HAMI_TRY(ParsePodRequest(pod, options_.device_config));
+  if (!p.request.RequestsGpus()) return p;
+  p.constraints = HAMI_TRY(ConstraintsForPod(pod.metadata));
+  p.policy = HAMI_TRY(PolicyForPod(pod.metadata, options_.gpu_policy, options_.node_policy));
+  return p;
+}
+
+Answer Scheduler::Filter(std::string_view body) {
+  const auto start = SteadyClock::now();
+  auto done = [&](Answer a) {
+    metrics_.filter_seconds.Observe(SecondsSince(start));
+    metrics_.CountRequest("filter", a.status);
+    return a;
+  };
+  auto args = ParseExtenderArgs(body);
+  if (!args.ok()) return done(FilterError(400, args.error().message()));
+  if (!Ready()) return done(FilterError(503, std::string(kNotReady)));
+  auto prep = Prepare(args->pod);
+  if (!prep.ok()) return done(FilterError(400, "ExtenderArgs: Pod: " + prep.error().message()));
+
+  const std::vector<std::string>& names = args->Candidates();
+  ExtenderFilterResult result;
+  std::vector<std::string> fitting;
+  if (!prep->request.RequestsGpus()) {
+    fitting = names;
+  } else {
+    const kube::Pod& pod = args->pod;
+    auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
+                                prep->constraints, prep->policy, names, Now());
+    const ClusterState::NodeFit* best = nullptr;
+    for (const auto& nf : fits) {
+      if (!nf.known) {
+        result.failed_nodes[nf.name] =
+            "hami-scheduler has not seen this node (no Node object in its informer)";
+      } else if (nf.fit.fits) {
+        fitting.push_back(nf.name);
+        if (best == nullptr || nf.fit.score > best->fit.score) best = &nf;
+      } else if (nf.fit.unresolvable) {
+        result.failed_and_unresolvable_nodes[nf.name] = nf.fit.reason;
+      } else {
+        result.failed_nodes[nf.name] = nf.fit.reason;
+      }
+    }
+    if (options_.single_node_filter && best != nullptr) {
+      for (const std::string& n : fitting) {
+        if (n != best->name) {
+          result.failed_nodes[n] = "fits, but the single-node filter keeps only " + best->name;
+        }
+      }
+      fitting = {best->name};
+    }
+  }
+  if (args->node_names) result.node_names = fitting;
+  if (args->nodes) {
+    std::unordered_set<std::string_view> keep(fitting.begin(), fitting.end());
+    json list = json::object();
+    list["apiVersion"] = "v1";
+    list["kind"] = "NodeList";
+    list["metadata"] = json::object();
+    json items = json::array();
+    if (auto it = args->nodes->find("items"); it != args->nodes->end() && it->is_array()) {
+      for (auto& item : *it) {
+        if (keep.count(kube::MetadataString(item, "name")) != 0) items.push_back(std::move(item));
+      }
+    }
+    list["items"] = std::move(items);
+    result.nodes = std::move(list);
+  }
+  return done({200, EncodeExtenderFilterResult(result)});
+}
+
+Answer Scheduler::Prioritize(std::string_view body) {
+  const auto start = SteadyClock::now();
+  auto done = [&](Answer a) {
+    metrics_.prioritize_seconds.Observe(SecondsSince(start));
+    metrics_.CountRequest("prioritize", a.status);
+    return a;
+  };
+  auto args = ParseExtenderArgs(body);
+  if (!args.ok()) return done(ErrorAnswer(400, args.error().message()));
+  if (!Ready()) return done(ErrorAnswer(503, std::string(kNotReady)));
+  auto prep = Prepare(args->pod);
+  if (!prep.ok()) return done(ErrorAnswer(400, "ExtenderArgs: Pod: " + prep.error().message()));
+  const std::vector<std::string>& names = args->Candidates();
+  std::vector<HostPriority> list;
+  list.reserve(names.size());
+  if (!prep->request.RequestsGpus()) {
+    for (const std::string& n : names) list.push_back({n, 0});
+  } else {
+    const kube::Pod& pod = args->pod;
+    auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
+                                prep->constraints, prep->policy, names, Now());
+    for (const auto& nf : fits) {
+      int64_t score = nf.fit.fits ? nf.fit.score : 0;
+      if (nf.locked || Binding(nf.name)) score = 0;
+      list.push_back({nf.name, score});
+    }
+  }
+  return done({200, EncodeHostPriorityList(list)});
+}
+
+Answer Scheduler::Bind(std::string_view body) {
+  const auto start = SteadyClock::now();
+  auto done = [&](Answer a) {
+    metrics_.bind_seconds.Observe(SecondsSince(start));
+    metrics_.CountRequest("bind", a.status);
+    return a;
+  };
+  auto args = ParseExtenderBindingArgs(body);
+  if (!args.ok()) {
+    metrics_.CountBindFailure(BindFailure::kInvalid);
+    return done(ErrorAnswer(400, args.error().message()));
+  }
+  if (!Ready()) return done(ErrorAnswer(503, std::string(kNotReady)));
+  BindFailure failure = BindFailure::kApi;
+  auto bound = BindPod(*args, failure);
+  if (!bound.ok()) {
+    metrics_.CountBindFailure(failure);
+    return done({200, EncodeExtenderBindingResult(bound.error().message())});
+  }
+  return done({200, EncodeExtenderBindingResult("")});
+}
+
+bool Scheduler::PodExists(std::string_view ns, std::string_view name) {
+  if (pods_->store().Get(ns, name) != nullptr) return true;
+  auto got = client_.Get(kube::kPods, ns, name);
+  return got.ok() || got.error().code() != ErrorCode::kNotFound;
+}
+
+bool Scheduler::EnterNode(const std::string& node, SteadyClock::time_point deadline) {
+  std::unique_lock lock(gate_mu_);
+  if (!gate_cv_.wait_until(lock, deadline, [&] { return binding_.count(node) == 0; })) {
+    return false;
+  }
+  binding_[node] = 1;
+  return true;
+}
+
+void Scheduler::LeaveNode(const std::string& node) {
+  {
+    std::lock_guard lock(gate_mu_);
+    binding_.erase(node);
+  }
+  gate_cv_.notify_all();
+}
+
+bool Scheduler::Binding(const std::string& node) const {
+  std::lock_guard lock(gate_mu_);
+  return binding_.count(node) != 0;
+}
+
+void Scheduler::Fail(const json* pod, const ExtenderBindingArgs& args, BindFailure failure,
+                     const std::string& reason) {
+  g_log.Log(LogLevel::kWarn, "event=bind_failed pod=%s/%s node=%s reason=%s error=%s",
+            args.pod_namespace.c_str(), args.pod_name.c_str(), args.node.c_str(),
+            std::string(BindFailureName(failure)).c_str(), kube::QuoteInput(reason, 400).c_str());
+  if (events_ == nullptr) return;
+  kube::ObjectReference ref;
+  if (pod != nullptr) {
+    ref = kube::ReferenceToObject(kube::kPods, *pod);
+  } else {
+    ref.api_version = "v1";
+    ref.kind = "Pod";
+    ref.ns = args.pod_namespace;
+    ref.name = args.pod_name;
+    ref.uid = args.pod_uid;
+  }
+  events_->Record(ref, kube::EventType::kWarning, "BindingFailed", reason);
+}
+
+Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFailure& failure) {
+  const std::string& ns = args.pod_namespace;
+  const std::string& name = args.pod_name;
+  const std::string& node_name = args.node;
+  const std::string pod_key = Key(ns, name);
+  kube::ObjectPtr pod_obj = pods_->store().Get(ns, name);
+  auto fail = [&](BindFailure f, std::string reason) -> Error {
+    failure = f;
+    Fail(pod_obj.get(), args, f, reason);
+    return Error(f == BindFailure::kApi ? ErrorCode::kUnavailable : ErrorCode::kInvalidArgument,
+                 std::move(reason));
+  };
+  if (pod_obj == nullptr) {
+    auto got = client_.Get(kube::kPods, ns, name);
+    if (!got.ok()) {
+      return fail(got.error().code() == ErrorCode::kNotFound ? BindFailure::kPodNotFound
+                                                             : BindFailure::kApi,
+                  "binding pod " + pod_key + ": " + got.error().message());
+    }
+    pod_obj = std::make_shared<const json>(std::move(got).value());
+  }
+  auto pod = kube::ParsePod(*pod_obj);
+  if (!pod.ok()) return fail(BindFailure::kInvalid, pod.error().message());
+  if (!args.pod_uid.empty() && pod->metadata.uid != args.pod_uid) {
+    return fail(BindFailure::kPodNotFound, "pod " + pod_key + " is now another pod (uid " +
+                                               pod->metadata.uid + ", the binding names " +
+                                               args.pod_uid + ")");
+  }
+  if (!pod->node_name.empty()) {
+    if (pod->node_name == node_name) return std::string();  // a retry of a bind that landed
+    return fail(BindFailure::kInvalid,
+                "pod " + pod_key + " is already bound to node " + pod->node_name);
+  }
+  auto prep = Prepare(*pod);
+  if (!prep.ok()) return fail(BindFailure::kInvalid, prep.error().message());
+
+  const json binding = {
+      {"apiVersion", "v1"},
+      {"kind", "Binding"},
+      {"metadata", {{"name", name}, {"namespace", ns}, {"uid", pod->metadata.uid}}},
+      {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name}}}};
+  if (!prep->request.RequestsGpus()) {
+    auto bound = client_.CreateSubresource(kube::kPods, ns, name, "binding", binding);
+    if (!bound.ok()) return fail(BindFailure::kApi, bound.error().message());
+    return std::string();
+  }
+
+  auto info = state_.Node(node_name);
+  if (!info) {
+    return fail(BindFailure::kNodeUnknown,
+                "node " + node_name + " is not known to hami-scheduler (no Node object seen)");
+  }
+  const auto deadline = SteadyClock::now() + options_.node_lock_wait;
+  if (!EnterNode(node_name, deadline)) {
+    return fail(BindFailure::kLockBusy,
+                "node " + node_name + ": another bind to this node did not finish within " +
+                    std::to_string(options_.node_lock_wait.count()) + " ms");
+  }
+  Cleanup leave([&] { LeaveNode(node_name); });
+
+  // The node lock.
+  json node_obj = *info->object;
+  auto holder_exists = [this](std::string_view h_ns, std::string_view h_pod) {
+    return PodExists(h_ns, h_pod);
+  };
+  std::string busy;
+  for (;;) {
+    if (SteadyClock::now() >= deadline) {
+      return fail(
+          BindFailure::kLockBusy,
+          (busy.empty() ? "node " + node_name + ": the node lock could not be taken" : busy) +
+              " (waited " + std::to_string(options_.node_lock_wait.count()) + " ms)");
+    }
+    auto locked = locker_.TryLock(node_obj, ns, name, Now(), holder_exists);
+    if (locked.ok()) break;
+    const ErrorCode code = locked.error().code();
+    if (code == ErrorCode::kConflict) {
+      auto fresh = client_.Get(kube::kNodes, "", node_name);
+      if (!fresh.ok()) return fail(BindFailure::kApi, fresh.error().message());
+      node_obj = std::move(fresh).value();
+      continue;
+    }
+    if (code != ErrorCode::kBusy) return fail(BindFailure::kApi, locked.error().message());
+    busy = locked.error().message();
+    // Another pod holds the lock. Retry at once with a newer Node the informer already has in
+    // which the lock is not held; else wait for the informer to show a change of the node.
+    auto current = state_.Node(node_name);
+    if (!current) return fail(BindFailure::kNodeUnknown, "node " + node_name + " went away");
+    const bool newer = kube::MetadataString(*current->object, "resourceVersion") !=
+                       kube::MetadataString(node_obj, "resourceVersion");
+    if (!newer || HeldByOther(*current, ns, name, Now(), options_.node_lock_timeout)) {
+      if (!state_.WaitNodeChange(node_name, current->generation, deadline)) continue;
+      current = state_.Node(node_name);
+      if (!current) return fail(BindFailure::kNodeUnknown, "node " + node_name + " went away");
+    }
+    node_obj = *current->object;
+  }
+  bool unlock = true;
+  Cleanup release([&] {
+    if (!unlock) return;
+    if (auto s = locker_.Unlock(node_name, ns, name); !s.ok()) {
+      g_log.Log(LogLevel::kWarn, "event=unlock_failed node=%s pod=%s error=%s", node_name.c_str(),
+                pod_key.c_str(), kube::QuoteInput(s.error().message(), 300).c_str());
+    }
+  });
+
+  // Fit again against the usage as it is now: the pods bound to the node as the API has them
+  // (a consistent read, which counts what another scheduler bound there), and this process's
+  // binds in flight.
+  kube::ListOptions lo;
+  lo.field_selector = "spec.nodeName=" + node_name;
+  auto listed = client_.List(kube::kPods, "", lo);
+  if (!listed.ok()) return fail(BindFailure::kApi, listed.error().message());
+  std::vector<PodShare> node_pods;
+  if (auto items = listed->find("items"); items != listed->end() && items->is_array()) {
+    for (const json& item : *items) {
+      auto p = kube::ParsePod(item);
+      if (!p.ok()) continue;
+      if (auto share = ShareOfPod(*p)) node_pods.push_back(std::move(*share));
+    }
+  }
+  const ClusterState::NodeFit fresh = state_.FitNodeFresh(
+      ns, name, prep->request, prep->constraints, prep->policy, node_name, node_pods, Now());
+  const FitResult& fit = fresh.fit;
+  if (!fit.fits) {
+    return fail(BindFailure::kNoFit,
+                "pod " + pod_key + " does not fit node " + node_name + " now: " + fit.reason);
+  }
+  PodShare share;
+  share.ns = ns;
+  share.name = name;
+  share.uid = pod->metadata.uid;
+  share.node = node_name;
+  share.devices = fit.devices;
+  share.init_containers = pod->init_containers.size();
+  state_.Reserve(share, options_.reservation_ttl);
+  bool reserved = true;
+  Cleanup unreserve([&] {
+    if (reserved) state_.Unreserve(ns, name);
+  });
+
+  auto text = kube::EncodePodDevices(fit.devices, kube::kDevicesToAllocateAnnotation);
+  if (!text.ok()) return fail(BindFailure::kInvalid, text.error().message());
+  const std::string now_text = kube::EncodeUnixSeconds(Now());
+  json annotations = {
+      {std::string(kube::kVgpuNodeAnnotation), node_name},
+      {std::string(kube::kVgpuTimeAnnotation), now_text},
+      {std::string(kube::kDevicesToAllocateAnnotation), *text},
+      {std::string(kube::kDevicesAllocatedAnnotation), *text},
+      {std::string(kube::kBindPhaseAnnotation),
+       std::string(kube::EncodeBindPhase(kube::BindPhase::kAllocating))},
+      {std::string(kube::kBindTimeAnnotation), now_text},
+  };
+  auto patched = client_.Patch(kube::kPods, ns, name, kube::PatchType::kMerge,
+                               json{{"metadata", {{"annotations", annotations}}}});
+  if (!patched.ok()) return fail(BindFailure::kApi, patched.error().message());
+
+  auto bound = client_.CreateSubresource(kube::kPods, ns, name, "binding", binding);
+  if (!bound.ok()) {
+    // Take the annotations back: the pod holds nothing until it is bound.
+    json revert = {{std::string(kube::kVgpuNodeAnnotation), nullptr},
+                   {std::string(kube::kVgpuTimeAnnotation), nullptr},
+                   {std::string(kube::kDevicesToAllocateAnnotation), nullptr},
+                   {std::string(kube::kDevicesAllocatedAnnotation), nullptr},
+                   {std::string(kube::kBindPhaseAnnotation),
+                    std::string(kube::EncodeBindPhase(kube::BindPhase::kFailed))},
+                   {std::string(kube::kBindTimeAnnotation), nullptr}};
+    auto reverted = client_.Patch(kube::kPods, ns, name, kube::PatchType::kMerge,
+                                  json{{"metadata", {{"annotations", revert}}}});
+    if (!reverted.ok()) {
+      g_log.Log(LogLevel::kWarn, "event=revert_failed pod=%s error=%s", pod_key.c_str(),
+                kube::QuoteInput(reverted.error().message(), 300).c_str());
+    }
+    return fail(BindFailure::kApi, bound.error().message());
+  }
+  // The device plugin releases the lock; the reservation stands until the informer shows the
+  // annotations.
+  unlock = false;
+  reserved = false;
+  if (g_log.Enabled(LogLevel::kDebug)) {
+    g_log.Log(LogLevel::kDebug, "event=bound pod=%s node=%s devices=%s", pod_key.c_str(),
+              node_name.c_str(), text->c_str());
+  }
+  return std::string();
+}
+
+}  // namespace hami::scheduler

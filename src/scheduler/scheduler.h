@@ -1,0 +1,124 @@
+// The extender's three verbs over the cluster view (state.h):
+//
+// Filter      every candidate node the pod fits (HAMi returns one; kube-scheduler then cannot
+//             weigh affinity or spreading, HAMi#2264); each other node with its reason, in
+//             FailedAndUnresolvableNodes when no change of usage would help (no GPUs, too
+//             small, excluded type) and in FailedNodes otherwise. With single_node_filter, only
+//             the best node by the node policy (HAMi's behaviour).
+// Prioritize  each candidate's node-policy score, 0..10; a node that does not fit scores 0, and
+//             so does one whose node lock another pod holds (its bind would wait), so that
+//             kube-scheduler spreads a burst over the nodes it can bind at once.
+// Bind        on the node kube-scheduler chose: take the node lock (waiting up to
+//             node_lock_wait for another pod's bind on that node to finish), fit again against
+//             the current usage, reserve the GPUs, write hami.io/vgpu-node, hami.io/vgpu-time,
+//             hami.io/vgpu-devices-to-allocate and -allocated (equal at first),
+//             hami.io/bind-phase: allocating and hami.io/bind-time in one patch, then post
+//             pods/binding. The device plugin releases the lock after Allocate. Any failure
+//             releases the lock, takes the annotations back, drops the reservation, records a
+//             Warning BindingFailed event with the reason, and returns the reason in
+//             ExtenderBindingResult.Error, so that kube-scheduler retries the pod.
+//
+// Answers: a body that is not the verb's message, or a pod whose resources or annotations do
+// not parse, is a 400 naming the field; before the informers have synced every verb answers 503
+// ("hami-scheduler is not ready: ..."). Decisions are answered with 200.
+//
+// Thread safety: the verbs may be called from any number of threads at once; binds to one node
+// are serialized (in this process by a per-node gate, across processes by the node lock).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "kube/client.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "scheduler/device_config.h"
+#include "scheduler/extender_api.h"
+#include "scheduler/metrics.h"
+#include "scheduler/node_lock.h"
+#include "scheduler/policy.h"
+#include "scheduler/state.h"
+
+namespace hami::scheduler {
+
+struct SchedulerOptions {
+  std::string scheduler_name = "hami-scheduler";
+  DeviceConfig device_config;
+  GpuPolicy gpu_policy;  // empty sort_keys: "spread" (HAMi's default)
+  NodePolicy node_policy = NodePolicy::kBinpack;
+  std::chrono::seconds node_lock_timeout{300};
+  // How long a bind waits for another pod's node lock before failing (kube-scheduler retries).
+  std::chrono::milliseconds node_lock_wait{10000};
+  // A bind's reservation stands until the informer shows the pod's annotations, or this long.
+  std::chrono::milliseconds reservation_ttl{120000};
+  bool single_node_filter = false;
+  // Wall time for bind times and lock expiry; nullptr: the system clock. Tests move it.
+  std::function<kube::WallTime()> now;
+};
+
+// An answer to an HTTP request: status and JSON body.
+struct Answer {
+  int status = 200;
+  std::string body;
+};
+
+class Scheduler {
+ public:
+  // Feeds the state from `informers` (nodes; pods and resourcequotas of every namespace); the
+  // caller starts the factory. `events` may be nullptr (no events). Everything passed must
+  // outlive the scheduler.
+  Scheduler(kube::Client& client, kube::InformerFactory& informers, kube::EventRecorder* events,
+            SchedulerMetrics& metrics, SchedulerOptions options);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // True once the informers of nodes, pods and resourcequotas have synced (their first lists
+  // applied to the state): the usage is the cluster's, as after any restart.
+  bool Ready() const;
+  bool WaitReady(std::chrono::steady_clock::time_point deadline, std::stop_token stop = {}) const;
+
+  Answer Filter(std::string_view body);
+  Answer Prioritize(std::string_view body);
+  Answer Bind(std::string_view body);
+
+  ClusterState& state() { return state_; }
+  const ClusterState& state() const { return state_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Prepared;  // a parsed pod and what it asks
+  Result<Prepared> Prepare(const kube::Pod& pod) const;
+  Result<std::string> BindPod(const ExtenderBindingArgs& args, BindFailure& failure);
+  bool PodExists(std::string_view ns, std::string_view name);
+  void Fail(const nlohmann::json* pod, const ExtenderBindingArgs& args, BindFailure failure,
+            const std::string& reason);
+  kube::WallTime Now() const;
+  // The per-node gate: one bind of this process per node at a time.
+  bool EnterNode(const std::string& node, std::chrono::steady_clock::time_point deadline);
+  void LeaveNode(const std::string& node);
+  bool Binding(const std::string& node) const;
+
+  kube::Client& client_;
+  kube::EventRecorder* events_;
+  SchedulerMetrics& metrics_;
+  SchedulerOptions options_;
+  ClusterState state_;
+  NodeLocker locker_;
+  std::shared_ptr<kube::Informer> nodes_;
+  std::shared_ptr<kube::Informer> pods_;
+  std::shared_ptr<kube::Informer> quotas_;
+
+  mutable std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  std::map<std::string, int, std::less<>> binding_;  // nodes with a bind of this process
+};
+
+}  // namespace hami::scheduler

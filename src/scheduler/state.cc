@@ -1,0 +1,593 @@
+#include "scheduler/state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/raw_log.h"
+#include "kube/quote.h"
+
+namespace hami::scheduler {
+namespace {
+
+RawLogger g_log("hami-scheduler", LogLevel::kInfo);
+
+std::string Key(std::string_view ns, std::string_view name) {
+  std::string k(ns);
+  k += '/';
+  k += name;
+  return k;
+}
+
+bool SameShare(const PodShare& a, const PodShare& b) {
+  return a.node == b.node && a.uid == b.uid && a.devices == b.devices &&
+         a.init_containers == b.init_containers;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, DeviceUsage>> ShareUsage(const kube::PodDevices& devices,
+                                                            size_t init_containers) {
+  struct Acc {
+    int64_t init_mem = 0, init_cores = 0, mem = 0, cores = 0;
+    bool exclusive = false;
+  };
+  std::vector<std::pair<std::string, Acc>> acc;
+  auto find = [&acc](const std::string& uuid) -> Acc& {
+    for (auto& [u, a] : acc) {
+      if (u == uuid) return a;
+    }
+    acc.emplace_back(uuid, Acc{});
+    return acc.back().second;
+  };
+  for (size_t i = 0; i < devices.size(); ++i) {
+    for (const auto& d : devices[i]) {
+      Acc& a = find(d.uuid);
+      if (i < init_containers) {
+        a.init_mem = std::max<int64_t>(a.init_mem, d.mem_mib);
+        a.init_cores = std::max<int64_t>(a.init_cores, d.cores);
+      } else {
+        a.mem += d.mem_mib;
+        a.cores += d.cores;
+      }
+      if (d.cores >= 100) a.exclusive = true;
+    }
+  }
+  std::vector<std::pair<std::string, DeviceUsage>> out;
+  out.reserve(acc.size());
+  for (auto& [uuid, a] : acc) {
+    out.emplace_back(uuid, DeviceUsage{1, std::max(a.init_mem, a.mem),
+                                       std::max(a.init_cores, a.cores), a.exclusive ? 1 : 0});
+  }
+  return out;
+}
+
+std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* bad) {
+  const std::string* node = pod.metadata.Annotation(kube::kVgpuNodeAnnotation);
+  const std::string* allocated = pod.metadata.Annotation(kube::kDevicesAllocatedAnnotation);
+  if (pod.IsTerminated() || node == nullptr || node->empty() || allocated == nullptr) {
+    return std::nullopt;
+  }
+  auto devices = kube::DecodePodDevices(*allocated, kube::kDevicesAllocatedAnnotation);
+  if (!devices.ok()) {
+    if (bad != nullptr) *bad = std::move(devices).error();
+    return std::nullopt;
+  }
+  PodShare s;
+  s.ns = pod.metadata.ns;
+  s.name = pod.metadata.name;
+  s.uid = pod.metadata.uid;
+  s.node = *node;
+  s.devices = std::move(devices).value();
+  const size_t containers = pod.containers.size();
+  s.init_containers = s.devices.size() > containers ? s.devices.size() - containers : 0;
+  return s;
+}
+
+ClusterState::ClusterState(DeviceConfig config, std::chrono::seconds lock_timeout)
+    : config_(std::move(config)), lock_timeout_(lock_timeout) {}
+
+void ClusterState::Touch(NodeEntry& entry) { entry.info.generation = ++generation_; }
+
+void ClusterState::Notify() {
+  { std::lock_guard lock(change_mu_); }
+  change_cv_.notify_all();
+}
+
+void ClusterState::AddUsage(NodeGpus& gpus,
+                            const std::vector<std::pair<std::string, DeviceUsage>>& usage,
+                            int sign) {
+  for (const auto& [uuid, u] : usage) {
+    for (GpuState& g : gpus.gpus) {
+      if (g.device.id != uuid) continue;
+      g.used.slots += sign * u.slots;
+      g.used.mem_mib += sign * u.mem_mib;
+      g.used.cores += sign * u.cores;
+      g.used.exclusive += sign * u.exclusive;
+      break;
+    }
+  }
+}
+
+void ClusterState::RecomputeNode(NodeEntry& entry) {
+  for (GpuState& g : entry.gpus.gpus) g.used = {};
+  for (const std::string& key : entry.pods) {
+    auto it = applied_.find(key);
+    if (it != applied_.end()) AddUsage(entry.gpus, it->second.usage, +1);
+  }
+}
+
+void ClusterState::Unapply(const std::string& key) {
+  auto it = applied_.find(key);
+  if (it == applied_.end()) return;
+  Applied& a = it->second;
+  if (auto n = nodes_.find(a.share.node); n != nodes_.end()) {
+    AddUsage(n->second.gpus, a.usage, -1);
+    n->second.pods.erase(key);
+    Touch(n->second);
+  }
+  QuotaAmounts& used = ns_used_[a.share.ns];
+  used -= a.amounts;
+  applied_.erase(it);
+}
+
+void ClusterState::Apply(const std::string& key, const PodShare& share) {
+  Applied a;
+  a.share = share;
+  a.usage = ShareUsage(share.devices, share.init_containers);
+  a.amounts = AllocationAmounts(share.devices, share.init_containers);
+  if (auto n = nodes_.find(share.node); n != nodes_.end()) {
+    AddUsage(n->second.gpus, a.usage, +1);
+    n->second.pods.insert(key);
+    Touch(n->second);
+  }
+  ns_used_[share.ns] += a.amounts;
+  applied_[key] = std::move(a);
+}
+
+void ClusterState::Refresh(const std::string& key) {
+  const PodShare* want = nullptr;
+  if (auto r = reservations_.find(key); r != reservations_.end()) {
+    want = &r->second.share;
+  } else if (auto p = allocations_.find(key); p != allocations_.end()) {
+    want = &p->second;
+  }
+  auto cur = applied_.find(key);
+  if (want == nullptr) {
+    Unapply(key);
+    return;
+  }
+  if (cur != applied_.end() && SameShare(cur->second.share, *want)) return;
+  const PodShare copy = *want;
+  Unapply(key);
+  Apply(key, copy);
+}
+
+void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
+  auto parsed = kube::ParseNode(*object);
+  std::unique_lock lock(mu_);
+  if (!parsed.ok()) {
+    ++stats_.bad_objects;
+    g_log.Log(LogLevel::kWarn, "event=bad_node error=%s",
+              kube::QuoteInput(parsed.error().message(), 300).c_str());
+    return;
+  }
+  const kube::Node& node = *parsed;
+  const std::string& name = node.metadata.name;
+  NodeEntry& entry = nodes_[name];
+  const bool is_new = entry.info.object == nullptr;
+  entry.gpus.name = name;
+  entry.info.object = object;
+  entry.info.resource_version = node.metadata.resource_version;
+
+  std::vector<kube::NodeDevice> devices;
+  if (const std::string* inv = node.metadata.Annotation(kube::kNodeRegisterAnnotation)) {
+    auto decoded = kube::DecodeNodeInventory(*inv);
+    if (decoded.ok()) {
+      devices = std::move(decoded).value();
+    } else {
+      ++stats_.bad_node_annotations;
+      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
+                kube::QuoteInput(decoded.error().message(), 300).c_str());
+    }
+  }
+  bool inventory_changed = devices.size() != entry.gpus.gpus.size();
+  for (size_t i = 0; !inventory_changed && i < devices.size(); ++i) {
+    inventory_changed = !(devices[i] == entry.gpus.gpus[i].device);
+  }
+  if (inventory_changed) {
+    if (!is_new || !devices.empty()) ++stats_.inventory_changes;
+    if (devices.size() != entry.gpus.gpus.size()) {
+      ++stats_.device_count_changes;
+      if (!is_new) {
+        g_log.Log(LogLevel::kInfo, "event=device_count_changed node=%s from=%zu to=%zu",
+                  name.c_str(), entry.gpus.gpus.size(), devices.size());
+      }
+    }
+    entry.gpus.gpus.clear();
+    for (auto& d : devices) entry.gpus.gpus.push_back({std::move(d), {}, false});
+    RecomputeNode(entry);
+  }
+
+  std::vector<std::string> cordons;
+  if (const std::string* c = node.metadata.Annotation(kDeviceCordonAnnotation)) {
+    cordons = DecodeCordonList(*c);
+  }
+  for (GpuState& g : entry.gpus.gpus) {
+    const std::string index = std::to_string(g.device.index);
+    g.cordoned = std::find(cordons.begin(), cordons.end(), g.device.id) != cordons.end() ||
+                 std::find(cordons.begin(), cordons.end(), index) != cordons.end();
+  }
+
+  entry.gpus.pair_scores.clear();
+  if (const std::string* s = node.metadata.Annotation(kNodeScoreAnnotation)) {
+    auto scores = DecodePairScores(*s);
+    if (scores.ok()) {
+      entry.gpus.pair_scores = std::move(scores).value();
+    } else {
+      ++stats_.bad_node_annotations;
+      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
+                kube::QuoteInput(scores.error().message(), 300).c_str());
+    }
+  }
+
+  entry.info.handshake.reset();
+  if (const std::string* h = node.metadata.Annotation(kube::kNodeHandshakeAnnotation)) {
+    auto hs = kube::DecodeHandshake(*h);
+    if (hs.ok()) {
+      entry.info.handshake = *hs;
+    } else {
+      ++stats_.bad_node_annotations;
+      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
+                kube::QuoteInput(hs.error().message(), 300).c_str());
+    }
+  }
+  entry.info.lock.reset();
+  entry.info.lock_present = false;
+  if (const std::string* l = node.metadata.Annotation(kube::kNodeLockAnnotation)) {
+    entry.info.lock_present = true;
+    auto nl = kube::DecodeNodeLock(*l);
+    if (nl.ok()) {
+      entry.info.lock = *nl;
+    } else {
+      ++stats_.bad_node_annotations;
+      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
+                kube::QuoteInput(nl.error().message(), 300).c_str());
+    }
+  }
+  entry.info.allocatable_gpus = 0;
+  if (auto a = node.allocatable.find(config_.resource_count_name); a != node.allocatable.end()) {
+    entry.info.allocatable_gpus = a->second.Value();
+  }
+  entry.info.devices = entry.gpus.gpus.size();
+
+  entry.gpus.unavailable.clear();
+  if (entry.info.handshake && entry.info.handshake->state == kube::HandshakeState::kDeleted &&
+      entry.info.allocatable_gpus <= 0) {
+    entry.gpus.unavailable = "its device plugin did not answer the handshake (" +
+                             std::string(kube::kNodeHandshakeAnnotation) +
+                             " is Deleted) and it allocates no " + config_.resource_count_name;
+  }
+  if (is_new) {
+    // Shares that arrived before their node.
+    for (auto& [key, a] : applied_) {
+      if (a.share.node == name) entry.pods.insert(key);
+    }
+    RecomputeNode(entry);
+  }
+  Touch(entry);
+  lock.unlock();
+  Notify();
+}
+
+void ClusterState::RemoveNode(const kube::ObjectPtr& object) {
+  const std::string name(kube::MetadataString(*object, "name"));
+  {
+    std::unique_lock lock(mu_);
+    nodes_.erase(name);
+    ++generation_;
+  }
+  Notify();
+}
+
+void ClusterState::UpsertPod(const kube::ObjectPtr& object) {
+  auto parsed = kube::ParsePod(*object);
+  std::unique_lock lock(mu_);
+  if (!parsed.ok()) {
+    ++stats_.bad_objects;
+    g_log.Log(LogLevel::kWarn, "event=bad_pod error=%s",
+              kube::QuoteInput(parsed.error().message(), 300).c_str());
+    return;
+  }
+  const kube::Pod& pod = *parsed;
+  const std::string key = Key(pod.metadata.ns, pod.metadata.name);
+  std::optional<Error> bad;
+  std::optional<PodShare> share = ShareOfPod(pod, &bad);
+  if (bad) {
+    ++stats_.bad_pod_annotations;
+    g_log.Log(LogLevel::kWarn, "event=bad_annotation pod=%s error=%s", key.c_str(),
+              kube::QuoteInput(bad->message(), 300).c_str());
+  }
+  if (share) {
+    // The informer has caught up with a reservation for this pod: the allocation replaces it.
+    if (auto r = reservations_.find(key);
+        r != reservations_.end() && r->second.share.node == share->node) {
+      reservations_.erase(r);
+    }
+    allocations_[key] = std::move(*share);
+  } else {
+    allocations_.erase(key);
+    if (pod.IsTerminated()) reservations_.erase(key);
+  }
+  Refresh(key);
+  lock.unlock();
+  Notify();
+}
+
+void ClusterState::RemovePod(const kube::ObjectPtr& object) {
+  const std::string key =
+      Key(kube::MetadataString(*object, "namespace"), kube::MetadataString(*object, "name"));
+  {
+    std::unique_lock lock(mu_);
+    allocations_.erase(key);
+    reservations_.erase(key);
+    Refresh(key);
+  }
+  Notify();
+}
+
+void ClusterState::UpsertQuota(const kube::ObjectPtr& object) {
+  auto parsed = kube::ParseResourceQuota(*object);
+  std::unique_lock lock(mu_);
+  if (!parsed.ok()) {
+    ++stats_.bad_objects;
+    g_log.Log(LogLevel::kWarn, "event=bad_resourcequota error=%s",
+              kube::QuoteInput(parsed.error().message(), 300).c_str());
+    return;
+  }
+  quotas_[parsed->metadata.ns][parsed->metadata.name] = *parsed;
+}
+
+void ClusterState::RemoveQuota(const kube::ObjectPtr& object) {
+  std::unique_lock lock(mu_);
+  auto ns = quotas_.find(std::string(kube::MetadataString(*object, "namespace")));
+  if (ns == quotas_.end()) return;
+  ns->second.erase(std::string(kube::MetadataString(*object, "name")));
+  if (ns->second.empty()) quotas_.erase(ns);
+}
+
+kube::ResourceEventHandler ClusterState::NodeHandler() {
+  return {[this](const kube::ObjectPtr& o) { UpsertNode(o); },
+          [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { UpsertNode(o); },
+          [this](const kube::ObjectPtr& o) { RemoveNode(o); }};
+}
+
+kube::ResourceEventHandler ClusterState::PodHandler() {
+  return {[this](const kube::ObjectPtr& o) { UpsertPod(o); },
+          [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { UpsertPod(o); },
+          [this](const kube::ObjectPtr& o) { RemovePod(o); }};
+}
+
+kube::ResourceEventHandler ClusterState::QuotaHandler() {
+  return {[this](const kube::ObjectPtr& o) { UpsertQuota(o); },
+          [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { UpsertQuota(o); },
+          [this](const kube::ObjectPtr& o) { RemoveQuota(o); }};
+}
+
+void ClusterState::SweepLocked(std::chrono::steady_clock::time_point now) {
+  std::vector<std::string> expired;
+  for (const auto& [key, r] : reservations_) {
+    if (r.expires <= now) expired.push_back(key);
+  }
+  for (const std::string& key : expired) {
+    reservations_.erase(key);
+    Refresh(key);
+  }
+}
+
+void ClusterState::Reserve(PodShare share, std::chrono::steady_clock::duration ttl) {
+  const auto now = std::chrono::steady_clock::now();
+  const std::string key = Key(share.ns, share.name);
+  {
+    std::unique_lock lock(mu_);
+    SweepLocked(now);
+    reservations_[key] = Reservation{std::move(share), now + ttl};
+    Refresh(key);
+  }
+  Notify();
+}
+
+void ClusterState::Unreserve(std::string_view ns, std::string_view name) {
+  const std::string key = Key(ns, name);
+  {
+    std::unique_lock lock(mu_);
+    if (reservations_.erase(key) == 0) return;
+    Refresh(key);
+  }
+  Notify();
+}
+
+void ClusterState::Sweep() {
+  std::unique_lock lock(mu_);
+  SweepLocked(std::chrono::steady_clock::now());
+}
+
+NamespaceQuota ClusterState::QuotaOf(std::string_view ns) const {
+  auto it = quotas_.find(std::string(ns));
+  if (it == quotas_.end()) return {};
+  std::vector<kube::ResourceQuota> list;
+  list.reserve(it->second.size());
+  for (const auto& [name, q] : it->second) list.push_back(q);
+  return QuotaFromResourceQuotas(list, config_);
+}
+
+std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
+    std::string_view ns, std::string_view name, const PodRequest& request,
+    const PodConstraints& constraints, const PodPolicy& policy,
+    const std::vector<std::string>& names, kube::WallTime now) const {
+  const std::string key = Key(ns, name);
+  std::shared_lock lock(mu_);
+  const NamespaceQuota quota = QuotaOf(ns);
+  QuotaCheck check;
+  check.ns = ns;
+  check.quota = &quota;
+  check.config = &config_;
+  if (auto u = ns_used_.find(std::string(ns)); u != ns_used_.end()) check.used = u->second;
+  const Applied* own = nullptr;
+  if (auto a = applied_.find(key); a != applied_.end()) {
+    own = &a->second;
+    check.used -= own->amounts;
+  }
+  std::vector<NodeFit> out;
+  out.reserve(names.size());
+  for (const std::string& n : names) {
+    NodeFit nf;
+    nf.name = n;
+    auto it = nodes_.find(n);
+    if (it == nodes_.end()) {
+      out.push_back(std::move(nf));
+      continue;
+    }
+    nf.known = true;
+    const NodeEntry& entry = it->second;
+    if (entry.info.lock_present) {
+      const kube::NodeLock* l = entry.info.lock ? &*entry.info.lock : nullptr;
+      const bool mine = l != nullptr && l->ns == ns && l->pod == name;
+      const bool fresh = l == nullptr || now - l->time < lock_timeout_;
+      nf.locked = !mine && fresh;
+    }
+    if (own != nullptr && own->share.node == n) {
+      NodeGpus copy = entry.gpus;
+      AddUsage(copy, own->usage, -1);
+      nf.fit = FitPod(copy, request, constraints, policy, check);
+    } else {
+      nf.fit = FitPod(entry.gpus, request, constraints, policy, check);
+    }
+    out.push_back(std::move(nf));
+  }
+  return out;
+}
+
+ClusterState::NodeFit ClusterState::FitNodeFresh(std::string_view ns, std::string_view name,
+                                                 const PodRequest& request,
+                                                 const PodConstraints& constraints,
+                                                 const PodPolicy& policy, const std::string& node,
+                                                 const std::vector<PodShare>& node_pods,
+                                                 kube::WallTime now) const {
+  (void)now;
+  const std::string key = Key(ns, name);
+  NodeFit nf;
+  nf.name = node;
+  std::shared_lock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return nf;
+  nf.known = true;
+  NodeGpus gpus = it->second.gpus;
+  for (GpuState& g : gpus.gpus) g.used = {};
+  std::set<std::string> listed;
+  for (const PodShare& s : node_pods) {
+    const std::string k = Key(s.ns, s.name);
+    listed.insert(k);
+    if (k == key || s.node != node) continue;
+    AddUsage(gpus, ShareUsage(s.devices, s.init_containers), +1);
+  }
+  for (const auto& [k, r] : reservations_) {
+    if (k == key || r.share.node != node || listed.count(k) != 0) continue;
+    AddUsage(gpus, ShareUsage(r.share.devices, r.share.init_containers), +1);
+  }
+  // Pods the view holds on this node that the list did not show (annotated, not yet bound).
+  for (const std::string& k : it->second.pods) {
+    if (k == key || listed.count(k) != 0 || reservations_.count(k) != 0) continue;
+    if (auto a = applied_.find(k); a != applied_.end()) AddUsage(gpus, a->second.usage, +1);
+  }
+  const NamespaceQuota quota = QuotaOf(ns);
+  QuotaCheck check;
+  check.ns = ns;
+  check.quota = &quota;
+  check.config = &config_;
+  if (auto u = ns_used_.find(std::string(ns)); u != ns_used_.end()) check.used = u->second;
+  if (auto a = applied_.find(key); a != applied_.end()) check.used -= a->second.amounts;
+  nf.fit = FitPod(gpus, request, constraints, policy, check);
+  return nf;
+}
+
+std::vector<std::string> ClusterState::NodeNames() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, e] : nodes_) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<ClusterState::NodeInfo> ClusterState::Node(std::string_view name) const {
+  std::shared_lock lock(mu_);
+  auto it = nodes_.find(std::string(name));
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.info;
+}
+
+bool ClusterState::WaitNodeChange(std::string_view name, uint64_t generation,
+                                  std::chrono::steady_clock::time_point deadline) const {
+  const std::string n(name);
+  auto changed = [&] {
+    std::shared_lock lock(mu_);
+    auto it = nodes_.find(n);
+    return it == nodes_.end() || it->second.info.generation != generation;
+  };
+  std::unique_lock lock(change_mu_);
+  while (!changed()) {
+    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return changed();
+  }
+  return true;
+}
+
+std::optional<PodShare> ClusterState::Share(std::string_view ns, std::string_view name) const {
+  std::shared_lock lock(mu_);
+  auto it = applied_.find(Key(ns, name));
+  if (it == applied_.end()) return std::nullopt;
+  return it->second.share;
+}
+
+std::map<std::string, PodShare> ClusterState::Shares() const {
+  std::shared_lock lock(mu_);
+  std::map<std::string, PodShare> out;
+  for (const auto& [key, a] : applied_) out.emplace(key, a.share);
+  return out;
+}
+
+std::vector<ClusterState::GpuReport> ClusterState::Gpus() const {
+  std::shared_lock lock(mu_);
+  std::vector<GpuReport> out;
+  for (const auto& [name, e] : nodes_) {
+    for (const GpuState& g : e.gpus.gpus) out.push_back({name, g.device, g.used});
+  }
+  std::sort(out.begin(), out.end(), [](const GpuReport& a, const GpuReport& b) {
+    return a.node != b.node ? a.node < b.node : a.device.index < b.device.index;
+  });
+  return out;
+}
+
+std::pair<NamespaceQuota, QuotaAmounts> ClusterState::QuotaFor(std::string_view ns) const {
+  std::shared_lock lock(mu_);
+  QuotaAmounts used;
+  if (auto u = ns_used_.find(std::string(ns)); u != ns_used_.end()) used = u->second;
+  return {QuotaOf(ns), used};
+}
+
+std::map<std::string, std::pair<NamespaceQuota, QuotaAmounts>> ClusterState::Quotas() const {
+  std::shared_lock lock(mu_);
+  std::map<std::string, std::pair<NamespaceQuota, QuotaAmounts>> out;
+  for (const auto& [ns, list] : quotas_) {
+    QuotaAmounts used;
+    if (auto u = ns_used_.find(ns); u != ns_used_.end()) used = u->second;
+    out[ns] = {QuotaOf(ns), used};
+  }
+  return out;
+}
+
+ClusterState::Stats ClusterState::stats() const {
+  std::shared_lock lock(mu_);
+  return stats_;
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,213 @@
+// The scheduler's view of the cluster, built from informers and nothing else (so a restarted
+// scheduler reaches the same view from the API server alone):
+//   nodes   inventory (hami.io/node-nvidia-register), pair scores, cordons, handshake, node lock,
+//           allocatable GPU count;
+//   pods    what every live pod holds: hami.io/vgpu-devices-allocated on hami.io/vgpu-node; a pod
+//           that succeeded, failed or was deleted holds nothing;
+//   quotas  the namespaces' ResourceQuotas, and what each namespace's pods hold.
+// Usage is kept per GPU incrementally; a GPU's usage is always the sum of the shares of the pods
+// the view holds on it. Between a bind's decision and the informer showing the pod's annotations,
+// the bind's reservation (Reserve) stands in for the pod's share, so two binds in flight never
+// count the same free memory twice.
+//
+// A malformed annotation is logged and counted (stats()), and the object is taken as if it did
+// not carry it: a node without a readable inventory offers no GPU; a pod whose allocation cannot
+// be read holds nothing (its GPUs are not known).
+//
+// Thread safety: every method may be called from any thread. Inputs take an exclusive lock held
+// for the update only; fitting takes a shared lock, so filters run concurrently.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kube/annotations.h"
+#include "kube/informer.h"
+#include "kube/objects.h"
+#include "scheduler/device_config.h"
+#include "scheduler/fit.h"
+#include "scheduler/quota.h"
+
+namespace hami::scheduler {
+
+// What one pod holds on one node: its decoded hami.io/vgpu-devices-allocated.
+struct PodShare {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  std::string node;
+  kube::PodDevices devices;    // per container, init containers first
+  size_t init_containers = 0;  // how many leading entries of `devices` are init containers
+};
+
+// What a pod holds according to its annotations: nullopt when it has ended (Succeeded,
+// Failed), carries no hami.io/vgpu-node or hami.io/vgpu-devices-allocated, or the allocation
+// does not decode (then `bad` is set to the decoder's error, when given).
+std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* bad = nullptr);
+
+// The per-GPU usage a share adds: for each device, one slot, the larger of the init peak and
+// the containers' sum of memory and cores, and exclusive when any entry takes 100 cores.
+std::vector<std::pair<std::string, DeviceUsage>> ShareUsage(const kube::PodDevices& devices,
+                                                            size_t init_containers);
+
+class ClusterState {
+ public:
+  struct Stats {
+    uint64_t bad_node_annotations = 0;  // inventories, scores, handshakes, locks not readable
+    uint64_t bad_pod_annotations = 0;   // allocations not readable
+    uint64_t bad_objects = 0;           // objects that did not parse at all
+    uint64_t inventory_changes = 0;     // a node's inventory changed (or appeared)
+    uint64_t device_count_changes = 0;  // a node's number of GPUs changed
+  };
+
+  // The fit of one candidate node, as FitNodes answers it.
+  struct NodeFit {
+    std::string name;
+    bool known = false;   // the node is in the view
+    bool locked = false;  // its node lock is held by another pod (not expired)
+    FitResult fit;
+  };
+
+  // What the handshake loop and the lock need of a node.
+  struct NodeInfo {
+    kube::ObjectPtr object;  // the Node as last received
+    std::string resource_version;
+    std::optional<kube::Handshake> handshake;  // nullopt: absent or unreadable
+    std::optional<kube::NodeLock> lock;        // nullopt: absent or unreadable
+    bool lock_present = false;                 // the annotation is there (readable or not)
+    int64_t allocatable_gpus = 0;              // status.allocatable[resourceCountName]
+    size_t devices = 0;
+    uint64_t generation = 0;  // bumped on every change of the node
+  };
+
+  // One GPU and what is allocated on it, for metrics.
+  struct GpuReport {
+    std::string node;
+    kube::NodeDevice device;
+    DeviceUsage used;
+  };
+
+  ClusterState(DeviceConfig config, std::chrono::seconds lock_timeout);
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  // ---- Inputs (informer handlers) --------------------------------------------------------
+  void UpsertNode(const kube::ObjectPtr& node);
+  void RemoveNode(const kube::ObjectPtr& node);
+  void UpsertPod(const kube::ObjectPtr& pod);
+  void RemovePod(const kube::ObjectPtr& pod);
+  void UpsertQuota(const kube::ObjectPtr& quota);
+  void RemoveQuota(const kube::ObjectPtr& quota);
+
+  // A handler set feeding this view from informers of nodes, pods and resourcequotas.
+  kube::ResourceEventHandler NodeHandler();
+  kube::ResourceEventHandler PodHandler();
+  kube::ResourceEventHandler QuotaHandler();
+
+  // ---- Reservations ------------------------------------------------------------------------
+  // Counts `share` for pod `ns/name` (replacing what the pod held) until the informer shows the
+  // pod holding it, the pod goes away, Unreserve, or `ttl` passes (expired reservations are
+  // dropped by the next Reserve or Sweep).
+  void Reserve(PodShare share, std::chrono::steady_clock::duration ttl);
+  void Unreserve(std::string_view ns, std::string_view name);
+  void Sweep();
+
+  // ---- Decisions ---------------------------------------------------------------------------
+  // Fits pod `ns/name` on each of `names` against the current usage, the pod's own share (a
+  // reservation or an earlier allocation) left out; `now` decides node-lock expiry.
+  std::vector<NodeFit> FitNodes(std::string_view ns, std::string_view name,
+                                const PodRequest& request, const PodConstraints& constraints,
+                                const PodPolicy& policy, const std::vector<std::string>& names,
+                                kube::WallTime now) const;
+
+  // Fits pod `ns/name` on node `node` whose pods were just read from the API (`node_pods`: the
+  // shares of the pods bound to it): the node's usage is rebuilt from them and from this view's
+  // reservations on the node (a listed pod's allocation wins over its reservation), the pod
+  // itself left out. What a bind decides under the node lock, so that a second scheduler's
+  // binds, which its informer may not have delivered yet, are counted.
+  NodeFit FitNodeFresh(std::string_view ns, std::string_view name, const PodRequest& request,
+                       const PodConstraints& constraints, const PodPolicy& policy,
+                       const std::string& node, const std::vector<PodShare>& node_pods,
+                       kube::WallTime now) const;
+
+  // Every node name in the view, sorted.
+  std::vector<std::string> NodeNames() const;
+  std::optional<NodeInfo> Node(std::string_view name) const;
+  // Waits until node `name`'s generation differs from `generation` (or it appears or goes
+  // away); false at `deadline`.
+  bool WaitNodeChange(std::string_view name, uint64_t generation,
+                      std::chrono::steady_clock::time_point deadline) const;
+
+  // What pod `ns/name` holds (its reservation, else its allocation), if anything.
+  std::optional<PodShare> Share(std::string_view ns, std::string_view name) const;
+  // Every pod share counted, by "ns/name".
+  std::map<std::string, PodShare> Shares() const;
+  // Every GPU with its usage, by node then index.
+  std::vector<GpuReport> Gpus() const;
+  // One namespace's quota and what its pods hold.
+  std::pair<NamespaceQuota, QuotaAmounts> QuotaFor(std::string_view ns) const;
+  // Per namespace: its quota and what its pods hold.
+  std::map<std::string, std::pair<NamespaceQuota, QuotaAmounts>> Quotas() const;
+
+  const DeviceConfig& config() const { return config_; }
+  Stats stats() const;
+
+ private:
+  struct NodeEntry {
+    NodeGpus gpus;
+    NodeInfo info;
+    std::set<std::string> pods;  // keys of the shares on this node
+  };
+  struct Applied {
+    PodShare share;
+    std::vector<std::pair<std::string, DeviceUsage>> usage;
+    QuotaAmounts amounts;
+  };
+  struct Reservation {
+    PodShare share;
+    std::chrono::steady_clock::time_point expires;
+  };
+
+  // The share a key should count (reservation, else allocation), applied if it differs.
+  void Refresh(const std::string& key);
+  void Apply(const std::string& key, const PodShare& share);
+  void Unapply(const std::string& key);
+  void RecomputeNode(NodeEntry& entry);
+  static void AddUsage(NodeGpus& gpus,
+                       const std::vector<std::pair<std::string, DeviceUsage>>& usage, int sign);
+  void Touch(NodeEntry& entry);
+  void SweepLocked(std::chrono::steady_clock::time_point now);
+  NamespaceQuota QuotaOf(std::string_view ns) const;
+  void Notify();
+
+  const DeviceConfig config_;
+  const std::chrono::seconds lock_timeout_;
+
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, NodeEntry> nodes_;
+  std::unordered_map<std::string, PodShare> allocations_;  // from the pods' annotations
+  std::unordered_map<std::string, Reservation> reservations_;
+  std::unordered_map<std::string, Applied> applied_;  // what usage counts now, by pod key
+  std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
+  std::unordered_map<std::string, QuotaAmounts> ns_used_;
+  Stats stats_;
+  uint64_t generation_ = 0;
+
+  mutable std::mutex change_mu_;
+  mutable std::condition_variable change_cv_;
+};
+
+}  // namespace hami::scheduler
