@@ -9,6 +9,10 @@ set(HAMI_WARNINGS
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND HAMI_WARNINGS -Wduplicated-cond -Wlogical-op)
 endif()
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # GUARDED_BY / REQUIRES (common/thread_annotations.h) are checked, not only read.
+  list(APPEND HAMI_WARNINGS -Wthread-safety)
+endif()
 if(HAMI_WERROR)
   list(APPEND HAMI_WARNINGS -Werror)
 endif()

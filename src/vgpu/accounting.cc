@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
+#include <optional>
 
 #include "common/proc.h"
 #include "vgpu/identity.h"
@@ -14,55 +14,75 @@ namespace hami::vgpu {
 
 namespace {
 
-constexpr uint64_t kSmallAlign = 512;
 constexpr uint64_t kDefaultGranularity = 2ull << 20;
 
-// The small-allocation pages of `ctx`. Caller holds rt.mu.
-SmallPages& SmallPagesLocked(Runtime& rt, CUcontext ctx, int device) {
-  for (SmallPages& sp : rt.small_pages) {
-    if (sp.ctx == ctx) return sp;
+}  // namespace
+
+Books BooksFor(int ordinal) {
+  Runtime& rt = Rt();
+  uint32_t state = rt.join_state.load(std::memory_order_acquire);
+  while (state == uint32_t(JoinState::kJoining)) {
+    rt.join_state.wait(state, std::memory_order_acquire);
+    state = rt.join_state.load(std::memory_order_acquire);
   }
-  return rt.small_pages.emplace_back(SmallPages{ctx, device, 0, 0});
+  const bool in_region = RegionIndex(ordinal) >= 0;
+  if (state == uint32_t(JoinState::kJoined)) {
+    return in_region ? Books::kAccounted : Books::kNotAccounted;
+  }
+  // Not joined: a device the region is known not to hold stays the driver's alone; any other
+  // is refused (no region at all, no slot, or no initialization through cuInit).
+  if (ViewRegion() != nullptr && !in_region) return Books::kNotAccounted;
+  return Books::kRefused;
 }
 
-// Releases whatever `a` still holds. Caller holds rt.mu.
-void ReleaseLocked(Runtime& rt, const Allocation& a) {
-  if (a.device < 0) return;
-  if (!a.small) {
-    Return(a.device, a.charge, a.kind);
-    return;
-  }
-  uint64_t g = Granularity(a.device);
-  SmallPages& sp = SmallPagesLocked(rt, a.ctx, a.device);
-  sp.bytes -= std::min(sp.bytes, a.charge);
-  uint64_t pages = RoundUp(sp.bytes, g) / g;
-  if (pages < sp.pages) {
-    Return(a.device, (sp.pages - pages) * g, UsageKind::kData);
-    sp.pages = pages;
+namespace {
+
+// A refusal because the process never initialized is said once (a refusal for want of a
+// slot was said when the join failed).
+void NoteRefused() {
+  Runtime& rt = Rt();
+  if (rt.join_state.load(std::memory_order_acquire) == uint32_t(JoinState::kNotYet) &&
+      !rt.refusal_logged.exchange(true, std::memory_order_relaxed)) {
+    g_log.Log(LogLevel::kError,
+              "an allocation was made before this process initialized CUDA through cuInit, so "
+              "it cannot be accounted; it is refused (CUDA_ERROR_OUT_OF_MEMORY)");
   }
 }
 
 }  // namespace
 
 bool Admit(int ordinal, uint64_t bytes, UsageKind kind) {
+  if (bytes == 0) return true;
+  switch (BooksFor(ordinal)) {
+    case Books::kNotAccounted:
+      return true;
+    case Books::kRefused:
+      NoteRefused();
+      return false;
+    case Books::kAccounted:
+      break;
+  }
   GateAllocation();
-  region::Region* reg = EnsureRegion();
-  int index = RegionIndex(ordinal);
-  if (reg == nullptr || index < 0 || bytes == 0) return true;  // not accounted
-  return reg->Reserve(index, bytes, kind) == region::Admission::kOk;
+  region::Region* reg = ViewRegion();
+  return reg != nullptr &&
+         reg->Reserve(RegionIndex(ordinal), bytes, kind) == region::Admission::kOk;
 }
 
 void Record(int ordinal, uint64_t bytes, UsageKind kind) {
-  region::Region* reg = EnsureRegion();
-  int index = RegionIndex(ordinal);
-  if (reg == nullptr || index < 0 || bytes == 0) return;
-  reg->Reserve(index, bytes, kind, region::Region::Enforce::kNone);
+  if (bytes == 0 || BooksFor(ordinal) != Books::kAccounted) return;
+  if (region::Region* reg = ViewRegion()) {
+    reg->Reserve(RegionIndex(ordinal), bytes, kind, region::Region::Enforce::kNone);
+  }
 }
 
 void Return(int ordinal, uint64_t bytes, UsageKind kind) {
-  region::Region* reg = Rt().region_fast.load(std::memory_order_acquire);
+  region::Region* reg = ViewRegion();
   int index = RegionIndex(ordinal);
   if (reg != nullptr && index >= 0 && bytes != 0) reg->Release(index, bytes, kind);
+}
+
+void Apply(const Returns& returns) {
+  returns.ForEach([](int device, uint64_t bytes, UsageKind kind) { Return(device, bytes, kind); });
 }
 
 uint64_t Granularity(int ordinal) {
@@ -71,14 +91,15 @@ uint64_t Granularity(int ordinal) {
   std::atomic<uint64_t>& cached = rt.granularity[size_t(ordinal)];
   if (uint64_t g = cached.load(std::memory_order_relaxed); g != 0) return g;
   uint64_t g = kDefaultGranularity;
-  if (rt.cuda_aux.cuMemGetAllocationGranularity != nullptr) {
+  const CudaDriver* d = CudaIfLoaded();
+  if (d != nullptr && d->aux.cuMemGetAllocationGranularity != nullptr) {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = ordinal;
     size_t value = 0;
-    if (rt.cuda_aux.cuMemGetAllocationGranularity(
-            &value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) == CUDA_SUCCESS &&
+    if (d->aux.cuMemGetAllocationGranularity(&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ==
+            CUDA_SUCCESS &&
         value != 0) {
       g = value;
     }
@@ -88,15 +109,13 @@ uint64_t Granularity(int ordinal) {
 }
 
 CUresult StreamDevice(CUstream stream, int* ordinal) {
-  Runtime& rt = Rt();
+  const CudaDriver* d = CudaIfLoaded();
   if (stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD &&
-      rt.cuda_aux.cuStreamGetCtx != nullptr) {
+      d != nullptr && d->aux.cuStreamGetCtx != nullptr) {
     CUcontext ctx = nullptr;
-    if (CUresult r = rt.cuda_aux.cuStreamGetCtx(stream, &ctx); r != CUDA_SUCCESS) return r;
-    std::lock_guard<std::mutex> l(rt.mu);
-    auto it = rt.contexts.find(ctx);
-    if (it != rt.contexts.end()) {
-      *ordinal = it->second.device;
+    if (CUresult r = d->aux.cuStreamGetCtx(stream, &ctx); r != CUDA_SUCCESS) return r;
+    if (std::optional<int> device = Rt().ledger.DeviceOfContext(ctx)) {
+      *ordinal = *device;
       return CUDA_SUCCESS;
     }
   }
@@ -104,35 +123,39 @@ CUresult StreamDevice(CUstream stream, int* ordinal) {
 }
 
 CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
-  GateAllocation();
   int dev;
   CUcontext ctx;
   if (CUresult r = CurrentDevice(&dev, &ctx); r != CUDA_SUCCESS) return r;
-  region::Region* reg = EnsureRegion();
-  if (reg == nullptr || RegionIndex(dev) < 0) return CUDA_SUCCESS;  // not accounted
+  switch (BooksFor(dev)) {
+    case Books::kNotAccounted:
+      return CUDA_SUCCESS;
+    case Books::kRefused:
+      NoteRefused();
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    case Books::kAccounted:
+      break;
+  }
   MaybeRetryIdentity();
   Runtime& rt = Rt();
-  uint64_t g = Granularity(dev);
+  const uint64_t g = Granularity(dev);
   charge->device = dev;
   charge->ctx = ctx;
   if (bytes <= g / 2 && kind == UsageKind::kData) {
-    // Shares pages: only a new page costs budget.
-    std::lock_guard<std::mutex> l(rt.mu);
-    SmallPages& sp = SmallPagesLocked(rt, ctx, dev);
-    uint64_t size = RoundUp(bytes, kSmallAlign);
-    uint64_t pages = RoundUp(sp.bytes + size, g) / g;
-    uint64_t extra = pages > sp.pages ? (pages - sp.pages) * g : 0;
-    if (!Admit(dev, extra, kind)) {
-      return CUDA_ERROR_OUT_OF_MEMORY;
+    // Shares pages: only a new page costs budget. A page is admitted before the ledger counts
+    // it (with no lock held); two threads that each admitted one for the same need give the
+    // spare back.
+    const uint64_t size = RoundUp(bytes, kSmallAlign);
+    if (!rt.ledger.TakeSmall(ctx, dev, size, g)) {
+      const uint64_t pages = rt.ledger.PagesNeeded(ctx, dev, size, g);
+      if (pages != 0 && !Admit(dev, pages * g, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
+      Apply(rt.ledger.TakeSmallWithPages(ctx, dev, size, pages, g));
+      charge->reserved = pages * g;
     }
-    sp.bytes += size;
-    sp.pages = std::max(sp.pages, pages);
-    charge->reserved = extra;
     charge->size = size;
     charge->small = true;
     return CUDA_SUCCESS;
   }
-  uint64_t size = RoundUp(bytes, g);
+  const uint64_t size = RoundUp(bytes, g);
   if (!Admit(dev, size, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
   charge->reserved = size;
   charge->size = size;
@@ -141,58 +164,38 @@ CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
 
 void Unreserve(const Charge& charge, UsageKind kind) {
   if (charge.device < 0) return;
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  ReleaseLocked(rt, Allocation{charge.device, charge.size, kind, charge.ctx, charge.small});
+  Apply(
+      Rt().ledger.Release(Allocation{charge.device, charge.size, kind, charge.ctx, charge.small}));
 }
 
 void Track(CUdeviceptr ptr, const Charge& charge, UsageKind kind) {
   if (charge.device < 0) return;
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  rt.allocations.Insert(ptr,
-                        Allocation{charge.device, charge.size, kind, charge.ctx, charge.small});
+  Rt().ledger.Track(ptr, Allocation{charge.device, charge.size, kind, charge.ctx, charge.small});
 }
 
 bool Forget(CUdeviceptr ptr) {
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  Allocation a;
-  if (!rt.allocations.Erase(ptr, &a)) return false;
-  ReleaseLocked(rt, a);
+  std::optional<Returns> r = Rt().ledger.Forget(ptr);
+  if (!r) return false;
+  Apply(*r);
   return true;
 }
 
 bool PrimaryActive(CUdevice dev) {
-  Runtime& rt = Rt();
+  const CudaDriver* d = CudaIfLoaded();
   unsigned flags = 0;
   int active = 0;
-  return rt.cuda_aux.cuDevicePrimaryCtxGetState != nullptr &&
-         rt.cuda_aux.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
-         active != 0;
-}
-
-// Again in a fork child, whose NVML starts uninitialized.
-bool NvmlReady() {
-  Runtime& rt = Rt();
-  if (!EnsureNvmlLoaded()) return false;
-  static std::mutex mu;
-  static uint64_t ready_in = ~uint64_t(0);  // ForkCount() when initialized
-  std::lock_guard<std::mutex> l(mu);
-  if (ready_in == ForkCount()) return true;
-  if (rt.nvml.nvmlInit_v2 == nullptr || rt.nvml.nvmlInit_v2() != NVML_SUCCESS) return false;
-  ready_in = ForkCount();
-  return true;
+  return d != nullptr && d->aux.cuDevicePrimaryCtxGetState != nullptr &&
+         d->aux.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0;
 }
 
 DeviceUse MeasureUse(CUdevice dev) {
-  Runtime& rt = Rt();
   DeviceUse use;
   if (!NvmlReady()) return use;
+  const NvmlDriver& n = *NvmlIfLoaded();
   nvmlDevice_t h = NvmlHandleOf(dev);
   nvmlMemory_t m{};
-  if (h == nullptr || rt.nvml.nvmlDeviceGetMemoryInfo == nullptr ||
-      rt.nvml.nvmlDeviceGetMemoryInfo(h, &m) != NVML_SUCCESS) {
+  if (h == nullptr || n.nvml.nvmlDeviceGetMemoryInfo == nullptr ||
+      n.nvml.nvmlDeviceGetMemoryInfo(h, &m) != NVML_SUCCESS) {
     return use;
   }
   use.device = m.used;
@@ -216,14 +219,14 @@ DeviceUse MeasureUse(CUdevice dev) {
 }
 
 bool ListProcesses(nvmlDevice_t h, ListedProcesses* out) {
-  Runtime& rt = Rt();
   out->count = 0;
-  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return false;
-  unsigned n = kMaxListedProcesses;
-  if (rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, out->infos) != NVML_SUCCESS) {
+  const NvmlDriver* n = NvmlIfLoaded();
+  if (n == nullptr || n->nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return false;
+  unsigned count = kMaxListedProcesses;
+  if (n->nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &count, out->infos) != NVML_SUCCESS) {
     return false;
   }
-  out->count = std::min(n, kMaxListedProcesses);
+  out->count = std::min(count, kMaxListedProcesses);
   return true;
 }
 
@@ -240,16 +243,10 @@ uint64_t UsedMemory(const nvmlProcessInfo_t& p) {
              : p.usedGpuMemory;
 }
 
-uint64_t KnownContextBytes(CUdevice dev) {
-  if (dev < 0 || dev >= kMaxDevices) return 0;
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  return rt.context_bytes[size_t(dev)];
-}
+uint64_t KnownContextBytes(CUdevice dev) { return Rt().ledger.ContextBytes(int(dev)); }
 
 void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before) {
-  region::Region* reg = EnsureRegion();
-  if (reg == nullptr || RegionIndex(dev) < 0) return;
+  if (BooksFor(int(dev)) == Books::kNotAccounted) return;
   Runtime& rt = Rt();
   uint64_t bytes = KnownContextBytes(dev);
   if (bytes == 0) {
@@ -264,80 +261,39 @@ void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& b
       bytes = after.device - before.device;
     }
     if (bytes != 0 && bytes < (8ull << 30)) {
-      std::lock_guard<std::mutex> l(rt.mu);
-      rt.context_bytes[size_t(dev)] = bytes;
+      rt.ledger.SetContextBytes(int(dev), bytes);
     } else {
       bytes = 0;
       g_log.Log(LogLevel::kInfo, "device %d: the context's size could not be measured", int(dev));
     }
   }
   Record(dev, bytes, UsageKind::kContext);
-  std::lock_guard<std::mutex> l(rt.mu);
-  rt.contexts[ctx] = {int(dev), bytes, primary};
+  rt.ledger.AddContext(ctx, ContextCharge{int(dev), bytes, primary});
 }
 
 void ContextEnded(CUcontext ctx) {
   Runtime& rt = Rt();
   rt.contexts_epoch.fetch_add(1, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> l(rt.mu);
-    auto c = rt.contexts.find(ctx);
-    if (c != rt.contexts.end()) {
-      Return(c->second.device, c->second.bytes, UsageKind::kContext);
-      rt.contexts.erase(c);
-    }
-    // Everything the context held is gone with it.
-    rt.allocations.EraseIf([&](CUdeviceptr, const Allocation& a) {
-      if (a.ctx != ctx) return false;
-      if (!a.small) Return(a.device, a.charge, a.kind);
-      return true;
-    });
-    std::erase_if(rt.small_pages, [&](const SmallPages& sp) {
-      if (sp.ctx != ctx) return false;
-      Return(sp.device, sp.pages * Granularity(sp.device), UsageKind::kData);
-      return true;
-    });
-    for (auto it = rt.objects.begin(); it != rt.objects.end();) {
-      if (it->second.ctx == ctx) {
-        Return(it->second.device, it->second.bytes, it->second.kind);
-        it = rt.objects.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+  Apply(rt.ledger.EndContext(ctx));
   // Pools and graph memory may have given memory back with the context.
   ReconcilePools();
   ReconcileGraphMemory(-1);
 }
 
-void TrackObject(const void* handle, const Held& held) {
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  rt.objects[handle] = held;
-}
+void TrackObject(const void* handle, const Held& held) { Rt().ledger.TrackObject(handle, held); }
 
 bool ForgetObject(const void* handle) {
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  auto it = rt.objects.find(handle);
-  if (it == rt.objects.end()) return false;
-  Return(it->second.device, it->second.bytes, it->second.kind);
-  rt.objects.erase(it);
+  std::optional<Returns> r = Rt().ledger.ForgetObject(handle);
+  if (!r) return false;
+  Apply(*r);
   return true;
 }
 
 void PrimaryMayHaveEnded(CUdevice dev) {
   if (PrimaryActive(dev)) return;
-  CUcontext primary = nullptr;
-  {
-    Runtime& rt = Rt();
-    std::lock_guard<std::mutex> l(rt.mu);
-    for (const auto& [ctx, info] : rt.contexts) {
-      if (info.device == int(dev) && info.primary) primary = ctx;
-    }
+  if (CUcontext primary = Rt().ledger.PrimaryOn(int(dev)); primary != nullptr) {
+    ContextEnded(primary);
   }
-  if (primary != nullptr) ContextEnded(primary);
 }
 
 }  // namespace hami::vgpu

@@ -26,14 +26,24 @@ namespace hami::vgpu {
 
 using region::UsageKind;
 
-inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
-
-// ---- the region's books, by CUDA ordinal (a device the region lacks is not accounted) ----
-// Reserves `bytes` unless that would pass the limit (false).
+// ---- the region's books, by CUDA ordinal; none of these joins the region ----
+// How an allocation on a device is booked.
+enum class Books {
+  kAccounted,     // charged to the region
+  kNotAccounted,  // the region does not hold the device: the driver alone decides
+  kRefused,       // the process could not join the region: refused
+};
+// Waits (holding nothing) while another thread joins.
+Books BooksFor(int ordinal);
+// Reserves `bytes` unless that would pass the limit, or the process is refused (false). Waits
+// first while this process is suspended. Must be called with no lock of libvgpu held, except
+// the pool, graph and module locks (runtime.h).
 bool Admit(int ordinal, uint64_t bytes, UsageKind kind);
 // Records memory the driver already holds (never refused: the truth is recorded).
 void Record(int ordinal, uint64_t bytes, UsageKind kind);
 void Return(int ordinal, uint64_t bytes, UsageKind kind);
+// Hands back everything in `returns`.
+void Apply(const Returns& returns);
 // The device's allocation granularity (asked once; 2 MiB when the driver cannot say).
 uint64_t Granularity(int ordinal);
 // The CUDA ordinal of a stream's device (the current context's for the NULL and per-thread
@@ -52,8 +62,8 @@ struct Charge {
 };
 
 // Reserves for `bytes` of `kind` on the current context's device. CUDA_ERROR_OUT_OF_MEMORY
-// past the limit; the driver's error when there is no current context; CUDA_SUCCESS with
-// charge->device == -1 when there is nothing to account against (no region).
+// past the limit or when the process is refused; the driver's error when there is no current
+// context; CUDA_SUCCESS with charge->device == -1 when the device is not accounted.
 CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge);
 // Undoes Reserve (the driver call failed).
 void Unreserve(const Charge& charge, UsageKind kind);
@@ -158,8 +168,6 @@ void ContextEnded(CUcontext ctx);
 
 // ---- implementation details of CreateContext ----
 bool PrimaryActive(CUdevice dev);
-// NVML initialized by libvgpu for itself in this process (false: no usable NVML).
-bool NvmlReady();
 // What NVML says is in use on CUDA device `dev`: by the whole device, and by this process
 // (its own entry in the running-process list, 0 when not listed). UINT64_MAX when unknown.
 struct DeviceUse {

@@ -53,11 +53,12 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
   // No driver at all: the driver's own "no device" answer, never a crash.
   HAMI_CUDA_REAL(cuInit, CUDA_ERROR_NO_DEVICE);
   if (!scope.nested()) BeginIdentity();
-  CUresult r = rt.cuda.cuInit(Flags);
+  CUresult r = drv.cuda.cuInit(Flags);
   if (r == CUDA_SUCCESS && !scope.nested()) {
-    rt.cuda_initialized.store(true, std::memory_order_release);
+    Rt().cuda_initialized.store(true, std::memory_order_release);
     LearnDevicesFromCuda();
-    if (EnsureRegion() != nullptr) ResolveIdentity(true);  // the probe, if it is needed
+    // The one place a CUDA process joins its region.
+    if (JoinRegion() == JoinState::kJoined) ResolveIdentity(true);  // the probe, if needed
   }
   return r;
 }
@@ -66,7 +67,7 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersio
                                   cuuint64_t flags) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGetProcAddress, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+  CUresult r = drv.cuda.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
   if (r == CUDA_SUCCESS) SubstituteWrapper(symbol, cudaVersion, flags, pfn);
   return r;
 }
@@ -75,7 +76,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
                                      cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGetProcAddress_v2, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+  CUresult r = drv.cuda.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
   if (r == CUDA_SUCCESS) SubstituteWrapper(symbol, cudaVersion, flags, pfn);
   return r;
 }
@@ -85,7 +86,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemGetInfo_v2, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuMemGetInfo_v2(free, total);
+  CUresult r = drv.cuda.cuMemGetInfo_v2(free, total);
   if (scope.nested()) return r;
   return MemGetInfo(free, total, r);
 }
@@ -93,12 +94,12 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemGetInfo, CUDA_ERROR_NOT_INITIALIZED);
-  if (free == nullptr || total == nullptr || rt.cuda.cuMemGetInfo_v2 == nullptr) {
-    return rt.cuda.cuMemGetInfo(free, total);
+  if (free == nullptr || total == nullptr || drv.cuda.cuMemGetInfo_v2 == nullptr) {
+    return drv.cuda.cuMemGetInfo(free, total);
   }
   // The same view through the 64-bit call, then narrowed as the old ABI does.
   size_t f = 0, t = 0;
-  CUresult r = rt.cuda.cuMemGetInfo_v2(&f, &t);
+  CUresult r = drv.cuda.cuMemGetInfo_v2(&f, &t);
   if (!scope.nested()) r = MemGetInfo(&f, &t, r);
   if (r == CUDA_SUCCESS) {
     *free = unsigned(std::min<size_t>(f, 0xffffffffu));
@@ -111,15 +112,15 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   HAMI_CUDA_REAL(cuDeviceTotalMem_v2, CUDA_ERROR_NOT_INITIALIZED);
   const uint64_t limit = LimitOf(dev);
-  if (limit == 0) return rt.cuda.cuDeviceTotalMem_v2(bytes, dev);  // a plain tail call
-  CUresult r = rt.cuda.cuDeviceTotalMem_v2(bytes, dev);
+  if (limit == 0) return drv.cuda.cuDeviceTotalMem_v2(bytes, dev);  // a plain tail call
+  CUresult r = drv.cuda.cuDeviceTotalMem_v2(bytes, dev);
   if (r == CUDA_SUCCESS) *bytes = size_t(std::min<uint64_t>(limit, *bytes));
   return r;
 }
 
 CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
   HAMI_CUDA_REAL(cuDeviceTotalMem, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuDeviceTotalMem(bytes, dev);
+  CUresult r = drv.cuda.cuDeviceTotalMem(bytes, dev);
   if (r != CUDA_SUCCESS) return r;
   if (uint64_t limit = LimitOf(dev); limit != 0)
     *bytes = unsigned(std::min<uint64_t>(limit, *bytes));
@@ -131,15 +132,15 @@ CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuDevicePrimaryCtxRetain, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev);
+  if (scope.nested()) return drv.cuda.cuDevicePrimaryCtxRetain(pctx, dev);
   return CreateContext(dev, pctx, true,
-                       [&] { return rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev); });
+                       [&] { return drv.cuda.cuDevicePrimaryCtxRetain(pctx, dev); });
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuDevicePrimaryCtxRelease, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuDevicePrimaryCtxRelease(dev);
+  CUresult r = drv.cuda.cuDevicePrimaryCtxRelease(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
 }
@@ -147,7 +148,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuDevicePrimaryCtxRelease_v2, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuDevicePrimaryCtxRelease_v2(dev);
+  CUresult r = drv.cuda.cuDevicePrimaryCtxRelease_v2(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
 }
@@ -155,7 +156,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuDevicePrimaryCtxReset, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuDevicePrimaryCtxReset(dev);
+  CUresult r = drv.cuda.cuDevicePrimaryCtxReset(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
 }
@@ -163,7 +164,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuDevicePrimaryCtxReset_v2(dev);
+  CUresult r = drv.cuda.cuDevicePrimaryCtxReset_v2(dev);
   if (r == CUDA_SUCCESS && !scope.nested()) PrimaryMayHaveEnded(dev);
   return r;
 }
@@ -171,39 +172,39 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
 CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxCreate, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuCtxCreate(pctx, flags, dev);
-  return CreateContext(dev, pctx, false, [&] { return rt.cuda.cuCtxCreate(pctx, flags, dev); });
+  if (scope.nested()) return drv.cuda.cuCtxCreate(pctx, flags, dev);
+  return CreateContext(dev, pctx, false, [&] { return drv.cuda.cuCtxCreate(pctx, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxCreate_v2, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuCtxCreate_v2(pctx, flags, dev);
-  return CreateContext(dev, pctx, false, [&] { return rt.cuda.cuCtxCreate_v2(pctx, flags, dev); });
+  if (scope.nested()) return drv.cuda.cuCtxCreate_v2(pctx, flags, dev);
+  return CreateContext(dev, pctx, false, [&] { return drv.cuda.cuCtxCreate_v2(pctx, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n,
                                 unsigned int flags, CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxCreate_v3, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev);
+  if (scope.nested()) return drv.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev);
   return CreateContext(dev, pctx, false,
-                       [&] { return rt.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
+                       [&] { return drv.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                                 CUdevice dev) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxCreate_v4, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev);
+  if (scope.nested()) return drv.cuda.cuCtxCreate_v4(pctx, params, flags, dev);
   return CreateContext(dev, pctx, false,
-                       [&] { return rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
+                       [&] { return drv.cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuCtxDestroy(ctx);
+  CUresult r = drv.cuda.cuCtxDestroy(ctx);
   if (r == CUDA_SUCCESS && !scope.nested()) ContextEnded(ctx);
   return r;
 }
@@ -211,7 +212,7 @@ CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxDestroy_v2, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuCtxDestroy_v2(ctx);
+  CUresult r = drv.cuda.cuCtxDestroy_v2(ctx);
   if (r == CUDA_SUCCESS && !scope.nested()) ContextEnded(ctx);
   return r;
 }

@@ -29,7 +29,7 @@ namespace {
 
 void WalkGraph(CUgraph graph, const std::function<void(CUgraphNode, CUgraphNodeType)>& fn,
                int depth) {
-  const CudaAux& a = Rt().cuda_aux;
+  const CudaAux& a = CudaOrEmpty().aux;
   if (depth > 16 || a.cuGraphGetNodes == nullptr || a.cuGraphNodeGetType == nullptr) return;
   size_t n = 0;
   if (a.cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
@@ -62,7 +62,7 @@ using Needs = std::array<uint64_t, kMaxDevices>;
 
 // Adds what the allocation nodes of `graph` (and of its child graphs) need per device.
 void AddNeeds(CUgraph graph, Needs* needs) {
-  const CudaAux& a = Rt().cuda_aux;
+  const CudaAux& a = CudaOrEmpty().aux;
   ForEachGraphNode(graph, [&](CUgraphNode node, CUgraphNodeType type) {
     if (type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || a.cuGraphMemAllocNodeGetParams == nullptr) return;
     CUDA_MEM_ALLOC_NODE_PARAMS p{};
@@ -77,11 +77,12 @@ void AddNeeds(CUgraph graph, Needs* needs) {
 
 // Brings the graph-memory charge of `device` to what the driver reports. Caller holds
 // graph_mu.
-void ReconcileLocked(Runtime& rt, int device) {
+void ReconcileLocked(Runtime& rt, int device) REQUIRES(rt.graph_mu) {
+  const CudaDriver& drv = CudaOrEmpty();
   cuuint64_t reserved = 0;
-  if (rt.cuda_aux.cuDeviceGetGraphMemAttribute == nullptr ||
-      rt.cuda_aux.cuDeviceGetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
-                                               &reserved) != CUDA_SUCCESS) {
+  if (drv.aux.cuDeviceGetGraphMemAttribute == nullptr ||
+      drv.aux.cuDeviceGetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+                                           &reserved) != CUDA_SUCCESS) {
     return;
   }
   uint64_t& charged = rt.graph_charged[size_t(device)];
@@ -94,8 +95,9 @@ void ReconcileLocked(Runtime& rt, int device) {
 }
 
 // The device's graph memory no longer holds any graph's allocations resident for reuse.
-void TrimLocked(Runtime& rt, int device) {
-  if (rt.cuda.cuDeviceGraphMemTrim != nullptr) rt.cuda.cuDeviceGraphMemTrim(device);
+void TrimLocked(Runtime& rt, int device) REQUIRES(rt.graph_mu) {
+  const CudaDriver& drv = CudaOrEmpty();
+  if (drv.cuda.cuDeviceGraphMemTrim != nullptr) drv.cuda.cuDeviceGraphMemTrim(device);
   for (auto& [exec, needs] : rt.graph_execs) needs.resident[size_t(device)] = false;
   ReconcileLocked(rt, device);
 }
@@ -110,31 +112,28 @@ void Instantiated(CUresult r, CUgraphExec* exec, CUgraph graph) {
   for (uint64_t b : needs) any |= b != 0;
   if (!any) return;
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.graph_mu);
+  MutexLock l(&rt.graph_mu);
   rt.graph_execs[*exec].bytes = needs;
   rt.any_graph_memory.store(true, std::memory_order_relaxed);
 }
 
-// Admits the memory a launch (or upload) of `exec` makes resident, runs it, then settles.
-template <typename Call>
-CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
-  Runtime& rt = Rt();
-  if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return call();
-  std::unique_lock<std::mutex> l(rt.graph_mu);
+// Whether a launch of `exec` makes graph memory resident that is not yet admitted.
+bool NeedsAdmission(Runtime& rt, CUgraphExec exec) REQUIRES(rt.graph_mu) {
   auto it = rt.graph_execs.find(exec);
-  bool first = false;
-  if (it != rt.graph_execs.end()) {
-    for (int d = 0; d < kMaxDevices; ++d) {
-      first |= it->second.bytes[size_t(d)] != 0 && !it->second.resident[size_t(d)];
-    }
+  if (it == rt.graph_execs.end()) return false;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (it->second.bytes[size_t(d)] != 0 && !it->second.resident[size_t(d)]) return true;
   }
-  if (!first) {
-    l.unlock();
-    return call();
-  }
-  // The first launch: admitted device by device, with the lock held through the launch so
-  // that no other launch counts on the same memory.
-  Runtime::GraphNeeds& needs = it->second;
+  return false;
+}
+
+// The first launch: admitted device by device, with graph_mu held through the launch so that
+// no other launch counts on the same memory (the launch never calls back into a hook that
+// takes it).
+template <typename Call>
+CUresult LaunchFirstLocked(Runtime& rt, CUgraphExec exec, Call call) REQUIRES(rt.graph_mu) {
+  if (!NeedsAdmission(rt, exec)) return call();  // another launch made it resident
+  Runtime::GraphNeeds& needs = rt.graph_execs.find(exec)->second;
   Needs admitted{};
   for (int d = 0; d < kMaxDevices; ++d) {
     uint64_t want = needs.resident[size_t(d)] ? 0 : needs.bytes[size_t(d)];
@@ -142,7 +141,10 @@ CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
     if (!Admit(d, want, UsageKind::kGraph)) {
       TrimLocked(rt, d);
       if (!Admit(d, want, UsageKind::kGraph)) {
-        for (int e = 0; e < d; ++e) Return(e, admitted[size_t(e)], UsageKind::kGraph);
+        for (int e = 0; e < d; ++e) {
+          Return(e, admitted[size_t(e)], UsageKind::kGraph);
+          rt.graph_charged[size_t(e)] -= admitted[size_t(e)];
+        }
         return CUDA_ERROR_OUT_OF_MEMORY;
       }
     }
@@ -162,12 +164,28 @@ CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
   return r;
 }
 
+// Admits the memory a launch (or upload) of `exec` makes resident, runs it, then settles.
+template <typename Call>
+CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
+  Runtime& rt = Rt();
+  if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return call();
+  bool first;
+  {
+    MutexLock l(&rt.graph_mu);
+    first = NeedsAdmission(rt, exec);
+  }
+  if (!first) return call();
+  GateAllocation();  // before the lock: a suspended process waits holding nothing
+  MutexLock l(&rt.graph_mu);
+  return LaunchFirstLocked(rt, exec, call);
+}
+
 }  // namespace
 
 void ReconcileGraphMemory(int ordinal) {
   Runtime& rt = Rt();
   if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> l(rt.graph_mu);
+  MutexLock l(&rt.graph_mu);
   for (int d = 0; d < kMaxDevices; ++d) {
     if ((ordinal < 0 || d == ordinal) && rt.graph_charged[size_t(d)] != 0) ReconcileLocked(rt, d);
   }
@@ -181,7 +199,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph h
                                              unsigned long long flags) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphInstantiateWithFlags, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+  CUresult r = drv.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
   if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
   return r;
 }
@@ -191,7 +209,7 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph,
                                     CUgraphNode* phErrorNode, char* logBuffer, size_t bufferSize) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphInstantiate, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+  CUresult r = drv.cuda.cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
   if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
   return r;
 }
@@ -202,7 +220,7 @@ CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphInstantiate_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r =
-      rt.cuda.cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+      drv.cuda.cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
   if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
   return r;
 }
@@ -211,7 +229,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph 
                                               CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphInstantiateWithParams, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGraphInstantiateWithParams(phGraphExec, hGraph, params);
+  CUresult r = drv.cuda.cuGraphInstantiateWithParams(phGraphExec, hGraph, params);
   if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
   return r;
 }
@@ -220,7 +238,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUg
                                                    CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphInstantiateWithParams_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, params);
+  CUresult r = drv.cuda.cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, params);
   if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
   return r;
 }
@@ -228,7 +246,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUg
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphLaunch, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuGraphLaunch(hGraphExec, hStream); };
+  auto call = [&] { return drv.cuda.cuGraphLaunch(hGraphExec, hStream); };
   if (scope.nested()) return call();
   PaceGraphLaunch(hGraphExec, hStream);
   return LaunchWithMemory(hGraphExec, call);
@@ -237,7 +255,7 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphLaunch_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); };
+  auto call = [&] { return drv.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); };
   if (scope.nested()) return call();
   PaceGraphLaunch(hGraphExec, hStream);
   return LaunchWithMemory(hGraphExec, call);
@@ -247,7 +265,7 @@ CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
 CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphUpload, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuGraphUpload(hGraphExec, hStream); };
+  auto call = [&] { return drv.cuda.cuGraphUpload(hGraphExec, hStream); };
   if (scope.nested()) return call();
   return LaunchWithMemory(hGraphExec, call);
 }
@@ -255,7 +273,7 @@ CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
 CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphUpload_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuGraphUpload_ptsz(hGraphExec, hStream); };
+  auto call = [&] { return drv.cuda.cuGraphUpload_ptsz(hGraphExec, hStream); };
   if (scope.nested()) return call();
   return LaunchWithMemory(hGraphExec, call);
 }
@@ -263,11 +281,12 @@ CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
   HookScope scope;
   HAMI_CUDA_REAL(cuGraphExecDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuGraphExecDestroy(hGraphExec);
+  Runtime& rt = Rt();
+  CUresult r = drv.cuda.cuGraphExecDestroy(hGraphExec);
   if (r == CUDA_SUCCESS && !scope.nested()) ForgetGraphKernels(hGraphExec);
   if (r != CUDA_SUCCESS || scope.nested() || !rt.any_graph_memory.load()) return r;
   {
-    std::lock_guard<std::mutex> l(rt.graph_mu);
+    MutexLock l(&rt.graph_mu);
     rt.graph_execs.erase(hGraphExec);
   }
   ReconcileGraphMemory(-1);
@@ -277,9 +296,10 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
 CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device) {
   HookScope scope;
   HAMI_CUDA_REAL(cuDeviceGraphMemTrim, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuDeviceGraphMemTrim(device);
+  Runtime& rt = Rt();
+  CUresult r = drv.cuda.cuDeviceGraphMemTrim(device);
   if (r != CUDA_SUCCESS || scope.nested() || device < 0 || device >= kMaxDevices) return r;
-  std::lock_guard<std::mutex> l(rt.graph_mu);
+  MutexLock l(&rt.graph_mu);
   for (auto& [exec, needs] : rt.graph_execs) needs.resident[size_t(device)] = false;
   ReconcileLocked(rt, device);
   return r;

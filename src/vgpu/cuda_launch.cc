@@ -16,8 +16,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   HAMI_CUDA_REAL(cuLaunchKernel, CUDA_ERROR_NOT_INITIALIZED);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
-  return rt.cuda.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                sharedMemBytes, hStream, kernelParams, extra);
+  return drv.cuda.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                 sharedMemBytes, hStream, kernelParams, extra);
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -28,8 +28,8 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
   HAMI_CUDA_REAL(cuLaunchKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
-  return rt.cuda.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                     blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+  return drv.cuda.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                      blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
@@ -39,7 +39,7 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, vo
     PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
                uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
   }
-  return rt.cuda.cuLaunchKernelEx(config, f, kernelParams, extra);
+  return drv.cuda.cuLaunchKernelEx(config, f, kernelParams, extra);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
@@ -49,7 +49,7 @@ CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction 
     PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
                uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
   }
-  return rt.cuda.cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
+  return drv.cuda.cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
@@ -60,8 +60,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
   HAMI_CUDA_REAL(cuLaunchCooperativeKernel, CUDA_ERROR_NOT_INITIALIZED);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
-  return rt.cuda.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                           blockDimZ, sharedMemBytes, hStream, kernelParams);
+  return drv.cuda.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                            blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -72,9 +72,9 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
   HAMI_CUDA_REAL(cuLaunchCooperativeKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
-  return rt.cuda.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                                                blockDimY, blockDimZ, sharedMemBytes, hStream,
-                                                kernelParams);
+  return drv.cuda.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                                                 blockDimY, blockDimZ, sharedMemBytes, hStream,
+                                                 kernelParams);
 }
 
 }  // extern "C"

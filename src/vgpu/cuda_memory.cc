@@ -31,7 +31,7 @@ CUresult AllocPitch(CUdeviceptr* dptr, Size* pitch, uint64_t width, uint64_t hei
     // Wider than estimated (rare): charge the real size, or give the memory back.
     Unreserve(charge, UsageKind::kData);
     if (Reserve(actual, UsageKind::kData, &charge) != CUDA_SUCCESS) {
-      Rt().cuda.cuMemFree_v2(*dptr);
+      if (const CudaDriver* d = CudaIfLoaded()) d->cuda.cuMemFree_v2(*dptr);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
@@ -47,19 +47,19 @@ extern "C" {
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuMemAlloc_v2(dptr, bytesize);
+  if (scope.nested()) return drv.cuda.cuMemAlloc_v2(dptr, bytesize);
   return AdmitAllocation(dptr, bytesize, UsageKind::kData,
-                         [&] { return rt.cuda.cuMemAlloc_v2(dptr, bytesize); });
+                         [&] { return drv.cuda.cuMemAlloc_v2(dptr, bytesize); });
 }
 
 // The 32-bit ABI: the same rule.
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAlloc, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested() || dptr == nullptr) return rt.cuda.cuMemAlloc(dptr, bytesize);
+  if (scope.nested() || dptr == nullptr) return drv.cuda.cuMemAlloc(dptr, bytesize);
   CUdeviceptr wide = 0;
   return AdmitAllocation(&wide, bytesize, UsageKind::kData, [&] {
-    CUresult r = rt.cuda.cuMemAlloc(dptr, bytesize);
+    CUresult r = drv.cuda.cuMemAlloc(dptr, bytesize);
     wide = *dptr;
     return r;
   });
@@ -69,9 +69,9 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAllocManaged, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuMemAllocManaged(dptr, bytesize, flags);
+  if (scope.nested()) return drv.cuda.cuMemAllocManaged(dptr, bytesize, flags);
   return AdmitAllocation(dptr, bytesize, UsageKind::kData,
-                         [&] { return rt.cuda.cuMemAllocManaged(dptr, bytesize, flags); });
+                         [&] { return drv.cuda.cuMemAllocManaged(dptr, bytesize, flags); });
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
@@ -79,7 +79,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAllocPitch_v2, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] {
-    return rt.cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    return drv.cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   };
   if (scope.nested()) return call();
   return AllocPitch(dptr, pPitch, WidthInBytes, Height, call);
@@ -92,7 +92,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
   HAMI_CUDA_REAL(cuMemAllocPitch, CUDA_ERROR_NOT_INITIALIZED);
   CUdeviceptr wide = 0;
   auto call = [&] {
-    CUresult r = rt.cuda.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    CUresult r = drv.cuda.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (r == CUDA_SUCCESS) wide = *dptr;
     return r;
   };
@@ -103,15 +103,15 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuMemFree_v2(dptr);
-  return FreeAllocation(dptr, [&] { return rt.cuda.cuMemFree_v2(dptr); });
+  if (scope.nested()) return drv.cuda.cuMemFree_v2(dptr);
+  return FreeAllocation(dptr, [&] { return drv.cuda.cuMemFree_v2(dptr); });
 }
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemFree, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuMemFree(dptr);
-  return FreeAllocation(dptr, [&] { return rt.cuda.cuMemFree(dptr); });
+  if (scope.nested()) return drv.cuda.cuMemFree(dptr);
+  return FreeAllocation(dptr, [&] { return drv.cuda.cuMemFree(dptr); });
 }
 
 }  // extern "C"

@@ -9,17 +9,6 @@ using namespace hami::vgpu;  // NOLINT
 
 namespace {
 
-// ---- VMM ----
-
-// A physical allocation's memory goes back to the device once every handle to it has been
-// released and every mapping of it unmapped. Caller holds rt.mu.
-void DropIfUnusedLocked(Runtime& rt, CUmemGenericAllocationHandle handle) {
-  auto it = rt.physical.find(handle);
-  if (it == rt.physical.end() || it->second.refs > 0 || it->second.mappings > 0) return;
-  Return(it->second.device, it->second.bytes, UsageKind::kVmm);
-  rt.physical.erase(it);
-}
-
 // ---- arrays ----
 
 // Bytes per element, an upper bound for packed and compressed formats (the channel count
@@ -131,25 +120,32 @@ ArrayShape Shape3D(const Desc& d) {
 // process is not measured, and so not charged. Libraries are not tied to a context.
 template <typename Handle, typename Call, typename Unload>
 CUresult MeasuredLoad(Handle* out, bool per_context, Call call, Unload unload) {
+  const CudaDriver& drv = CudaOrEmpty();
   Runtime& rt = Rt();
   int dev;
   CUcontext ctx;
-  if (out == nullptr || rt.cuda.cuMemGetInfo_v2 == nullptr ||
+  if (out == nullptr || drv.cuda.cuMemGetInfo_v2 == nullptr ||
       CurrentDevice(&dev, &ctx) != CUDA_SUCCESS) {
     return call();
   }
-  std::lock_guard<std::mutex> l(rt.module_mu);
-  const uint64_t calls = rt.allocation_calls.load();
+  CUresult r;
   size_t before = 0, after = 0, total = 0;
-  bool measured =
-      (calls & 0xffffffffu) == 0 && rt.cuda.cuMemGetInfo_v2(&before, &total) == CUDA_SUCCESS;
-  CUresult r = call();
-  if (r != CUDA_SUCCESS) return r;
-  // Nothing else of this process allocated or freed in between (none in flight, none begun).
-  measured = measured && rt.cuda.cuMemGetInfo_v2(&after, &total) == CUDA_SUCCESS &&
-             rt.allocation_calls.load() == calls;
+  bool measured;
+  {
+    MutexLock l(&rt.module_mu);
+    const uint64_t calls = rt.allocation_calls.load();
+    measured =
+        (calls & 0xffffffffu) == 0 && drv.cuda.cuMemGetInfo_v2(&before, &total) == CUDA_SUCCESS;
+    r = call();
+    if (r != CUDA_SUCCESS) return r;
+    // Nothing else of this process allocated or freed in between (none in flight, none
+    // begun).
+    measured = measured && drv.cuda.cuMemGetInfo_v2(&after, &total) == CUDA_SUCCESS &&
+               rt.allocation_calls.load() == calls;
+  }
   if (!measured || after >= before) return r;
-  uint64_t bytes = before - after;
+  const uint64_t bytes = before - after;
+  // Admitted with the lock released: the region's mutex is never taken under it.
   if (!Admit(dev, bytes, UsageKind::kModule)) {
     unload(*out);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -175,7 +171,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                              const CUmemAllocationProp* prop, unsigned long long flags) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemCreate, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuMemCreate(handle, size, prop, flags); };
+  auto call = [&] { return drv.cuda.cuMemCreate(handle, size, prop, flags); };
   if (scope.nested() || handle == nullptr || prop == nullptr || size == 0 ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return call();
@@ -191,8 +187,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     Return(device, size, UsageKind::kVmm);
     return r;
   }
-  std::lock_guard<std::mutex> l(rt.mu);
-  rt.physical[*handle] = Runtime::Physical{device, size, 1, 0};
+  Rt().ledger.AddPhysical(*handle, device, size);
   return r;
 }
 
@@ -202,14 +197,10 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   CUresult r;
   {
     Allocating allocating;
-    r = rt.cuda.cuMemRelease(handle);
+    r = drv.cuda.cuMemRelease(handle);
   }
   if (r != CUDA_SUCCESS || scope.nested()) return r;
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (auto it = rt.physical.find(handle); it != rt.physical.end()) {
-    it->second.refs -= 1;
-    DropIfUnusedLocked(rt, handle);
-  }
+  Apply(Rt().ledger.ReleasePhysical(handle));
   return r;
 }
 
@@ -217,10 +208,9 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
 CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemRetainAllocationHandle, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuMemRetainAllocationHandle(handle, addr);
+  CUresult r = drv.cuda.cuMemRetainAllocationHandle(handle, addr);
   if (r != CUDA_SUCCESS || scope.nested() || handle == nullptr) return r;
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (auto it = rt.physical.find(*handle); it != rt.physical.end()) it->second.refs += 1;
+  Rt().ledger.RetainPhysical(*handle);
   return r;
 }
 
@@ -228,13 +218,9 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemMap, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuMemMap(ptr, size, offset, handle, flags);
+  CUresult r = drv.cuda.cuMemMap(ptr, size, offset, handle, flags);
   if (r != CUDA_SUCCESS || scope.nested()) return r;
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (auto it = rt.physical.find(handle); it != rt.physical.end()) {
-    it->second.mappings += 1;
-    rt.mapped[ptr] = Runtime::Mapping{handle, size};
-  }
+  Rt().ledger.Map(ptr, size, handle);
   return r;
 }
 
@@ -244,19 +230,10 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   CUresult r;
   {
     Allocating allocating;
-    r = rt.cuda.cuMemUnmap(ptr, size);
+    r = drv.cuda.cuMemUnmap(ptr, size);
   }
   if (r != CUDA_SUCCESS || scope.nested()) return r;
-  std::lock_guard<std::mutex> l(rt.mu);
-  // Every mapping that starts inside the unmapped range is gone.
-  for (auto it = rt.mapped.lower_bound(ptr); it != rt.mapped.end() && it->first < ptr + size;) {
-    CUmemGenericAllocationHandle handle = it->second.handle;
-    it = rt.mapped.erase(it);
-    if (auto p = rt.physical.find(handle); p != rt.physical.end()) {
-      p->second.mappings -= 1;
-      DropIfUnusedLocked(rt, handle);
-    }
-  }
+  Apply(Rt().ledger.Unmap(ptr, size));
   return r;
 }
 
@@ -265,7 +242,7 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
 CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   HookScope scope;
   HAMI_CUDA_REAL(cuArrayCreate_v2, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuArrayCreate_v2(pHandle, desc); };
+  auto call = [&] { return drv.cuda.cuArrayCreate_v2(pHandle, desc); };
   if (scope.nested() || desc == nullptr) return call();
   return AdmitObject(pHandle, ArrayBytes(Shape2D(*desc), 1), UsageKind::kData, call);
 }
@@ -273,7 +250,7 @@ CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR*
 CUresult CUDAAPI cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* desc) {
   HookScope scope;
   HAMI_CUDA_REAL(cuArrayCreate, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuArrayCreate(pHandle, desc); };
+  auto call = [&] { return drv.cuda.cuArrayCreate(pHandle, desc); };
   if (scope.nested() || desc == nullptr) return call();
   return AdmitObject(pHandle, ArrayBytes(Shape2D(*desc), 1), UsageKind::kData, call);
 }
@@ -281,7 +258,7 @@ CUresult CUDAAPI cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1*
 CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   HookScope scope;
   HAMI_CUDA_REAL(cuArray3DCreate_v2, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuArray3DCreate_v2(pHandle, desc); };
+  auto call = [&] { return drv.cuda.cuArray3DCreate_v2(pHandle, desc); };
   if (scope.nested() || desc == nullptr) return call();
   return AdmitObject(pHandle, ArrayBytes(Shape3D(*desc), 1), UsageKind::kData, call);
 }
@@ -289,7 +266,7 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIP
 CUresult CUDAAPI cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
   HookScope scope;
   HAMI_CUDA_REAL(cuArray3DCreate, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuArray3DCreate(pHandle, desc); };
+  auto call = [&] { return drv.cuda.cuArray3DCreate(pHandle, desc); };
   if (scope.nested() || desc == nullptr) return call();
   return AdmitObject(pHandle, ArrayBytes(Shape3D(*desc), 1), UsageKind::kData, call);
 }
@@ -297,8 +274,8 @@ CUresult CUDAAPI cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
   HookScope scope;
   HAMI_CUDA_REAL(cuArrayDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuArrayDestroy(hArray);
-  return Unloaded(hArray, [&] { return rt.cuda.cuArrayDestroy(hArray); });
+  if (scope.nested()) return drv.cuda.cuArrayDestroy(hArray);
+  return Unloaded(hArray, [&] { return drv.cuda.cuArrayDestroy(hArray); });
 }
 
 CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
@@ -306,7 +283,7 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
                                         unsigned int numMipmapLevels) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMipmappedArrayCreate, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels); };
+  auto call = [&] { return drv.cuda.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels); };
   if (scope.nested() || desc == nullptr) return call();
   return AdmitObject(pHandle, ArrayBytes(Shape3D(*desc), numMipmapLevels), UsageKind::kData, call);
 }
@@ -314,9 +291,9 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMipmappedArrayDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuMipmappedArrayDestroy(hMipmappedArray);
+  if (scope.nested()) return drv.cuda.cuMipmappedArrayDestroy(hMipmappedArray);
   return Unloaded(hMipmappedArray,
-                  [&] { return rt.cuda.cuMipmappedArrayDestroy(hMipmappedArray); });
+                  [&] { return drv.cuda.cuMipmappedArrayDestroy(hMipmappedArray); });
 }
 
 // ---- modules and libraries: the memory a load takes, measured ----
@@ -324,17 +301,17 @@ CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
 CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
   HookScope scope;
   HAMI_CUDA_REAL(cuModuleLoad, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuModuleLoad(module, fname); };
+  auto call = [&] { return drv.cuda.cuModuleLoad(module, fname); };
   if (scope.nested()) return call();
-  return MeasuredLoad(module, true, call, rt.cuda.cuModuleUnload);
+  return MeasuredLoad(module, true, call, drv.cuda.cuModuleUnload);
 }
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   HookScope scope;
   HAMI_CUDA_REAL(cuModuleLoadData, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuModuleLoadData(module, image); };
+  auto call = [&] { return drv.cuda.cuModuleLoadData(module, image); };
   if (scope.nested()) return call();
-  return MeasuredLoad(module, true, call, rt.cuda.cuModuleUnload);
+  return MeasuredLoad(module, true, call, drv.cuda.cuModuleUnload);
 }
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
@@ -342,25 +319,25 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigne
   HookScope scope;
   HAMI_CUDA_REAL(cuModuleLoadDataEx, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] {
-    return rt.cuda.cuModuleLoadDataEx(module, image, numOptions, options, optionValues);
+    return drv.cuda.cuModuleLoadDataEx(module, image, numOptions, options, optionValues);
   };
   if (scope.nested()) return call();
-  return MeasuredLoad(module, true, call, rt.cuda.cuModuleUnload);
+  return MeasuredLoad(module, true, call, drv.cuda.cuModuleUnload);
 }
 
 CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
   HookScope scope;
   HAMI_CUDA_REAL(cuModuleLoadFatBinary, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuModuleLoadFatBinary(module, fatCubin); };
+  auto call = [&] { return drv.cuda.cuModuleLoadFatBinary(module, fatCubin); };
   if (scope.nested()) return call();
-  return MeasuredLoad(module, true, call, rt.cuda.cuModuleUnload);
+  return MeasuredLoad(module, true, call, drv.cuda.cuModuleUnload);
 }
 
 CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   HookScope scope;
   HAMI_CUDA_REAL(cuModuleUnload, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuModuleUnload(hmod);
-  return Unloaded(hmod, [&] { return rt.cuda.cuModuleUnload(hmod); });
+  if (scope.nested()) return drv.cuda.cuModuleUnload(hmod);
+  return Unloaded(hmod, [&] { return drv.cuda.cuModuleUnload(hmod); });
 }
 
 CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
@@ -370,11 +347,11 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_o
   HookScope scope;
   HAMI_CUDA_REAL(cuLibraryLoadData, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] {
-    return rt.cuda.cuLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions,
-                                     libraryOptions, libraryOptionValues, numLibraryOptions);
+    return drv.cuda.cuLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions,
+                                      libraryOptions, libraryOptionValues, numLibraryOptions);
   };
-  if (scope.nested() || rt.cuda.cuLibraryUnload == nullptr) return call();
-  return MeasuredLoad(library, false, call, rt.cuda.cuLibraryUnload);
+  if (scope.nested() || drv.cuda.cuLibraryUnload == nullptr) return call();
+  return MeasuredLoad(library, false, call, drv.cuda.cuLibraryUnload);
 }
 
 CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
@@ -384,19 +361,19 @@ CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
   HookScope scope;
   HAMI_CUDA_REAL(cuLibraryLoadFromFile, CUDA_ERROR_NOT_INITIALIZED);
   auto call = [&] {
-    return rt.cuda.cuLibraryLoadFromFile(library, fileName, jitOptions, jitOptionsValues,
-                                         numJitOptions, libraryOptions, libraryOptionValues,
-                                         numLibraryOptions);
+    return drv.cuda.cuLibraryLoadFromFile(library, fileName, jitOptions, jitOptionsValues,
+                                          numJitOptions, libraryOptions, libraryOptionValues,
+                                          numLibraryOptions);
   };
-  if (scope.nested() || rt.cuda.cuLibraryUnload == nullptr) return call();
-  return MeasuredLoad(library, false, call, rt.cuda.cuLibraryUnload);
+  if (scope.nested() || drv.cuda.cuLibraryUnload == nullptr) return call();
+  return MeasuredLoad(library, false, call, drv.cuda.cuLibraryUnload);
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
   HookScope scope;
   HAMI_CUDA_REAL(cuLibraryUnload, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.nested()) return rt.cuda.cuLibraryUnload(library);
-  return Unloaded(library, [&] { return rt.cuda.cuLibraryUnload(library); });
+  if (scope.nested()) return drv.cuda.cuLibraryUnload(library);
+  return Unloaded(library, [&] { return drv.cuda.cuLibraryUnload(library); });
 }
 
 }  // extern "C"

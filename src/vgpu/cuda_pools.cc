@@ -29,10 +29,10 @@ namespace {
 using PoolIt = std::map<CUmemoryPool, Runtime::PoolCharge>::iterator;
 
 bool PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t* value) {
-  Runtime& rt = Rt();
+  const CudaDriver& drv = CudaOrEmpty();
   cuuint64_t v = 0;
-  if (rt.cuda_aux.cuMemPoolGetAttribute == nullptr ||
-      rt.cuda_aux.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS) {
+  if (drv.aux.cuMemPoolGetAttribute == nullptr ||
+      drv.aux.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS) {
     return false;
   }
   *value = v;
@@ -41,17 +41,17 @@ bool PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t* value)
 
 // The ledger entry of `pool`: a pool this process created, or the current or default pool
 // of a device it sees. Device -1 (not charged) for any other pool. Caller holds pool_mu.
-PoolIt FindPoolLocked(Runtime& rt, CUmemoryPool pool) {
+PoolIt FindPoolLocked(Runtime& rt, CUmemoryPool pool) REQUIRES(rt.pool_mu) {
+  const CudaDriver& drv = CudaOrEmpty();
   auto it = rt.pools.find(pool);
   if (it != rt.pools.end()) return it;
   int device = -1;
   int count = 0;
-  if (rt.cuda_aux.cuDeviceGetCount != nullptr &&
-      rt.cuda_aux.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+  if (drv.aux.cuDeviceGetCount != nullptr && drv.aux.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
     for (int d = 0; d < count && d < kMaxDevices && device < 0; ++d) {
       CUmemoryPool p = nullptr;
-      if ((rt.cuda_aux.cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS && p == pool) ||
-          (rt.cuda_aux.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS && p == pool)) {
+      if ((drv.aux.cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS && p == pool) ||
+          (drv.aux.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS && p == pool)) {
         device = d;
       }
     }
@@ -61,7 +61,7 @@ PoolIt FindPoolLocked(Runtime& rt, CUmemoryPool pool) {
 }
 
 // Brings the charge of one pool to its reserved memory. Caller holds pool_mu.
-void ReconcileLocked(PoolIt it) {
+void ReconcileLocked(PoolIt it) NO_THREAD_SAFETY_ANALYSIS {  // with pool_mu held
   Runtime::PoolCharge& c = it->second;
   uint64_t reserved;
   if (c.device < 0 || !PoolAttribute(it->first, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved)) {
@@ -76,11 +76,12 @@ void ReconcileLocked(PoolIt it) {
 }
 
 // Asks every other pool of this process on `device` to give back what it caches.
-void TrimIdlePoolsLocked(Runtime& rt, int device, CUmemoryPool except) {
-  if (rt.cuda.cuMemPoolTrimTo == nullptr) return;
+void TrimIdlePoolsLocked(Runtime& rt, int device, CUmemoryPool except) REQUIRES(rt.pool_mu) {
+  const CudaDriver& drv = CudaOrEmpty();
+  if (drv.cuda.cuMemPoolTrimTo == nullptr) return;
   for (auto it = rt.pools.begin(); it != rt.pools.end(); ++it) {
     if (it->first == except || it->second.device != device || it->second.charged == 0) continue;
-    rt.cuda.cuMemPoolTrimTo(it->first, 0);
+    drv.cuda.cuMemPoolTrimTo(it->first, 0);
     ReconcileLocked(it);
   }
 }
@@ -89,23 +90,22 @@ template <typename Call>
 CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
                    bool per_thread, Call call) {
   Runtime& rt = Rt();
+  const CudaDriver& drv = CudaOrEmpty();
   if (dptr == nullptr || bytes == 0) return call();
-  auto capturing =
-      per_thread ? rt.cuda_aux.cuStreamIsCapturing_ptsz : rt.cuda_aux.cuStreamIsCapturing;
+  auto capturing = per_thread ? drv.aux.cuStreamIsCapturing_ptsz : drv.aux.cuStreamIsCapturing;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (capturing != nullptr && capturing(stream, &status) != CUDA_SUCCESS) return call();
   if (status != CU_STREAM_CAPTURE_STATUS_NONE) return call();  // a graph node: see above
   if (pool == nullptr) {
     int device;
-    if (StreamDevice(stream, &device) != CUDA_SUCCESS ||
-        rt.cuda_aux.cuDeviceGetMemPool == nullptr ||
-        rt.cuda_aux.cuDeviceGetMemPool(&pool, device) != CUDA_SUCCESS) {
+    if (StreamDevice(stream, &device) != CUDA_SUCCESS || drv.aux.cuDeviceGetMemPool == nullptr ||
+        drv.aux.cuDeviceGetMemPool(&pool, device) != CUDA_SUCCESS) {
       return call();  // the driver's own answer
     }
   }
   // One pool allocation at a time in this process, so that two estimates never count the
   // same cached bytes.
-  std::lock_guard<std::mutex> l(rt.pool_mu);
+  MutexLock l(&rt.pool_mu);
   PoolIt it = FindPoolLocked(rt, pool);
   const int device = it->second.device;
   if (device < 0) return call();
@@ -133,7 +133,7 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream 
 void ReconcilePools() {
   Runtime& rt = Rt();
   if (!rt.any_pools.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> l(rt.pool_mu);
+  MutexLock l(&rt.pool_mu);
   for (auto it = rt.pools.begin(); it != rt.pools.end(); ++it) ReconcileLocked(it);
 }
 
@@ -154,7 +154,7 @@ extern "C" {
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAllocAsync, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuMemAllocAsync(dptr, bytesize, hStream); };
+  auto call = [&] { return drv.cuda.cuMemAllocAsync(dptr, bytesize, hStream); };
   if (scope.nested()) return call();
   return PoolAlloc(dptr, bytesize, nullptr, hStream, false, call);
 }
@@ -162,7 +162,7 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hS
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAllocAsync_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuMemAllocAsync_ptsz(dptr, bytesize, hStream); };
+  auto call = [&] { return drv.cuda.cuMemAllocAsync_ptsz(dptr, bytesize, hStream); };
   if (scope.nested()) return call();
   return PoolAlloc(dptr, bytesize, nullptr, hStream, true, call);
 }
@@ -171,7 +171,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUm
                                          CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAllocFromPoolAsync, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); };
+  auto call = [&] { return drv.cuda.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); };
   if (scope.nested() || pool == nullptr) return call();
   return PoolAlloc(dptr, bytesize, pool, hStream, false, call);
 }
@@ -180,7 +180,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize
                                               CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemAllocFromPoolAsync_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return rt.cuda.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); };
+  auto call = [&] { return drv.cuda.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); };
   if (scope.nested() || pool == nullptr) return call();
   return PoolAlloc(dptr, bytesize, pool, hStream, true, call);
 }
@@ -189,11 +189,12 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemPoolCreate, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuMemPoolCreate(pool, poolProps);
+  Runtime& rt = Rt();
+  CUresult r = drv.cuda.cuMemPoolCreate(pool, poolProps);
   if (r != CUDA_SUCCESS || scope.nested() || pool == nullptr || poolProps == nullptr) return r;
   int device =
       poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? poolProps->location.id : -1;
-  std::lock_guard<std::mutex> l(rt.pool_mu);
+  MutexLock l(&rt.pool_mu);
   rt.pools[*pool] = Runtime::PoolCharge{device, 0};
   rt.any_pools.store(true, std::memory_order_relaxed);
   return r;
@@ -202,9 +203,10 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolP
 CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemPoolTrimTo, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuMemPoolTrimTo(pool, minBytesToKeep);
+  Runtime& rt = Rt();
+  CUresult r = drv.cuda.cuMemPoolTrimTo(pool, minBytesToKeep);
   if (r != CUDA_SUCCESS || scope.nested()) return r;
-  std::lock_guard<std::mutex> l(rt.pool_mu);
+  MutexLock l(&rt.pool_mu);
   if (auto it = rt.pools.find(pool); it != rt.pools.end()) ReconcileLocked(it);
   return r;
 }
@@ -213,9 +215,10 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   HookScope scope;
   HAMI_CUDA_REAL(cuMemPoolDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  CUresult r = rt.cuda.cuMemPoolDestroy(pool);
+  Runtime& rt = Rt();
+  CUresult r = drv.cuda.cuMemPoolDestroy(pool);
   if (r != CUDA_SUCCESS || scope.nested()) return r;
-  std::lock_guard<std::mutex> l(rt.pool_mu);
+  MutexLock l(&rt.pool_mu);
   if (auto it = rt.pools.find(pool); it != rt.pools.end()) {
     Return(it->second.device, it->second.charged, UsageKind::kPool);
     rt.pools.erase(it);
@@ -226,31 +229,31 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
 CUresult CUDAAPI cuCtxSynchronize(void) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxSynchronize, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(rt.cuda.cuCtxSynchronize(), scope);
+  return AfterSync(drv.cuda.cuCtxSynchronize(), scope);
 }
 
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
   HookScope scope;
   HAMI_CUDA_REAL(cuCtxSynchronize_v2, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(rt.cuda.cuCtxSynchronize_v2(ctx), scope);
+  return AfterSync(drv.cuda.cuCtxSynchronize_v2(ctx), scope);
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuStreamSynchronize, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(rt.cuda.cuStreamSynchronize(hStream), scope);
+  return AfterSync(drv.cuda.cuStreamSynchronize(hStream), scope);
 }
 
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
   HookScope scope;
   HAMI_CUDA_REAL(cuStreamSynchronize_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(rt.cuda.cuStreamSynchronize_ptsz(hStream), scope);
+  return AfterSync(drv.cuda.cuStreamSynchronize_ptsz(hStream), scope);
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
   HookScope scope;
   HAMI_CUDA_REAL(cuEventSynchronize, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(rt.cuda.cuEventSynchronize(hEvent), scope);
+  return AfterSync(drv.cuda.cuEventSynchronize(hEvent), scope);
 }
 
 }  // extern "C"

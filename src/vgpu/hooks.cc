@@ -155,12 +155,15 @@ void* WrapperOf(const HookInfo& hook) {
 }
 
 void* RealOf(const HookInfo& hook) {
-  const Runtime& rt = Rt();
   if (hook.cuda) {
-    void* const* table = reinterpret_cast<void* const*>(&rt.cuda);
+    const CudaDriver* d = CudaIfLoaded();
+    if (d == nullptr) return nullptr;
+    void* const* table = reinterpret_cast<void* const*>(&d->cuda);
     return table[hook.index];
   }
-  void* const* table = reinterpret_cast<void* const*>(&rt.nvml);
+  const NvmlDriver* n = NvmlIfLoaded();
+  if (n == nullptr) return nullptr;
+  void* const* table = reinterpret_cast<void* const*>(&n->nvml);
   return table[hook.index];
 }
 

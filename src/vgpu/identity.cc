@@ -42,7 +42,7 @@ bool DescribeReasons(const std::array<IdentityReason, region::kIdentityTiers>& r
   return used != 0;
 }
 
-void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready) {
+void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready) REQUIRES(rt.identity_mu) {
   const Config& c = rt.config;
   const int64_t start = MonotonicNs();
   std::array<IdentityReason, region::kIdentityTiers> reasons;
@@ -140,10 +140,12 @@ void BeginIdentity() {
       rt.identity_state.load(std::memory_order_acquire) != int(IdentityState::kNotStarted)) {
     return;
   }
-  std::unique_lock<std::mutex> l(rt.identity_mu, std::try_to_lock);
-  if (!l.owns_lock() || rt.broker_query_started) return;
-  rt.broker_query = broker::BeginQuery(broker::ClientOptions{});
-  rt.broker_query_started = true;
+  if (!rt.identity_mu.TryLock()) return;  // an attempt is under way
+  if (!rt.broker_query_started) {
+    rt.broker_query = broker::BeginQuery(broker::ClientOptions{});
+    rt.broker_query_started = true;
+  }
+  rt.identity_mu.Unlock();
 }
 
 void ResolveIdentity(bool cuda_ready) {
@@ -151,20 +153,22 @@ void ResolveIdentity(bool cuda_ready) {
   Runtime& rt = Rt();
   const int settled = rt.identity_state.load(std::memory_order_acquire);
   if (settled == int(IdentityState::kResolved) || settled == int(IdentityState::kOff)) return;
-  region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
+  region::Region* reg = ViewRegion();
   if (reg == nullptr || reg->slot() < 0) return;
-  std::unique_lock<std::mutex> l(rt.identity_mu, std::try_to_lock);
-  if (!l.owns_lock()) return;  // another thread is on it
+  // Others do not wait: identity_mu is only ever tried, so holding it across the tiers (the
+  // broker's socket, the probe's driver calls) blocks no thread.
+  if (!rt.identity_mu.TryLock()) return;  // another thread is on it
   const int state = rt.identity_state.load(std::memory_order_acquire);
-  if (state == int(IdentityState::kResolved) || state == int(IdentityState::kOff)) return;
-  if (state == int(IdentityState::kAwaitingCuda) && !cuda_ready) return;
-  if (state == int(IdentityState::kRetryLater) &&
-      MonotonicNs() < rt.identity_retry_ns.load(std::memory_order_relaxed)) {
-    return;
+  const bool due = state != int(IdentityState::kResolved) && state != int(IdentityState::kOff) &&
+                   !(state == int(IdentityState::kAwaitingCuda) && !cuda_ready) &&
+                   !(state == int(IdentityState::kRetryLater) &&
+                     MonotonicNs() < rt.identity_retry_ns.load(std::memory_order_relaxed));
+  if (due) {
+    t_resolving = true;
+    Attempt(rt, reg, cuda_ready);
+    t_resolving = false;
   }
-  t_resolving = true;
-  Attempt(rt, reg, cuda_ready);
-  t_resolving = false;
+  rt.identity_mu.Unlock();
 }
 
 void RetryIdentitySlow() {

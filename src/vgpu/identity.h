@@ -37,7 +37,7 @@ struct TierOutcome {
 };
 
 // The tiers (identity_*.cc). Each is called only when enabled.
-TierOutcome BrokerTier();
+TierOutcome BrokerTier();  // with Rt().identity_mu held
 TierOutcome ProcfsTier(const char* procfs_root);
 TierOutcome NamespaceTier();
 TierOutcome ProbeTier(const Config& config);

@@ -65,15 +65,17 @@ unsigned NewPids(const ListedProcesses& before, const ListedProcesses& after, un
 // With this process already listed: allocate a marker in `ctx` and find the one PID whose
 // memory grew by at least its size.
 IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* out) {
-  Runtime& rt = Rt();
-  if (rt.cuda_aux.cuCtxPushCurrent_v2 == nullptr || rt.cuda_aux.cuCtxPopCurrent_v2 == nullptr ||
-      rt.cuda.cuMemAlloc_v2 == nullptr || rt.cuda.cuMemFree_v2 == nullptr) {
+  const CudaDriver* d = CudaIfLoaded();
+  if (d == nullptr) return IdentityReason::kNoDriver;
+  const CudaDriver& drv = *d;
+  if (drv.aux.cuCtxPushCurrent_v2 == nullptr || drv.aux.cuCtxPopCurrent_v2 == nullptr ||
+      drv.cuda.cuMemAlloc_v2 == nullptr || drv.cuda.cuMemFree_v2 == nullptr) {
     return IdentityReason::kNoDriver;
   }
   const uint64_t marker = 2 * Granularity(ordinal);
   if (!Admit(ordinal, marker, UsageKind::kOther)) return IdentityReason::kBusy;
   IdentityReason reason = IdentityReason::kDriverError;
-  if (rt.cuda_aux.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+  if (drv.aux.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
     auto before_owner = std::make_unique<ListedProcesses>();
     auto after_owner = std::make_unique<ListedProcesses>();
     ListedProcesses& before = *before_owner;
@@ -83,7 +85,7 @@ IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* ou
       CUresult r;
       {
         Allocating allocating;
-        r = rt.cuda.cuMemAlloc_v2(&p, marker);
+        r = drv.cuda.cuMemAlloc_v2(&p, marker);
       }
       if (r == CUDA_SUCCESS) {
         if (ListProcesses(h, &after)) {
@@ -103,11 +105,11 @@ IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* ou
           if (found == 1) *out = pid_t(candidate);
         }
         Allocating allocating;
-        rt.cuda.cuMemFree_v2(p);
+        drv.cuda.cuMemFree_v2(p);
       }
     }
     CUcontext popped;
-    rt.cuda_aux.cuCtxPopCurrent_v2(&popped);
+    drv.aux.cuCtxPopCurrent_v2(&popped);
   }
   Return(ordinal, marker, UsageKind::kOther);
   return reason;
@@ -117,19 +119,21 @@ IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* ou
 
 TierOutcome ProbeTier(const Config& config) {
   TierOutcome o;
-  Runtime& rt = Rt();
   o.reason = IdentityReason::kNoDriver;
-  if (!EnsureCudaLoaded() || !NvmlReady() || rt.cuda_aux.cuDeviceGet == nullptr ||
-      rt.cuda.cuDevicePrimaryCtxRetain == nullptr ||
-      (rt.cuda.cuDevicePrimaryCtxRelease_v2 == nullptr &&
-       rt.cuda.cuDevicePrimaryCtxRelease == nullptr)) {
+  const CudaDriver* d = Cuda();
+  if (d == nullptr) return o;
+  const CudaDriver& drv = *d;
+  if (!NvmlReady() || drv.aux.cuDeviceGet == nullptr ||
+      drv.cuda.cuDevicePrimaryCtxRetain == nullptr ||
+      (drv.cuda.cuDevicePrimaryCtxRelease_v2 == nullptr &&
+       drv.cuda.cuDevicePrimaryCtxRelease == nullptr)) {
     return o;
   }
   // The first device this process sees, whatever CUDA_VISIBLE_DEVICES says: its NVML handle
   // is matched by UUID.
   CUdevice dev;
   nvmlDevice_t h = NvmlHandleOf(0);
-  if (h == nullptr || rt.cuda_aux.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return o;
+  if (h == nullptr || drv.aux.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return o;
 
   ProbeLock lock;  // released (and handed on) when the probe returns
   if (!TakeProbeLock(config, &lock)) {
@@ -148,16 +152,11 @@ TierOutcome ProbeTier(const Config& config) {
     o.reason = IdentityReason::kNone;
     return o;
   }
-  bool held_context;
-  {
-    std::lock_guard<std::mutex> l(rt.mu);
-    held_context = !rt.contexts.empty();
-  }
-  held_context = held_context || PrimaryActive(dev);
+  const bool held_context = Rt().ledger.AnyContext() || PrimaryActive(dev);
 
   CUcontext ctx = nullptr;
   CUresult r =
-      CreateContext(dev, &ctx, true, [&] { return rt.cuda.cuDevicePrimaryCtxRetain(&ctx, dev); });
+      CreateContext(dev, &ctx, true, [&] { return drv.cuda.cuDevicePrimaryCtxRetain(&ctx, dev); });
   if (r != CUDA_SUCCESS) return o;
   auto after_owner = std::make_unique<ListedProcesses>();
   ListedProcesses& after = *after_owner;
@@ -175,8 +174,8 @@ TierOutcome ProbeTier(const Config& config) {
       o.reason = IdentityReason::kNotFound;
     }
   }
-  r = rt.cuda.cuDevicePrimaryCtxRelease_v2 != nullptr ? rt.cuda.cuDevicePrimaryCtxRelease_v2(dev)
-                                                      : rt.cuda.cuDevicePrimaryCtxRelease(dev);
+  r = drv.cuda.cuDevicePrimaryCtxRelease_v2 != nullptr ? drv.cuda.cuDevicePrimaryCtxRelease_v2(dev)
+                                                       : drv.cuda.cuDevicePrimaryCtxRelease(dev);
   if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(dev);
   return o;
 }

@@ -35,10 +35,12 @@ DeviceShape ShapeOf(int ordinal) {
   uint64_t packed = rt.device_shape[size_t(ordinal)].load(std::memory_order_relaxed);
   if (packed == 0) {
     int sms = 0, threads = 0;
-    if (rt.cuda_aux.cuDeviceGetAttribute != nullptr) {
-      rt.cuda_aux.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal);
-      rt.cuda_aux.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-                                       ordinal);
+    const CudaDriver* d = CudaIfLoaded();
+    if (d != nullptr && d->aux.cuDeviceGetAttribute != nullptr) {
+      const CudaDriver& drv = *d;
+      drv.aux.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal);
+      drv.aux.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                                   ordinal);
     }
     packed = (uint64_t(std::max(sms, 1)) << 32) | uint32_t(std::max(threads, 32));
     rt.device_shape[size_t(ordinal)].store(packed, std::memory_order_relaxed);
@@ -73,7 +75,9 @@ void Refill(LimiterDevice& lim, int64_t now) {
 using KernelShape = std::pair<uint64_t, uint64_t>;  // blocks, threads per block
 
 void AddKernels(CUgraph graph, std::vector<KernelShape>* out) {
-  const CudaAux& a = Rt().cuda_aux;
+  static const CudaAux kNone{};
+  const CudaDriver* d = CudaIfLoaded();
+  const CudaAux& a = d != nullptr ? d->aux : kNone;
   ForEachGraphNode(graph, [&](CUgraphNode node, CUgraphNodeType type) {
     if (type != CU_GRAPH_NODE_TYPE_KERNEL || a.cuGraphKernelNodeGetParams_v2 == nullptr) return;
     CUDA_KERNEL_NODE_PARAMS p{};
@@ -105,7 +109,9 @@ int OrdinalOf(int index) {
 
 // One period of device `index`: measure, estimate, set the rate.
 void Control(region::Region* reg, int index, ControllerDevice& c) {
-  Runtime& rt = Rt();
+  const NvmlDriver* nvml = NvmlIfLoaded();
+  if (nvml == nullptr) return;
+  const NvmlDriver& nv = *nvml;
   LimiterDevice& lim = reg->Limiter(index);
   const uint32_t limit = reg->SmLimitInForce(index);
   if (limit == 0) {
@@ -137,8 +143,8 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
   // The period's SM utilization by process (averaged over each process's samples).
   nvmlProcessUtilizationSample_t samples[256];
   unsigned n = 256;
-  nvmlReturn_t r = rt.nvml_aux.nvmlDeviceGetProcessUtilization != nullptr
-                       ? rt.nvml_aux.nvmlDeviceGetProcessUtilization(h, samples, &n, c.last_seen_us)
+  nvmlReturn_t r = nv.aux.nvmlDeviceGetProcessUtilization != nullptr
+                       ? nv.aux.nvmlDeviceGetProcessUtilization(h, samples, &n, c.last_seen_us)
                        : NVML_ERROR_FUNCTION_NOT_FOUND;
   c.prev_ns = now;
   c.prev_admitted = admitted;
@@ -150,8 +156,8 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
     n = 0;  // nobody ran
   } else if (r != NVML_SUCCESS) {
     nvmlUtilization_t u{};
-    if (rt.nvml_aux.nvmlDeviceGetUtilizationRates == nullptr ||
-        rt.nvml_aux.nvmlDeviceGetUtilizationRates(h, &u) != NVML_SUCCESS) {
+    if (nv.aux.nvmlDeviceGetUtilizationRates == nullptr ||
+        nv.aux.nvmlDeviceGetUtilizationRates(h, &u) != NVML_SUCCESS) {
       return;
     }
     n = 0;
@@ -250,9 +256,8 @@ void* ControllerMain(void*) {
 
 void EnsureController() {
   Runtime& rt = Rt();
-  if (rt.controller_started.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (rt.controller_started.load(std::memory_order_relaxed)) return;
+  bool started = rt.controller_started.load(std::memory_order_acquire);
+  if (started || !rt.controller_started.compare_exchange_strong(started, true)) return;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -262,7 +267,6 @@ void EnsureController() {
               "cannot start the compute controller thread; limits hold on the first estimate");
   }
   pthread_attr_destroy(&attr);
-  rt.controller_started.store(true, std::memory_order_release);
 }
 
 }  // namespace
@@ -342,7 +346,7 @@ void PaceSlow(region::Region* reg, int index, int64_t cost) {
 
 int64_t GraphLaunchCost(CUgraphExec exec, int ordinal) {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.graph_kernels_mu);
+  MutexLock l(&rt.graph_kernels_mu);
   auto it = rt.graph_kernels.find(exec);
   if (it == rt.graph_kernels.end()) return 0;
   int64_t cost = 0;
@@ -354,7 +358,7 @@ void LearnGraphKernels(CUgraphExec exec, CUgraph graph) {
   std::vector<KernelShape> kernels;
   AddKernels(graph, &kernels);
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.graph_kernels_mu);
+  MutexLock l(&rt.graph_kernels_mu);
   if (kernels.empty()) {
     rt.graph_kernels.erase(exec);
   } else {
@@ -364,7 +368,7 @@ void LearnGraphKernels(CUgraphExec exec, CUgraph graph) {
 
 void ForgetGraphKernels(CUgraphExec exec) {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.graph_kernels_mu);
+  MutexLock l(&rt.graph_kernels_mu);
   rt.graph_kernels.erase(exec);
 }
 

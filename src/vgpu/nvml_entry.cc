@@ -16,7 +16,7 @@ namespace {
 nvmlReturn_t AfterInit(nvmlReturn_t r) {
   if (r == NVML_SUCCESS) {
     NvmlVisibleCount();
-    EnsureRegion();
+    JoinRegion();  // where an NVML process joins its region
   }
   return r;
 }
@@ -98,7 +98,7 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
   }
   int ordinal = NvmlOrdinalOf(device);
   if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
-  region::Region* reg = EnsureRegion();
+  region::Region* reg = ViewRegion();
   int index = RegionIndex(ordinal);
   std::vector<Info> out;
   if (reg == nullptr || index < 0) {
@@ -151,69 +151,71 @@ extern "C" {
 
 // Without a real NVML the answer is the one NVML's own loader gives: no library.
 nvmlReturn_t nvmlInit_v2(void) {
-  if (!EnsureNvmlLoaded() || Rt().nvml.nvmlInit_v2 == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  Runtime& rt = Rt();
-  return AfterInit(rt.nvml.nvmlInit_v2());
+  const NvmlDriver* n = Nvml();
+  if (n == nullptr || n->nvml.nvmlInit_v2 == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  const NvmlDriver& nv = *n;
+  return AfterInit(nv.nvml.nvmlInit_v2());
 }
 
 nvmlReturn_t nvmlInit(void) {
-  if (!EnsureNvmlLoaded() || Rt().nvml.nvmlInit == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  Runtime& rt = Rt();
-  return AfterInit(rt.nvml.nvmlInit());
+  const NvmlDriver* n = Nvml();
+  if (n == nullptr || n->nvml.nvmlInit == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  const NvmlDriver& nv = *n;
+  return AfterInit(nv.nvml.nvmlInit());
 }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-  if (!EnsureNvmlLoaded() || Rt().nvml.nvmlInitWithFlags == nullptr)
-    return NVML_ERROR_LIBRARY_NOT_FOUND;
-  Runtime& rt = Rt();
-  return AfterInit(rt.nvml.nvmlInitWithFlags(flags));
+  const NvmlDriver* n = Nvml();
+  if (n == nullptr || n->nvml.nvmlInitWithFlags == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  const NvmlDriver& nv = *n;
+  return AfterInit(nv.nvml.nvmlInitWithFlags(flags));
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   HAMI_NVML_REAL(nvmlDeviceGetCount_v2);
-  return Count(count, rt.nvml.nvmlDeviceGetCount_v2(count));
+  return Count(count, nv.nvml.nvmlDeviceGetCount_v2(count));
 }
 
 nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
   HAMI_NVML_REAL(nvmlDeviceGetCount);
-  return Count(count, rt.nvml.nvmlDeviceGetCount(count));
+  return Count(count, nv.nvml.nvmlDeviceGetCount(count));
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   HAMI_NVML_REAL(nvmlDeviceGetHandleByIndex_v2);
   return ByIndex(index, device,
-                 [&](unsigned i) { return rt.nvml.nvmlDeviceGetHandleByIndex_v2(i, device); });
+                 [&](unsigned i) { return nv.nvml.nvmlDeviceGetHandleByIndex_v2(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
   HAMI_NVML_REAL(nvmlDeviceGetHandleByIndex);
   return ByIndex(index, device,
-                 [&](unsigned i) { return rt.nvml.nvmlDeviceGetHandleByIndex(i, device); });
+                 [&](unsigned i) { return nv.nvml.nvmlDeviceGetHandleByIndex(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   HAMI_NVML_REAL(nvmlDeviceGetHandleByUUID);
-  return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByUUID(uuid, device), device);
+  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByUUID(uuid, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* device) {
   HAMI_NVML_REAL(nvmlDeviceGetHandleByPciBusId_v2);
-  return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, device), device);
+  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* device) {
   HAMI_NVML_REAL(nvmlDeviceGetHandleByPciBusId);
-  return OnlyVisible(rt.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
+  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* device) {
   HAMI_NVML_REAL(nvmlDeviceGetHandleBySerial);
-  return OnlyVisible(rt.nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
+  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   HAMI_NVML_REAL(nvmlDeviceGetIndex);
-  nvmlReturn_t r = rt.nvml.nvmlDeviceGetIndex(device, index);
+  nvmlReturn_t r = nv.nvml.nvmlDeviceGetIndex(device, index);
   if (r != NVML_SUCCESS || index == nullptr) return r;
   int ordinal = NvmlOrdinalOf(device);
   if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
@@ -223,7 +225,7 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   HAMI_NVML_REAL(nvmlDeviceGetMemoryInfo);
-  nvmlReturn_t r = rt.nvml.nvmlDeviceGetMemoryInfo(device, memory);
+  nvmlReturn_t r = nv.nvml.nvmlDeviceGetMemoryInfo(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;
   if (Limited(device, memory->total, memory->free, &total, &free)) {
@@ -236,7 +238,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   HAMI_NVML_REAL(nvmlDeviceGetMemoryInfo_v2);
-  nvmlReturn_t r = rt.nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
+  nvmlReturn_t r = nv.nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;
   // The physical total less the driver's reservation is what CUDA calls total.
@@ -256,49 +258,49 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
                                                   nvmlProcessInfo_v1_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses);
   return RunningProcesses(device, infoCount, infos, Work::kCompute,
-                          rt.nvml.nvmlDeviceGetComputeRunningProcesses);
+                          nv.nvml.nvmlDeviceGetComputeRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_v2_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v2);
   return RunningProcesses(device, infoCount, infos, Work::kCompute,
-                          rt.nvml.nvmlDeviceGetComputeRunningProcesses_v2);
+                          nv.nvml.nvmlDeviceGetComputeRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v3);
   return RunningProcesses(device, infoCount, infos, Work::kCompute,
-                          rt.nvml.nvmlDeviceGetComputeRunningProcesses_v3);
+                          nv.nvml.nvmlDeviceGetComputeRunningProcesses_v3);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                    nvmlProcessInfo_v1_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses);
   return RunningProcesses(device, infoCount, infos, Work::kGraphics,
-                          rt.nvml.nvmlDeviceGetGraphicsRunningProcesses);
+                          nv.nvml.nvmlDeviceGetGraphicsRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                       nvmlProcessInfo_v2_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses_v2);
   return RunningProcesses(device, infoCount, infos, Work::kGraphics,
-                          rt.nvml.nvmlDeviceGetGraphicsRunningProcesses_v2);
+                          nv.nvml.nvmlDeviceGetGraphicsRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                       nvmlProcessInfo_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses_v3);
   return RunningProcesses(device, infoCount, infos, Work::kGraphics,
-                          rt.nvml.nvmlDeviceGetGraphicsRunningProcesses_v3);
+                          nv.nvml.nvmlDeviceGetGraphicsRunningProcesses_v3);
 }
 
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_v1_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
-                          rt.nvml.nvmlDeviceGetMPSComputeRunningProcesses);
+                          nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
@@ -306,7 +308,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
                                                         nvmlProcessInfo_v2_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses_v2);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
-                          rt.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v2);
+                          nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
@@ -314,7 +316,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
                                                         nvmlProcessInfo_t* infos) {
   HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses_v3);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
-                          rt.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
+                          nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
 }
 
 // The same list in the detail layout. The request's mode is the driver's to check; a request
@@ -323,14 +325,14 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
                                                    nvmlProcessDetailList_t* plist) {
   HAMI_NVML_REAL(nvmlDeviceGetRunningProcessDetailList);
   if (plist == nullptr || plist->version != nvmlProcessDetailList_v1) {
-    return rt.nvml.nvmlDeviceGetRunningProcessDetailList(device, plist);
+    return nv.nvml.nvmlDeviceGetRunningProcessDetailList(device, plist);
   }
   const nvmlProcessDetailList_t request = *plist;
   auto real = [&](nvmlDevice_t d, unsigned int* n, nvmlProcessDetail_v1_t* array) {
     nvmlProcessDetailList_t list = request;
     list.numProcArrayEntries = *n;
     list.procArray = array;
-    nvmlReturn_t r = rt.nvml.nvmlDeviceGetRunningProcessDetailList(d, &list);
+    nvmlReturn_t r = nv.nvml.nvmlDeviceGetRunningProcessDetailList(d, &list);
     *n = list.numProcArrayEntries;
     return r;
   };

@@ -1,6 +1,5 @@
 #include "vgpu/runtime.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -9,11 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include "common/proc.h"
 #include "common/visible_devices.h"
 #include "vgpu/identity.h"
-#include "vgpu/libc_symbols.h"
 
 namespace hami::vgpu {
 
@@ -31,26 +31,20 @@ Runtime& MakeRuntime() {
 
 namespace {
 
-std::atomic<bool> g_loaded{false};
-
-// The only thing that happens at load time.
-__attribute__((constructor)) void OnLoad() { g_loaded.store(true, std::memory_order_relaxed); }
-
 // In a fork child: the process is new. Its parent's registration, allocations and contexts
-// are not its own; its mutex may have been held by a thread that does not exist here.
-void ChildAfterFork() {
+// are not its own; a mutex may have been held by a thread that does not exist here. Only this
+// thread runs, so nothing below needs a lock.
+void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   Runtime& rt = Rt();
-  std::construct_at(&rt.mu);
-  std::construct_at(&rt.pool_mu);
-  std::construct_at(&rt.graph_mu);
-  std::construct_at(&rt.module_mu);
-  rt.allocations.Clear();
-  rt.small_pages.clear();
-  rt.contexts.clear();
+  rt.config_mu.ResetInForkChild();
+  rt.devices_mu.ResetInForkChild();
+  rt.module_mu.ResetInForkChild();
+  rt.pool_mu.ResetInForkChild();
+  rt.graph_mu.ResetInForkChild();
+  rt.identity_mu.ResetInForkChild();
+  rt.graph_kernels_mu.ResetInForkChild();
+  rt.ledger.ResetInForkChild();
   rt.contexts_epoch.fetch_add(1);
-  rt.objects.clear();
-  rt.physical.clear();
-  rt.mapped.clear();
   rt.pools.clear();
   rt.any_pools.store(false);
   rt.graph_charged = {};
@@ -64,8 +58,10 @@ void ChildAfterFork() {
       rt.region.reset();
     }
   }
-  // The child has a PID of its own, and CUDA does not survive fork.
-  std::construct_at(&rt.identity_mu);
+  // Registers again at its next cuInit (CUDA does not survive fork).
+  rt.join_state.store(uint32_t(JoinState::kNotYet));
+  rt.refusal_logged.store(false);
+  // The child has a PID of its own.
   if (rt.broker_query_started) {  // the parent's connection: the parent reads its answer
     broker::AbandonQuery(&rt.broker_query);
     rt.broker_query_started = false;
@@ -77,89 +73,77 @@ void ChildAfterFork() {
   rt.cuda_initialized.store(false);
   // Threads do not survive fork: the child starts its own controller when it needs one.
   rt.controller_started.store(false);
-  std::construct_at(&rt.graph_kernels_mu);
   rt.limits_generation.store(~uint64_t(0));
-  if (rt.region == nullptr) {  // the child may succeed where its parent could not
-    rt.region_tried = false;
-    rt.region_gave_up.store(false);
+}
+
+// NVML's devices as (UUID, handle), read with no lock held. Empty when NVML cannot say.
+struct NvmlDeviceList {
+  std::vector<std::string> uuids;
+  std::vector<nvmlDevice_t> handles;
+};
+
+std::optional<NvmlDeviceList> ReadNvmlDevices() {
+  const NvmlDriver* n = NvmlIfLoaded();
+  if (n == nullptr || n->nvml.nvmlDeviceGetCount_v2 == nullptr ||
+      n->nvml.nvmlDeviceGetHandleByIndex_v2 == nullptr || n->aux.nvmlDeviceGetUUID == nullptr) {
+    return std::nullopt;
   }
-}
-
-template <typename T>
-void Load(DlsymFn real, void* handle, const char* name, T* slot) {
-  *slot = reinterpret_cast<T>(real(handle, name));
-}
-
-// The process (ForkCount()) whose NVML handles rt.devices holds (guarded by rt.mu). A fork
-// child's NVML may hand out other handles once the child initializes it, so the child maps
-// afresh.
-uint64_t g_nvml_mapped_in = ~uint64_t(0);
-
-// Maps each CUDA-visible device to its NVML index by UUID. Caller holds rt.mu.
-void MapToNvmlLocked(Runtime& rt) {
-  if (rt.nvml_handle == nullptr || rt.nvml.nvmlDeviceGetCount_v2 == nullptr) return;
   unsigned count = 0;
-  if (rt.nvml.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) return;
-  g_nvml_mapped_in = ForkCount();
+  if (n->nvml.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) return std::nullopt;
+  NvmlDeviceList list;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t h = nullptr;
+    char uuid[96] = {};
+    if (n->nvml.nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
+        n->aux.nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS) {
+      uuid[0] = '\0';
+      h = nullptr;
+    }
+    list.uuids.push_back(uuid);
+    list.handles.push_back(h);
+  }
+  return list;
+}
+
+// Maps each CUDA-visible device to its NVML index by UUID.
+void MapToNvmlLocked(Runtime& rt, const NvmlDeviceList& list) REQUIRES(rt.devices_mu) {
+  rt.nvml_mapped_in = ForkCount();
   for (VisibleDevice& d : rt.devices) {
     d.nvml_index = -1;
     d.nvml = nullptr;
-  }
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t h;
-    char uuid[96];
-    if (rt.nvml.nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
-        rt.nvml_aux.nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS) {
-      continue;
-    }
-    for (VisibleDevice& d : rt.devices) {
-      if (d.uuid == uuid) {
+    for (size_t i = 0; i < list.uuids.size(); ++i) {
+      if (list.handles[i] != nullptr && d.uuid == list.uuids[i]) {
         d.nvml_index = int(i);
-        d.nvml = h;
+        d.nvml = list.handles[i];
       }
     }
   }
 }
 
 // With NVML but no CUDA initialization yet: which devices CUDA would show, from
-// CUDA_VISIBLE_DEVICES over NVML's list. Caller holds rt.mu.
-void LearnDevicesFromNvmlLocked(Runtime& rt) {
-  if (rt.devices_from_cuda || !rt.devices.empty() || rt.nvml_handle == nullptr) return;
-  unsigned count = 0;
-  if (rt.nvml.nvmlDeviceGetCount_v2 == nullptr ||
-      rt.nvml.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) {
-    return;
-  }
-  std::vector<std::string> uuids;
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t h;
-    char uuid[96] = {};
-    if (rt.nvml.nvmlDeviceGetHandleByIndex_v2(i, &h) == NVML_SUCCESS) {
-      rt.nvml_aux.nvmlDeviceGetUUID(h, uuid, sizeof(uuid));
-    }
-    uuids.push_back(uuid);
-  }
+// CUDA_VISIBLE_DEVICES over NVML's list.
+void LearnDevicesFromNvmlLocked(Runtime& rt, const NvmlDeviceList& list) REQUIRES(rt.devices_mu) {
+  if (rt.devices_from_cuda || !rt.devices.empty()) return;
   const auto& cvd = rt.config.visible_devices;
   VisibleDevices v =
-      ParseVisibleDevices(cvd ? std::optional<std::string_view>(*cvd) : std::nullopt, uuids);
+      ParseVisibleDevices(cvd ? std::optional<std::string_view>(*cvd) : std::nullopt, list.uuids);
   // Said once: with no device visible this runs again at every NVML call.
-  static bool warned = false;  // guarded by rt.mu
-  if (v.stopped_at && !warned) {
-    warned = true;
+  if (v.stopped_at && !rt.warned_visible) {
+    rt.warned_visible = true;
     g_log.Log(LogLevel::kWarn,
               "CUDA_VISIBLE_DEVICES='%s': entry '%s' names no device (or repeats one); the "
               "devices after it are not visible",
               cvd->c_str(), v.stopped_at->c_str());
   }
-  for (int p : v.physical) rt.devices.push_back({uuids[size_t(p)], -1, nullptr});
-  MapToNvmlLocked(rt);
+  for (int p : v.physical) rt.devices.push_back({list.uuids[size_t(p)], -1, nullptr});
+  MapToNvmlLocked(rt, list);
 }
 
 // Which region device each CUDA ordinal is: by UUID, so a process that orders or narrows
 // CUDA_VISIBLE_DEVICES differently from the container still charges the right device. A
-// region stamped without UUIDs is taken to be in this process's order. Caller holds rt.mu.
-void MapToRegionLocked(Runtime& rt) {
-  region::PolicyView policy = rt.region->Policy();
+// region stamped without UUIDs is taken to be in this process's order.
+void MapToRegionLocked(Runtime& rt, region::Region& reg) REQUIRES(rt.devices_mu) {
+  region::PolicyView policy = reg.Policy();
   bool have_uuids = false;
   for (int i = 0; i < policy.device_count; ++i) have_uuids |= !policy.uuid[size_t(i)].empty();
   for (size_t o = 0; o < rt.devices.size() && o < size_t(kMaxDevices); ++o) {
@@ -181,12 +165,31 @@ void MapToRegionLocked(Runtime& rt) {
   }
 }
 
+// The visible devices with NVML handles current for this process: NVML is asked (with no
+// lock held) only when the table is empty or was mapped by another process (a fork parent).
+void RefreshNvmlDevices(Runtime& rt) EXCLUDES(rt.devices_mu) {
+  {
+    MutexLock l(&rt.devices_mu);
+    const bool mapped = !rt.devices.empty() && rt.devices.front().nvml != nullptr &&
+                        rt.nvml_mapped_in == ForkCount();
+    if (mapped) return;
+  }
+  std::optional<NvmlDeviceList> list = ReadNvmlDevices();
+  if (!list) return;
+  MutexLock l(&rt.devices_mu);
+  if (rt.devices.empty()) {
+    LearnDevicesFromNvmlLocked(rt, *list);
+  } else {
+    MapToNvmlLocked(rt, *list);
+  }
+}
+
 }  // namespace
 
 void EnsureConfigured() {
   Runtime& rt = Rt();
   if (rt.configured_fast.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> l(rt.mu);
+  MutexLock l(&rt.config_mu);
   if (rt.configured) return;
   rt.configured = true;
   LimitsFile file = ReadLimitsFile(kLimitsFilePath);
@@ -211,203 +214,99 @@ void EnsureConfigured() {
   rt.configured_fast.store(true, std::memory_order_release);
 }
 
-bool LoadCuda() {
-  Runtime& rt = Rt();
-  EnsureConfigured();
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (rt.cuda_load_tried) return rt.cuda_handle != nullptr;
-  rt.cuda_load_tried = true;
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  DlsymFn real = RealDlsym();
-  if (h == nullptr || real == nullptr) {
-    g_log.Log(LogLevel::kInfo, "no NVIDIA driver (libcuda.so.1): %s",
-              h == nullptr ? dlerror() : "cannot read libc's dlsym");
-    return false;
-  }
-#define HAMI_CUDA_HOOK(name, policy, version) Load(real, h, #name, &rt.cuda.name);
-#include "vgpu/hooks/cuda_hooks.def"
-#undef HAMI_CUDA_HOOK
-  Load(real, h, "cuDeviceGetCount", &rt.cuda_aux.cuDeviceGetCount);
-  Load(real, h, "cuDeviceGet", &rt.cuda_aux.cuDeviceGet);
-  Load(real, h, "cuDeviceGetUuid_v2", &rt.cuda_aux.cuDeviceGetUuid_v2);
-  Load(real, h, "cuDeviceGetUuid", &rt.cuda_aux.cuDeviceGetUuid);
-  Load(real, h, "cuCtxGetDevice", &rt.cuda_aux.cuCtxGetDevice);
-  Load(real, h, "cuCtxGetCurrent", &rt.cuda_aux.cuCtxGetCurrent);
-  Load(real, h, "cuDevicePrimaryCtxGetState", &rt.cuda_aux.cuDevicePrimaryCtxGetState);
-  Load(real, h, "cuMemGetAllocationGranularity", &rt.cuda_aux.cuMemGetAllocationGranularity);
-  Load(real, h, "cuStreamGetCtx", &rt.cuda_aux.cuStreamGetCtx);
-  Load(real, h, "cuStreamIsCapturing", &rt.cuda_aux.cuStreamIsCapturing);
-  Load(real, h, "cuStreamIsCapturing_ptsz", &rt.cuda_aux.cuStreamIsCapturing_ptsz);
-  Load(real, h, "cuDeviceGetMemPool", &rt.cuda_aux.cuDeviceGetMemPool);
-  Load(real, h, "cuDeviceGetDefaultMemPool", &rt.cuda_aux.cuDeviceGetDefaultMemPool);
-  Load(real, h, "cuMemPoolGetAttribute", &rt.cuda_aux.cuMemPoolGetAttribute);
-  Load(real, h, "cuDeviceGetGraphMemAttribute", &rt.cuda_aux.cuDeviceGetGraphMemAttribute);
-  Load(real, h, "cuGraphGetNodes", &rt.cuda_aux.cuGraphGetNodes);
-  Load(real, h, "cuGraphNodeGetType", &rt.cuda_aux.cuGraphNodeGetType);
-  Load(real, h, "cuGraphMemAllocNodeGetParams", &rt.cuda_aux.cuGraphMemAllocNodeGetParams);
-  Load(real, h, "cuCtxPushCurrent_v2", &rt.cuda_aux.cuCtxPushCurrent_v2);
-  Load(real, h, "cuCtxPopCurrent_v2", &rt.cuda_aux.cuCtxPopCurrent_v2);
-  Load(real, h, "cuDeviceGetAttribute", &rt.cuda_aux.cuDeviceGetAttribute);
-  Load(real, h, "cuGraphKernelNodeGetParams_v2", &rt.cuda_aux.cuGraphKernelNodeGetParams_v2);
-  Load(real, h, "cuGraphChildGraphNodeGetGraph", &rt.cuda_aux.cuGraphChildGraphNodeGetGraph);
-  rt.cuda_handle = h;
-  rt.cuda_loaded.store(true, std::memory_order_release);
-  return true;
-}
-
-bool LoadNvml() {
-  Runtime& rt = Rt();
-  EnsureConfigured();
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (rt.nvml_load_tried) return rt.nvml_handle != nullptr;
-  rt.nvml_load_tried = true;
-  void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  DlsymFn real = RealDlsym();
-  if (h == nullptr || real == nullptr) {
-    g_log.Log(LogLevel::kInfo, "no NVML (libnvidia-ml.so.1): %s",
-              h == nullptr ? dlerror() : "cannot read libc's dlsym");
-    return false;
-  }
-#define HAMI_NVML_HOOK(name, policy) Load(real, h, #name, &rt.nvml.name);
-#include "vgpu/hooks/nvml_hooks.def"
-#undef HAMI_NVML_HOOK
-  Load(real, h, "nvmlDeviceGetUUID", &rt.nvml_aux.nvmlDeviceGetUUID);
-  Load(real, h, "nvmlDeviceGetProcessUtilization", &rt.nvml_aux.nvmlDeviceGetProcessUtilization);
-  Load(real, h, "nvmlDeviceGetUtilizationRates", &rt.nvml_aux.nvmlDeviceGetUtilizationRates);
-  rt.nvml_handle = h;
-  rt.nvml_loaded.store(true, std::memory_order_release);
-  return true;
-}
-
 void LearnDevicesFromCuda() {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  if (rt.devices_from_cuda || rt.cuda_aux.cuDeviceGetCount == nullptr) return;
+  const CudaDriver* d = CudaIfLoaded();
+  if (d == nullptr || d->aux.cuDeviceGetCount == nullptr || d->aux.cuDeviceGet == nullptr) return;
+  {
+    MutexLock l(&rt.devices_mu);
+    if (rt.devices_from_cuda) return;
+  }
+  // Asked with no lock held.
   int count = 0;
-  if (rt.cuda_aux.cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
+  if (d->aux.cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
   std::vector<VisibleDevice> devices;
   for (int i = 0; i < count && i < kMaxDevices; ++i) {
     CUdevice dev;
     CUuuid uuid{};
-    if (rt.cuda_aux.cuDeviceGet(&dev, i) != CUDA_SUCCESS) return;
-    CUresult r = rt.cuda_aux.cuDeviceGetUuid_v2 != nullptr
-                     ? rt.cuda_aux.cuDeviceGetUuid_v2(&uuid, dev)
-                     : rt.cuda_aux.cuDeviceGetUuid(&uuid, dev);
+    if (d->aux.cuDeviceGet(&dev, i) != CUDA_SUCCESS) return;
+    CUresult r = d->aux.cuDeviceGetUuid_v2 != nullptr ? d->aux.cuDeviceGetUuid_v2(&uuid, dev)
+                 : d->aux.cuDeviceGetUuid != nullptr  ? d->aux.cuDeviceGetUuid(&uuid, dev)
+                                                      : CUDA_ERROR_NOT_SUPPORTED;
     if (r != CUDA_SUCCESS) return;
     devices.push_back({GpuUuidText(uuid.bytes), -1, nullptr});
   }
+  std::optional<NvmlDeviceList> list = ReadNvmlDevices();
+  MutexLock l(&rt.devices_mu);
+  if (rt.devices_from_cuda) return;
   rt.devices = std::move(devices);
   rt.devices_from_cuda = true;
-  MapToNvmlLocked(rt);
-  if (rt.region != nullptr) MapToRegionLocked(rt);
-}
-
-namespace {
-
-// The visible devices with their NVML handles, current for this process. Caller holds rt.mu.
-const std::vector<VisibleDevice>& NvmlDevicesLocked(Runtime& rt) {
-  if (rt.devices.empty()) {
-    LearnDevicesFromNvmlLocked(rt);
-  } else if (rt.devices.front().nvml == nullptr || g_nvml_mapped_in != ForkCount()) {
-    MapToNvmlLocked(rt);
+  if (list) MapToNvmlLocked(rt, *list);
+  if (region::Region* reg = rt.region_fast.load(std::memory_order_acquire)) {
+    MapToRegionLocked(rt, *reg);
   }
-  return rt.devices;
-}
-
-}  // namespace
-
-std::vector<VisibleDevice> VisibleDevicesForNvml() {
-  Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  return NvmlDevicesLocked(rt);
 }
 
 int NvmlVisibleCount() {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  return int(NvmlDevicesLocked(rt).size());
+  RefreshNvmlDevices(rt);
+  MutexLock l(&rt.devices_mu);
+  return int(rt.devices.size());
 }
 
 int NvmlOrdinalOf(nvmlDevice_t h) {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  const std::vector<VisibleDevice>& devices = NvmlDevicesLocked(rt);
-  for (size_t i = 0; i < devices.size(); ++i) {
-    if (devices[i].nvml == h) return int(i);
+  RefreshNvmlDevices(rt);
+  MutexLock l(&rt.devices_mu);
+  for (size_t i = 0; i < rt.devices.size(); ++i) {
+    if (rt.devices[i].nvml == h) return int(i);
   }
   return -1;
 }
 
 int NvmlIndexOf(int ordinal) {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  const std::vector<VisibleDevice>& devices = NvmlDevicesLocked(rt);
-  return ordinal >= 0 && size_t(ordinal) < devices.size() ? devices[size_t(ordinal)].nvml_index
-                                                          : -1;
+  RefreshNvmlDevices(rt);
+  MutexLock l(&rt.devices_mu);
+  return ordinal >= 0 && size_t(ordinal) < rt.devices.size()
+             ? rt.devices[size_t(ordinal)].nvml_index
+             : -1;
 }
 
 nvmlDevice_t NvmlHandleOf(int ordinal) {
   Runtime& rt = Rt();
-  std::lock_guard<std::mutex> l(rt.mu);
-  const std::vector<VisibleDevice>& devices = NvmlDevicesLocked(rt);
-  return ordinal >= 0 && size_t(ordinal) < devices.size() ? devices[size_t(ordinal)].nvml : nullptr;
+  RefreshNvmlDevices(rt);
+  MutexLock l(&rt.devices_mu);
+  return ordinal >= 0 && size_t(ordinal) < rt.devices.size() ? rt.devices[size_t(ordinal)].nvml
+                                                             : nullptr;
 }
 
 pid_t OwnHostPid() {
-  region::Region* reg = Rt().region_fast.load(std::memory_order_acquire);
+  region::Region* reg = ViewRegion();
   int slot = reg != nullptr ? reg->slot() : -1;
   return slot >= 0 ? reg->file().slots[slot].host_pid.load(std::memory_order_relaxed) : 0;
 }
 
 namespace {
 
-region::Region* JoinRegionOnce();
-
-}  // namespace
-
-region::Region* JoinRegion() {
-  region::Region* r = JoinRegionOnce();
-  // Registered now: learn this process's host PID (outside every lock; the fast tiers here,
-  // the probe once CUDA is initialized).
-  if (r != nullptr && r->slot() >= 0) {
-    ResolveIdentity(Rt().cuda_initialized.load(std::memory_order_acquire));
-  }
-  return r;
-}
-
-namespace {
-
-region::Region* JoinRegionOnce() {
-  Runtime& rt = Rt();
-  {
-    std::lock_guard<std::mutex> l(rt.mu);
-    if (rt.region != nullptr) {
-      if (rt.region->slot() < 0) {
-        auto slot = rt.region->Register();
-        if (!slot.ok()) g_log.Log(LogLevel::kError, "%s", slot.error().message().c_str());
-      }
-      return rt.region.get();
-    }
-    if (rt.region_tried) {
-      rt.region_gave_up.store(true, std::memory_order_relaxed);
-      return nullptr;
-    }
-    if (rt.devices.empty()) LearnDevicesFromNvmlLocked(rt);
-    if (rt.devices.empty()) return nullptr;  // nothing to account on yet
-    rt.region_tried = true;
-  }
-  // Open outside the lock: it may wait for another process that is creating the file.
+// The policy this process brings to a region it creates.
+region::PolicySpec SpecFor(const Config& c, const std::vector<VisibleDevice>& devices) {
   region::PolicySpec spec;
-  const Config& c = rt.config;
-  spec.device_count = int(rt.devices.size());
+  spec.device_count = int(std::min<size_t>(devices.size(), kMaxDevices));
   for (int d = 0; d < spec.device_count; ++d) {
     spec.memory_limit[size_t(d)] = c.memory_limit[size_t(d)];
     spec.sm_limit[size_t(d)] = c.sm_limit[size_t(d)];
-    spec.uuid[size_t(d)] = rt.devices[size_t(d)].uuid;
+    spec.uuid[size_t(d)] = devices[size_t(d)].uuid;
   }
   spec.priority = c.priority;
   spec.core_policy = c.core_policy;
   spec.oversubscribe = c.oversubscribe;
+  return spec;
+}
+
+// Opens the container's region (or, when it cannot be opened, a private one that holds this
+// process to its limits alone). Null only when neither can be had.
+std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::PolicySpec& spec) {
   std::vector<region::PolicyDifference> diffs;
   auto opened = region::Region::Open(c.shared_cache, &spec, region::Create::kIfMissing, &diffs);
   if (!opened.ok()) {
@@ -425,7 +324,9 @@ region::Region* JoinRegionOnce() {
       unlink(tmpl);  // the mapping and descriptor stay; nobody else may join it
     }
     if (!opened.ok()) {
-      g_log.Log(LogLevel::kError, "cannot make a private region either: %s",
+      g_log.Log(LogLevel::kError,
+                "cannot make a private region either: %s; every allocation on a limited "
+                "device is refused",
                 opened.error().message().c_str());
       return nullptr;
     }
@@ -435,23 +336,83 @@ region::Region* JoinRegionOnce() {
               "shared region %s: %s is %s there but %s here; the region's value stands",
               c.shared_cache.c_str(), d.field.c_str(), d.region.c_str(), d.mine.c_str());
   }
-  auto slot = (*opened)->Register();
-  if (!slot.ok()) g_log.Log(LogLevel::kError, "%s", slot.error().message().c_str());
-  // A normal exit gives the slot back (a killed process is reclaimed by the others).
-  static std::once_flag at_exit;
-  std::call_once(at_exit, [] {
-    atexit([] {
-      if (region::Region* r = Rt().region_fast.load(std::memory_order_acquire)) r->Unregister();
+  return std::move(opened).value();
+}
+
+// The joining thread's work; returns the state to publish.
+JoinState Join(Runtime& rt) {
+  std::vector<VisibleDevice> devices;
+  {
+    MutexLock l(&rt.devices_mu);
+    devices = rt.devices;
+  }
+  if (devices.empty() && rt.region == nullptr) {
+    g_log.Log(LogLevel::kError,
+              "no device is visible to this process, so no shared region can be joined; every "
+              "allocation is refused");
+    return JoinState::kRefused;
+  }
+  if (rt.region == nullptr) {
+    std::unique_ptr<region::Region> opened = OpenRegion(rt.config, SpecFor(rt.config, devices));
+    if (opened == nullptr) return JoinState::kRefused;
+    rt.region = std::move(opened);
+    // A normal exit gives the slot back (a killed process is reclaimed by the others).
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] {
+      atexit([] {
+        if (region::Region* r = Rt().region_fast.load(std::memory_order_acquire)) r->Unregister();
+      });
     });
-  });
-  std::lock_guard<std::mutex> l(rt.mu);
-  rt.region = std::move(opened).value();
-  MapToRegionLocked(rt);
+  }
+  {
+    MutexLock l(&rt.devices_mu);
+    MapToRegionLocked(rt, *rt.region);
+  }
   rt.region_fast.store(rt.region.get(), std::memory_order_release);
-  return rt.region.get();
+  if (rt.region->slot() >= 0) return JoinState::kJoined;
+  auto slot = rt.region->Register();
+  if (!slot.ok()) {
+    g_log.Log(LogLevel::kError,
+              "%s; this process could not register in the shared region %s, so every "
+              "allocation it makes on an accounted device is refused "
+              "(CUDA_ERROR_OUT_OF_MEMORY)",
+              slot.error().message().c_str(), rt.config.shared_cache.c_str());
+    return JoinState::kRefused;
+  }
+  return JoinState::kJoined;
 }
 
 }  // namespace
+
+JoinState JoinRegion() {
+  EnsureConfigured();
+  Runtime& rt = Rt();
+  uint32_t state = rt.join_state.load(std::memory_order_acquire);
+  for (;;) {
+    if (state == uint32_t(JoinState::kJoined) || state == uint32_t(JoinState::kRefused)) {
+      return JoinState(state);
+    }
+    if (state == uint32_t(JoinState::kNotYet)) {
+      if (rt.join_state.compare_exchange_weak(state, uint32_t(JoinState::kJoining),
+                                              std::memory_order_acq_rel)) {
+        break;  // this thread joins
+      }
+      continue;
+    }
+    rt.join_state.wait(state, std::memory_order_acquire);  // another thread is joining
+    state = rt.join_state.load(std::memory_order_acquire);
+  }
+  if (NvmlIfLoaded() != nullptr) RefreshNvmlDevices(rt);
+  const JoinState reached = Join(rt);
+  rt.join_state.store(uint32_t(reached), std::memory_order_release);
+  rt.join_state.notify_all();
+  // Registered now: learn this process's host PID (the fast tiers here, the probe once CUDA
+  // is initialized).
+  if (reached == JoinState::kJoined) {
+    ResolveIdentity(rt.cuda_initialized.load(std::memory_order_acquire));
+  }
+  return reached;
+}
 
 namespace {
 
@@ -469,15 +430,18 @@ __attribute__((tls_model("initial-exec"))) constinit thread_local ThreadContext 
 
 CUresult CurrentDevice(int* ordinal, CUcontext* ctx) {
   Runtime& rt = Rt();
-  if (rt.cuda_aux.cuCtxGetCurrent == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const CudaDriver* d = CudaIfLoaded();
+  if (d == nullptr || d->aux.cuCtxGetCurrent == nullptr || d->aux.cuCtxGetDevice == nullptr) {
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
   CUcontext current = nullptr;
-  if (CUresult r = rt.cuda_aux.cuCtxGetCurrent(&current); r != CUDA_SUCCESS) return r;
+  if (CUresult r = d->aux.cuCtxGetCurrent(&current); r != CUDA_SUCCESS) return r;
   if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   const uint64_t epoch = rt.contexts_epoch.load(std::memory_order_acquire);
   ThreadContext& t = t_context;
   if (t.ctx != current || t.epoch != epoch) {
     CUdevice dev;
-    if (CUresult r = rt.cuda_aux.cuCtxGetDevice(&dev); r != CUDA_SUCCESS) return r;
+    if (CUresult r = d->aux.cuCtxGetDevice(&dev); r != CUDA_SUCCESS) return r;
     t = ThreadContext{current, int(dev), epoch};
   }
   *ordinal = t.device;
@@ -487,7 +451,7 @@ CUresult CurrentDevice(int* ordinal, CUcontext* ctx) {
 
 bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
                  uint64_t* free) {
-  region::Region* reg = EnsureRegion();
+  region::Region* reg = ViewRegion();
   int index = RegionIndex(ordinal);
   if (reg == nullptr || index < 0) return false;
   uint64_t limit = reg->MemoryLimit(index);

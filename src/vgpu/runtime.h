@@ -1,69 +1,48 @@
-// libvgpu.so's process-wide state and its lazy, once-only initialization.
+// libvgpu.so's process-wide state and its once-only initialization.
 //
-// Nothing runs at load time but setting a flag. The first CUDA or NVML call (whichever comes
-// first) reads the limits file, then the environment, loads the real driver by its soname
-// (no fixed path), and opens and joins the container's shared region. A fork child starts
-// its per-process state afresh (registration, allocations, contexts) at its next call.
+// Nothing runs at load time but setting a flag. The first CUDA or NVML call reads the limits
+// file, then the environment (EnsureConfigured), and loads the real driver by its soname
+// (driver.h). The container's shared region is joined once, explicitly, at initialization:
+// in the cuInit hook after the real cuInit succeeded, and in the nvmlInit hooks (JoinRegion).
+// Admission never joins. A process that cannot register (every slot held by a live process,
+// or the region refused it) has every accounted allocation refused with
+// CUDA_ERROR_OUT_OF_MEMORY; it never waits for a slot and never runs unaccounted.
 //
-// Thread safety: every function may be called from any thread; state is guarded by
-// Runtime::mu (not held across calls into the driver). No exception crosses a C boundary
-// (the library is built with -fno-exceptions).
+// The state is split by what guards it: the driver tables are immutable once published
+// (driver.h); the configuration is written once and then only read; the device table, the
+// ledger (ledger.h), the identity, the pools and the graphs each have their own mutex, named
+// in GUARDED_BY annotations that clang's -Wthread-safety checks. No lock of libvgpu is held
+// across a call into the driver, NVML, dlopen or the region's cross-process mutex, except
+// where a comment on the lock says why (pool and graph admission, module measurement).
+//
+// A fork child starts its per-process state afresh (registration, allocations, contexts) and
+// registers again at its next cuInit. No exception crosses a C boundary (-fno-exceptions).
 #pragma once
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "broker/client.h"
+#include "common/mutex.h"
 #include "common/raw_log.h"
+#include "common/thread_annotations.h"
 #include "region/region.h"
 #include "vgpu/config.h"
+#include "vgpu/driver.h"
 #include "vgpu/hooks.h"
-#include "vgpu/pointer_map.h"
+#include "vgpu/ledger.h"
 
 namespace hami::vgpu {
 
 extern RawLogger g_log;
-
-// Driver functions libvgpu needs for itself but does not intercept.
-struct CudaAux {
-  decltype(&::cuDeviceGetCount) cuDeviceGetCount = nullptr;
-  decltype(&::cuDeviceGet) cuDeviceGet = nullptr;
-  decltype(&::cuDeviceGetUuid_v2) cuDeviceGetUuid_v2 = nullptr;
-  decltype(&::cuDeviceGetUuid) cuDeviceGetUuid = nullptr;
-  decltype(&::cuCtxGetDevice) cuCtxGetDevice = nullptr;
-  decltype(&::cuCtxGetCurrent) cuCtxGetCurrent = nullptr;
-  decltype(&::cuDevicePrimaryCtxGetState) cuDevicePrimaryCtxGetState = nullptr;
-  decltype(&::cuMemGetAllocationGranularity) cuMemGetAllocationGranularity = nullptr;
-  decltype(&::cuStreamGetCtx) cuStreamGetCtx = nullptr;
-  decltype(&::cuStreamIsCapturing) cuStreamIsCapturing = nullptr;
-  decltype(&::cuStreamIsCapturing_ptsz) cuStreamIsCapturing_ptsz = nullptr;
-  decltype(&::cuDeviceGetMemPool) cuDeviceGetMemPool = nullptr;
-  decltype(&::cuDeviceGetDefaultMemPool) cuDeviceGetDefaultMemPool = nullptr;
-  decltype(&::cuMemPoolGetAttribute) cuMemPoolGetAttribute = nullptr;
-  decltype(&::cuDeviceGetGraphMemAttribute) cuDeviceGetGraphMemAttribute = nullptr;
-  decltype(&::cuGraphGetNodes) cuGraphGetNodes = nullptr;
-  decltype(&::cuGraphNodeGetType) cuGraphNodeGetType = nullptr;
-  decltype(&::cuGraphMemAllocNodeGetParams) cuGraphMemAllocNodeGetParams = nullptr;
-  decltype(&::cuGraphChildGraphNodeGetGraph) cuGraphChildGraphNodeGetGraph = nullptr;
-  decltype(&::cuCtxPushCurrent_v2) cuCtxPushCurrent_v2 = nullptr;
-  decltype(&::cuCtxPopCurrent_v2) cuCtxPopCurrent_v2 = nullptr;
-  decltype(&::cuDeviceGetAttribute) cuDeviceGetAttribute = nullptr;
-  decltype(&::cuGraphKernelNodeGetParams_v2) cuGraphKernelNodeGetParams_v2 = nullptr;
-};
-
-struct NvmlAux {
-  decltype(&::nvmlDeviceGetUUID) nvmlDeviceGetUUID = nullptr;
-  decltype(&::nvmlDeviceGetProcessUtilization) nvmlDeviceGetProcessUtilization = nullptr;
-  decltype(&::nvmlDeviceGetUtilizationRates) nvmlDeviceGetUtilizationRates = nullptr;
-};
 
 // One device the container's CUDA sees, by CUDA ordinal.
 struct VisibleDevice {
@@ -72,138 +51,97 @@ struct VisibleDevice {
   nvmlDevice_t nvml = nullptr;  // its NVML handle, once NVML is loaded
 };
 
-// What a process holds of the region's budget, by what it is.
-struct Allocation {
-  int device;
-  uint64_t charge;
-  region::UsageKind kind;
-  CUcontext ctx;
-  bool small;  // shares granule pages (see ChargeFor)
-};
-
-// Something held that is not linear memory (an array, a module): by handle.
-struct Held {
-  int device;  // CUDA ordinal
-  uint64_t bytes;
-  region::UsageKind kind;
-  CUcontext ctx;  // goes with its context
-};
-
-// The granule pages a context's small allocations share.
-struct SmallPages {
-  CUcontext ctx = nullptr;
-  int device = -1;
-  uint64_t bytes = 0;
-  uint64_t pages = 0;
+// Where the process stands with the shared region.
+enum class JoinState : uint32_t {
+  kNotYet = 0,   // not initialized (or a fork child before its cuInit)
+  kJoining = 1,  // one thread is opening and registering; the others wait for it
+  kJoined = 2,   // registered: allocations are accounted
+  kRefused = 3,  // no slot could be had: every accounted allocation is refused
 };
 
 struct Runtime {
-  std::mutex mu;
-  // Set once each stage is done, read without the lock by every hook.
+  // ---- configuration: written once, then read-only (configured_fast published) ----
+  Mutex config_mu;
   std::atomic<bool> configured_fast{false};
-  std::atomic<bool> cuda_loaded{false};
-  std::atomic<bool> nvml_loaded{false};
-  std::atomic<region::Region*> region_fast{nullptr};
-  std::atomic<bool> region_gave_up{false};  // no region can be had (until a fork)
+  bool configured GUARDED_BY(config_mu) = false;
+  Config config;  // immutable once configured_fast is true
 
-  // Initialization stages; each is attempted once per process (again after fork).
-  bool configured = false;
-  bool cuda_load_tried = false;
-  bool nvml_load_tried = false;
-  bool region_tried = false;
-  bool devices_from_cuda = false;
+  // ---- the visible devices, as CUDA numbers them ----
+  Mutex devices_mu;
+  std::vector<VisibleDevice> devices GUARDED_BY(devices_mu);
+  bool devices_from_cuda GUARDED_BY(devices_mu) = false;
+  // The process (ForkCount()) whose NVML handles `devices` holds: a fork child's NVML may
+  // hand out other handles once the child initializes it.
+  uint64_t nvml_mapped_in GUARDED_BY(devices_mu) = ~uint64_t(0);
+  bool warned_visible GUARDED_BY(devices_mu) = false;
+  // CUDA ordinal -> the region's device index (matched by UUID; -1: not in the region, so not
+  // accounted).
+  std::array<std::atomic<int>, kMaxDevices> region_index;
 
-  Config config;
-  void* cuda_handle = nullptr;
-  void* nvml_handle = nullptr;
-  CudaReal cuda;
-  CudaAux cuda_aux;
-  NvmlReal nvml;
-  NvmlAux nvml_aux;
-  std::vector<VisibleDevice> devices;
-
+  // ---- the shared region: opened and joined once (again in a fork child) ----
+  std::atomic<uint32_t> join_state{uint32_t(JoinState::kNotYet)};
+  // Written by the joining thread before join_state leaves kJoining; never replaced after.
   std::unique_ptr<region::Region> region;
+  std::atomic<region::Region*> region_fast{nullptr};  // views read it without joining
+  std::atomic<bool> refusal_logged{false};
 
-  // ---- per process: what it holds (cleared in a fork child) ----
-  // Linear allocations, by address; small ones share pages per context (one device each).
-  PointerMap<Allocation> allocations;
-  std::vector<SmallPages> small_pages;
-  struct ContextCharge {
-    int device;
-    uint64_t bytes;
-    bool primary;
-  };
-  std::map<CUcontext, ContextCharge> contexts;        // every context this process created
-  std::array<uint64_t, kMaxDevices> context_bytes{};  // measured; 0 = not yet
+  // ---- what this process holds (cleared in a fork child) ----
+  Ledger ledger;
   std::array<std::atomic<uint64_t>, kMaxDevices> granularity{};  // 0 = not yet asked
-  // Arrays, mipmapped arrays, modules and libraries, by handle.
-  std::unordered_map<const void*, Held> objects;
-  // VMM physical allocations (freed when released and unmapped) and their mappings.
-  struct Physical {
-    int device;
-    uint64_t bytes;
-    int refs;
-    int mappings;
-  };
-  std::map<CUmemGenericAllocationHandle, Physical> physical;
-  struct Mapping {
-    CUmemGenericAllocationHandle handle;
-    size_t size;
-  };
-  std::map<CUdeviceptr, Mapping> mapped;
+  // Bumped whenever a context ends: a thread's cached context -> device answer is stale.
+  std::atomic<uint64_t> contexts_epoch{0};
+  // Allocating or freeing driver calls: begun (high 32 bits) and in flight (low 32 bits).
+  std::atomic<uint64_t> allocation_calls{0};
+  // Module loads are measured one at a time (held across the load: two loads measured
+  // together would each count the other's memory; a load never calls back into a hook that
+  // takes it).
+  Mutex module_mu;
+
   // Stream-ordered pools: what the region holds for each (its reserved memory). pool_mu is
-  // held across a pool allocation's driver call so that estimates never overlap.
-  std::mutex pool_mu;
+  // held across a pool allocation's driver call so that two estimates never count the same
+  // cached bytes.
   struct PoolCharge {
     int device;
     uint64_t charged;
   };
-  std::map<CUmemoryPool, PoolCharge> pools;  // guarded by pool_mu
+  Mutex pool_mu;
+  std::map<CUmemoryPool, PoolCharge> pools GUARDED_BY(pool_mu);
   std::atomic<bool> any_pools{false};
+
   // Graph memory: what the region holds per device (the device's reserved graph memory),
-  // and what each executable graph's allocation nodes need per device.
-  std::mutex graph_mu;
-  std::array<uint64_t, kMaxDevices> graph_charged{};  // guarded by graph_mu
+  // and what each executable graph's allocation nodes need per device. graph_mu is held
+  // across a graph's first launch so that no other launch counts on the same memory.
   struct GraphNeeds {
     std::array<uint64_t, kMaxDevices> bytes{};
     std::array<bool, kMaxDevices> resident{};  // launched since the last trim
   };
-  std::map<CUgraphExec, GraphNeeds> graph_execs;  // guarded by graph_mu
+  Mutex graph_mu;
+  std::array<uint64_t, kMaxDevices> graph_charged GUARDED_BY(graph_mu) = {};
+  std::map<CUgraphExec, GraphNeeds> graph_execs GUARDED_BY(graph_mu);
   std::atomic<bool> any_graph_memory{false};
-  // Module loads are measured one at a time, and only while nothing else allocates.
-  std::mutex module_mu;
-  // Allocating or freeing driver calls: begun (high 32 bits) and in flight (low 32 bits).
-  std::atomic<uint64_t> allocation_calls{0};
-  // Bumped whenever a context ends: a thread's cached context -> device answer is stale.
-  std::atomic<uint64_t> contexts_epoch{0};
 
-  // This process's host PID (identity.h): IdentityState, when a failed attempt is retried
-  // and how long until the one after; one attempt at a time.
+  // ---- identity (identity.h): one attempt at a time ----
   std::atomic<int> identity_state{0};
   std::atomic<int64_t> identity_retry_ns{0};
-  int64_t identity_backoff_ns = 0;  // guarded by identity_mu
-  bool identity_logged = false;     // guarded by identity_mu
-  std::mutex identity_mu;
+  Mutex identity_mu;
+  int64_t identity_backoff_ns GUARDED_BY(identity_mu) = 0;
+  bool identity_logged GUARDED_BY(identity_mu) = false;
   // The broker's answer, asked for before the driver's cuInit and read after it.
-  broker::PendingQuery broker_query;          // guarded by identity_mu
-  bool broker_query_started = false;          // guarded by identity_mu
+  broker::PendingQuery broker_query GUARDED_BY(identity_mu);
+  bool broker_query_started GUARDED_BY(identity_mu) = false;
   std::atomic<bool> cuda_initialized{false};  // the real cuInit succeeded in this process
 
-  // The compute limiter (limiter.h): whether any device is limited, as of which policy
-  // generation; each device's SMs and threads per SM (packed; 0 = not asked yet); whether
-  // this process's controller thread runs.
+  // ---- the compute limiter (limiter.h) ----
+  // Whether any device is limited, as of which policy generation; each device's SMs and
+  // threads per SM (packed; 0 = not asked yet); whether this process's controller runs.
   std::atomic<uint64_t> limits_generation{~uint64_t(0)};
   std::atomic<bool> any_sm_limit{false};
   std::array<std::atomic<uint64_t>, kMaxDevices> device_shape{};
   std::atomic<bool> controller_started{false};
   // The kernel nodes of each executable graph (blocks, threads per block), for its cost.
-  std::mutex graph_kernels_mu;
-  std::unordered_map<CUgraphExec, std::vector<std::pair<uint64_t, uint64_t>>> graph_kernels;
-
-  // CUDA ordinal -> the region's device index (matched by UUID; -1: not in the region, so
-  // not accounted). Written before region_fast is published and again if CUDA's own device
-  // list replaces the one learned from NVML.
-  std::array<std::atomic<int>, kMaxDevices> region_index;
+  Mutex graph_kernels_mu;
+  std::unordered_map<CUgraphExec, std::vector<std::pair<uint64_t, uint64_t>>> graph_kernels
+      GUARDED_BY(graph_kernels_mu);
 
   Runtime() {
     for (auto& i : region_index) i.store(-1, std::memory_order_relaxed);
@@ -220,31 +158,19 @@ inline Runtime& Rt() {
   return __builtin_expect(r != nullptr, 1) ? *r : MakeRuntime();
 }
 
-// Stage functions; each returns quickly once done (inline fast paths). Callers must not hold
-// Rt().mu.
+// Reads the limits file and the environment, once. Holds config_mu only across that.
 void EnsureConfigured();
-bool LoadCuda();  // the slow path of EnsureCudaLoaded
-bool LoadNvml();
-region::Region* JoinRegion();
-inline bool EnsureCudaLoaded() {  // false: no real libcuda.so.1
-  return Rt().cuda_loaded.load(std::memory_order_acquire) || LoadCuda();
-}
-inline bool EnsureNvmlLoaded() {  // false: no real libnvidia-ml.so.1
-  return Rt().nvml_loaded.load(std::memory_order_acquire) || LoadNvml();
-}
-// Opens and joins the shared region (after the devices are known). Null if it cannot.
-inline region::Region* EnsureRegion() {
-  Runtime& rt = Rt();
-  region::Region* r = rt.region_fast.load(std::memory_order_acquire);
-  if (r != nullptr && r->slot() >= 0) return r;
-  return rt.region_gave_up.load(std::memory_order_relaxed) ? nullptr : JoinRegion();
-}
+
+// Initialization: joins the shared region once (opens it, creating it if missing, and
+// registers this process), after the devices are known. Called by the cuInit and nvmlInit
+// hooks; a second call returns what the first found. Threads that arrive while another joins
+// wait for it (on the state word, holding nothing). Returns the state reached.
+JoinState JoinRegion();
+
 // Learns the CUDA-visible devices from the real driver (after a successful real cuInit).
 void LearnDevicesFromCuda();
-// For NVML: the visible devices with their NVML handles (from CUDA_VISIBLE_DEVICES over
-// NVML's list when CUDA has not been initialized). Needs real NVML initialized.
-std::vector<VisibleDevice> VisibleDevicesForNvml();
-// The same, one answer at a time without copying the list.
+// For NVML: the visible devices (from CUDA_VISIBLE_DEVICES over NVML's list when CUDA has
+// not been initialized), one answer at a time. Need real NVML initialized.
 int NvmlVisibleCount();
 int NvmlOrdinalOf(nvmlDevice_t h);  // the CUDA ordinal of a handle; -1: not visible
 int NvmlIndexOf(int ordinal);       // the host's NVML index of a CUDA ordinal; -1: none
@@ -261,6 +187,10 @@ inline int RegionIndex(int ordinal) {
   return Rt().region_index[size_t(ordinal)].load(std::memory_order_relaxed);
 }
 
+// The region as views and the limiter read it (its policy and totals), without joining:
+// null before initialization.
+inline region::Region* ViewRegion() { return Rt().region_fast.load(std::memory_order_acquire); }
+
 // The memory the container sees on CUDA ordinal `ordinal`, from the device's physical
 // figures: total = min(limit, physical), free = min(physical free, total - what the
 // container uses), never negative. What dead processes left behind is returned first (at
@@ -271,7 +201,7 @@ bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, u
 
 // Memory limit of CUDA ordinal `ordinal` as the region says (0 = unlimited).
 inline uint64_t LimitOf(int ordinal) {
-  region::Region* reg = EnsureRegion();
+  region::Region* reg = ViewRegion();
   int index = RegionIndex(ordinal);
   return reg != nullptr && index >= 0 ? reg->MemoryLimit(index) : 0;
 }
@@ -294,15 +224,17 @@ class HookScope {
 
 }  // namespace hami::vgpu
 
-// Opens a wrapper: binds `rt` and returns `fail` when there is no real driver or it lacks
-// `name` (a missing driver gives the driver's own codes, never a crash).
-#define HAMI_CUDA_REAL(name, fail)                                    \
-  ::hami::vgpu::Runtime& rt = ::hami::vgpu::Rt();                     \
-  if (!::hami::vgpu::EnsureCudaLoaded() || rt.cuda.name == nullptr) { \
-    return fail;                                                      \
-  }
-#define HAMI_NVML_REAL(name)                                          \
-  ::hami::vgpu::Runtime& rt = ::hami::vgpu::Rt();                     \
-  if (!::hami::vgpu::EnsureNvmlLoaded() || rt.nvml.name == nullptr) { \
-    return NVML_ERROR_UNINITIALIZED;                                  \
-  }
+// Opens a CUDA wrapper: binds `drv` (the real driver's tables) and returns `fail` when there
+// is no real driver or it lacks `name` (a missing driver gives the driver's own codes, never
+// a crash).
+#define HAMI_CUDA_REAL(name, fail)                                          \
+  const ::hami::vgpu::CudaDriver* hami_drv_ = ::hami::vgpu::Cuda();         \
+  if (hami_drv_ == nullptr || hami_drv_->cuda.name == nullptr) return fail; \
+  const ::hami::vgpu::CudaDriver& drv = *hami_drv_
+// The same for NVML: binds `nv`.
+#define HAMI_NVML_REAL(name)                                       \
+  const ::hami::vgpu::NvmlDriver* hami_nv_ = ::hami::vgpu::Nvml(); \
+  if (hami_nv_ == nullptr || hami_nv_->nvml.name == nullptr) {     \
+    return NVML_ERROR_UNINITIALIZED;                               \
+  }                                                                \
+  const ::hami::vgpu::NvmlDriver& nv = *hami_nv_

@@ -1,0 +1,174 @@
+// What one process holds of its container's budget, by what it is: linear allocations (and
+// the granule pages small ones share), contexts, objects (arrays, modules, libraries) and
+// VMM physical allocations with their mappings.
+//
+// The ledger is arithmetic only: it never calls the driver or the region. Operations that
+// give memory back return a Returns (what to hand back to the region, by device and kind),
+// which the caller applies after the ledger's lock is released, so that no lock of the
+// interposer is ever held across the region's cross-process mutex.
+//
+// Thread safety: every method may be called from any thread (one internal mutex, never held
+// across a call out). ResetInForkChild() only from a pthread_atfork child handler.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
+#include "region/region.h"
+#include "vgpu/config.h"
+#include "vgpu/pointer_map.h"
+
+namespace hami::vgpu {
+
+using region::UsageKind;
+
+using region::kUsageKinds;
+
+// Bytes to give back to the region, summed by CUDA ordinal and kind.
+class Returns {
+ public:
+  void Add(int device, uint64_t bytes, UsageKind kind) {
+    if (device >= 0 && device < kMaxDevices && bytes != 0) {
+      bytes_[size_t(device)][uint32_t(kind)] += bytes;
+      any_ = true;
+    }
+  }
+  bool empty() const { return !any_; }
+  uint64_t of(int device, UsageKind kind) const { return bytes_[size_t(device)][uint32_t(kind)]; }
+  // Calls fn(device, bytes, kind) for every non-zero sum.
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    if (!any_) return;
+    for (int d = 0; d < kMaxDevices; ++d) {
+      for (uint32_t k = 0; k < uint32_t(kUsageKinds); ++k) {
+        if (bytes_[size_t(d)][k] != 0) fn(d, bytes_[size_t(d)][k], UsageKind(k));
+      }
+    }
+  }
+
+ private:
+  std::array<std::array<uint64_t, kUsageKinds>, kMaxDevices> bytes_{};
+  bool any_ = false;
+};
+
+// A linear allocation: what it counts for, on which device and context.
+struct Allocation {
+  int device = -1;
+  uint64_t charge = 0;  // bytes (small ones: their share, rounded to kSmallAlign)
+  UsageKind kind = UsageKind::kData;
+  CUcontext ctx = nullptr;
+  bool small = false;  // shares granule pages
+};
+
+// Something held that is not linear memory (an array, a module), by handle.
+struct Held {
+  int device = -1;
+  uint64_t bytes = 0;
+  UsageKind kind = UsageKind::kData;
+  CUcontext ctx = nullptr;  // goes with its context (null: with the process)
+};
+
+struct ContextCharge {
+  int device = -1;
+  uint64_t bytes = 0;
+  bool primary = false;
+};
+
+// Small allocations are rounded to this before they share pages.
+inline constexpr uint64_t kSmallAlign = 512;
+
+inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+class Ledger {
+ public:
+  // ---- small allocations (at most half a granule): they share granule pages per context ----
+  // Takes `size` bytes (already rounded to kSmallAlign) into the context's pages if the pages
+  // already admitted hold them; false when a new page is needed (nothing changed).
+  bool TakeSmall(CUcontext ctx, int device, uint64_t size, uint64_t granule) EXCLUDES(mu_);
+  // After `pages` new pages were admitted in the region: takes `size` bytes with them.
+  // Returns the pages no longer needed (another thread admitted one at the same time), to be
+  // returned to the region.
+  Returns TakeSmallWithPages(CUcontext ctx, int device, uint64_t size, uint64_t pages,
+                             uint64_t granule) EXCLUDES(mu_);
+  // Pages a context needs beyond those admitted for `size` more bytes (0: TakeSmall fits).
+  uint64_t PagesNeeded(CUcontext ctx, int device, uint64_t size, uint64_t granule) EXCLUDES(mu_);
+
+  // ---- linear allocations ----
+  void Track(CUdeviceptr ptr, const Allocation& a) EXCLUDES(mu_);
+  // Forgets `ptr`; nullopt if it was not tracked. The Returns hold what to give back.
+  std::optional<Returns> Forget(CUdeviceptr ptr) EXCLUDES(mu_);
+  // Undoes an allocation that was charged but never tracked (the driver call failed).
+  Returns Release(const Allocation& a) EXCLUDES(mu_);
+  size_t allocation_count() EXCLUDES(mu_);
+
+  // ---- contexts ----
+  void AddContext(CUcontext ctx, const ContextCharge& charge) EXCLUDES(mu_);
+  std::optional<int> DeviceOfContext(CUcontext ctx) EXCLUDES(mu_);
+  // The primary context this process charged on `device`, or null.
+  CUcontext PrimaryOn(int device) EXCLUDES(mu_);
+  bool AnyContext() EXCLUDES(mu_);
+  // The context size measured on `device` (0: not yet) and its recording.
+  uint64_t ContextBytes(int device) EXCLUDES(mu_);
+  void SetContextBytes(int device, uint64_t bytes) EXCLUDES(mu_);
+  // A context ended: its own charge and everything allocated in it, to return.
+  Returns EndContext(CUcontext ctx) EXCLUDES(mu_);
+
+  // ---- objects ----
+  void TrackObject(const void* handle, const Held& held) EXCLUDES(mu_);
+  std::optional<Returns> ForgetObject(const void* handle) EXCLUDES(mu_);
+
+  // ---- VMM: a physical allocation is charged until every handle is released and every
+  // mapping of it unmapped ----
+  void AddPhysical(CUmemGenericAllocationHandle handle, int device, uint64_t bytes) EXCLUDES(mu_);
+  Returns ReleasePhysical(CUmemGenericAllocationHandle handle) EXCLUDES(mu_);
+  void RetainPhysical(CUmemGenericAllocationHandle handle) EXCLUDES(mu_);
+  void Map(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle) EXCLUDES(mu_);
+  // Every mapping that starts inside [ptr, ptr + size) is gone.
+  Returns Unmap(CUdeviceptr ptr, size_t size) EXCLUDES(mu_);
+
+  // A fork child holds nothing of its parent's.
+  void ResetInForkChild() NO_THREAD_SAFETY_ANALYSIS;
+
+ private:
+  struct SmallPages {
+    CUcontext ctx = nullptr;
+    int device = -1;
+    uint64_t bytes = 0;
+    uint64_t pages = 0;    // admitted in the region
+    uint64_t granule = 0;  // the device's allocation granularity
+  };
+  struct Physical {
+    int device;
+    uint64_t bytes;
+    int refs;
+    int mappings;
+  };
+  struct Mapping {
+    CUmemGenericAllocationHandle handle;
+    size_t size;
+  };
+
+  SmallPages& PagesOf(CUcontext ctx, int device, uint64_t granule) REQUIRES(mu_);
+  // Returns what `a` still holds.
+  void ReleaseLocked(const Allocation& a, Returns* out) REQUIRES(mu_);
+  void DropIfUnused(CUmemGenericAllocationHandle handle, Returns* out) REQUIRES(mu_);
+
+  Mutex mu_;
+  PointerMap<Allocation> allocations_ GUARDED_BY(mu_);
+  std::vector<SmallPages> small_pages_ GUARDED_BY(mu_);
+  std::map<CUcontext, ContextCharge> contexts_ GUARDED_BY(mu_);
+  std::array<uint64_t, kMaxDevices> context_bytes_ GUARDED_BY(mu_) = {};
+  std::unordered_map<const void*, Held> objects_ GUARDED_BY(mu_);
+  std::map<CUmemGenericAllocationHandle, Physical> physical_ GUARDED_BY(mu_);
+  std::map<CUdeviceptr, Mapping> mapped_ GUARDED_BY(mu_);
+};
+
+}  // namespace hami::vgpu
