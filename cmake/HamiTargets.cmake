@@ -40,8 +40,14 @@ endfunction()
 # the label, so `ctest -L unit` or `-LE gpu` select them. One label per test: unit (no
 # processes or files beyond temp files), integration (several processes, real files and
 # locks), sim (runs on the simulated GPU), gpu (needs a real GPU).
+# Tests of the concurrent parts (CONCURRENT): labelled `concurrency` and built together by the
+# `concurrency_tests` target, which CI runs again under ThreadSanitizer.
+function(hami_concurrent_test name)
+  set_property(GLOBAL APPEND PROPERTY HAMI_CONCURRENT_TESTS ${name})
+endfunction()
+
 function(hami_cc_test)
-  cmake_parse_arguments(A "RUN_SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(A "RUN_SERIAL;CONCURRENT" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
   list(LENGTH A_LABELS _n)
   if(NOT _n EQUAL 1 OR NOT A_LABELS MATCHES "^(unit|integration|sim|gpu)$")
     message(FATAL_ERROR "hami_cc_test(${A_NAME}): LABELS must be one of unit, integration, "
@@ -54,7 +60,12 @@ function(hami_cc_test)
   target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
-  set(_props LABELS ${A_LABELS} TIMEOUT ${A_TIMEOUT})
+  set(_labels ${A_LABELS})
+  if(A_CONCURRENT)
+    hami_concurrent_test(${A_NAME})
+    list(APPEND _labels concurrency)
+  endif()
+  set(_props LABELS "${_labels}" TIMEOUT ${A_TIMEOUT})
   if(A_ENV)
     list(APPEND _props ENVIRONMENT "${A_ENV}")
   endif()
