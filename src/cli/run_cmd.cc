@@ -2,10 +2,7 @@
 // simulated one otherwise or when asked (--sim). With --memory, --sm, --devices or
 // --limits-file-mount the command runs under libvgpu.so with a shared region of its own,
 // like one container (docs/hami-run.md).
-#include <cuda.h>
-#include <dlfcn.h>
 #include <fcntl.h>
-#include <link.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -34,10 +31,9 @@
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
 #include "common/visible_devices.h"
+#include "inventory/inventory.h"
 #include "limits/limits_file.h"
 #include "node/paths.h"
-#include "sim/options.h"
-#include "sim/profiles.h"
 #include "vgpu/config.h"
 
 extern char** environ;
@@ -51,8 +47,6 @@ constexpr int kExitSetupFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitCannotExecute = 126;
 constexpr int kExitNotFound = 127;
-
-enum class Gpu { kReal, kSimulated };
 
 struct RunOptions {
   std::string sim_profile;
@@ -69,50 +63,21 @@ struct RunOptions {
   bool Limited() const { return memory_given || sm_given || devices_given || limits_file_mount; }
 };
 
-// An error that ends `hami run` with `status` after printing `message`.
-struct Failure {
-  int status;
-  std::string message;
-};
-
-// The devices a CUDA program started now would see, in CUDA ordinal order, from the loader's
-// libcuda.so.1. Empty when there is no driver, it is the simulated one, or it fails.
+// The devices (UUIDs, NVML order) of the driver the loader finds for hami itself. Empty when
+// there is none, it has no device, or it is the simulator's (LD_LIBRARY_PATH already points
+// at it): that one is chosen, configured and read by UseSimulator.
 std::vector<std::string> RealDriverDevices(const std::string& sim_dir) {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) return {};
-  std::vector<std::string> uuids;
-  link_map* map = nullptr;
-  bool simulated = false;
-  if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
-    char resolved[4096];
-    std::string path = realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
-    simulated = !sim_dir.empty() && path.rfind(sim_dir + "/", 0) == 0;
-  }
-  auto init = reinterpret_cast<decltype(&::cuInit)>(dlsym(h, "cuInit"));
-  auto count = reinterpret_cast<decltype(&::cuDeviceGetCount)>(dlsym(h, "cuDeviceGetCount"));
-  auto get = reinterpret_cast<decltype(&::cuDeviceGet)>(dlsym(h, "cuDeviceGet"));
-  auto uuid = reinterpret_cast<decltype(&::cuDeviceGetUuid)>(dlsym(h, "cuDeviceGetUuid"));
-  int n = 0;
-  if (!simulated && init != nullptr && count != nullptr && get != nullptr && uuid != nullptr &&
-      init(0) == CUDA_SUCCESS && count(&n) == CUDA_SUCCESS) {
-    for (int i = 0; i < n; ++i) {
-      CUdevice dev;
-      CUuuid u{};
-      if (get(&dev, i) != CUDA_SUCCESS || uuid(&u, dev) != CUDA_SUCCESS) break;
-      uuids.push_back(GpuUuidText(u.bytes));
-    }
-  }
-  dlclose(h);
-  return uuids;
+  inventory::Options options;
+  options.cuda_library.clear();  // UUIDs are all it needs: no cuInit
+  auto inv = inventory::ReadInventory(options);
+  if (!inv.ok()) return {};
+  if (!sim_dir.empty() && inv->nvml_library.rfind(sim_dir + "/", 0) == 0) return {};
+  return inventory::Uuids(*inv);
 }
 
-// The simulated machine's devices a CUDA program started now would see (its profile, node
-// and CUDA_VISIBLE_DEVICES), in CUDA ordinal order, without loading the simulator.
-Result<std::vector<std::string>> SimulatedDevices() {
-  sim::SimOptions options = HAMI_TRY(sim::LoadSimOptionsFromEnvironment());
-  auto specs = HAMI_TRY(sim::ParseProfileSpec(options.profile_spec, options.node));
-  std::vector<std::string> all;
-  for (const sim::DeviceSpec& d : specs) all.push_back(d.uuid);
+// The devices a CUDA program started now would see, in CUDA ordinal order: `all` (NVML
+// order) narrowed and ordered by CUDA_VISIBLE_DEVICES.
+std::vector<std::string> InCudaOrder(const std::vector<std::string>& all) {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   VisibleDevices v = ParseVisibleDevices(
       cvd != nullptr ? std::optional<std::string_view>(cvd) : std::nullopt, all);
@@ -121,32 +86,61 @@ Result<std::vector<std::string>> SimulatedDevices() {
   return visible;
 }
 
-// Points the environment at the simulated GPU (LD_LIBRARY_PATH, its profile and state).
-std::optional<Failure> UseSimulator(const RunOptions& o, const std::string& sim_dir) {
+// "2 × NVIDIA H100 80GB HBM3, Tesla T4": the devices' names, runs of one name counted.
+std::string DeviceSummary(const inventory::Inventory& inv) {
+  std::string text;
+  for (size_t i = 0; i < inv.devices.size();) {
+    size_t j = i;
+    while (j < inv.devices.size() && inv.devices[j].name == inv.devices[i].name) ++j;
+    if (!text.empty()) text += ", ";
+    if (j - i > 1) text += std::to_string(j - i) + " × ";
+    text += inv.devices[i].name;
+    i = j;
+  }
+  return text.empty() ? "no device" : text;
+}
+
+// hami's exit status when the simulated GPU cannot be used: a usage error when --sim named
+// what it refused, else a setup failure.
+int SimulatorFailureStatus(const RunOptions& o, const Error& e) {
+  return e.code() == ErrorCode::kNotFound || o.sim_profile.empty() ? kExitSetupFailed : kExitUsage;
+}
+
+// Points the environment at the simulated GPU (LD_LIBRARY_PATH, its profile and state) and
+// reads its devices (UUIDs, NVML order) through its libnvidia-ml.so.1, as a driver's: the
+// simulated library itself refuses a bad profile or state, and says why on stderr.
+Result<std::vector<std::string>> UseSimulator(const RunOptions& o, const std::string& sim_dir) {
   if (sim_dir.empty()) {
-    return Failure{kExitSetupFailed,
-                   "no NVIDIA driver found and no simulated GPU next to this hami (looked for "
-                   "lib/sim/libcuda.so.1; set HAMI_SIM_LIBDIR)"};
+    return Error(ErrorCode::kNotFound,
+                 "no NVIDIA driver found and no simulated GPU next to this hami (looked for "
+                 "lib/sim/libcuda.so.1; set HAMI_SIM_LIBDIR)");
   }
-  if (!o.sim_profile.empty()) {
-    auto devices = sim::ParseProfileSpec(o.sim_profile, "", "--sim");
-    if (!devices.ok()) return Failure{kExitUsage, devices.error().message()};
-    setenv("HAMI_SIM_PROFILE", o.sim_profile.c_str(), 1);
-  }
+  if (!o.sim_profile.empty()) setenv("HAMI_SIM_PROFILE", o.sim_profile.c_str(), 1);
   if (!o.sim_state.empty()) setenv("HAMI_SIM_STATE", o.sim_state.c_str(), 1);
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string path = sim_dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
   setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+
+  inventory::Options options;
+  options.nvml_library = sim_dir + "/libnvidia-ml.so.1";
+  options.cuda_library.clear();
+  auto inv = inventory::ReadInventory(options);
+  if (!inv.ok()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 (o.sim_profile.empty() ? std::string() : "--sim='" + o.sim_profile + "': ") +
+                     "the simulated GPU does not start (" + inv.error().message() +
+                     "); its reason is above");
+  }
   if (!o.quiet) {
     const char* profile = std::getenv("HAMI_SIM_PROFILE");
     const char* state = std::getenv("HAMI_SIM_STATE");
-    std::fprintf(stderr, "hami: running on the simulated GPU (%s, state %s)\n",
-                 profile != nullptr && *profile != '\0'
-                     ? profile
-                     : std::string(sim::kDefaultProfileSpec).c_str(),
+    std::string devices = profile != nullptr && *profile != '\0'
+                              ? std::string(profile)
+                              : "default devices: " + DeviceSummary(*inv);
+    std::fprintf(stderr, "hami: running on the simulated GPU (%s, state %s)\n", devices.c_str(),
                  state != nullptr && *state != '\0' ? state : "/tmp/hami-sim.state");
   }
-  return std::nullopt;
+  return inventory::Uuids(*inv);
 }
 
 std::vector<std::string_view> SplitList(std::string_view text, char separator = ',') {
@@ -545,15 +539,15 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   if (o.devices_given) unsetenv("CUDA_VISIBLE_DEVICES");
 
   std::string sim_dir = SimLibraryDir();
-  std::vector<std::string> devices;
-  if (o.sim_profile.empty()) devices = RealDriverDevices(sim_dir);
-  Gpu gpu = devices.empty() ? Gpu::kSimulated : Gpu::kReal;
-  if (gpu == Gpu::kSimulated) {
-    if (auto f = UseSimulator(o, sim_dir)) return fail(f->status, f->message);
-    auto sim_devices = SimulatedDevices();
-    if (!sim_devices.ok()) return fail(kExitUsage, sim_devices.error().message());
-    devices = std::move(sim_devices).value();
+  std::vector<std::string> all;
+  if (o.sim_profile.empty()) all = RealDriverDevices(sim_dir);
+  if (all.empty()) {
+    auto simulated = UseSimulator(o, sim_dir);
+    if (!simulated.ok())
+      return fail(SimulatorFailureStatus(o, simulated.error()), simulated.error().message());
+    all = std::move(simulated).value();
   }
+  std::vector<std::string> devices = InCudaOrder(all);
 
   int visible = int(devices.size());
   if (o.devices_given) {
@@ -671,9 +665,9 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   std::string sim_dir = SimLibraryDir();
   bool use_sim = !o.sim_profile.empty() || RealDriverDevices(sim_dir).empty();
   if (use_sim) {
-    if (auto f = UseSimulator(o, sim_dir)) {
-      std::fprintf(stderr, "hami run: %s\n", f->message.c_str());
-      std::exit(f->status);
+    if (auto simulated = UseSimulator(o, sim_dir); !simulated.ok()) {
+      std::fprintf(stderr, "hami run: %s\n", simulated.error().message().c_str());
+      std::exit(SimulatorFailureStatus(o, simulated.error()));
     }
   }
   std::vector<char*> argv;

@@ -99,7 +99,9 @@ TEST_F(HamiCliTest, RunPassesTheCommandsOwnOptionsThrough) {
 TEST_F(HamiCliTest, RunRefusesAnUnknownProfileNamingIt) {
   Outcome o = Hami({"run", "--sim", "h100-8g", "--", "/bin/true"}, Env());
   EXPECT_EQ(o.status, 2);
-  EXPECT_THAT(o.out, HasSubstr("--sim='h100-8g': unknown profile 'h100-8g'"));
+  // The simulated GPU itself refuses the profile, naming it; hami names the option.
+  EXPECT_THAT(o.out, HasSubstr("HAMI_SIM_PROFILE='h100-8g': unknown profile 'h100-8g'"));
+  EXPECT_THAT(o.out, HasSubstr("hami run: --sim='h100-8g': the simulated GPU does not start"));
 }
 
 TEST_F(HamiCliTest, RunReportsACommandThatCannotStart) {
