@@ -1,0 +1,850 @@
+// hami-scheduler against the simulated API server, over its real HTTP endpoints: filter,
+// prioritize and bind as kube-scheduler calls them, the node lock under races, restart, bad
+// input, readiness, metrics (promtool), HTTPS, the handshake loop.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "common/temp_dir.h"
+#include "kube/annotations.h"
+#include "kube/client.h"
+#include "kube/resource.h"
+#include "kube/time.h"
+#include "scheduler/daemon.h"
+#include "scheduler/handshake.h"
+#include "scheduler/plugin_standin.h"
+#include "scheduler/test_cluster.h"
+#include "sim/kube/api_server.h"
+#include "sim/kube/scheduler_standin.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+using testing::GpuNode;
+using testing::GpuNodeSpec;
+using testing::GpuPod;
+using testing::GpuPodSpec;
+using testing::GpuUuid;
+using testing::RunningGpuPod;
+using SteadyClock = std::chrono::steady_clock;
+
+// Polls `pred` (a state another thread or process changes: the API server's store, an
+// informer's view) every 5 ms until it holds or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  while (!pred()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+struct HttpAnswer {
+  int status = 0;
+  std::string body;
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+class SchedulerIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = sim::kube::ApiServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.error().message();
+    api_ = std::move(server).value();
+    client_ = Connect();
+  }
+
+  void TearDown() override {
+    plugin_.reset();
+    daemons_.clear();
+    client_.reset();
+    if (api_) api_->Stop();
+  }
+
+  kube::Config Config() const {
+    kube::Config c;
+    c.server = api_->url();
+    c.source = "test";
+    return c;
+  }
+
+  std::unique_ptr<kube::Client> Connect() {
+    kube::ClientOptions o;
+    o.qps = 0;
+    auto c = kube::Client::Create(Config(), o);
+    EXPECT_TRUE(c.ok());
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  DaemonOptions Options() {
+    DaemonOptions o;
+    o.server.http_bind = "127.0.0.1:0";
+    o.server.metrics_bind = "127.0.0.1:0";
+    o.handshake_enabled = false;
+    o.client.qps = 0;
+    o.scheduler.node_lock_wait = std::chrono::milliseconds(5000);
+    return o;
+  }
+
+  Daemon* StartDaemon(DaemonOptions o, bool wait_ready = true) {
+    auto d = Daemon::Start(Config(), std::move(o));
+    EXPECT_TRUE(d.ok()) << d.error().message();
+    if (!d.ok()) return nullptr;
+    if (wait_ready) {
+      EXPECT_TRUE((*d)->WaitReady(SteadyClock::now() + std::chrono::seconds(20)));
+    }
+    daemons_.push_back(std::move(d).value());
+    return daemons_.back().get();
+  }
+
+  void StartPlugin() {
+    plugin_ = std::make_unique<PluginStandin>(*client_);
+    plugin_->Start();
+  }
+
+  void AddNode(const GpuNodeSpec& spec) {
+    auto r = api_->CreateObject(kube::kNodes, GpuNode(spec));
+    ASSERT_TRUE(r.ok()) << r.error().message();
+  }
+
+  json AddPod(const GpuPodSpec& spec) {
+    auto r = api_->CreateObject(kube::kPods, GpuPod(spec));
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : json();
+  }
+
+  json AddRunningPod(const GpuPodSpec& spec, const std::string& node,
+                     const kube::PodDevices& devices) {
+    auto r = api_->CreateObject(kube::kPods, RunningGpuPod(spec, node, devices));
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : json();
+  }
+
+  json GetPod(const std::string& name, const std::string& ns = "default") {
+    auto r = api_->GetObject(kube::kPods, ns, name);
+    return r.ok() ? *r : json();
+  }
+
+  // Waits until every daemon's view holds `n` pod shares.
+  bool WaitShares(Daemon* d, size_t n) {
+    return WaitUntil([&] { return d->scheduler().state().Shares().size() == n; },
+                     std::chrono::seconds(10));
+  }
+
+  static HttpAnswer Post(int port, const std::string& path, const std::string& body) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    auto res = c.Post(path.c_str(), body, "application/json");
+    if (!res) return {};
+    return {res->status, res->body};
+  }
+  static HttpAnswer Get(int port, const std::string& path) {
+    httplib::Client c("127.0.0.1", port);
+    auto res = c.Get(path.c_str());
+    if (!res) return {};
+    return {res->status, res->body};
+  }
+
+  static std::string Args(const json& pod, const std::vector<std::string>& names) {
+    return sim::kube::ExtenderArgsJson(pod, {}, names, true).dump();
+  }
+  static std::string BindArgs(const json& pod, const std::string& node) {
+    return sim::kube::ExtenderBindingArgsJson(kube::MetadataString(pod, "name"),
+                                              kube::MetadataString(pod, "namespace"),
+                                              kube::MetadataString(pod, "uid"), node)
+        .dump();
+  }
+  // The bind's error ("" on success).
+  static std::string Bind(int port, const json& pod, const std::string& node) {
+    HttpAnswer a = Post(port, "/bind", BindArgs(pod, node));
+    EXPECT_EQ(a.status, 200) << a.body;
+    auto err = sim::kube::ParseExtenderBindingResultError(a.Json());
+    return err.ok() ? *err : "unreadable answer: " + a.body;
+  }
+
+  bool HasEvent(const std::string& reason, const std::string& pod, const std::string& contains) {
+    for (const json& e : api_->ListObjects(kube::kEvents)) {
+      if (e.value("reason", "") == reason && e["involvedObject"].value("name", "") == pod &&
+          e.value("message", "").find(contains) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::unique_ptr<sim::kube::ApiServer> api_;
+  std::unique_ptr<kube::Client> client_;
+  std::vector<std::unique_ptr<Daemon>> daemons_;
+  std::unique_ptr<PluginStandin> plugin_;
+};
+
+// ---- filter, prioritize, bind ----------------------------------------------------------------
+
+TEST_F(SchedulerIntegration, FilterReturnsEveryFittingNodeAndAReasonForEachOther) {
+  AddNode({.name = "fits-a", .gpus = 2});
+  AddNode({.name = "fits-b", .gpus = 4});
+  AddNode({.name = "small", .gpus = 2, .mem_mib = 4096});
+  AddNode({.name = "full", .gpus = 1});
+  ASSERT_TRUE(api_->CreateObject(kube::kNodes, {{"metadata", {{"name", "cpu-only"}}}}).ok());
+  AddRunningPod({.name = "hog", .mem_mib = 15000}, "full",
+                {{{GpuUuid("full", 0), "NVIDIA", 15000, 0}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_NE(d, nullptr);
+  ASSERT_TRUE(WaitShares(d, 1));
+  json pod = AddPod({.name = "p", .mem_mib = 8000, .cores = 30});
+
+  HttpAnswer a = Post(d->port(), "/filter",
+                      Args(pod, {"fits-a", "fits-b", "small", "full", "cpu-only", "ghost"}));
+  ASSERT_EQ(a.status, 200) << a.body;
+  auto r = sim::kube::ParseExtenderFilterResult(a.Json());
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->has_node_names);
+  EXPECT_EQ(r->node_names, (std::vector<std::string>{"fits-a", "fits-b"}));
+  EXPECT_EQ(r->error, "");
+  ASSERT_EQ(r->failed_and_unresolvable_nodes.count("small"), 1u);
+  EXPECT_NE(r->failed_and_unresolvable_nodes["small"].find("2 smaller than the request"),
+            std::string::npos);
+  EXPECT_EQ(r->failed_and_unresolvable_nodes["cpu-only"],
+            "no GPUs registered (hami.io/node-nvidia-register)");
+  ASSERT_EQ(r->failed_nodes.count("full"), 1u);
+  EXPECT_NE(r->failed_nodes["full"].find("1 short of memory"), std::string::npos)
+      << r->failed_nodes["full"];
+  EXPECT_NE(r->failed_nodes["ghost"].find("has not seen this node"), std::string::npos);
+}
+
+TEST_F(SchedulerIntegration, FilterWithoutNodeCacheAnswersANodeList) {
+  AddNode({.name = "n1", .gpus = 1});
+  AddNode({.name = "n2", .gpus = 1, .mem_mib = 1000});
+  Daemon* d = StartDaemon(Options());
+  json pod = AddPod({.name = "p", .mem_mib = 2000});
+  std::vector<std::shared_ptr<const json>> nodes;
+  for (const char* n : {"n1", "n2"}) {
+    nodes.push_back(std::make_shared<const json>(*api_->GetObject(kube::kNodes, "", n)));
+  }
+  HttpAnswer a =
+      Post(d->port(), "/filter", sim::kube::ExtenderArgsJson(pod, nodes, {}, false).dump());
+  ASSERT_EQ(a.status, 200) << a.body;
+  auto r = sim::kube::ParseExtenderFilterResult(a.Json());
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->has_nodes);
+  EXPECT_EQ(r->nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r->failed_and_unresolvable_nodes.count("n2"), 1u);
+}
+
+TEST_F(SchedulerIntegration, APodWithoutGpusPassesEveryNode) {
+  AddNode({.name = "n1"});
+  Daemon* d = StartDaemon(Options());
+  json pod = AddPod({.name = "plain"});
+  pod["spec"]["containers"][0]["resources"] = json::object();
+  auto r = sim::kube::ParseExtenderFilterResult(
+      Post(d->port(), "/filter", Args(pod, {"n1", "anything"})).Json());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, (std::vector<std::string>{"n1", "anything"}));
+}
+
+TEST_F(SchedulerIntegration, SingleNodeFilterKeepsOnlyTheBestNode) {
+  AddNode({.name = "busy", .gpus = 1});
+  AddNode({.name = "idle", .gpus = 1});
+  AddRunningPod({.name = "hog", .mem_mib = 8000}, "busy",
+                {{{GpuUuid("busy", 0), "NVIDIA", 8000, 0}}});
+  DaemonOptions o = Options();
+  o.scheduler.single_node_filter = true;  // node policy binpack: the busier node
+  Daemon* d = StartDaemon(o);
+  ASSERT_TRUE(WaitShares(d, 1));
+  json pod = AddPod({.name = "p", .mem_mib = 1000});
+  auto r = sim::kube::ParseExtenderFilterResult(
+      Post(d->port(), "/filter", Args(pod, {"busy", "idle"})).Json());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"busy"});
+  EXPECT_NE(r->failed_nodes["idle"].find("single-node filter keeps only busy"), std::string::npos);
+}
+
+TEST_F(SchedulerIntegration, PrioritizeScoresByTheNodePolicyAndZeroForWhatDoesNotFit) {
+  AddNode({.name = "busy", .gpus = 1});
+  AddNode({.name = "idle", .gpus = 1});
+  AddNode({.name = "small", .gpus = 1, .mem_mib = 500});
+  AddRunningPod({.name = "hog", .mem_mib = 12000, .cores = 60}, "busy",
+                {{{GpuUuid("busy", 0), "NVIDIA", 12000, 60}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 1));
+  json binpack = AddPod({.name = "bp", .mem_mib = 1000});
+  json spread = AddPod({.name = "sp",
+                        .mem_mib = 1000,
+                        .annotations = {{"hami.io/node-scheduler-policy", "spread"}}});
+  auto score = [&](const json& pod) {
+    HttpAnswer a = Post(d->port(), "/prioritize", Args(pod, {"busy", "idle", "small"}));
+    EXPECT_EQ(a.status, 200) << a.body;
+    auto list = sim::kube::ParseHostPriorityList(a.Json());
+    EXPECT_TRUE(list.ok());
+    std::map<std::string, int64_t> m;
+    if (list.ok()) {
+      for (const auto& h : *list) m[h.host] = h.score;
+    }
+    return m;
+  };
+  auto b = score(binpack);
+  auto s = score(spread);
+  EXPECT_GT(b["busy"], b["idle"]);
+  EXPECT_LT(s["busy"], s["idle"]);
+  EXPECT_EQ(b["small"], 0);
+  for (auto* m : {&b, &s}) {
+    for (const auto& [host, v] : *m) {
+      EXPECT_GE(v, 0);
+      EXPECT_LE(v, 10);
+    }
+  }
+}
+
+TEST_F(SchedulerIntegration, BindWritesTheAnnotationsTakesTheNodeLockAndBinds) {
+  AddNode({.name = "n1", .gpus = 2});
+  Daemon* d = StartDaemon(Options());
+  json pod = AddPod({.name = "p", .gpus = 2, .mem_mib = 3000, .cores = 20});
+  ASSERT_TRUE(WaitUntil([&] { return d->scheduler().state().NodeNames().size() == 1; },
+                        std::chrono::seconds(5)));
+  const auto before = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  EXPECT_EQ(Bind(d->port(), pod, "n1"), "");
+
+  json stored = GetPod("p");
+  EXPECT_EQ(stored["spec"].value("nodeName", ""), "n1");
+  const json& ann = stored["metadata"]["annotations"];
+  EXPECT_EQ(ann.value("hami.io/vgpu-node", ""), "n1");
+  EXPECT_EQ(ann.value("hami.io/bind-phase", ""), "allocating");
+  const std::string allocated = ann.value("hami.io/vgpu-devices-allocated", "");
+  EXPECT_EQ(ann.value("hami.io/vgpu-devices-to-allocate", ""), allocated);
+  auto devices = kube::DecodePodDevices(allocated, kube::kDevicesAllocatedAnnotation);
+  ASSERT_TRUE(devices.ok()) << allocated;
+  ASSERT_EQ(devices->size(), 1u);
+  ASSERT_EQ((*devices)[0].size(), 2u);
+  EXPECT_NE((*devices)[0][0].uuid, (*devices)[0][1].uuid);
+  EXPECT_EQ((*devices)[0][0].mem_mib, 3000);
+  EXPECT_EQ((*devices)[0][0].cores, 20);
+  for (const char* key : {"hami.io/bind-time", "hami.io/vgpu-time"}) {
+    auto t = kube::DecodeUnixSeconds(ann.value(key, ""), key);
+    ASSERT_TRUE(t.ok()) << key;
+    EXPECT_GE(*t, before);
+  }
+  json node = *api_->GetObject(kube::kNodes, "", "n1");
+  auto lock = kube::DecodeNodeLock(
+      node["metadata"]["annotations"].value(std::string(kube::kNodeLockAnnotation), ""));
+  ASSERT_TRUE(lock.ok());
+  EXPECT_EQ(lock->ns, "default");
+  EXPECT_EQ(lock->pod, "p");
+
+  // The plugin's side: success, lock released; the pod keeps its share.
+  StartPlugin();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        json n = *api_->GetObject(kube::kNodes, "", "n1");
+        return !n["metadata"]["annotations"].contains(std::string(kube::kNodeLockAnnotation));
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(GetPod("p")["metadata"]["annotations"].value("hami.io/bind-phase", ""), "success");
+  auto share = d->scheduler().state().Share("default", "p");
+  ASSERT_TRUE(share.has_value());
+  EXPECT_EQ(share->node, "n1");
+}
+
+TEST_F(SchedulerIntegration, BindRechecksTheFitAgainstCurrentUsage) {
+  AddNode({.name = "n1", .gpus = 1});
+  Daemon* d = StartDaemon(Options());
+  StartPlugin();
+  json first = AddPod({.name = "first", .mem_mib = 10000});
+  json second = AddPod({.name = "second", .mem_mib = 10000});
+  // Both fit when filtered one after the other, before either is bound.
+  for (const json* p : {&first, &second}) {
+    auto r =
+        sim::kube::ParseExtenderFilterResult(Post(d->port(), "/filter", Args(*p, {"n1"})).Json());
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->node_names, std::vector<std::string>{"n1"});
+  }
+  EXPECT_EQ(Bind(d->port(), first, "n1"), "");
+  const std::string err = Bind(d->port(), second, "n1");
+  EXPECT_NE(err.find("pod default/second does not fit node n1 now"), std::string::npos) << err;
+  EXPECT_NE(err.find("short of memory"), std::string::npos) << err;
+  EXPECT_EQ(GetPod("second")["spec"].value("nodeName", ""), "");
+  EXPECT_FALSE(GetPod("second")["metadata"].contains("annotations") &&
+               GetPod("second")["metadata"]["annotations"].contains("hami.io/vgpu-node"));
+  EXPECT_TRUE(WaitUntil([&] { return HasEvent("BindingFailed", "second", "does not fit"); },
+                        std::chrono::seconds(10)));
+  EXPECT_EQ(d->metrics().bind_failures(BindFailure::kNoFit), 1u);
+}
+
+TEST_F(SchedulerIntegration, ABindToALockedNodeWaitsAndFailsWhenTheLockIsNotReleased) {
+  AddNode({.name = "n1", .gpus = 2});
+  DaemonOptions o = Options();
+  o.scheduler.node_lock_wait = std::chrono::milliseconds(300);
+  Daemon* d = StartDaemon(o);
+  json a = AddPod({.name = "a", .mem_mib = 1000});
+  json b = AddPod({.name = "b", .mem_mib = 1000});
+  ASSERT_EQ(Bind(d->port(), a, "n1"), "");
+  // No plugin runs: a's lock stays, and b's bind gives up after the wait.
+  const std::string err = Bind(d->port(), b, "n1");
+  EXPECT_NE(err.find("node n1: the node lock hami.io/mutex.lock is held by default/a since"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("(waited 300 ms)"), std::string::npos) << err;
+  EXPECT_TRUE(WaitUntil([&] { return HasEvent("BindingFailed", "b", "held by default/a"); },
+                        std::chrono::seconds(10)));
+  // A locked node scores 0 for the next pod, so kube-scheduler prefers another.
+  auto list =
+      sim::kube::ParseHostPriorityList(Post(d->port(), "/prioritize", Args(b, {"n1"})).Json());
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ((*list)[0].score, 0);
+  // Once the plugin has allocated a, b binds.
+  StartPlugin();
+  EXPECT_EQ(Bind(d->port(), b, "n1"), "");
+}
+
+TEST_F(SchedulerIntegration, TwoBindsRacingForOneNodeNeverDoubleBook) {
+  // One GPU with room for one of the two pods; two schedulers (each with its own view) bind
+  // at once. The node lock and the fresh read under it let exactly one in.
+  AddNode({.name = "n1", .gpus = 1});
+  StartPlugin();
+  Daemon* d1 = StartDaemon(Options());
+  Daemon* d2 = StartDaemon(Options());
+  json a = AddPod({.name = "a", .mem_mib = 9000});
+  json b = AddPod({.name = "b", .mem_mib = 9000});
+  std::string err_a, err_b;
+  std::thread ta([&] { err_a = Bind(d1->port(), a, "n1"); });
+  std::thread tb([&] { err_b = Bind(d2->port(), b, "n1"); });
+  ta.join();
+  tb.join();
+  EXPECT_TRUE(err_a.empty() != err_b.empty()) << "a: " << err_a << "\nb: " << err_b;
+  const std::string& err = err_a.empty() ? err_b : err_a;
+  EXPECT_NE(err.find("does not fit node n1 now"), std::string::npos) << err;
+  // With room for both, both bind, one after the other.
+  json c = AddPod({.name = "c", .mem_mib = 3000});
+  json e = AddPod({.name = "e", .mem_mib = 3000});
+  std::string err_c, err_e;
+  std::thread tc([&] { err_c = Bind(d1->port(), c, "n1"); });
+  std::thread te([&] { err_e = Bind(d2->port(), e, "n1"); });
+  tc.join();
+  te.join();
+  EXPECT_EQ(err_c, "");
+  EXPECT_EQ(err_e, "");
+}
+
+TEST_F(SchedulerIntegration, DanglingExpiredAndOwnLocksAreTakenOver) {
+  AddNode({.name = "n1", .gpus = 4});
+  kube::WallTime clock = std::chrono::system_clock::now();
+  DaemonOptions o = Options();
+  o.scheduler.node_lock_wait = std::chrono::milliseconds(300);
+  o.scheduler.now = [&clock] { return clock; };
+  Daemon* d = StartDaemon(o);
+  auto set_lock = [&](const std::string& value) {
+    ASSERT_TRUE(client_
+                    ->Patch(kube::kNodes, "", "n1", kube::PatchType::kMerge,
+                            {{"metadata", {{"annotations", {{"hami.io/mutex.lock", value}}}}}})
+                    .ok());
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto info = d->scheduler().state().Node("n1");
+          return info && info->lock && kube::EncodeNodeLock(*info->lock).value() == value;
+        },
+        std::chrono::seconds(5)));
+  };
+  auto lock_text = [](kube::WallTime t, const std::string& pod) {
+    return *kube::EncodeNodeLock({t, "default", pod});
+  };
+  json holder = AddPod({.name = "holder", .mem_mib = 100});
+
+  // A lock of a pod that does not exist is broken.
+  set_lock(lock_text(clock, "ghost"));
+  json p1 = AddPod({.name = "p1", .mem_mib = 100});
+  EXPECT_EQ(Bind(d->port(), p1, "n1"), "");
+
+  // A fresh lock of a live pod holds; five minutes later it has expired.
+  set_lock(lock_text(clock, "holder"));
+  json p2 = AddPod({.name = "p2", .mem_mib = 100});
+  EXPECT_NE(Bind(d->port(), p2, "n1").find("held by default/holder"), std::string::npos);
+  clock += std::chrono::minutes(5);
+  EXPECT_EQ(Bind(d->port(), p2, "n1"), "");
+
+  // The same pod may lock again (a retried bind).
+  json p3 = AddPod({.name = "p3", .mem_mib = 100});
+  set_lock(lock_text(clock, "p3"));
+  EXPECT_EQ(Bind(d->port(), p3, "n1"), "");
+}
+
+// ---- state ----------------------------------------------------------------------------------
+
+TEST_F(SchedulerIntegration, ARestartReachesTheSameUsageBeforeItIsReady) {
+  for (int i = 0; i < 4; ++i) AddNode({.name = "n" + std::to_string(i), .gpus = 2});
+  StartPlugin();
+  Daemon* d = StartDaemon(Options());
+  for (int i = 0; i < 12; ++i) {
+    json pod = AddPod({.name = "p" + std::to_string(i), .mem_mib = 1000 + 100 * i, .cores = 10});
+    ASSERT_EQ(Bind(d->port(), pod, "n" + std::to_string(i % 4)), "");
+  }
+  ASSERT_TRUE(WaitUntil([&] { return plugin_->allocated() == 12; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& [k, s] : d->scheduler().state().Shares()) {
+          (void)k;
+          if (GetPod(s.name)["metadata"]["annotations"].value("hami.io/bind-phase", "") !=
+              "success") {
+            return false;
+          }
+        }
+        return d->scheduler().state().Shares().size() == 12;
+      },
+      std::chrono::seconds(10)));
+  const auto before = d->scheduler().state().Gpus();
+  daemons_.clear();
+
+  DaemonOptions o = Options();
+  auto restarted = Daemon::Start(Config(), o);
+  ASSERT_TRUE(restarted.ok());
+  ASSERT_TRUE((*restarted)->WaitReady(SteadyClock::now() + std::chrono::seconds(20)));
+  // Ready means the view is the cluster's already: nothing to wait for.
+  const auto after = (*restarted)->scheduler().state().Gpus();
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(before[i].device.id, after[i].device.id);
+    EXPECT_EQ(before[i].used, after[i].used) << before[i].device.id;
+  }
+  daemons_.push_back(std::move(restarted).value());
+}
+
+TEST_F(SchedulerIntegration, APodThatEndsOrIsDeletedReleasesItsShare) {
+  AddNode({.name = "n1", .gpus = 1});
+  AddRunningPod({.name = "done", .mem_mib = 4000}, "n1",
+                {{{GpuUuid("n1", 0), "NVIDIA", 4000, 10}}});
+  AddRunningPod({.name = "gone", .mem_mib = 2000}, "n1", {{{GpuUuid("n1", 0), "NVIDIA", 2000, 5}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 2));
+  EXPECT_EQ(d->scheduler().state().Gpus()[0].used, (DeviceUsage{2, 6000, 15, 0}));
+  json done = GetPod("done");
+  done["status"]["phase"] = "Succeeded";
+  ASSERT_TRUE(client_->Update(kube::kPods, done, "status").ok());
+  ASSERT_TRUE(WaitShares(d, 1));
+  EXPECT_EQ(d->scheduler().state().Gpus()[0].used, (DeviceUsage{1, 2000, 5, 0}));
+  ASSERT_TRUE(api_->DeleteObject(kube::kPods, "default", "gone").ok());
+  ASSERT_TRUE(WaitShares(d, 0));
+  EXPECT_EQ(d->scheduler().state().Gpus()[0].used, DeviceUsage{});
+}
+
+TEST_F(SchedulerIntegration, NamespaceQuotaIsCountedFromTheAllocations) {
+  AddNode({.name = "n1", .gpus = 2});
+  ASSERT_TRUE(api_->CreateObject(kube::kResourceQuotas,
+                                 {{"metadata", {{"name", "gpu-quota"}, {"namespace", "default"}}},
+                                  {"spec", {{"hard", {{"limits.nvidia.com/gpumem", "5000"}}}}}})
+                  .ok());
+  AddRunningPod({.name = "old", .mem_mib = 3000}, "n1", {{{GpuUuid("n1", 0), "NVIDIA", 3000, 0}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 1));
+  json ok = AddPod({.name = "ok", .mem_mib = 2000});
+  json over = AddPod({.name = "over", .mem_mib = 2001});
+  auto r =
+      sim::kube::ParseExtenderFilterResult(Post(d->port(), "/filter", Args(ok, {"n1"})).Json());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"n1"});
+  auto r2 =
+      sim::kube::ParseExtenderFilterResult(Post(d->port(), "/filter", Args(over, {"n1"})).Json());
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(r2->node_names.empty());
+  EXPECT_EQ(r2->failed_nodes["n1"],
+            "namespace default: limits.nvidia.com/gpumem of ResourceQuota gpu-quota is 5000 MiB, "
+            "3000 are used and the pod needs 2001");
+}
+
+// ---- bad input, readiness, metrics, HTTPS ------------------------------------------------------
+
+TEST_F(SchedulerIntegration, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) {
+  AddNode({.name = "n1"});
+  Daemon* d = StartDaemon(Options());
+  const int port = d->port();
+  auto error_of = [](const HttpAnswer& a) { return a.Json().value("Error", std::string()); };
+  HttpAnswer a = Post(port, "/filter", "{not json");
+  EXPECT_EQ(a.status, 400);
+  EXPECT_EQ(error_of(a), "ExtenderArgs: not valid JSON");
+  a = Post(port, "/filter", R"({"NodeNames":["n1"]})");
+  EXPECT_EQ(a.status, 400);
+  EXPECT_EQ(error_of(a), "ExtenderArgs: Pod: missing");
+  a = Post(port, "/prioritize", R"({"Pod":{"metadata":{"name":"x"}},"NodeNames":["n1",7]})");
+  EXPECT_EQ(a.status, 400);
+  EXPECT_EQ(error_of(a), "ExtenderArgs: NodeNames[1]: expected a string");
+  a = Post(port, "/filter", R"({"Pod":{"metadata":{"name":"x"}}})");
+  EXPECT_EQ(a.status, 400);
+  EXPECT_EQ(error_of(a), "ExtenderArgs: neither NodeNames nor Nodes is set");
+  json bad_quantity = GpuPod({.name = "q"});
+  bad_quantity["metadata"]["namespace"] = "default";
+  bad_quantity["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "1.5.3";
+  a = Post(port, "/filter", Args(bad_quantity, {"n1"}));
+  EXPECT_EQ(a.status, 400);
+  EXPECT_NE(error_of(a).find("ExtenderArgs: Pod: Pod default/q: "
+                             "spec.containers[0].resources.limits.nvidia.com/gpumem: quantity "
+                             "'1.5.3'"),
+            std::string::npos)
+      << error_of(a);
+  json bad_policy = GpuPod({.name = "bp", .annotations = {{"hami.io/gpu-scheduler-policy", "x"}}});
+  a = Post(port, "/filter", Args(bad_policy, {"n1"}));
+  EXPECT_EQ(a.status, 400);
+  EXPECT_NE(error_of(a).find("annotation hami.io/gpu-scheduler-policy: 'x' is not a GPU policy"),
+            std::string::npos)
+      << error_of(a);
+  a = Post(port, "/bind", R"({"PodName":"x","Node":"n1"})");
+  EXPECT_EQ(a.status, 400);
+  EXPECT_EQ(error_of(a), "ExtenderBindingArgs: PodNamespace: missing");
+  // Go field names match ignoring case.
+  a = Post(port, "/bind", R"({"podname":"nope","podnamespace":"default","node":"n1"})");
+  EXPECT_EQ(a.status, 200);
+  EXPECT_NE(a.Json().value("Error", "").find("binding pod default/nope"), std::string::npos);
+  // Over 1 MiB.
+  std::string big = R"({"Pod":{"metadata":{"name":")" + std::string(1 << 20, 'x') + R"("}}})";
+  a = Post(port, "/filter", big);
+  EXPECT_EQ(a.status, 413);
+  EXPECT_EQ(error_of(a), "request body over 1048576 bytes");
+  {
+    httplib::Client c("127.0.0.1", port);
+    auto res = c.Post(
+        "/filter",
+        [&](size_t offset, httplib::DataSink& sink) {
+          if (offset >= big.size()) {
+            sink.done();
+            return true;
+          }
+          sink.write(big.data() + offset, std::min<size_t>(65536, big.size() - offset));
+          return true;
+        },
+        "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 413) << "chunked";
+  }
+  EXPECT_EQ(Get(port, "/nope").status, 404);
+  EXPECT_EQ(Get(port, "/filter").status, 405);
+  // Still serving.
+  json pod = AddPod({.name = "fine"});
+  a = Post(port, "/filter", Args(pod, {"n1"}));
+  EXPECT_EQ(a.status, 200) << a.body;
+}
+
+TEST_F(SchedulerIntegration, ReadyOnlyOnceTheInformersHaveSynced) {
+  AddNode({.name = "n1"});
+  sim::kube::Faults slow;
+  slow.latency = std::chrono::milliseconds(800);
+  api_->SetFaults(slow);
+  Daemon* d = StartDaemon(Options(), /*wait_ready=*/false);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(Get(d->port(), "/healthz").status, 200);
+  // The first lists take at least the injected latency.
+  EXPECT_EQ(Get(d->port(), "/readyz").status, 503);
+  json pod = GpuPod({.name = "early"});
+  HttpAnswer a = Post(d->port(), "/filter", Args(pod, {"n1"}));
+  EXPECT_EQ(a.status, 503);
+  EXPECT_NE(a.body.find("hami-scheduler is not ready"), std::string::npos);
+  ASSERT_TRUE(d->WaitReady(SteadyClock::now() + std::chrono::seconds(30)));
+  api_->SetFaults({});
+  EXPECT_EQ(Get(d->port(), "/readyz").status, 200);
+}
+
+TEST_F(SchedulerIntegration, MetricsPassPromtool) {
+  AddNode({.name = "n1", .gpus = 2});
+  ASSERT_TRUE(api_->CreateObject(kube::kResourceQuotas,
+                                 {{"metadata", {{"name", "q"}, {"namespace", "default"}}},
+                                  {"spec",
+                                   {{"hard",
+                                     {{"limits.nvidia.com/gpumem", "50000"},
+                                      {"limits.nvidia.com/gpucores", "300"}}}}}})
+                  .ok());
+  AddRunningPod({.name = "r", .mem_mib = 3000, .cores = 30}, "n1",
+                {{{GpuUuid("n1", 1), "NVIDIA", 3000, 30}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 1));
+  json pod = AddPod({.name = "p"});
+  Post(d->port(), "/filter", Args(pod, {"n1"}));
+  Post(d->port(), "/bind", "{}");
+  HttpAnswer m = Get(d->metrics_port(), "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(Get(d->port(), "/metrics").status, 200);
+  for (const char* line :
+       {"hami_gpu_memory_limit_bytes{node=\"n1\",device_uuid=\"GPU-n1-0\",device_index=\"0\","
+        "device_type=\"NVIDIA-A100-SXM4-40GB\"} 17179869184",
+        "hami_gpu_memory_allocated_bytes{node=\"n1\",device_uuid=\"GPU-n1-1\",device_index=\"1\","
+        "device_type=\"NVIDIA-A100-SXM4-40GB\"} 3145728000",
+        "hami_gpu_shared_count{node=\"n1\",device_uuid=\"GPU-n1-1\",device_index=\"1\","
+        "device_type=\"NVIDIA-A100-SXM4-40GB\"} 1",
+        "hami_gpu_core_allocated_ratio{node=\"n1\",device_uuid=\"GPU-n1-1\",device_index=\"1\","
+        "device_type=\"NVIDIA-A100-SXM4-40GB\"} 0.29999999999999999",
+        "hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"n1\",pod=\"r\","
+        "container_index=\"0\",device_uuid=\"GPU-n1-1\"} 3145728000",
+        "hami_resource_quota_used{namespace=\"default\",resource=\"limits.nvidia.com/gpumem\"} "
+        "3000",
+        "hami_resource_quota_limit{namespace=\"default\",resource=\"limits.nvidia.com/gpucores\"} "
+        "300",
+        "hami_scheduler_filter_duration_seconds_count 1",
+        "hami_scheduler_bind_failures_total{reason=\"invalid\"} 1",
+        "hami_scheduler_requests_total{verb=\"bind\",code=\"400\"} 1", "hami_scheduler_ready 1"}) {
+    EXPECT_NE(m.body.find(line), std::string::npos) << line;
+  }
+  if (access("/usr/bin/promtool", X_OK) != 0 &&
+      std::system("command -v promtool >/dev/null") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus; scripts/setup.sh installs "
+                    "it)";
+  }
+  TempDir dir("hami-sched");
+  const std::string file = dir.path() + "/metrics.txt";
+  std::ofstream(file) << m.body;
+  const std::string cmd = "promtool check metrics < " + file + " > " + dir.path() + "/out 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out(dir.path() + "/out");
+  std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  // Exit 3 is lint findings only (the text parsed). The one accepted finding is HAMi's own
+  // name hami_gpu_shared_count, which a gauge ending in _count trips; anything else fails.
+  ASSERT_TRUE(WIFEXITED(rc)) << report;
+  if (WEXITSTATUS(rc) == 3) {
+    std::istringstream lines(report);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty()) continue;
+      EXPECT_EQ(line.rfind("hami_gpu_shared_count non-histogram and non-summary metrics should "
+                           "not have \"_count\" suffix",
+                           0),
+                0u)
+          << line;
+    }
+  } else {
+    EXPECT_EQ(WEXITSTATUS(rc), 0) << report;
+  }
+}
+
+TEST_F(SchedulerIntegration, ServesHttpsWithTheGivenCertificate) {
+  TempDir dir("hami-sched");
+  const std::string cert = dir.path() + "/tls.crt";
+  const std::string key = dir.path() + "/tls.key";
+  const std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl could not make a certificate";
+  AddNode({.name = "n1"});
+  DaemonOptions o = Options();
+  o.server.cert_file = cert;
+  o.server.key_file = key;
+  Daemon* d = StartDaemon(o);
+  ASSERT_NE(d, nullptr);
+  httplib::SSLClient c("127.0.0.1", d->port());
+  c.set_ca_cert_path(cert.c_str());
+  c.enable_server_certificate_verification(true);
+  json pod = AddPod({.name = "p"});
+  auto res = c.Post("/filter", Args(pod, {"n1"}), "application/json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  auto r = sim::kube::ParseExtenderFilterResult(json::parse(res->body));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"n1"});
+
+  DaemonOptions half = Options();
+  half.server.cert_file = cert;
+  auto bad = Daemon::Start(Config(), half);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("--cert-file and --key-file: HTTPS needs both"),
+            std::string::npos);
+}
+
+// ---- handshake -------------------------------------------------------------------------------
+
+TEST_F(SchedulerIntegration, HandshakeRequestsRenewsAndMarksANodeWithoutGpusDeleted) {
+  AddNode({.name = "plugged", .gpus = 1});
+  GpuNodeSpec gone_spec{.name = "unplugged", .gpus = 1};
+  json gone = GpuNode(gone_spec);
+  gone["status"]["allocatable"]["nvidia.com/gpu"] = "0";
+  ASSERT_TRUE(api_->CreateObject(kube::kNodes, gone).ok());
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitUntil([&] { return d->scheduler().state().NodeNames().size() == 2; },
+                        std::chrono::seconds(5)));
+  kube::WallTime clock = *kube::ParseTime("2024-01-23T04:30:04Z");
+  HandshakeOptions ho;
+  ho.now = [&clock] { return clock; };
+  HandshakeLoop loop(*client_, d->scheduler().state(), d->metrics(), ho);
+  auto handshake = [&](const std::string& node) {
+    return (*api_->GetObject(kube::kNodes, "", node))["metadata"]["annotations"].value(
+        "hami.io/node-handshake", "");
+  };
+  auto seen = [&](const std::string& node, const std::string& value) {
+    return WaitUntil(
+        [&] {
+          auto info = d->scheduler().state().Node(node);
+          return info && info->handshake &&
+                 kube::EncodeHandshake(info->handshake->state, info->handshake->time) == value;
+        },
+        std::chrono::seconds(5));
+  };
+  EXPECT_EQ(loop.RunOnce(), 2);
+  EXPECT_EQ(handshake("plugged"), "Requesting_2024-01-23 04:30:04");
+  ASSERT_TRUE(seen("plugged", "Requesting_2024-01-23 04:30:04"));
+  ASSERT_TRUE(seen("unplugged", "Requesting_2024-01-23 04:30:04"));
+  // Pending: nothing written.
+  clock += std::chrono::seconds(30);
+  EXPECT_EQ(loop.RunOnce(), 0);
+  // Expired: the node with GPUs is asked again and stays usable; the other is marked Deleted.
+  clock += std::chrono::seconds(31);
+  EXPECT_EQ(loop.RunOnce(), 2);
+  EXPECT_EQ(handshake("plugged"), "Requesting_2024-01-23 04:31:05");
+  EXPECT_EQ(handshake("unplugged"), "Deleted_2024-01-23 04:31:05");
+  ASSERT_TRUE(seen("unplugged", "Deleted_2024-01-23 04:31:05"));
+  json pod = AddPod({.name = "p"});
+  auto r = sim::kube::ParseExtenderFilterResult(
+      Post(d->port(), "/filter", Args(pod, {"plugged", "unplugged"})).Json());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"plugged"});
+  EXPECT_NE(r->failed_and_unresolvable_nodes["unplugged"].find("did not answer the handshake"),
+            std::string::npos);
+  // A Deleted node is left so while it allocates no GPU.
+  clock += std::chrono::seconds(61);
+  EXPECT_EQ(loop.RunOnce(), 1);
+  EXPECT_EQ(handshake("unplugged"), "Deleted_2024-01-23 04:31:05");
+}
+
+TEST(Handshake, DecisionRules) {
+  const kube::WallTime t = *kube::ParseTime("2024-01-23T04:30:04Z");
+  const std::chrono::seconds timeout(60);
+  using HS = kube::HandshakeState;
+  EXPECT_EQ(DecideHandshake(std::nullopt, t, 8, timeout), HandshakeAction::kRequest);
+  EXPECT_EQ(DecideHandshake(kube::Handshake{HS::kReported, t}, t, 8, timeout),
+            HandshakeAction::kRequest);
+  EXPECT_EQ(DecideHandshake(kube::Handshake{HS::kRequesting, t}, t + std::chrono::seconds(59), 0,
+                            timeout),
+            HandshakeAction::kNone);
+  EXPECT_EQ(DecideHandshake(kube::Handshake{HS::kRequesting, t}, t + std::chrono::seconds(60), 8,
+                            timeout),
+            HandshakeAction::kRequest);
+  EXPECT_EQ(DecideHandshake(kube::Handshake{HS::kRequesting, t}, t + std::chrono::seconds(60), 0,
+                            timeout),
+            HandshakeAction::kMarkDeleted);
+  EXPECT_EQ(DecideHandshake(kube::Handshake{HS::kDeleted, t}, t, 0, timeout),
+            HandshakeAction::kNone);
+  EXPECT_EQ(DecideHandshake(kube::Handshake{HS::kDeleted, t}, t, 8, timeout),
+            HandshakeAction::kRequest);
+}
+
+TEST_F(SchedulerIntegration, LeaderElectionRunsTheHandshakeOnOneReplica) {
+  AddNode({.name = "n1", .gpus = 1});
+  DaemonOptions o = Options();
+  o.handshake_enabled = true;
+  o.leader_elect = true;
+  o.lease_namespace = "default";
+  Daemon* a = StartDaemon(o);
+  Daemon* b = StartDaemon(o);
+  ASSERT_TRUE(WaitUntil([&] { return a->metrics().leader.load() || b->metrics().leader.load(); },
+                        std::chrono::seconds(20)));
+  EXPECT_NE(a->metrics().leader.load(), b->metrics().leader.load());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return (*api_->GetObject(kube::kNodes, "", "n1"))["metadata"]["annotations"].contains(
+            "hami.io/node-handshake");
+      },
+      std::chrono::seconds(10)));
+}
+
+}  // namespace
+}  // namespace hami::scheduler
