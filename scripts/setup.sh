@@ -18,6 +18,7 @@ packages=(
   libyaml-cpp-dev      # kubeconfig and configuration files
   libcpp-httplib-dev libssl-dev   # HTTP(S) servers: simulated API server, extender, metrics
   python3-kubernetes   # the official Python client, a real peer of the simulated API server
+  prometheus           # promtool: the scheduler's test checks its metrics exposition
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
   clang libclang-rt-14-dev   # the `fuzz` preset (libFuzzer) and sanitizer runtimes
   clang-format clang-tidy    # `make format`, `make tidy`
