@@ -1,7 +1,7 @@
-// Smoke test of hami_bench_sm: a --quick run finishes with no failed worker, every cell is
-// measured and within 15 points of its target (a loose check that the limiter limits; the
-// goals are tighter and are reported by the benchmark, never tested here), and the JSON and
-// the plot carry every field.
+// Smoke test of hami_bench_sm: a --quick run (cells and every scenario) finishes with no failed
+// worker, every cell and scenario is measured, and the JSON and the plot carry every field.
+// How close the limiter holds its targets is what the benchmark reports against its goals;
+// this test asserts none of it (wall-clock accuracy is not a test's to assert).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,14 +20,19 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-constexpr double kLoosePoints = 15;
+// Every scenario, in the benchmark's order, with the figures it reports.
+const std::vector<std::pair<std::string, size_t>> kScenarios = {
+    {"shared-device", 2}, {"path-ex", 1},   {"path-coop", 1},      {"path-graph", 1},
+    {"limit-change", 3},  {"open-loop", 1}, {"policy-disable", 1}, {"policy-force", 1},
+    {"pause", 3},         {"suspend", 3},   {"policy-default", 2}};
 
-TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndHoldsEveryCellNearItsTarget) {
+TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) {
   BenchmarkRun bench("sm");
   const std::string svg_path = bench.File("sm.svg");
   ASSERT_NO_FATAL_FAILURE(bench.Run(HAMI_BENCH_SM, {"--quick", "--svg", svg_path}));
   const std::string& out = bench.output();
-  EXPECT_THAT(out, AllOf(HasSubstr("achieved %"), HasSubstr("settle s"), HasSubstr("meets")));
+  EXPECT_THAT(out, AllOf(HasSubstr("achieved %"), HasSubstr("settle s"), HasSubstr("meets"),
+                         HasSubstr("scenario"), HasSubstr("window s")));
   const Json& j = bench.json();
 
   EXPECT_EQ(j.value("benchmark", ""), "sm");
@@ -76,7 +81,8 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndHoldsEveryCellNearItsTarget) {
     EXPECT_TRUE(c["errors"].is_array() && c["errors"].empty()) << c["errors"].dump();
     EXPECT_GT(c.value("launches", uint64_t(0)), 0u);
     const double achieved = c.value("achieved", -1.0);
-    EXPECT_NEAR(achieved, target, kLoosePoints);
+    EXPECT_GE(achieved, 0.0);
+    EXPECT_LE(achieved, 100.0 * processes);
     EXPECT_DOUBLE_EQ(c.value("abs_error", -1.0), std::fabs(achieved - target));
     EXPECT_EQ(c["settle_ms"].is_null(), !c.value("settled", false));
     for (const char* field : {"mode", "rate_milli_waves_per_s", "measured_percent", "waited_ms",
@@ -109,9 +115,48 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndHoldsEveryCellNearItsTarget) {
   EXPECT_EQ(s.value("measured", 0), 4);
   EXPECT_EQ(s.value("workers_ok", 0), 6);
   EXPECT_EQ(s.value("workers_failed", -1), 0);
-  EXPECT_LE(s.value("mean_abs_error", 100.0), kLoosePoints);
+  EXPECT_EQ(s.value("scenarios", 0), int(kScenarios.size()));
+  EXPECT_EQ(s.value("scenario_workers_failed", -1), 0);
+  EXPECT_EQ(s.value("scenario_workers_ok", 0), int(kScenarios.size()) + 1)
+      << "one worker per container; shared-device has two";
 
-  ExpectGoals(j["goals"], 3, kGoalFields, GoalsMeasured::kEvery);
+  ASSERT_TRUE(j["scenarios"].is_array());
+  ASSERT_EQ(j["scenarios"].size(), kScenarios.size());
+  size_t figures = 0;
+  for (size_t i = 0; i < kScenarios.size(); ++i) {
+    const Json& sc = j["scenarios"][i];
+    SCOPED_TRACE("scenario " + kScenarios[i].first);
+    EXPECT_EQ(sc.value("name", ""), kScenarios[i].first);
+    for (const char* field : {"what", "round", "device", "run_ms", "measured", "workers_ok",
+                              "workers_failed", "errors", "actions", "containers", "figures"}) {
+      EXPECT_TRUE(sc.contains(field)) << field;
+    }
+    EXPECT_EQ(sc.value("measured", false), true) << sc["errors"].dump();
+    EXPECT_EQ(sc.value("workers_failed", -1), 0) << sc["errors"].dump();
+    EXPECT_TRUE(sc["errors"].is_array() && sc["errors"].empty()) << sc["errors"].dump();
+    const int64_t run_ms = sc.value("run_ms", int64_t(0));
+    ASSERT_TRUE(sc["containers"].is_array());
+    for (const Json& c : sc["containers"]) {
+      for (const char* field :
+           {"sm_limit", "env", "worker_args", "limiter_mode", "workers", "cpu", "samples"}) {
+        EXPECT_TRUE(c.contains(field)) << field;
+      }
+      EXPECT_EQ(c["samples"].size(), size_t(run_ms / 100)) << "one sample per 100 ms";
+    }
+    ASSERT_TRUE(sc["figures"].is_array());
+    EXPECT_EQ(sc["figures"].size(), kScenarios[i].second);
+    for (const Json& f : sc["figures"]) {
+      for (const std::string& field : kGoalFields) EXPECT_TRUE(f.contains(field)) << field;
+      EXPECT_TRUE(f.contains("window_ms"));
+      EXPECT_EQ(f.value("measured_ok", false), true) << f.dump();
+    }
+    figures += sc["figures"].size();
+  }
+  EXPECT_EQ(j["scenarios"][5]["containers"][0].value("limiter_mode", ""), "open-loop")
+      << "no host PID: the open loop";
+
+  // The cells' four goals, then every scenario figure.
+  ExpectGoals(j["goals"], 4 + figures, kGoalFields, GoalsMeasured::kEvery);
 
   std::ifstream svg_in(svg_path);
   ASSERT_TRUE(svg_in.good()) << "no plot at " << svg_path;
