@@ -89,7 +89,7 @@ TEST_F(MemoryLimitTest, TwoProcessesShareOneBudget) {
   EXPECT_EQ(WEXITSTATUS(st), 0);
   EXPECT_EQ(cuMemFree_v2(mine), CUDA_SUCCESS);
   // The child left with _exit (no exit handlers, as if killed): its slot is reclaimed.
-  EXPECT_EQ(FreeBytesSettlingAt(before), before) << "the child's exit returned its memory";
+  EXPECT_EQ(FreeBytesAfterSweep(), before) << "the child's exit returned its memory";
 }
 
 }  // namespace

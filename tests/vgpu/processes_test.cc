@@ -150,7 +150,7 @@ TEST_F(ProcessesTest, AForkChildIsAccountedAsItself) {
   int st = 0;
   ASSERT_EQ(waitpid(child, &st, 0), child);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
-  EXPECT_EQ(FreeBytesSettlingAt(before - 256 * kMiB), before - 256 * kMiB)
+  EXPECT_EQ(FreeBytesAfterSweep(), before - 256 * kMiB)
       << "the child's context returned when it died";
   EXPECT_EQ(SlotUsage(*reg_, child, 0), -1);
   EXPECT_EQ(SlotUsage(*reg_, getpid(), 0), parent);
@@ -194,7 +194,7 @@ TEST_F(ProcessesTest, AForkChildSeesTheContainersNvmlView) {
   ASSERT_EQ(waitpid(child, &st, 0), child);
   EXPECT_TRUE(WIFEXITED(st)) << "status " << st;
   EXPECT_EQ(WEXITSTATUS(st), 0) << "the child's check that failed (see the exit codes above)";
-  EXPECT_EQ(FreeBytesSettlingAt(before), before) << "what the child held came back";
+  EXPECT_EQ(FreeBytesAfterSweep(), before) << "what the child held came back";
 }
 
 TEST_F(ProcessesTest, AThreadWithoutAContextGetsTheDriversErrors) {

@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <nvml/nvml.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -58,15 +59,17 @@ class VgpuTest : public ::testing::Test {
     return free;
   }
 
-  // FreeBytes() once it equals `expected` or two seconds have passed: what a dead process
-  // held returns at the next sweep, and sweeps run at most every region::kSweepIntervalNs.
-  static uint64_t FreeBytesSettlingAt(uint64_t expected) {
-    uint64_t free = FreeBytes();
-    for (int i = 0; i < 200 && free != expected; ++i) {
-      usleep(10'000);
-      free = FreeBytes();
-    }
-    return free;
+  // FreeBytes() once what dead processes held is returned. The memory view sweeps the dead
+  // at most once per region::kSweepIntervalNs (whoever swept last); a running-process
+  // listing through libvgpu sweeps at once, so one comes first.
+  static uint64_t FreeBytesAfterSweep() {
+    nvmlDevice_t h;
+    EXPECT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    EXPECT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &h), NVML_SUCCESS);
+    nvmlProcessInfo_t infos[64];
+    unsigned n = 64;
+    EXPECT_EQ(nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos), NVML_SUCCESS);
+    return FreeBytes();
   }
 
  protected:
