@@ -1,0 +1,196 @@
+// The CUDA runtime clients under libvgpu.so, as a user runs them: `hami run --memory 1g`.
+// The runtime reaches the driver through cuGetProcAddress_v2, so these are the interposer's
+// routes production takes. Checked: every case still works; cudaMemGetInfo shows the budget;
+// an allocation past it fails with cudaErrorMemoryAllocation and the program goes on; a
+// cuBLAS workspace larger than the budget fails cleanly; two processes sharing one region
+// never hold more than the budget together.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "cudart_support.h"
+#include "support/sim_env.h"
+#include "support/subprocess.h"
+
+namespace hami::testing {
+namespace {
+
+constexpr long long kMiB = 1 << 20;
+constexpr long long kGiB = 1 << 30;
+// Contexts made small, so that a 1 GiB budget leaves room for two processes' allocations.
+constexpr long long kContext = 64 * kMiB;
+constexpr int kMemoryAllocation = 2;  // cudaErrorMemoryAllocation
+
+class CudartVgpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string reason = CudartSkipReason(); !reason.empty()) GTEST_SKIP() << reason;
+#ifdef HAMI_SANITIZER_RUNTIME
+    GTEST_SKIP() << "sanitized build: the nvcc-built programs have no sanitizer runtime, and "
+                    "hami run preloads the sanitized libvgpu.so ahead of one";
+#endif
+    state_ = SimEnv::NewStatePath();
+  }
+
+  // `hami run --memory 1g -- <command>` on a private simulated machine; stderr merged.
+  CudartRun HamiRun(const std::vector<std::string>& command) {
+    std::vector<std::string> argv = {"/bin/sh",
+                                     "-c",
+                                     "exec \"$0\" \"$@\" 2>&1",
+                                     std::string(HAMI_BIN_DIR) + "/hami",
+                                     "run",
+                                     "-q",
+                                     "--memory",
+                                     "1g",
+                                     "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    Subprocess p(argv, Env());
+    CudartRun r;
+    r.out = p.ReadAll(120000);  // bounds, not expectations
+    r.status = p.Wait(120000);
+    return r;
+  }
+
+  std::map<std::string, std::string> Env() const {
+    return {{"HAMI_SIM_STATE", state_},
+            {"HAMI_SIM_PROFILE", ""},
+            {"HAMI_SIM_CONTEXT_SIZE", "64m"},
+            {"LD_LIBRARY_PATH", ""},
+            {"LD_PRELOAD", ""},
+            {"CUDA_VISIBLE_DEVICES", ""},
+            {"CUDA_DEVICE_MEMORY_LIMIT", ""},
+            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""},
+            {"CUDA_MODULE_LOADING", ""}};
+  }
+
+  std::string state_;
+};
+
+class CudartVgpuClientTest : public CudartVgpuTest,
+                             public ::testing::WithParamInterface<const char*> {
+ protected:
+  CudartRun RunClient(const std::vector<std::string>& args) {
+    std::vector<std::string> command = {CudartProgram(GetParam())};
+    command.insert(command.end(), args.begin(), args.end());
+    CudartRun r = HamiRun(command);
+    EXPECT_EQ(r.status, 0) << r.out;
+    return r;
+  }
+};
+
+TEST_P(CudartVgpuClientTest, EveryCaseStillWorksUnderTheInterposer) {
+  CudartRun r = RunClient({"memcpy", "launch", "events", "managed", "pitch", "async", "graph",
+                           "host", "threads", "4", "set-device", "1"});
+  ExpectSucceeded(CaseFields(r.out, "memcpy"),
+                  {"malloc", "h2d", "d2d", "d2h", "memset", "to_symbol", "from_symbol", "free"},
+                  "memcpy");
+  EXPECT_EQ(Field(CaseFields(r.out, "memcpy"), "match"), 1);
+  ExpectSucceeded(CaseFields(r.out, "launch"), {"lead", "launches", "sync", "elapsed", "destroy"},
+                  "launch");
+  ExpectSucceeded(CaseFields(r.out, "events"), {"record", "sync", "elapsed"}, "events");
+  EXPECT_EQ(Field(CaseFields(r.out, "managed"), "match"), 1);
+  EXPECT_EQ(Field(CaseFields(r.out, "pitch"), "match"), 1);
+  ExpectSucceeded(CaseFields(r.out, "async"), {"alloc", "free", "sync", "pool_alloc", "trim"},
+                  "async");
+  EXPECT_EQ(Field(CaseFields(r.out, "graph"), "match"), 1);
+  ExpectSucceeded(CaseFields(r.out, "graph"), {"instantiate", "launch", "sync"}, "graph");
+  EXPECT_EQ(Field(CaseFields(r.out, "host"), "match"), 1);
+  EXPECT_EQ(Field(CaseFields(r.out, "threads"), "ok"), 4);
+  auto s = CaseFields(r.out, "set_device");
+  ExpectSucceeded(s, {"set", "malloc", "attributes", "launch", "sync"}, "set_device");
+  EXPECT_EQ(Field(s, "pointer_device"), 1);
+}
+
+TEST_P(CudartVgpuClientTest, MemGetInfoShowsTheBudget) {
+  CudartRun r = RunClient({"meminfo", "set-device", "0"});
+  auto m = CaseFields(r.out, "meminfo");
+  EXPECT_EQ(Field(m, "err"), 0);
+  EXPECT_EQ(Field(m, "total"), kGiB);
+  EXPECT_EQ(Field(m, "total") - Field(m, "free"), kContext) << "the context is charged";
+  EXPECT_LE(Field(CaseFields(r.out, "set_device"), "used"), kGiB);
+}
+
+TEST_P(CudartVgpuClientTest, AnAllocationPastTheBudgetFailsAndTheProgramGoesOn) {
+  CudartRun r = RunClient({"overcommit", "2147483648"});
+  auto o = CaseFields(r.out, "overcommit");
+  EXPECT_EQ(Field(o, "big"), kMemoryAllocation);
+  EXPECT_EQ(Field(o, "last"), kMemoryAllocation);
+  ExpectSucceeded(o, {"cleared", "small", "h2d", "d2h", "launch", "sync", "free"}, "overcommit");
+  EXPECT_EQ(Field(o, "match"), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedStaticAndPerThread, CudartVgpuClientTest,
+                         ::testing::Values("cudart_client_shared", "cudart_client_static",
+                                           "cudart_client_ptds"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           std::string n = p.param;
+                           return n.substr(n.rfind('_') + 1);
+                         });
+
+TEST_F(CudartVgpuTest, ACublasWorkspaceLargerThanTheBudgetFailsCleanly) {
+  CudartRun r = HamiRun({CudartProgram("cudart_libs"), "cublas", "2147483648"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto f = CaseFields(r.out, "cublas");
+  if (f.count("skipped") != 0) GTEST_SKIP() << "cuBLAS is not installed";
+  EXPECT_EQ(Field(f, "workspace_alloc"), kMemoryAllocation);
+  EXPECT_EQ(f.count("set_workspace"), 0u) << "no workspace to give it";
+  ExpectSucceeded(f, {"create", "malloc", "set_matrix", "sgemm", "sync", "destroy", "free"},
+                  "cublas with its own workspace");
+}
+
+TEST_F(CudartVgpuTest, TwoRuntimeProcessesSharingOneRegionNeverExceedTheBudgetTogether) {
+  const std::string client = CudartProgram("cudart_client_shared");
+  // Held while the test holds this lock: both processes' memory is measured together.
+  const std::string lock_file = state_ + ".hold";
+  UniqueFd lock(open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(lock.valid());
+  ASSERT_EQ(flock(lock.get(), LOCK_EX), 0);
+  // Both make their contexts (never refused) and wait; at stdin's end both grab 64 MiB at a
+  // time until refused. fd 3 keeps the shell's stdin for the background jobs.
+  const std::string script =
+      "exec 3<&0; for i in 1 2; do \"$0\" hold 1073741824 67108864 \"$1\" <&3 & done; wait";
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   "exec \"$0\" \"$@\" 2>&1",
+                                   std::string(HAMI_BIN_DIR) + "/hami",
+                                   "run",
+                                   "-q",
+                                   "--memory",
+                                   "1g",
+                                   "--",
+                                   "/bin/sh",
+                                   "-c",
+                                   script,
+                                   client,
+                                   lock_file};
+  Subprocess p(argv, Env());
+  for (int i = 0; i < 2; ++i) {
+    auto ready = p.WaitForLine("ready ", 120000);
+    ASSERT_TRUE(ready) << "process " << i << " did not start";
+    EXPECT_EQ(Field(CaseFields(*ready, "ready"), "init"), 0);
+  }
+  p.CloseStdin();
+  long long held = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto line = p.WaitForLine("hold ", 120000);
+    ASSERT_TRUE(line) << "process " << i << " did not report";
+    auto f = CaseFields(*line, "hold");
+    EXPECT_EQ(Field(f, "last"), kMemoryAllocation) << *line;
+    held += Field(f, "held");
+  }
+  ASSERT_EQ(flock(lock.get(), LOCK_UN), 0);
+  EXPECT_EQ(p.Wait(120000), 0);
+  unlink(lock_file.c_str());
+  // Two contexts and what both hold fit in 1 GiB, with less than one 64 MiB step to spare.
+  EXPECT_LE(held + 2 * kContext, kGiB);
+  EXPECT_GT(held + 2 * kContext, kGiB - 64 * kMiB);
+}
+
+}  // namespace
+}  // namespace hami::testing
