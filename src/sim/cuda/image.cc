@@ -11,6 +11,7 @@ namespace {
 // ELF64 as cubins use it (little-endian).
 constexpr size_t kElfHeaderSize = 64;
 constexpr size_t kSectionHeaderSize = 64;
+constexpr size_t kProgramHeaderSize = 56;
 constexpr size_t kSymbolSize = 24;
 constexpr uint32_t kShtSymtab = 2;
 constexpr uint32_t kShtNobits = 8;
@@ -308,6 +309,19 @@ size_t ImageExtent(const void* image) {
     uint16_t shnum = Load<uint16_t>(b + 0x3c);
     if (shoff > (uint64_t(1) << 40)) return 0;
     end = std::max(end, shoff + uint64_t(shnum) * kSectionHeaderSize);
+    // The program headers and the segments they describe (a cubin's last bytes).
+    uint64_t phoff = Load<uint64_t>(b + 0x20);
+    uint16_t phentsize = Load<uint16_t>(b + 0x36), phnum = Load<uint16_t>(b + 0x38);
+    if (phnum > 0) {
+      if (phoff > (uint64_t(1) << 40) || phentsize != kProgramHeaderSize) return 0;
+      end = std::max(end, phoff + uint64_t(phnum) * kProgramHeaderSize);
+      for (uint16_t i = 0; i < phnum; ++i) {
+        const uint8_t* h = b + phoff + size_t(i) * kProgramHeaderSize;
+        uint64_t off = Load<uint64_t>(h + 8), size = Load<uint64_t>(h + 32);
+        if (off > (uint64_t(1) << 40) || size > (uint64_t(1) << 40)) return 0;
+        end = std::max(end, off + size);
+      }
+    }
     for (uint16_t i = 0; i < shnum; ++i) {
       const uint8_t* h = b + shoff + size_t(i) * kSectionHeaderSize;
       if (Load<uint32_t>(h + 4) == kShtNobits) continue;
