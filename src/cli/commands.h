@@ -6,7 +6,6 @@
 
 namespace hami::cli {
 
-void AddSimCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
@@ -14,5 +13,9 @@ void AddTopCommand(CLI::App& app);
 void AddRegionCommand(CLI::App& app);
 void AddEnvCommand(CLI::App& app);
 void AddBrokerCommand(CLI::App& app);
+
+// The hami-sim program: makes `app` the `sim` command (profiles by default, and its
+// subcommands). `hami sim ARGS` runs `hami-sim ARGS` (SimToolPath in cli/paths.h).
+void ConfigureSimCommand(CLI::App& app);
 
 }  // namespace hami::cli

@@ -40,4 +40,6 @@ std::string BenchDir() {
   return real;
 }
 
+std::string SimToolPath() { return ExecutableDir() + "/hami-sim"; }
+
 }  // namespace hami::cli

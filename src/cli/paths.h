@@ -15,4 +15,8 @@ std::string SimLibraryDir();
 // The directory holding benchmark binaries (<exe>/../bench), empty when absent.
 std::string BenchDir();
 
+// hami-sim, the simulated GPU's own command, beside this hami: <exe>/hami-sim (whether or not
+// it exists).
+std::string SimToolPath();
+
 }  // namespace hami::cli

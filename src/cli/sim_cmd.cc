@@ -1,5 +1,6 @@
-// hami sim: the simulated GPU's profiles, options and live state; the simulated Kubernetes
-// API server.
+// hami sim (the hami-sim program, which `hami sim` runs): the simulated GPU's profiles,
+// options and live state; the simulated Kubernetes API server and kube-scheduler. The only
+// command that reads the simulator's internals; `hami` itself does not link them.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -204,9 +205,8 @@ int ServeApiServer(const ApiServerFlags& f) {
 
 void AddSimKubeSchedulerCommand(CLI::App& sim);  // sim_kube_scheduler_cmd.cc
 
-void AddSimCommand(CLI::App& app) {
-  CLI::App* sim = app.add_subcommand(
-      "sim", "The simulated GPU: list its profiles (default), options and live state");
+void ConfigureSimCommand(CLI::App& app) {
+  CLI::App* sim = &app;
   static bool json = false;
   sim->add_flag("--json", json, "print JSON");
   sim->callback([sim] {
