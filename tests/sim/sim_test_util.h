@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "common/clock.h"
 #include "common/visible_devices.h"
 #include "support/sim_env.h"
+#include "support/subprocess.h"
 
 namespace hami::testing {
 
@@ -49,19 +51,14 @@ inline int RunInChild(const ChildEnv& env, const std::function<void()>& body,
     std::fflush(stderr);
     _exit(::testing::Test::HasFailure() ? 1 : 0);
   }
-  const int64_t deadline = MonotonicNs() + int64_t(timeout_ms) * 1000000;
-  for (;;) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    if (MonotonicNs() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    usleep(2000);
+  // The child's exit, through its pidfd (support/subprocess.h); killed past the timeout.
+  const bool exited = WaitForExit(pid, timeout_ms);
+  if (!exited) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (!exited) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // Runs `body` in a child (RunInChild) and records a failure at `file`:`line` unless the

@@ -39,6 +39,17 @@ bool PollReadable(int fd, int64_t deadline_ns) {
   }
 }
 
+// The state letter of /proc/<pid>/task/<tid>/stat ('S', 'R', 'Z', ...); '\0' when there is
+// no such thread.
+char ThreadState(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return '\0';
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return '\0';
+  return line[paren + 2];
+}
+
 }  // namespace
 
 Subprocess::Subprocess(const std::vector<std::string>& argv,
@@ -150,8 +161,15 @@ std::string TestProgram(const std::string& name) {
 
 bool WaitForExit(pid_t pid, int timeout_ms) {
   UniqueFd fd = OpenPidfd(pid);
-  if (!fd.valid()) return false;
-  return PollReadable(fd.get(), MonotonicNs() + int64_t(timeout_ms) * 1'000'000);
+  if (fd.valid()) return PollReadable(fd.get(), MonotonicNs() + int64_t(timeout_ms) * 1'000'000);
+  if (errno != ENOSYS) return false;
+  // A kernel before 5.3 has no pidfd: poll the process's state (a zombie or gone has exited).
+  return PollUntil(
+      [pid] {
+        const char state = ThreadState(pid, pid);
+        return state == '\0' || state == 'Z' || state == 'X';
+      },
+      timeout_ms, 2000);
 }
 
 pid_t OnlyChildOf(pid_t pid) {
@@ -165,14 +183,8 @@ pid_t OnlyChildOf(pid_t pid) {
 std::optional<BlockedThread> ReadBlockedThread(pid_t pid, pid_t tid) {
   const std::string task = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
   BlockedThread t;
-  {
-    std::ifstream in(task + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) return std::nullopt;
-    const size_t paren = line.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= line.size()) return std::nullopt;
-    t.state = line[paren + 2];
-  }
+  t.state = ThreadState(pid, tid);
+  if (t.state == '\0') return std::nullopt;
   std::ifstream in(task + "/syscall");
   std::string first;
   if (!(in >> first)) return std::nullopt;
