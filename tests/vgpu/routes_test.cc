@@ -247,5 +247,108 @@ TEST_F(PassThroughTest, ConcurrentLookupsAgree) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// What the CUDA 13 runtime asks cuGetProcAddress_v2 for, for the functions libvgpu hooks:
+// every (name, version, flags) request traced (HAMI_SIM_LOG_LEVEL=4) from the nvcc-built
+// programs of tests/cudart — the runtime linked shared, static and with the per-thread
+// default stream, and cuBLAS, cuRAND, cuSPARSE, cuSOLVER, cuDNN and NCCL. Each gets the ABI
+// the driver's table gives at that version and flavour: the wrapper when that ABI is hooked.
+struct RuntimeRequest {
+  const char* base;
+  int version;
+  cuuint64_t flags;
+};
+
+void PrintTo(const RuntimeRequest& r, std::ostream* os) {
+  *os << r.base << "@" << r.version << "/" << r.flags;
+}
+
+constexpr cuuint64_t kDefault = CU_GET_PROC_ADDRESS_DEFAULT;
+constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+
+const RuntimeRequest kRuntimeRequests[] = {
+    {"cuArray3DCreate", 3020, kDefault},
+    {"cuArrayCreate", 3020, kDefault},
+    {"cuArrayDestroy", 2000, kDefault},
+    {"cuCtxCreate", 3020, kDefault},
+    {"cuCtxCreate", 11040, kDefault},
+    {"cuCtxDestroy", 4000, kDefault},
+    {"cuCtxSynchronize", 2000, kDefault},
+    {"cuCtxSynchronize", 13000, kDefault},
+    {"cuDeviceGraphMemTrim", 11040, kDefault},
+    {"cuDevicePrimaryCtxRelease", 7000, kDefault},
+    {"cuDevicePrimaryCtxReset", 7000, kDefault},
+    {"cuDevicePrimaryCtxRetain", 7000, kDefault},
+    {"cuDeviceTotalMem", 3020, kDefault},
+    {"cuEventSynchronize", 2000, kDefault},
+    {"cuGraphExecDestroy", 10000, kDefault},
+    {"cuGraphInstantiate", 10000, kDefault},
+    {"cuGraphInstantiate", 11000, kDefault},
+    {"cuGraphInstantiateWithFlags", 11040, kDefault},
+    {"cuGraphInstantiateWithParams", 12000, kDefault},
+    {"cuGraphInstantiateWithParams", 12000, kPerThread},
+    {"cuGraphLaunch", 10000, kDefault},
+    {"cuGraphLaunch", 10000, kPerThread},
+    {"cuGraphUpload", 11010, kDefault},
+    {"cuGraphUpload", 11010, kPerThread},
+    {"cuInit", 2000, kDefault},
+    {"cuLaunchCooperativeKernel", 9000, kDefault},
+    {"cuLaunchCooperativeKernel", 9000, kPerThread},
+    {"cuLaunchKernel", 4000, kDefault},
+    {"cuLaunchKernel", 7000, kPerThread},
+    {"cuLaunchKernelEx", 11060, kDefault},
+    {"cuLaunchKernelEx", 11060, kPerThread},
+    {"cuLibraryLoadData", 12000, kDefault},
+    {"cuLibraryLoadFromFile", 12000, kDefault},
+    {"cuLibraryUnload", 12000, kDefault},
+    {"cuMemAlloc", 3020, kDefault},
+    {"cuMemAllocAsync", 11020, kDefault},
+    {"cuMemAllocAsync", 11020, kPerThread},
+    {"cuMemAllocFromPoolAsync", 11020, kDefault},
+    {"cuMemAllocFromPoolAsync", 11020, kPerThread},
+    {"cuMemAllocManaged", 6000, kDefault},
+    {"cuMemAllocPitch", 3020, kDefault},
+    {"cuMemCreate", 10020, kDefault},
+    {"cuMemFree", 3020, kDefault},
+    {"cuMemGetInfo", 3020, kDefault},
+    {"cuMemMap", 10020, kDefault},
+    {"cuMemPoolCreate", 11020, kDefault},
+    {"cuMemPoolDestroy", 11020, kDefault},
+    {"cuMemPoolTrimTo", 11020, kDefault},
+    {"cuMemRelease", 10020, kDefault},
+    {"cuMemRetainAllocationHandle", 11000, kDefault},
+    {"cuMemUnmap", 10020, kDefault},
+    {"cuMipmappedArrayCreate", 5000, kDefault},
+    {"cuMipmappedArrayDestroy", 5000, kDefault},
+    {"cuModuleLoad", 2000, kDefault},
+    {"cuModuleLoadData", 2000, kDefault},
+    {"cuModuleLoadFatBinary", 2000, kDefault},
+    {"cuModuleUnload", 2000, kDefault},
+    {"cuStreamSynchronize", 2000, kDefault},
+    {"cuStreamSynchronize", 7000, kPerThread},
+};
+
+class RuntimeRouteTest : public VgpuTest, public ::testing::WithParamInterface<RuntimeRequest> {};
+
+TEST_P(RuntimeRouteTest, TheRuntimesRequestGetsWhatTheDriversTableGivesWrapped) {
+  const RuntimeRequest& q = GetParam();
+  const int flavor = q.flags == kPerThread ? 1 : 0;
+  std::string expected = NewestAbi(q.base, q.version, flavor);
+  // Without a per-thread ABI the per-thread request gets the one ABI there is.
+  if (expected.empty() && flavor == 1) expected = NewestAbi(q.base, q.version, 0);
+  ASSERT_FALSE(expected.empty()) << q.base << "@" << q.version;
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  ASSERT_EQ(cuGetProcAddress_v2(q.base, &p, q.version, q.flags, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+  EXPECT_EQ(Where(p), IsHook(expected) ? Wrapper(expected) : "sim:" + expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda13Runtime, RuntimeRouteTest, ::testing::ValuesIn(kRuntimeRequests),
+                         [](const ::testing::TestParamInfo<RuntimeRequest>& p) {
+                           return std::string(p.param.base) + "_" +
+                                  std::to_string(p.param.version) +
+                                  (p.param.flags == kPerThread ? "_ptds" : "");
+                         });
+
 }  // namespace
 }  // namespace hami::testing
