@@ -132,6 +132,31 @@ TEST_F(HamiCliTest, SimStatusShowsProcessesHoldingContexts) {
   EXPECT_EQ(worker.Wait(), 0);
 }
 
+// hami links nothing of the simulator: its option table (a string of every HAMI_SIM_*
+// variable) is in hami-sim, which `hami sim` runs, and not in hami.
+TEST_F(HamiCliTest, HamiLinksNothingOfTheSimulatorAndHamiSimDoes) {
+  auto contains = [](const std::string& path, const std::string& needle) {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(bytes.empty()) << path;
+    return bytes.find(needle) != std::string::npos;
+  };
+  EXPECT_FALSE(contains(std::string(HAMI_BIN_DIR) + "/hami", "HAMI_SIM_CTX_SERIALIZE"));
+  EXPECT_TRUE(contains(std::string(HAMI_BIN_DIR) + "/hami-sim", "HAMI_SIM_CTX_SERIALIZE"));
+}
+
+TEST_F(HamiCliTest, SimSubcommandsAreHamiSimsAndItsHelpSaysHamiSim) {
+  Outcome help = Hami({"sim", "--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_THAT(help.out, HasSubstr("Usage: hami sim"));
+  for (const char* sub : {"profiles", "options", "status", "apiserver", "kube-scheduler"}) {
+    EXPECT_THAT(help.out, HasSubstr(std::string("\n  ") + sub + " ")) << sub;
+  }
+  Outcome bad = Hami({"sim", "no-such-subcommand"});
+  EXPECT_NE(bad.status, 0);
+  EXPECT_THAT(bad.out, HasSubstr("no-such-subcommand"));
+}
+
 TEST_F(HamiCliTest, SimStatusRefusesAForeignFileNamingIt) {
   { std::ofstream(state_) << std::string(8192, 'z'); }
   Outcome o = Hami({"sim", "status", "--state", state_});

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "node/paths.h"
 #include "support/sim_env.h"
 #include "support/subprocess.h"
 
@@ -281,16 +282,18 @@ TEST_F(RunCliTest, ForwardsTerminationToTheCommandAndStillCleansUp) {
 
 TEST_F(RunCliTest, LimitsFileMountHoldsAProcessWithAnEmptyEnvironment) {
   if (geteuid() != 0) {
-    GTEST_SKIP() << "needs root: --limits-file-mount creates /overrideEnv when it is absent";
+    GTEST_SKIP() << "needs root: --limits-file-mount creates " << node::kLimitsFilePath
+                 << " when it is absent";
   }
-  const bool existed = Exists("/overrideEnv");
+  const bool existed = Exists(node::kLimitsFilePath);
   // Inside: the limits in the file; then a process that keeps only the loader's and the
   // simulator's variables (as after su - or an SSH login) is still held to 1 GiB.
   Outcome o = Run({"run", "-q", "--memory", "1g", "--limits-file-mount", "--", "/bin/sh", "-c",
-                   "cat /overrideEnv; exec env -i LD_PRELOAD=\"$LD_PRELOAD\" "
-                   "LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" "
-                   "HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" " HAMI_KEEP_SANITIZER_OPTIONS
-                   "\"$0\" context meminfo try-alloc 2g",
+                   std::string("cat ") + node::kLimitsFilePath +
+                       "; exec env -i LD_PRELOAD=\"$LD_PRELOAD\" "
+                       "LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" "
+                       "HAMI_SIM_STATE=\"$HAMI_SIM_STATE\" " HAMI_KEEP_SANITIZER_OPTIONS
+                       "\"$0\" context meminfo try-alloc 2g",
                    Worker()});
   if (o.status == 1 && o.out.find("cannot make a private mount namespace") != std::string::npos) {
     GTEST_SKIP() << "this machine refuses mount namespaces: " << o.out;
@@ -303,12 +306,12 @@ TEST_F(RunCliTest, LimitsFileMountHoldsAProcessWithAnEmptyEnvironment) {
   // The mount was the command's alone: the host's /overrideEnv never holds its limits. One
   // made for the run is removed, unless another run (or test) that found it still holds it:
   // then it stays, empty, which is the same as none.
-  std::ifstream in("/overrideEnv");
+  std::ifstream in(node::kLimitsFilePath);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, Not(HasSubstr("/tmp/hami-run-")));
   if (!existed) {
     struct stat st;
-    EXPECT_TRUE(lstat("/overrideEnv", &st) != 0 || st.st_size == 0);
+    EXPECT_TRUE(lstat(node::kLimitsFilePath, &st) != 0 || st.st_size == 0);
   }
 }
 
@@ -316,8 +319,8 @@ TEST_F(RunCliTest, WithoutTheLimitsFileAnEmptyEnvironmentEscapesTheLimit) {
   // Other tests leave an empty placeholder there while they bind their files onto it in
   // private mount namespaces; an empty limits file counts as absent.
   struct stat st;
-  if (stat("/overrideEnv", &st) == 0 && st.st_size > 0) {
-    GTEST_SKIP() << "/overrideEnv exists here and holds limits";
+  if (stat(node::kLimitsFilePath, &st) == 0 && st.st_size > 0) {
+    GTEST_SKIP() << node::kLimitsFilePath << " exists here and holds limits";
   }
   Outcome o = Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c",
                    "exec env -i LD_PRELOAD=\"$LD_PRELOAD\" LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH\" "
