@@ -53,14 +53,13 @@ std::string DescribeLock(const kube::NodeLock& lock) {
   return s + "since " + kube::FormatTime(lock.time);
 }
 
-Result<json> NodeLocker::TryLock(
-    const json& node, std::string_view ns, std::string_view name, kube::WallTime now,
-    const std::function<bool(std::string_view, std::string_view)>& holder_exists) {
+Result<json> NodeLocker::TryLock(const json& node, std::string_view ns, std::string_view name,
+                                 kube::WallTime now,
+                                 const std::function<bool(const kube::NodeLock&)>& holder_binds) {
   const std::string node_name(kube::MetadataString(node, "name"));
   const LockView view = ClassifyLock(LockAnnotation(node), ns, name, now, timeout_);
   if (view.state == LockState::kHeld) {
-    const bool dangling =
-        view.lock && !view.lock->pod.empty() && !holder_exists(view.lock->ns, view.lock->pod);
+    const bool dangling = view.lock && !view.lock->pod.empty() && !holder_binds(*view.lock);
     if (!dangling) {
       return Error(ErrorCode::kBusy, "node " + node_name + ": the node lock " +
                                          std::string(kube::kNodeLockAnnotation) + " is " +

@@ -7,7 +7,10 @@
 // read: if the Node changed meanwhile (another scheduler took the lock first) the API answers
 // 409 and the caller reads the Node again. A lock may be taken when it is absent, held by the
 // same pod (a retried bind re-locks), older than the lock timeout (5 minutes), unreadable, or
-// held by a pod that no longer exists (a dangling lock).
+// dangling: its holder no longer binds to this node (the caller decides: a pod that no longer
+// exists, or, once the lock is older than a grace period, one whose hami.io/vgpu-node names
+// another node or whose bind-phase is no longer allocating, as a scheduler killed mid-bind
+// leaves it).
 //
 // Thread safety: ClassifyLock is pure; NodeLocker may be used from any thread (the Client is).
 #pragma once
@@ -57,14 +60,14 @@ class NodeLocker {
   // Returns the Node as the API stored it. Errors: kConflict when the Node changed since it was
   // read (read it again and retry), kBusy when another pod holds the lock ("node n1: the node
   // lock hami.io/mutex.lock is held by default/a since ..."), or the client's error. A lock held
-  // by another pod is broken when `holder_exists(ns, pod)` says that pod is gone.
-  Result<nlohmann::json> TryLock(
-      const nlohmann::json& node, std::string_view ns, std::string_view name, kube::WallTime now,
-      const std::function<bool(std::string_view, std::string_view)>& holder_exists);
+  // by another pod is broken when `holder_binds(lock)` says its holder no longer binds here.
+  Result<nlohmann::json> TryLock(const nlohmann::json& node, std::string_view ns,
+                                 std::string_view name, kube::WallTime now,
+                                 const std::function<bool(const kube::NodeLock&)>& holder_binds);
 
   // Removes the lock from node `node_name` if pod `ns/name` holds it (reading the Node, and
-  // again after a conflict, up to 5 times); a lock of another pod is left alone. A node that is
-  // gone is not an error.
+  // again after a conflict, up to 5 times); a lock of another pod is left alone, an unreadable
+  // one is removed. A node that is gone is not an error.
   Status Unlock(std::string_view node_name, std::string_view ns, std::string_view name);
 
  private:

@@ -214,10 +214,18 @@ Answer Scheduler::Bind(std::string_view body) {
   return done({200, EncodeExtenderBindingResult("")});
 }
 
-bool Scheduler::PodExists(std::string_view ns, std::string_view name) {
-  if (pods_->store().Get(ns, name) != nullptr) return true;
-  auto got = client_.Get(kube::kPods, ns, name);
-  return got.ok() || got.error().code() != ErrorCode::kNotFound;
+bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node) {
+  // The API's copy, not the informer's: the holder may have written its annotations a moment
+  // ago.
+  auto got = client_.Get(kube::kPods, lock.ns, lock.pod);
+  if (!got.ok()) return got.error().code() != ErrorCode::kNotFound;
+  if (Now() - lock.time < options_.node_lock_wait) return true;  // may not have written yet
+  auto pod = kube::ParseObjectMeta(*got, "Pod");
+  if (!pod.ok()) return true;
+  const std::string* target = pod->Annotation(kube::kVgpuNodeAnnotation);
+  const std::string* phase = pod->Annotation(kube::kBindPhaseAnnotation);
+  return target != nullptr && *target == node && phase != nullptr &&
+         *phase == kube::EncodeBindPhase(kube::BindPhase::kAllocating);
 }
 
 bool Scheduler::EnterNode(const std::string& node, SteadyClock::time_point deadline) {
@@ -323,8 +331,8 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
 
   // The node lock.
   json node_obj = *info->object;
-  auto holder_exists = [this](std::string_view h_ns, std::string_view h_pod) {
-    return PodExists(h_ns, h_pod);
+  auto holder_binds = [this, &node_name](const kube::NodeLock& l) {
+    return HolderBinds(l, node_name);
   };
   std::string busy;
   for (;;) {
@@ -334,7 +342,7 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
           (busy.empty() ? "node " + node_name + ": the node lock could not be taken" : busy) +
               " (waited " + std::to_string(options_.node_lock_wait.count()) + " ms)");
     }
-    auto locked = locker_.TryLock(node_obj, ns, name, Now(), holder_exists);
+    auto locked = locker_.TryLock(node_obj, ns, name, Now(), holder_binds);
     if (locked.ok()) break;
     const ErrorCode code = locked.error().code();
     if (code == ErrorCode::kConflict) {

@@ -55,7 +55,8 @@ struct SchedulerOptions {
   GpuPolicy gpu_policy;  // empty sort_keys: "spread" (HAMi's default)
   NodePolicy node_policy = NodePolicy::kBinpack;
   std::chrono::seconds node_lock_timeout{300};
-  // How long a bind waits for another pod's node lock before failing (kube-scheduler retries).
+  // How long a bind waits for another pod's node lock before failing (kube-scheduler retries);
+  // also the age after which a lock whose holder binds elsewhere (or no longer) is broken.
   std::chrono::milliseconds node_lock_wait{10000};
   // A bind's reservation stands until the informer shows the pod's annotations, or this long.
   std::chrono::milliseconds reservation_ttl{120000};
@@ -97,7 +98,8 @@ class Scheduler {
   struct Prepared;  // a parsed pod and what it asks
   Result<Prepared> Prepare(const kube::Pod& pod) const;
   Result<std::string> BindPod(const ExtenderBindingArgs& args, BindFailure& failure);
-  bool PodExists(std::string_view ns, std::string_view name);
+  // Whether the holder of `lock` on `node` is still binding there (see node_lock.h).
+  bool HolderBinds(const kube::NodeLock& lock, const std::string& node);
   void Fail(const nlohmann::json* pod, const ExtenderBindingArgs& args, BindFailure failure,
             const std::string& reason);
   kube::WallTime Now() const;

@@ -470,6 +470,14 @@ TEST_F(SchedulerIntegration, DanglingExpiredAndOwnLocksAreTakenOver) {
   clock += std::chrono::minutes(5);
   EXPECT_EQ(Bind(d->port(), p2, "n1"), "");
 
+  // A lock older than the wait whose holder binds nowhere (a scheduler died mid-bind) is broken;
+  // a younger one is not (its holder may be about to write its annotations).
+  json p4 = AddPod({.name = "p4", .mem_mib = 100});
+  set_lock(lock_text(clock - std::chrono::milliseconds(100), "holder"));
+  EXPECT_NE(Bind(d->port(), p4, "n1").find("held by default/holder"), std::string::npos);
+  set_lock(lock_text(clock - std::chrono::seconds(2), "holder"));
+  EXPECT_EQ(Bind(d->port(), p4, "n1"), "");
+
   // The same pod may lock again (a retried bind).
   json p3 = AddPod({.name = "p3", .mem_mib = 100});
   set_lock(lock_text(clock, "p3"));
