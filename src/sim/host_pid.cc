@@ -1,12 +1,17 @@
 #include "sim/host_pid.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "broker/client.h"
+#include "broker/server.h"
 #include "common/file.h"
 #include "common/parse.h"
 #include "common/proc.h"
@@ -26,9 +31,43 @@ pid_t ParentOf(pid_t pid) {
   return pid_t(std::strtol(text->c_str() + pos + 6, nullptr, 10));
 }
 
+// Asks the resolver beside the state file: whoever serves it is trusted (the simulated
+// machine is test infrastructure), so the client's ownership checks are made against the
+// directory's own owner.
+pid_t AskResolver(const std::string& state_path) {
+  const std::string socket = HostPidSocketPath(state_path);
+  const std::string dir = socket.substr(0, socket.rfind('/'));
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) return 0;
+  broker::ClientOptions options;
+  options.socket_path = socket.c_str();
+  options.trusted_uid = st.st_uid;
+  options.require_read_only_mount = false;
+  broker::ClientResult r = broker::QueryHostPid(options);
+  return r.failure == broker::ClientFailure::kNone ? r.pid : 0;
+}
+
 }  // namespace
 
-pid_t PidInNamespace(uint64_t host_ns) {
+std::string HostPidSocketPath(const std::string& state_path) {
+  return state_path + ".hostpid/broker.sock";
+}
+
+void ServeHostPids(const std::string& state_path, uint64_t host_ns) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (host_ns == 0 || PidNamespaceInode() != host_ns) return;
+    broker::ServerOptions options;
+    options.socket_path = HostPidSocketPath(state_path);
+    options.max_active = 64;
+    // Refused when another live process serves already (its lock is held), or when the path
+    // is unusable: then processes that cannot see the host's /proc stay unresolved.
+    auto server = broker::Server::Start(options);
+    if (server.ok()) server->release();  // serves until the process ends
+  });
+}
+
+pid_t PidInNamespace(uint64_t host_ns, const std::string& state_path) {
   if (host_ns == 0) return 0;
   if (PidNamespaceInode() == host_ns) return getpid();
   // Look in this /proc for a process that lives in the host's namespace: PID 1, else one of
@@ -48,7 +87,8 @@ pid_t PidInNamespace(uint64_t host_ns) {
     if (depth == 0 || mine.size() <= depth - 1) return 0;
     return mine[depth - 1];
   }
-  return 0;
+  // This /proc does not show the host's namespace.
+  return AskResolver(state_path);
 }
 
 pid_t FindPidByNamespacePid(uint64_t pidns, pid_t ns_pid, uint64_t start_ticks) {

@@ -292,7 +292,8 @@ Result<int> SharedState::ClaimSlot() {
   }
   state::Slot& s = file_->slots[chosen];
   s.ns_pid = getpid();
-  s.host_pid.store(PidInNamespace(file_->header.host_pidns_inode), std::memory_order_relaxed);
+  s.host_pid.store(PidInNamespace(file_->header.host_pidns_inode, path_),
+                   std::memory_order_relaxed);
   s.generation += 1;
   s.pidns_inode = PidNamespaceInode();
   s.start_time_ticks = ProcessStartTicks();

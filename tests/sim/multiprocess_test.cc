@@ -244,6 +244,35 @@ TEST_P(PidNamespaceTest, NvmlNamesAProcessInAPidNamespaceByItsHostPid) {
   EXPECT_EQ(unshare.Wait(), 0);
 }
 
+// Asked from inside the namespace, as the interposer's NVML probe asks: a real driver names
+// every process by its PID in the initial namespace, never by its namespace PID. The answer
+// comes from the host namespace's resolver (this test process, which initialized NVML).
+TEST_P(PidNamespaceTest, AProcessInAPidNamespaceSeesItselfListedByItsHostPid) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a PID namespace";
+  {
+    Subprocess probe(
+        {"/usr/bin/unshare", "--pid", "--fork", "--mount", "--mount-proc", "/bin/true"}, {});
+    if (probe.Wait() != 0) GTEST_SKIP() << "this kernel or sandbox refuses new PID namespaces";
+  }
+  std::vector<std::string> argv = {"/usr/bin/unshare", "--pid", "--fork"};
+  if (GetParam()) {
+    argv.push_back("--mount");
+    argv.push_back("--mount-proc");
+  }
+  argv.push_back(TestProgram("sim_nvml_self_probe"));
+  Subprocess unshare(argv, {});
+  auto self = unshare.WaitForLine("self ");
+  ASSERT_TRUE(self) << "unshare failed (no PID namespace support?)";
+  EXPECT_EQ(*self, "self 1") << "it runs as PID 1 of its namespace";
+  auto pids = unshare.WaitForLine("pids");
+  ASSERT_TRUE(pids);
+  pid_t host_pid = OnlyChildOf(unshare.pid());  // it printed its lines
+  ASSERT_GT(host_pid, 0);
+  EXPECT_EQ(*pids, "pids " + std::to_string(host_pid));
+  unshare.CloseStdin();
+  EXPECT_EQ(unshare.Wait(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(HostProcOrOwnProc, PidNamespaceTest, ::testing::Bool(),
                          [](const auto& param) { return param.param ? "OwnProc" : "HostProc"; });
 

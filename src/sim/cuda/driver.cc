@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "sim/cuda/model.h"
+#include "sim/host_pid.h"
 #include "sim/visible_devices.h"
 
 namespace hami::sim {
@@ -66,6 +67,8 @@ CUresult InitLocked() {
                                                                : CUDA_ERROR_OPERATING_SYSTEM;
   }
   d.state = std::move(state).value();
+  // A process of the host namespace tells processes that cannot see it their host PID.
+  ServeHostPids(d.options.state_path, d.state->host_pidns_inode());
   d.devices = d.state->devices();
   d.rt.resize(d.devices.size());
   d.visible = VisibleFromEnvironment(d.devices);

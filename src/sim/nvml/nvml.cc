@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/raw_log.h"
+#include "sim/host_pid.h"
 #include "sim/options.h"
 #include "sim/state.h"
 
@@ -74,6 +75,8 @@ nvmlReturn_t Init() {
     return NVML_ERROR_UNKNOWN;
   }
   n.state = std::move(state).value();
+  // A process of the host namespace tells processes that cannot see it their host PID.
+  ServeHostPids(n.options.state_path, n.state->host_pidns_inode());
   for (int i = 0; i < kMaxDevices; ++i) n.handles[i].index = i;
   n.refs = 1;
   return NVML_SUCCESS;
