@@ -36,6 +36,8 @@ constexpr Uuid kContextStorageId = {0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x
                                     0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93};
 constexpr Uuid kContextChecksId = {0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43,
                                    0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e};
+constexpr Uuid kToolsContextId = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+                                  0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
 constexpr Uuid kIntegrityId = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
                                0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
 
@@ -45,7 +47,7 @@ enum class Table {
   kToolsTls,
   kContextChecks,
   kIntegrity,
-  kExperimental
+  kToolsContext,
 };
 
 const char* TableName(Table t) {
@@ -60,8 +62,8 @@ const char* TableName(Table t) {
       return "context-checks";
     case Table::kIntegrity:
       return "integrity";
-    case Table::kExperimental:
-      return "21318c60";
+    case Table::kToolsContext:
+      return "tools-context";
   }
   return "?";
 }
@@ -296,42 +298,49 @@ CUresult IntegrityCheck(uint32_t version, uint64_t unix_seconds, uint64_t out[2]
   return known ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-constexpr Uuid kExperimentalId = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
-                                  0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+// ---- tools context (95 words; cuBLAS, cuBLASLt and cuFFT ask for it) ----
+//
+// Three slots are called by the libraries of CUDA 13.0; their meanings are not public. The
+// answers are those a public stand-in driver gives, which let the libraries go on.
+
+// (u64 value, u64* out): writes 1 for a non-zero value, else 0. cuBLASLt asks ~75 times
+// while it creates a handle and chooses kernels.
+CUresult ToolsContextFlag(uint64_t value, uint64_t* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = value != 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// (handle, u64 key, u64* out): writes 0. cuBLAS asks once before its first GEMM.
+CUresult ToolsContextQuery(void*, uint64_t key, uint64_t* out) {
+  if (key == 0 || out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = 0;
+  return CUDA_SUCCESS;
+}
+
+// (handle, u64 key, void** out): hands out a process-lifetime zeroed object; the key ~0 is
+// refused as an invalid handle. cuBLAS asks once before its first GEMM.
+uint64_t g_tools_context_object[64];
+CUresult ToolsContextObject(void*, uint64_t key, void** out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (key == UINT64_MAX) return CUDA_ERROR_INVALID_HANDLE;
+  *out = g_tools_context_object;
+  return CUDA_SUCCESS;
+}
+
 template <size_t... I>
-constexpr std::array<void*, sizeof...(I) + 1> MakeExperimental(std::index_sequence<I...>) {
-  return {Word(8 * (sizeof...(I) + 1)), Unknown<Table::kExperimental, int(I) + 1>()...};
+constexpr std::array<void*, sizeof...(I) + 1> UnknownSlots(std::index_sequence<I...>) {
+  return {Word(8 * (sizeof...(I) + 1)), Unknown<Table::kToolsContext, int(I) + 1>()...};
 }
-CUresult ExperimentalSlot4(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  g_log.Log(LogLevel::kDebug, "21318c60 slot 4: %llx %llx %llx %llx", (unsigned long long)a,
-            (unsigned long long)b, (unsigned long long)c, (unsigned long long)d);
-  if (b != 0) *reinterpret_cast<uint64_t*>(b) = a ? 1 : 0;
-  return CUDA_SUCCESS;
-}
-uint64_t g_slot51_object[64];
-CUresult ExperimentalSlot51(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  g_log.Log(LogLevel::kDebug, "21318c60 slot 51: %llx %llx %llx %llx", (unsigned long long)a,
-            (unsigned long long)b, (unsigned long long)c, (unsigned long long)d);
-  if (c == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (b == UINT64_MAX) return CUDA_ERROR_INVALID_HANDLE;
-  *reinterpret_cast<uint64_t*>(c) = reinterpret_cast<uint64_t>(&g_slot51_object[0]);
-  return CUDA_SUCCESS;
-}
-CUresult ExperimentalSlot39(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  g_log.Log(LogLevel::kDebug, "21318c60 slot 39: %llx %llx %llx %llx", (unsigned long long)a,
-            (unsigned long long)b, (unsigned long long)c, (unsigned long long)d);
-  if (b == 0 || c == 0) return CUDA_ERROR_INVALID_VALUE;
-  *reinterpret_cast<uint64_t*>(c) = 0;
-  return CUDA_SUCCESS;
-}
-std::array<void*, 95> MakeExperimentalTable() {
-  auto t = MakeExperimental(std::make_index_sequence<94>());
-  t[4] = Fn(&ExperimentalSlot4);
-  t[51] = Fn(&ExperimentalSlot51);
-  t[39] = Fn(&ExperimentalSlot39);
+
+std::array<void*, 95> MakeToolsContext() {
+  auto t = UnknownSlots(std::make_index_sequence<94>());
+  t[4] = Fn(&ToolsContextFlag);
+  t[39] = Fn(&ToolsContextQuery);
+  t[51] = Fn(&ToolsContextObject);
   return t;
 }
-const std::array<void*, 95> kExperimental = MakeExperimentalTable();
+const std::array<void*, 95> kToolsContext = MakeToolsContext();
 
 struct TableEntry {
   const uint8_t* id;
@@ -346,7 +355,7 @@ const TableEntry kTables[] = {
     {kContextStorageId, kContextStorage, "context-storage"},
     {kContextChecksId, kContextChecks, "context-checks"},
     {kIntegrityId, kIntegrity, "integrity"},
-    {kExperimentalId, kExperimental.data(), "21318c60"},
+    {kToolsContextId, kToolsContext.data(), "tools-context"},
 };
 
 }  // namespace

@@ -1777,73 +1777,95 @@ CUresult CUDAAPI cuStreamAttachMemAsync_ptsz(CUstream stream, CUdeviceptr dptr, 
 static CUresult PointerAttribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr,
                                  bool lenient) {
   Driver& d = D();
+  auto put32 = [data](uint32_t v) { std::memcpy(data, &v, sizeof(v)); };
+  auto put64 = [data](uint64_t v) { std::memcpy(data, &v, sizeof(v)); };
+  // The attributes of pointer size; every other one is 32 bits (the booleans too).
+  const bool wide =
+      attr == CU_POINTER_ATTRIBUTE_CONTEXT || attr == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ||
+      attr == CU_POINTER_ATTRIBUTE_HOST_POINTER || attr == CU_POINTER_ATTRIBUTE_BUFFER_ID ||
+      attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
+      attr == CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES ||
+      attr == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE || attr == CU_POINTER_ATTRIBUTE_MAPPING_SIZE ||
+      attr == CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR ||
+      attr == CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID;
+  if (int(attr) < int(CU_POINTER_ATTRIBUTE_CONTEXT) ||
+      int(attr) > int(CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) || int(attr) == 5) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   Allocation* a = d.FindAllocation(uintptr_t(ptr), 1);
   if (a == nullptr) {
     if (!lenient) return CUDA_ERROR_INVALID_VALUE;
     // cuPointerGetAttributes gives unknown memory default NULL values.
-    switch (attr) {
-      case CU_POINTER_ATTRIBUTE_CONTEXT:
-      case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        *static_cast<void**>(data) = nullptr;
-        break;
-      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *static_cast<CUdeviceptr*>(data) = 0;
-        break;
-      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *static_cast<size_t*>(data) = 0;
-        break;
-      case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        *static_cast<unsigned long long*>(data) = 0;
-        break;
-      default:  // the 32-bit ones: memory type, ordinal, flags
-        *static_cast<unsigned*>(data) = 0;
+    if (wide) {
+      put64(0);
+    } else {
+      put32(attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ? uint32_t(-2) : 0);
     }
     return CUDA_SUCCESS;
   }
-  bool host = a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered;
+  const bool host = a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered;
   int ordinal = -2;
   for (size_t i = 0; i < d.visible.size(); ++i) {
     if (a->device >= 0 && d.visible[i] == a->device) ordinal = int(i);
   }
   switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = a->ctx;
+      put64(reinterpret_cast<uintptr_t>(a->ctx));
       break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned*>(data) = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      put32(host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;
+      put64(ptr);
       break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (!host && a->kind != AllocKind::kManaged) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      // Device memory has no host address (cuPointerGetAttributes reports NULL).
+      if (!host && a->kind != AllocKind::kManaged) {
+        if (!lenient) return CUDA_ERROR_INVALID_VALUE;
+        put64(0);
+      } else {
+        put64(ptr);
+      }
       break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<unsigned*>(data) = a->kind == AllocKind::kManaged;
+      put32(a->kind == AllocKind::kManaged ? 1 : 0);
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = host ? (a->ctx ? a->ctx->ordinal : 0) : ordinal;
+      put32(uint32_t(host ? (a->ctx ? a->ctx->ordinal : 0) : ordinal));
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      put32(a->kind == AllocKind::kDevice ? 1 : 0);
       break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = a->base;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      put64(a->base);
       break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = a->size;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      put64(a->size);
       break;
     case CU_POINTER_ATTRIBUTE_MAPPED:
-      *static_cast<unsigned*>(data) = 1;
+      put32(1);
+      break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+      put64(0);  // not memory of cuMemCreate: no shareable handle types
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      put32(0);
+      break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      put32(CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
       break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = a->base;
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      put64(a->base);
       break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-      *static_cast<CUmemoryPool*>(data) = a->pool;
+      put64(reinterpret_cast<uintptr_t>(a->pool));
       break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-      *static_cast<unsigned*>(data) = 1;
+      put32(1);
       break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
