@@ -75,18 +75,4 @@ IoResult ReadFull(int fd, void* data, size_t size, int64_t deadline_ns, size_t* 
   return IoResult::kOk;
 }
 
-const char* IoResultName(IoResult r) {
-  switch (r) {
-    case IoResult::kOk:
-      return "ok";
-    case IoResult::kClosed:
-      return "closed";
-    case IoResult::kTimeout:
-      return "timeout";
-    case IoResult::kError:
-      return "error";
-  }
-  return "unknown";
-}
-
 }  // namespace hami::broker

@@ -21,6 +21,4 @@ IoResult WriteFull(int fd, const void* data, size_t size, int64_t deadline_ns, i
 // used by callers).
 IoResult ReadFull(int fd, void* data, size_t size, int64_t deadline_ns, size_t* got, int* err);
 
-const char* IoResultName(IoResult r);
-
 }  // namespace hami::broker

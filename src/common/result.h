@@ -32,8 +32,6 @@ enum class ErrorCode {
   kTimeout,          // no answer within the deadline
 };
 
-std::string_view ErrorCodeName(ErrorCode code);
-
 class Error {
  public:
   Error(ErrorCode code, std::string message, int sys_errno = 0)

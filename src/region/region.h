@@ -219,6 +219,14 @@ class Region {
   // ---- the compute limiter (libvgpu's launch path and controller; read-write handles) ----
   // The container's shared limiter state of `device` (0 <= device < kMaxDevices).
   layout::LimiterDevice& Limiter(int device) { return file_->policy.limiter[device]; }
+  // The controller's measurements: a slot's and the whole container's SM utilization on
+  // `device`, in percent.
+  void RecordSlotSmUtil(int slot, int device, uint32_t percent) {
+    file_->slots[slot].sm_util[device].store(percent, std::memory_order_relaxed);
+  }
+  void RecordDeviceSmUtil(int device, uint32_t percent) {
+    file_->devices[device].sm_util.store(percent, std::memory_order_relaxed);
+  }
   // Words a launch or allocation waits on (futex) while the container is paused or this
   // process is suspended; SetPaused and SetSlotStatus wake the waiters.
   std::atomic<uint32_t>& PausedWord() { return file_->policy.paused; }

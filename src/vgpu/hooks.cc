@@ -82,28 +82,6 @@ void* const kNvmlWrappers[] = {
 
 }  // namespace
 
-const char* PolicyName(Policy policy) {
-  switch (policy) {
-    case Policy::kInit:
-      return "init";
-    case Policy::kLookup:
-      return "lookup";
-    case Policy::kView:
-      return "view";
-    case Policy::kContext:
-      return "context";
-    case Policy::kAdmit:
-      return "admit";
-    case Policy::kRelease:
-      return "release";
-    case Policy::kReconcile:
-      return "reconcile";
-    case Policy::kLaunch:
-      return "launch";
-  }
-  return "?";
-}
-
 const std::array<HookInfo, size_t(CudaHook::kCount) + size_t(NvmlHook::kCount)>& AllHooks() {
   return kHooks;
 }

@@ -23,7 +23,6 @@ enum class Policy : uint8_t {
   kReconcile,
   kLaunch,
 };
-const char* PolicyName(Policy policy);
 
 enum class CudaHook : uint16_t {
 #define HAMI_CUDA_HOOK(name, policy, version) k_##name,

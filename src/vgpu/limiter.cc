@@ -200,8 +200,7 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
     for (const PidUse& u : uses) {
       if (u.pid == unsigned(host)) {
         container_total += u.sum / u.count;
-        const_cast<region::layout::Slot&>(slot).sm_util[index].store(
-            uint32_t(u.sum / u.count + 0.5), std::memory_order_relaxed);
+        reg->RecordSlotSmUtil(s, index, uint32_t(u.sum / u.count + 0.5));
       }
     }
   }
@@ -224,8 +223,7 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
                  std::memory_order_relaxed);
   lim.updated_ns.store(now, std::memory_order_relaxed);
   lim.controller_pid.store(getpid(), std::memory_order_relaxed);
-  const_cast<region::layout::DeviceAccount&>(f.devices[index])
-      .sm_util.store(uint32_t(used * 100 + 0.5), std::memory_order_relaxed);
+  reg->RecordDeviceSmUtil(index, uint32_t(used * 100 + 0.5));
   if (!closed && !c.warned_open) {
     c.warned_open = true;
     g_log.Log(LogLevel::kWarn,
