@@ -24,6 +24,14 @@
 //   mem_get_info   cuMemGetInfo_v2 on device 0 (limited)
 //   nvml_count     nvmlDeviceGetCount_v2
 //   nvml_mem_info  nvmlDeviceGetMemoryInfo on device 0 (limited)
+//   cudart_malloc, cudart_launch
+//                  the CUDA runtime's cudaMalloc + cudaFree (4 MiB, device 0, limited) and a
+//                  <<<>>> launch to a stream, from the nvcc-built client of tests/cudart
+//                  (cudart_client_shared) in two processes of its own: one on the simulated
+//                  driver, one with libvgpu.so preloaded (the runtime reaches the driver
+//                  through cuGetProcAddress_v2); each process times its calls (its thread's
+//                  CPU time, the lowest of 10 rounds) and prints the figures. Not run when the
+//                  client was not built (no nvcc when the build was configured)
 //
 // libvgpu reads CUDA_DEVICE_SM_LIMIT once, at its first call, and a limit anywhere puts every
 // launch of the process on the charging path; so launch_sm_limit runs in a child process of its
@@ -51,6 +59,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <regex.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -66,6 +75,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -218,8 +228,9 @@ void NvmlMemInfo(benchmark::State& state, const Api& api) {
   }
 }
 
-// Where a case runs: in this process, or in the child process with the SM limit.
-enum class Where { kHere, kSmLimitChild };
+// Where a case runs: in this process, in the child process with the SM limit, or in the
+// CUDA runtime client's processes (one per side).
+enum class Where { kHere, kSmLimitChild, kCudartProcess };
 
 struct Case {
   const char* name;      // benchmarks <name>/direct and <name>/wrapped
@@ -239,6 +250,10 @@ const Case kCases[] = {
     {"mem_get_info", "cuMemGetInfo_v2, limit", kNoGoal, MemGetInfo},
     {"nvml_count", "nvmlDeviceGetCount_v2", kNoGoal, NvmlCount},
     {"nvml_mem_info", "nvmlDeviceGetMemoryInfo, limit", kNoGoal, NvmlMemInfo},
+    {"cudart_malloc", "cudaMalloc+cudaFree 4 MiB (runtime), limit", kNoGoal, nullptr,
+     Where::kCudartProcess},
+    {"cudart_launch", "<<<>>> launch (runtime), no SM limit", kNoGoal, nullptr,
+     Where::kCudartProcess},
 };
 
 constexpr const char* SideName(Side side) { return side == Side::kDirect ? "direct" : "wrapped"; }
@@ -679,6 +694,94 @@ bool RunSmLimitChild(int argc, char** argv, const TempDir& dir, CollectingReport
   return true;
 }
 
+// Runs `argv` with this process's environment less LD_PRELOAD, plus `preload` when it is not
+// empty and `extra`; returns its standard output, or nullopt when it did not exit 0.
+std::optional<std::string> RunForOutput(const std::vector<std::string>& argv,
+                                        const std::string& preload,
+                                        const std::vector<std::string>& extra) {
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("LD_PRELOAD=")) env_text.push_back(*e);
+  }
+  if (!preload.empty()) env_text.push_back("LD_PRELOAD=" + preload);
+  env_text.insert(env_text.end(), extra.begin(), extra.end());
+  std::vector<char*> env, args;
+  for (std::string& e : env_text) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::vector<std::string> argv_text = argv;
+  for (std::string& a : argv_text) args.push_back(a.data());
+  args.push_back(nullptr);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  int err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  std::string out;
+  if (err == 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) out.append(buf, size_t(n));
+    }
+  }
+  close(fds[0]);
+  if (err != 0) return std::nullopt;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return out;
+}
+
+// The "ns=" figure of the line `<name> err=0 ... ns=N` in `out`; NaN when missing or failed.
+double ClientFigure(const std::string& out, const std::string& name) {
+  size_t at = out.find(name + " err=0 ");
+  if (at == std::string::npos) return std::nan("");
+  size_t ns = out.find("ns=", at);
+  size_t end = out.find('\n', at);
+  if (ns == std::string::npos || ns > end) return std::nan("");
+  return std::strtod(out.c_str() + ns + 3, nullptr);
+}
+
+// The cases of Where::kCudartProcess: the runtime client once on the driver, once under
+// libvgpu.so, each timing its own calls. Without the client (or with a filter that leaves
+// these cases out) nothing runs and the table says "not run".
+bool RunCudartCases(int argc, char** argv, CollectingReporter* results) {
+  const std::string filter = FlagValue(argc, argv, "--benchmark_filter");
+  if (!FilterMatches(filter, "cudart_malloc/direct") &&
+      !FilterMatches(filter, "cudart_launch/direct")) {
+    return true;
+  }
+  const std::string dir = ExecutableDir();
+  const std::string client = dir + "/../tests/cudart_client_shared";
+  if (access(client.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "hami_bench_hook: note: %s is missing (nvcc was absent when the build was "
+                 "configured): the CUDA runtime cases are not run\n",
+                 client.c_str());
+    return true;
+  }
+  std::string sim = dir + "/../lib/sim";
+  if (const char* env = std::getenv("HAMI_SIM_LIBDIR"); env != nullptr && *env != '\0') sim = env;
+  const std::vector<std::string> argv_client = {client, "time-alloc",  "2000",  "4194304",
+                                                "10",   "time-launch", "20000", "10"};
+  for (Side side : {Side::kDirect, Side::kWrapped}) {
+    auto out = RunForOutput(argv_client,
+                            side == Side::kWrapped ? dir + "/../lib/libvgpu.so" : std::string(),
+                            {"LD_LIBRARY_PATH=" + sim});
+    if (!out) return Fail("the CUDA runtime client", std::string(SideName(side)) + " run failed");
+    results->Record(std::string("cudart_malloc/") + SideName(side),
+                    ClientFigure(*out, "time_alloc"));
+    results->Record(std::string("cudart_launch/") + SideName(side),
+                    ClientFigure(*out, "time_launch"));
+  }
+  return true;
+}
+
 int Main(int argc, char** argv) {
   // The SM-limit case's child, when the variable names the file for its figures.
   std::string child_results;
@@ -748,7 +851,8 @@ int Main(int argc, char** argv) {
   if (here == Where::kSmLimitChild) {
     return WriteChildResults(child_results, reporter, budget) ? 0 : 1;
   }
-  const bool child_ok = RunSmLimitChild(argc, argv, dir, &reporter);
+  const bool child_ok =
+      RunSmLimitChild(argc, argv, dir, &reporter) && RunCudartCases(argc, argv, &reporter);
   // Machine-readable formats keep stdout to themselves.
   PrintTable(format == "json" ? stderr : stdout, reporter);
   return child_ok ? 0 : 1;

@@ -632,6 +632,7 @@ struct ContainerSpec {
   int sm_limit;  // CUDA_DEVICE_SM_LIMIT (0: unlimited)
   std::vector<std::pair<std::string, std::string>> env;
   std::vector<std::string> worker_args;  // sm_worker's after MS: mode and shape
+  std::string worker = {};               // another worker beside sm_worker in build/tests
 };
 
 struct ScenarioSpec {
@@ -725,6 +726,7 @@ const std::vector<ScenarioSpec>& Scenarios() {
        {{2500, 0, ActionKind::kSwitchOff}},
        {{"|error| with the switch on", 0, FigureKind::kAbsError, 1000, 2500, 30, 5},
         {"utilization with the switch off", 0, FigureKind::kUtilAtLeast, 3000, 4000, 0, 90}}},
+#include "sm_cudart_case.inc"
   };
   return kScenarios;
 }
@@ -915,7 +917,10 @@ void RunScenarioRound(const Paths& paths, const Nvml& nvml, const TempDir& dir,
       ScenarioContainer& c = sc->containers[i];
       c.region_path =
           dir.File(std::string("scenario-") + sc->spec->name + "-" + std::to_string(i) + ".cache");
-      std::vector<std::string> argv = {paths.worker, std::to_string(sc->spec->run_ms + kTailMs)};
+      std::vector<std::string> argv = {
+          cs.worker.empty() ? paths.worker
+                            : paths.worker.substr(0, paths.worker.rfind('/') + 1) + cs.worker,
+          std::to_string(sc->spec->run_ms + kTailMs)};
       argv.insert(argv.end(), cs.worker_args.begin(), cs.worker_args.end());
       c.workers.resize(1);
       Spawn(argv, WorkerEnvironment(paths, state, c.region_path, sc->device, cs.sm_limit, cs.env),

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -270,7 +271,8 @@ void Graph() {
   cudaGraph_t g = nullptr;
   l.Add("end", cudaStreamEndCapture(s, &g));
   size_t nodes = 0;
-  l.Add("get_nodes", cudaGraphGetNodes(g, nullptr, &nodes)).Add("nodes", static_cast<long long>(nodes));
+  l.Add("get_nodes", cudaGraphGetNodes(g, nullptr, &nodes))
+      .Add("nodes", static_cast<long long>(nodes));
   l.Add("copied_before_launch", out == in ? 1 : 0);
   cudaGraphExec_t e = nullptr;
   l.Add("instantiate", cudaGraphInstantiate(&e, g, 0));
@@ -337,8 +339,8 @@ void Threads(int n) {
         good = cudaMemcpyAsync(d, in.data(), bytes, cudaMemcpyHostToDevice, s) == cudaSuccess;
         Touch<<<64, 256, 0, s>>>(reinterpret_cast<int*>(d));
         good = good && cudaGetLastError() == cudaSuccess;
-        good = good && cudaMemcpyAsync(out.data(), d, bytes, cudaMemcpyDeviceToHost, s) ==
-                           cudaSuccess;
+        good =
+            good && cudaMemcpyAsync(out.data(), d, bytes, cudaMemcpyDeviceToHost, s) == cudaSuccess;
         good = good && cudaStreamSynchronize(s) == cudaSuccess && in == out;
       }
       good = good && cudaFree(d) == cudaSuccess && cudaStreamDestroy(s) == cudaSuccess;
@@ -429,11 +431,102 @@ void Loading() {
 
 void Reset() { Line("reset").Add("err", cudaDeviceReset()); }
 
+// The calling thread's CPU time, ns: what a benchmark of call overhead counts.
+long long ThreadCpuNs() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
+}
+
+// For hami_bench_hook: CPU ns per cudaMalloc+cudaFree pair of `bytes` (`count` pairs, the
+// lowest of `rounds` rounds).
+void TimeAlloc(int count, size_t bytes, int rounds) {
+  void* warm = nullptr;
+  cudaMalloc(&warm, bytes);
+  cudaFree(warm);
+  long long best = -1;
+  int err = 0;
+  for (int r = 0; r < rounds; ++r) {
+    long long start = ThreadCpuNs();
+    for (int i = 0; i < count; ++i) {
+      void* p = nullptr;
+      err |= cudaMalloc(&p, bytes) | cudaFree(p);
+    }
+    long long ns = (ThreadCpuNs() - start) / count;
+    if (best < 0 || ns < best) best = ns;
+  }
+  Line("time_alloc").Add("err", err).Add("ns", best);
+}
+
+// For hami_bench_hook: CPU ns per <<<>>> launch to a stream (`count` launches, synchronized
+// every 1024, the lowest of `rounds` rounds).
+void TimeLaunch(int count, int rounds) {
+  cudaStream_t s;
+  int err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  Touch<<<1, 32, 0, s>>>(nullptr);
+  err |= cudaStreamSynchronize(s);
+  long long best = -1;
+  for (int r = 0; r < rounds; ++r) {
+    long long start = ThreadCpuNs();
+    for (int i = 0; i < count; ++i) {
+      Touch<<<1, 32, 0, s>>>(nullptr);
+      if ((i + 1) % 1024 == 0) err |= cudaStreamSynchronize(s);
+    }
+    err |= cudaStreamSynchronize(s);
+    long long ns = (ThreadCpuNs() - start) / count;
+    if (best < 0 || ns < best) best = ns;
+  }
+  err |= cudaGetLastError() | cudaStreamDestroy(s);
+  Line("time_launch").Add("err", err).Add("ns", best);
+}
+
 }  // namespace
+
+// As sm_worker does for hami_bench_sm: launches back to back on one stream for `ms`
+// milliseconds of wall time, printing "ready pid=PID" once launching and "done launches=N"
+// after a final synchronization.
+int Spin(long long ms, unsigned grid, unsigned block) {
+  cudaStream_t s;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    std::printf("error stream\n");
+    return 1;
+  }
+  Touch<<<grid, block, 0, s>>>(nullptr);
+  if (cudaGetLastError() != cudaSuccess) {
+    std::printf("error launch\n");
+    return 1;
+  }
+  std::printf("ready pid=%d\n", int(getpid()));
+  std::fflush(stdout);
+  timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  long long launches = 1;
+  do {
+    Touch<<<grid, block, 0, s>>>(nullptr);
+    if (cudaGetLastError() != cudaSuccess) {
+      std::printf("error launch\n");
+      return 1;
+    }
+    ++launches;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+  if (cudaStreamSynchronize(s) != cudaSuccess) {
+    std::printf("error sync\n");
+    return 1;
+  }
+  std::printf("done launches=%lld\n", launches);
+  return 0;
+}
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<std::string> args(argv + 1, argv + argc);
+  // `cudart_client MS [GRID [BLOCK]]`: sm_worker's interface, for hami_bench_sm.
+  if (!args.empty() && args.front().find_first_not_of("0123456789") == std::string::npos) {
+    long long ms = Arg(args, 0);
+    unsigned grid = unsigned(Arg(args, 4096));
+    return Spin(ms, grid, unsigned(Arg(args, 256)));
+  }
   while (!args.empty()) {
     std::string c = args.front();
     args.erase(args.begin());
@@ -475,6 +568,13 @@ int main(int argc, char** argv) {
       Loading();
     } else if (c == "reset") {
       Reset();
+    } else if (c == "time-alloc") {
+      int count = int(Arg(args, 2000));
+      size_t bytes = size_t(Arg(args, 4 << 20));
+      TimeAlloc(count, bytes, int(Arg(args, 10)));
+    } else if (c == "time-launch") {
+      int count = int(Arg(args, 10000));
+      TimeLaunch(count, int(Arg(args, 10)));
     } else {
       std::fprintf(stderr, "unknown case '%s'\n", c.c_str());
       return 2;
