@@ -1,6 +1,7 @@
 #include "sim/host_pid.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,13 @@ void ServeHostPids(const std::string& state_path, uint64_t host_ns) {
   static std::once_flag once;
   std::call_once(once, [&] {
     if (host_ns == 0 || PidNamespaceInode() != host_ns) return;
+    // The serving thread runs this library's code: it must stay loaded when its user
+    // dlcloses it (a tool that opens NVML for a query and closes it again).
+    Dl_info self{};
+    if (dladdr(reinterpret_cast<void*>(&ServeHostPids), &self) == 0 || self.dli_fname == nullptr ||
+        dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == nullptr) {
+      return;
+    }
     broker::ServerOptions options;
     options.socket_path = HostPidSocketPath(state_path);
     options.max_active = 64;

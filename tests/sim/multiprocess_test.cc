@@ -212,6 +212,17 @@ TEST_F(MultiProcessTest, ManyThreadsAllocatingCopyingAndLaunchingKeepTheBooksExa
   EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(1), CUDA_SUCCESS);
 }
 
+// A tool opens NVML for one query and closes the library: the host-PID resolver its
+// initialization started keeps the library loaded and goes on answering.
+TEST(HostPidResolver, ServesOnAfterItsLibraryIsClosed) {
+  std::map<std::string, std::string> env = {{"HAMI_SIM_STATE", SimEnv::NewStatePath()},
+                                            {"LD_LIBRARY_PATH", ""}};
+  Subprocess p({TestProgram("sim_nvml_dlclose_probe"), HAMI_SIM_NVML_LIBRARY}, env);
+  std::string out = p.ReadAll();
+  EXPECT_EQ(p.Wait(), 0) << out;
+  EXPECT_NE(out.find("resolver " + std::to_string(p.pid()) + "\n"), std::string::npos) << out;
+}
+
 class PidNamespaceTest : public MultiProcessTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(PidNamespaceTest, NvmlNamesAProcessInAPidNamespaceByItsHostPid) {
