@@ -8,7 +8,10 @@
 #      limited through the limits file that --limits-file-mount puts at /overrideEnv
 #      (skipped, saying why, where a private mount namespace cannot be made);
 #   5. under `hami run --sm 30` a process launching kernels back to back gets about 30% of
-#      the GPU's time (NVML's per-process utilization).
+#      the GPU's time (NVML's per-process utilization);
+#   6. a CUDA runtime program built with nvcc (tests/cudart) under `hami run --memory 1g`:
+#      cudaMemGetInfo shows 1 GiB, a 2 GiB cudaMalloc fails with cudaErrorMemoryAllocation
+#      and the program goes on (skipped, saying why, when nvcc was absent at configure time).
 # Exit status 0 when every step that ran passed. Usage: scripts/demo.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -86,6 +89,26 @@ fi
 
 step "5. A compute share: hami run --sm 30 -- hami-sm-demo 3 30" \
   "$hami" run -q --sm 30 -- "$build/bin/hami-sm-demo" 3 30
+
+# The runtime's answers, checked: the budget as the total, the refusal (2 is
+# cudaErrorMemoryAllocation), and a copy round trip after it.
+cudart_limited() {
+  local out
+  out=$("$hami" run -q --memory 1g -- "$1" meminfo overcommit 2147483648 2>&1)
+  echo "$out"
+  grep -q '^meminfo err=0 .*total=1073741824$' <<<"$out" &&
+    grep -q '^overcommit big=2 last=2 cleared=0 small=0 .*match=1' <<<"$out"
+}
+cudart=$build/tests/cudart_client_shared
+if [[ -x $cudart ]]; then
+  step "6. A CUDA runtime program (nvcc, libcudart), 1 GiB: hami run --memory 1g -- cudart_client_shared meminfo overcommit 2g" \
+    cudart_limited "$cudart"
+else
+  echo
+  echo "== 6. A CUDA runtime program built with nvcc"
+  echo "    skipped: $cudart was not built (nvcc was not found when the build was configured)"
+  skipped=$((skipped + 1))
+fi
 
 echo
 echo "demo: $passed passed, $failed failed, $skipped skipped"
