@@ -72,6 +72,7 @@ CUresult InitLocked() {
   d.devices = d.state->devices();
   d.rt.resize(d.devices.size());
   d.visible = VisibleFromEnvironment(d.devices);
+  d.loading_mode = LoadingModeFromEnvironment();
   if (d.visible.empty()) return CUDA_ERROR_NO_DEVICE;
   d.initialized = true;
   return CUDA_SUCCESS;

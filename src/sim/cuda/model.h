@@ -363,6 +363,7 @@ class Driver {
   std::unique_ptr<SharedState> state;
   std::vector<DeviceRt> rt;
 
+  CUmoduleLoadingMode loading_mode = CU_MODULE_LAZY_LOADING;  // CUDA_MODULE_LOADING
   int slot = -1;  // this process's slot in the state, claimed with its first context
   uint64_t next_id = 1;
 
@@ -480,6 +481,8 @@ CUresult KernelFunctionLocked(CUkern_st* k, CUctx_st* ctx, CUfunc_st** out);
 CUresult FunctionForCallLocked(CUfunction f, CUfunc_st** out);
 // Instantiates every eagerly loaded library in a new context.
 void InstantiateEagerLibrariesLocked(CUctx_st* ctx);
+// CUDA_MODULE_LOADING, as the driver reads it at cuInit: EAGER or LAZY (the default).
+CUmoduleLoadingMode LoadingModeFromEnvironment();
 // What `image` declares about kernel `name`, or null.
 const ImageKernel* DescribedKernel(const ImageInfo& image, const std::string& name);
 

@@ -93,17 +93,9 @@ CUresult LoadModule(CUmodule* out, const void* image, size_t size_hint) {
   return CUDA_SUCCESS;
 }
 
-// Loading mode from CUDA_MODULE_LOADING, as the driver reads it: EAGER or LAZY (default).
+// The loading mode cuInit chose (before it: what CUDA_MODULE_LOADING says now).
 CUmoduleLoadingMode LoadingMode() {
-  static const CUmoduleLoadingMode mode = [] {
-    const char* v = std::getenv("CUDA_MODULE_LOADING");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "LAZY") == 0) return CU_MODULE_LAZY_LOADING;
-    if (std::strcmp(v, "EAGER") == 0) return CU_MODULE_EAGER_LOADING;
-    g_log.Log(LogLevel::kWarn, "CUDA_MODULE_LOADING='%s' is neither EAGER nor LAZY: loading lazily",
-              v);
-    return CU_MODULE_LAZY_LOADING;
-  }();
-  return mode;
+  return D().initialized ? D().loading_mode : LoadingModeFromEnvironment();
 }
 
 void DestroyLibraryLocked(CUlib_st* lib) {
@@ -177,6 +169,15 @@ CUresult ParamInfo(const ImageInfo& image, const std::string& name, size_t index
 }
 
 }  // namespace
+
+CUmoduleLoadingMode LoadingModeFromEnvironment() {
+  const char* v = std::getenv("CUDA_MODULE_LOADING");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "LAZY") == 0) return CU_MODULE_LAZY_LOADING;
+  if (std::strcmp(v, "EAGER") == 0) return CU_MODULE_EAGER_LOADING;
+  g_log.Log(LogLevel::kWarn, "CUDA_MODULE_LOADING='%s' is neither EAGER nor LAZY: loading lazily",
+            v);
+  return CU_MODULE_LAZY_LOADING;
+}
 
 const ImageKernel* DescribedKernel(const ImageInfo& image, const std::string& name) {
   auto it = image.kernels.find(name);
