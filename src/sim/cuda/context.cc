@@ -32,6 +32,12 @@ StackEntry EntryFor(CUctx_st* ctx) { return {ctx, ctx->handle_device >= 0 ? 0 : 
 thread_local std::vector<StackEntry> t_stack;
 // cuThreadExchangeStreamCaptureMode's per-thread mode.
 thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+// Interprocess events: the name of each one's memfd, which an opener checks.
+uint64_t g_next_ipc_event = 1;
+std::string IpcEventName(pid_t pid, uint64_t id) {
+  return "hami-sim-ipc-event-" + std::to_string(pid) + "-" + std::to_string(id);
+}
 // Per-thread default streams, by context id (ids are never reused).
 thread_local std::unordered_map<uint64_t, CUstream_st*> t_per_thread;
 
@@ -793,10 +799,8 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   auto* e = new CUevent_st{ctx, Flags};
   if ((Flags & CU_EVENT_INTERPROCESS) != 0) {
     // Its state lives in a page other processes map (cuIpcOpenEventHandle).
-    static uint64_t next_id = 1;
-    e->shared_id = next_id++;
-    std::string name =
-        "hami-sim-ipc-event-" + std::to_string(getpid()) + "-" + std::to_string(e->shared_id);
+    e->shared_id = g_next_ipc_event++;
+    const std::string name = IpcEventName(getpid(), e->shared_id);
     int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
     void* page = MAP_FAILED;
     if (fd >= 0 && ftruncate(fd, off_t(sizeof(IpcEventPage))) == 0) {
@@ -1116,12 +1120,6 @@ struct IpcEventHandle {
   uint64_t id;
 };
 static_assert(sizeof(IpcEventHandle) <= CU_IPC_HANDLE_SIZE);
-
-uint64_t g_next_ipc_event = 1;
-
-std::string IpcEventName(pid_t pid, uint64_t id) {
-  return "hami-sim-ipc-event-" + std::to_string(pid) + "-" + std::to_string(id);
-}
 
 }  // namespace
 
