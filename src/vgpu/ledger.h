@@ -32,31 +32,53 @@ using region::UsageKind;
 
 using region::kUsageKinds;
 
-// Bytes to give back to the region, summed by CUDA ordinal and kind.
+// Bytes to give back to the region, summed by CUDA ordinal and kind. Most hold one sum (a
+// free); the first few live inline, so that the common case neither allocates nor clears a
+// table; more (a context's end) spill into a vector.
 class Returns {
  public:
   void Add(int device, uint64_t bytes, UsageKind kind) {
-    if (device >= 0 && device < kMaxDevices && bytes != 0) {
-      bytes_[size_t(device)][uint32_t(kind)] += bytes;
-      any_ = true;
+    if (device < 0 || device >= kMaxDevices || bytes == 0) return;
+    for (size_t i = 0; i < size(); ++i) {
+      Entry& e = at(i);
+      if (e.device == device && e.kind == kind) {
+        e.bytes += bytes;
+        return;
+      }
+    }
+    if (inline_count_ < kInline) {
+      inline_[inline_count_++] = Entry{device, kind, bytes};
+    } else {
+      spill_.push_back(Entry{device, kind, bytes});
     }
   }
-  bool empty() const { return !any_; }
-  uint64_t of(int device, UsageKind kind) const { return bytes_[size_t(device)][uint32_t(kind)]; }
+  bool empty() const { return inline_count_ == 0; }
+  uint64_t of(int device, UsageKind kind) const {
+    uint64_t sum = 0;
+    ForEach([&](int d, uint64_t b, UsageKind k) { sum += d == device && k == kind ? b : 0; });
+    return sum;
+  }
   // Calls fn(device, bytes, kind) for every non-zero sum.
   template <typename Fn>
   void ForEach(Fn fn) const {
-    if (!any_) return;
-    for (int d = 0; d < kMaxDevices; ++d) {
-      for (uint32_t k = 0; k < uint32_t(kUsageKinds); ++k) {
-        if (bytes_[size_t(d)][k] != 0) fn(d, bytes_[size_t(d)][k], UsageKind(k));
-      }
-    }
+    for (size_t i = 0; i < inline_count_; ++i)
+      fn(inline_[i].device, inline_[i].bytes, inline_[i].kind);
+    for (const Entry& e : spill_) fn(e.device, e.bytes, e.kind);
   }
 
  private:
-  std::array<std::array<uint64_t, kUsageKinds>, kMaxDevices> bytes_{};
-  bool any_ = false;
+  struct Entry {
+    int device;
+    UsageKind kind;
+    uint64_t bytes;
+  };
+  static constexpr size_t kInline = 4;
+  size_t size() const { return inline_count_ + spill_.size(); }
+  Entry& at(size_t i) { return i < kInline ? inline_[i] : spill_[i - kInline]; }
+
+  Entry inline_[kInline];
+  size_t inline_count_ = 0;
+  std::vector<Entry> spill_;
 };
 
 // A linear allocation: what it counts for, on which device and context.
