@@ -16,6 +16,9 @@ namespace hami::testing {
 
 // Why the programs cannot run here, or "" when they can.
 inline std::string CudartSkipReason() {
+#ifdef HAMI_CUDART_SANITIZER_SKIP
+  return HAMI_CUDART_SANITIZER_SKIP;
+#endif
   if (std::string(HAMI_NVCC).empty()) {
     return "nvcc was not found when the build was configured (looked in the CUDA toolkit's "
            "bin, /usr/local/cuda/bin and PATH): the CUDA runtime clients were not built";
