@@ -68,6 +68,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
       kube::LeaderElectionConfig lc;
       lc.lease_namespace = o.lease_namespace;
       lc.lease_name = o.lease_name;
+      lc.identity = o.leader_identity;
       lc.release_on_cancel = true;
       lc.on_started_leading = [self](std::stop_token stop) {
         self->metrics_.leader.store(true);

@@ -38,7 +38,8 @@ struct DaemonOptions {
   bool leader_elect = false;
   std::string lease_namespace = "kube-system";
   std::string lease_name = "hami-scheduler";
-  bool webhook = true;  // serve POST /webhook
+  std::string leader_identity;  // empty: "<hostname>_<pid>"
+  bool webhook = true;          // serve POST /webhook
 };
 
 class Daemon {

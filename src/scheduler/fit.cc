@@ -220,9 +220,12 @@ Fitter::Choice Fitter::Select(const ContainerRequest& c, const std::vector<Devic
                               const std::vector<bool>& pod_holds) const {
   Choice out;
   std::array<int, static_cast<size_t>(Skip::kCount)> skipped{};
-  std::vector<size_t> candidates;
+  // Reused by every call on this thread: filtering a thousand nodes allocates little.
+  thread_local std::vector<size_t> candidates;
+  thread_local std::vector<int32_t> static_ok_numa;
+  candidates.clear();
+  static_ok_numa.clear();
   size_t static_ok = 0;
-  std::vector<int32_t> static_ok_numa;
   for (size_t i = 0; i < node_.gpus.size(); ++i) {
     Skip s = StaticSkip(i, c);
     if (s == Skip::kNone) {
@@ -243,7 +246,8 @@ Fitter::Choice Fitter::Select(const ContainerRequest& c, const std::vector<Devic
     int32_t numa;
     int32_t index;
   };
-  std::vector<Key> keys(node_.gpus.size());
+  thread_local std::vector<Key> keys;
+  keys.resize(node_.gpus.size());
   for (size_t i : candidates) {
     const kube::NodeDevice& d = node_.gpus[i].device;
     const DeviceUsage& u = usage[i];
@@ -252,7 +256,8 @@ Fitter::Choice Fitter::Select(const ContainerRequest& c, const std::vector<Devic
                     d.devcore, u.mem_mib + c.MemoryOn(d.devmem_mib), d.devmem_mib),
         d.numa, d.index};
   }
-  std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+  // The comparator is a total order (the index breaks every tie): sort is deterministic.
+  std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
     for (SortKey key : policy_.gpu.sort_keys) {
       switch (key) {
         case SortKey::kBinpack:
@@ -313,7 +318,7 @@ Fitter::Choice Fitter::Select(const ContainerRequest& c, const std::vector<Devic
                    " of " + std::to_string(node_.gpus.size()) + " usable" + skipped_text());
       return out;
     }
-    candidates = std::move(group);
+    candidates.assign(group.begin(), group.end());
   }
   if (candidates.size() < count) {
     out.unresolvable = static_ok < count;
@@ -366,6 +371,7 @@ Result<PodConstraints> ConstraintsForPod(const kube::ObjectMeta& pod) {
 FitResult FitPod(const NodeGpus& node, const PodRequest& pod, const PodConstraints& constraints,
                  const PodPolicy& policy, const QuotaCheck& quota) {
   FitResult r;
+  r.devices.reserve(pod.init_containers.size() + pod.containers.size());
   if (!pod.RequestsGpus()) {
     r.fits = true;
     r.devices.resize(pod.init_containers.size() + pod.containers.size());
@@ -383,12 +389,16 @@ FitResult FitPod(const NodeGpus& node, const PodRequest& pod, const PodConstrain
   }
   const size_t n = node.gpus.size();
   Fitter fitter(node, constraints, policy);
-  std::vector<DeviceUsage> base(n);
+  // Reused by every call on this thread (see Select).
+  thread_local std::vector<DeviceUsage> base, work;
+  thread_local std::vector<int64_t> init_mem, init_cores, app_mem, app_cores;
+  thread_local std::vector<bool> init_touch, none, holds, app_exclusive;
+  base.resize(n);
   for (size_t i = 0; i < n; ++i) base[i] = node.gpus[i].used;
-
-  std::vector<int64_t> init_mem(n, 0), init_cores(n, 0);
-  std::vector<bool> init_touch(n, false);
-  const std::vector<bool> none(n, false);
+  init_mem.assign(n, 0);
+  init_cores.assign(n, 0);
+  init_touch.assign(n, false);
+  none.assign(n, false);
   auto entry = [&](size_t i, const ContainerRequest& c) {
     const kube::NodeDevice& d = node.gpus[i].device;
     return kube::ContainerDevice{d.id, std::string(kDeviceVendorType), c.MemoryOn(d.devmem_mib),
@@ -397,6 +407,7 @@ FitResult FitPod(const NodeGpus& node, const PodRequest& pod, const PodConstrain
   for (size_t ci = 0; ci < pod.init_containers.size(); ++ci) {
     const ContainerRequest& c = pod.init_containers[ci];
     kube::ContainerDevices devices;
+    devices.reserve(size_t(std::max(c.count, 0)));
     if (c.requests_gpus()) {
       Fitter::Choice choice = fitter.Select(c, base, none);
       if (!choice.ok) {
@@ -415,12 +426,15 @@ FitResult FitPod(const NodeGpus& node, const PodRequest& pod, const PodConstrain
     r.devices.push_back(std::move(devices));
   }
 
-  std::vector<DeviceUsage> work = base;
-  std::vector<bool> holds(n, false), app_exclusive(n, false);
-  std::vector<int64_t> app_mem(n, 0), app_cores(n, 0);
+  work.assign(base.begin(), base.end());
+  holds.assign(n, false);
+  app_exclusive.assign(n, false);
+  app_mem.assign(n, 0);
+  app_cores.assign(n, 0);
   for (size_t ci = 0; ci < pod.containers.size(); ++ci) {
     const ContainerRequest& c = pod.containers[ci];
     kube::ContainerDevices devices;
+    devices.reserve(size_t(std::max(c.count, 0)));
     if (c.requests_gpus()) {
       Fitter::Choice choice = fitter.Select(c, work, holds);
       if (!choice.ok) {

@@ -247,6 +247,12 @@ std::string SchedulerMetrics::Render(const ClusterState& state, bool ready) cons
          double(handshake_requesting.load()));
   Sample(out, "hami_scheduler_handshake_writes_total", "state=\"Deleted\"",
          double(handshake_deleted.load()));
+  Header(out, "hami_scheduler_bind_reads_total",
+         "How binds read the node's pods under the lock: the view once it caught up with the "
+         "lock, else a list from the API.",
+         "counter");
+  Sample(out, "hami_scheduler_bind_reads_total", "source=\"view\"", double(fresh_read_view.load()));
+  Sample(out, "hami_scheduler_bind_reads_total", "source=\"list\"", double(fresh_read_list.load()));
   Header(out, "hami_scheduler_ready", "1 once the informers have synced.", "gauge");
   Sample(out, "hami_scheduler_ready", "", ready ? 1 : 0);
   Header(out, "hami_scheduler_leader", "1 while this replica runs the handshake loop.", "gauge");

@@ -23,6 +23,8 @@
 //   hami_scheduler_bad_annotations_total{object}   node, pod annotations that did not decode
 //   hami_scheduler_inventory_changes_total, hami_scheduler_device_count_changes_total
 //   hami_scheduler_handshake_writes_total{state}   Requesting, Deleted
+//   hami_scheduler_bind_reads_total{source}        view, list: how a bind read the node's pods
+//                                                  under its lock
 //   hami_scheduler_ready, hami_scheduler_leader    1 or 0
 //   hami_scheduler_pods_allocated                  pods holding GPUs
 //
@@ -67,6 +69,10 @@ class SchedulerMetrics {
   std::atomic<uint64_t> handshake_requesting{0};
   std::atomic<uint64_t> handshake_deleted{0};
   std::atomic<bool> leader{false};
+  // How binds re-read the node's pods under the lock: the view (caught up with the lock), or a
+  // list from the API.
+  std::atomic<uint64_t> fresh_read_view{0};
+  std::atomic<uint64_t> fresh_read_list{0};
 
   void CountRequest(std::string_view verb, int code);
   void CountBindFailure(BindFailure f);

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <charconv>
 #include <unordered_set>
 #include <utility>
 
@@ -118,8 +119,17 @@ Answer Scheduler::Filter(std::string_view body) {
     fitting = names;
   } else {
     const kube::Pod& pod = args->pod;
+    Scores scores;
+    scores.uid = pod.metadata.uid;
     auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
-                                prep->constraints, prep->policy, names, Now());
+                                prep->constraints, prep->policy, names, Now(), &scores.generation);
+    if (!scores.uid.empty()) {
+      scores.by_node.reserve(fits.size());
+      for (const auto& nf : fits) {
+        scores.by_node.emplace(nf.name, nf.fit.fits && !nf.locked ? nf.fit.score : 0);
+      }
+      RememberScores(std::move(scores));
+    }
     const ClusterState::NodeFit* best = nullptr;
     for (const auto& nf : fits) {
       if (!nf.known) {
@@ -181,12 +191,28 @@ Answer Scheduler::Prioritize(std::string_view body) {
     for (const std::string& n : names) list.push_back({n, 0});
   } else {
     const kube::Pod& pod = args->pod;
-    auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
-                                prep->constraints, prep->policy, names, Now());
-    for (const auto& nf : fits) {
-      int64_t score = nf.fit.fits ? nf.fit.score : 0;
-      if (nf.locked || Binding(nf.name)) score = 0;
-      list.push_back({nf.name, score});
+    std::shared_ptr<const Scores> cached;
+    if (!pod.metadata.uid.empty()) cached = RecallScores(pod.metadata.uid, state_.generation());
+    bool hit = cached != nullptr;
+    if (hit) {
+      for (const std::string& n : names) {
+        auto it = cached->by_node.find(n);
+        if (it == cached->by_node.end()) {
+          hit = false;
+          list.clear();
+          break;
+        }
+        list.push_back({n, Binding(n) ? 0 : it->second});
+      }
+    }
+    if (!hit) {
+      auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
+                                  prep->constraints, prep->policy, names, Now());
+      for (const auto& nf : fits) {
+        int64_t score = nf.fit.fits ? nf.fit.score : 0;
+        if (nf.locked || Binding(nf.name)) score = 0;
+        list.push_back({nf.name, score});
+      }
     }
   }
   return done({200, EncodeHostPriorityList(list)});
@@ -219,13 +245,42 @@ bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node)
   // ago.
   auto got = client_.Get(kube::kPods, lock.ns, lock.pod);
   if (!got.ok()) return got.error().code() != ErrorCode::kNotFound;
-  if (Now() - lock.time < options_.node_lock_wait) return true;  // may not have written yet
+  // A young lock's holder may not have written its annotations yet (the lock's time is
+  // truncated to the second, hence the second added).
+  if (Now() - lock.time < options_.node_lock_wait + std::chrono::seconds(1)) return true;
   auto pod = kube::ParseObjectMeta(*got, "Pod");
   if (!pod.ok()) return true;
   const std::string* target = pod->Annotation(kube::kVgpuNodeAnnotation);
   const std::string* phase = pod->Annotation(kube::kBindPhaseAnnotation);
   return target != nullptr && *target == node && phase != nullptr &&
          *phase == kube::EncodeBindPhase(kube::BindPhase::kAllocating);
+}
+
+void Scheduler::RememberScores(Scores scores) {
+  auto shared = std::make_shared<const Scores>(std::move(scores));
+  std::shared_ptr<const Scores> dropped;  // freed outside the lock
+  std::lock_guard lock(scores_mu_);
+  for (auto it = scores_.begin(); it != scores_.end(); ++it) {
+    if ((*it)->uid == shared->uid) {
+      dropped = std::move(*it);
+      scores_.erase(it);
+      break;
+    }
+  }
+  scores_.push_front(std::move(shared));
+  if (scores_.size() > 64) {
+    dropped = std::move(scores_.back());
+    scores_.pop_back();
+  }
+}
+
+std::shared_ptr<const Scheduler::Scores> Scheduler::RecallScores(std::string_view uid,
+                                                                 uint64_t generation) {
+  std::lock_guard lock(scores_mu_);
+  for (const auto& s : scores_) {
+    if (s->uid == uid) return s->generation == generation ? s : nullptr;
+  }
+  return nullptr;
 }
 
 bool Scheduler::EnterNode(const std::string& node, SteadyClock::time_point deadline) {
@@ -335,6 +390,7 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
     return HolderBinds(l, node_name);
   };
   std::string busy;
+  json locked_node;  // the Node as the lock's patch stored it
   for (;;) {
     if (SteadyClock::now() >= deadline) {
       return fail(
@@ -343,7 +399,10 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
               " (waited " + std::to_string(options_.node_lock_wait.count()) + " ms)");
     }
     auto locked = locker_.TryLock(node_obj, ns, name, Now(), holder_binds);
-    if (locked.ok()) break;
+    if (locked.ok()) {
+      locked_node = std::move(locked).value();
+      break;
+    }
     const ErrorCode code = locked.error().code();
     if (code == ErrorCode::kConflict) {
       auto fresh = client_.Get(kube::kNodes, "", node_name);
@@ -375,23 +434,37 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
     }
   });
 
-  // Fit again against the usage as it is now: the pods bound to the node as the API has them
-  // (a consistent read, which counts what another scheduler bound there), and this process's
-  // binds in flight.
-  kube::ListOptions lo;
-  lo.field_selector = "spec.nodeName=" + node_name;
-  auto listed = client_.List(kube::kPods, "", lo);
-  if (!listed.ok()) return fail(BindFailure::kApi, listed.error().message());
-  std::vector<PodShare> node_pods;
-  if (auto items = listed->find("items"); items != listed->end() && items->is_array()) {
-    for (const json& item : *items) {
-      auto p = kube::ParsePod(item);
-      if (!p.ok()) continue;
-      if (auto share = ShareOfPod(*p)) node_pods.push_back(std::move(*share));
+  // Fit again against the usage as it is now, counting what another scheduler bound to the
+  // node before its lock was released to us: once this view has applied every pod change up to
+  // the lock's resourceVersion (at once during a burst, when pod changes stream in), the view
+  // alone; else the pods bound to the node as the API lists them (a consistent read).
+  ClusterState::NodeFit fresh;
+  int64_t lock_rv = 0;
+  const std::string_view rv_text = kube::MetadataString(locked_node, "resourceVersion");
+  auto [rv_end, rv_ec] = std::from_chars(rv_text.data(), rv_text.data() + rv_text.size(), lock_rv);
+  const bool numeric = rv_ec == std::errc() && rv_end == rv_text.data() + rv_text.size();
+  if (numeric &&
+      state_.WaitPodsApplied(lock_rv, SteadyClock::now() + std::chrono::milliseconds(50))) {
+    metrics_.fresh_read_view.fetch_add(1);
+    fresh = std::move(state_.FitNodes(ns, name, prep->request, prep->constraints, prep->policy,
+                                      {node_name}, Now())[0]);
+  } else {
+    metrics_.fresh_read_list.fetch_add(1);
+    kube::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + node_name;
+    auto listed = client_.List(kube::kPods, "", lo);
+    if (!listed.ok()) return fail(BindFailure::kApi, listed.error().message());
+    std::vector<PodShare> node_pods;
+    if (auto items = listed->find("items"); items != listed->end() && items->is_array()) {
+      for (const json& item : *items) {
+        auto p = kube::ParsePod(item);
+        if (!p.ok()) continue;
+        if (auto share = ShareOfPod(*p)) node_pods.push_back(std::move(*share));
+      }
     }
+    fresh = state_.FitNodeFresh(ns, name, prep->request, prep->constraints, prep->policy, node_name,
+                                node_pods, Now());
   }
-  const ClusterState::NodeFit fresh = state_.FitNodeFresh(
-      ns, name, prep->request, prep->constraints, prep->policy, node_name, node_pods, Now());
   const FitResult& fit = fresh.fit;
   if (!fit.fits) {
     return fail(BindFailure::kNoFit,

@@ -7,7 +7,9 @@
 //             the best node by the node policy (HAMi's behaviour).
 // Prioritize  each candidate's node-policy score, 0..10; a node that does not fit scores 0, and
 //             so does one whose node lock another pod holds (its bind would wait), so that
-//             kube-scheduler spreads a burst over the nodes it can bind at once.
+//             kube-scheduler spreads a burst over the nodes it can bind at once. The scores a
+//             filter computed for a pod (by uid) are reused while the view has not changed
+//             since (kube-scheduler calls prioritize right after filter).
 // Bind        on the node kube-scheduler chose: take the node lock (waiting up to
 //             node_lock_wait for another pod's bind on that node to finish), fit again against
 //             the current usage, reserve the GPUs, write hami.io/vgpu-node, hami.io/vgpu-time,
@@ -29,12 +31,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "common/result.h"
 #include "kube/client.h"
@@ -56,7 +61,8 @@ struct SchedulerOptions {
   NodePolicy node_policy = NodePolicy::kBinpack;
   std::chrono::seconds node_lock_timeout{300};
   // How long a bind waits for another pod's node lock before failing (kube-scheduler retries);
-  // also the age after which a lock whose holder binds elsewhere (or no longer) is broken.
+  // this plus a second is also the age after which a lock whose holder binds elsewhere (or no
+  // longer) is broken.
   std::chrono::milliseconds node_lock_wait{10000};
   // A bind's reservation stands until the informer shows the pod's annotations, or this long.
   std::chrono::milliseconds reservation_ttl{120000};
@@ -117,6 +123,17 @@ class Scheduler {
   std::shared_ptr<kube::Informer> nodes_;
   std::shared_ptr<kube::Informer> pods_;
   std::shared_ptr<kube::Informer> quotas_;
+
+  // Scores of recent filters, by pod uid, with the view's generation they were computed at.
+  struct Scores {
+    std::string uid;
+    uint64_t generation = 0;
+    std::unordered_map<std::string, int64_t> by_node;
+  };
+  void RememberScores(Scores scores);
+  std::shared_ptr<const Scores> RecallScores(std::string_view uid, uint64_t generation);
+  std::mutex scores_mu_;
+  std::list<std::shared_ptr<const Scores>> scores_;  // most recent first, at most 64
 
   mutable std::mutex gate_mu_;
   std::condition_variable gate_cv_;

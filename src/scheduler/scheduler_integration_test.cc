@@ -841,7 +841,9 @@ TEST_F(SchedulerIntegration, LeaderElectionRunsTheHandshakeOnOneReplica) {
   o.handshake_enabled = true;
   o.leader_elect = true;
   o.lease_namespace = "default";
+  o.leader_identity = "replica-a";  // two replicas in one process need names of their own
   Daemon* a = StartDaemon(o);
+  o.leader_identity = "replica-b";
   Daemon* b = StartDaemon(o);
   ASSERT_TRUE(WaitUntil([&] { return a->metrics().leader.load() || b->metrics().leader.load(); },
                         std::chrono::seconds(20)));

@@ -1,6 +1,7 @@
 #include "scheduler/state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <utility>
 
 #include "common/raw_log.h"
@@ -128,6 +129,7 @@ void ClusterState::Unapply(const std::string& key) {
   QuotaAmounts& used = ns_used_[a.share.ns];
   used -= a.amounts;
   applied_.erase(it);
+  ++generation_;
 }
 
 void ClusterState::Apply(const std::string& key, const PodShare& share) {
@@ -142,6 +144,7 @@ void ClusterState::Apply(const std::string& key, const PodShare& share) {
   }
   ns_used_[share.ns] += a.amounts;
   applied_[key] = std::move(a);
+  ++generation_;
 }
 
 void ClusterState::Refresh(const std::string& key) {
@@ -289,9 +292,32 @@ void ClusterState::RemoveNode(const kube::ObjectPtr& object) {
   Notify();
 }
 
+void ClusterState::NotePodVersion(const nlohmann::json& pod) {
+  const std::string_view rv = kube::MetadataString(pod, "resourceVersion");
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+  if (ec == std::errc() && ptr == rv.data() + rv.size() && v > pods_applied_rv_) {
+    pods_applied_rv_ = v;
+  }
+}
+
+bool ClusterState::WaitPodsApplied(int64_t rv,
+                                   std::chrono::steady_clock::time_point deadline) const {
+  auto applied = [&] {
+    std::shared_lock lock(mu_);
+    return pods_applied_rv_ >= rv;
+  };
+  std::unique_lock lock(change_mu_);
+  while (!applied()) {
+    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return applied();
+  }
+  return true;
+}
+
 void ClusterState::UpsertPod(const kube::ObjectPtr& object) {
   auto parsed = kube::ParsePod(*object);
   std::unique_lock lock(mu_);
+  NotePodVersion(*object);
   if (!parsed.ok()) {
     ++stats_.bad_objects;
     g_log.Log(LogLevel::kWarn, "event=bad_pod error=%s",
@@ -328,6 +354,7 @@ void ClusterState::RemovePod(const kube::ObjectPtr& object) {
       Key(kube::MetadataString(*object, "namespace"), kube::MetadataString(*object, "name"));
   {
     std::unique_lock lock(mu_);
+    NotePodVersion(*object);
     allocations_.erase(key);
     reservations_.erase(key);
     Refresh(key);
@@ -345,6 +372,7 @@ void ClusterState::UpsertQuota(const kube::ObjectPtr& object) {
     return;
   }
   quotas_[parsed->metadata.ns][parsed->metadata.name] = *parsed;
+  ++generation_;
 }
 
 void ClusterState::RemoveQuota(const kube::ObjectPtr& object) {
@@ -352,6 +380,7 @@ void ClusterState::RemoveQuota(const kube::ObjectPtr& object) {
   auto ns = quotas_.find(std::string(kube::MetadataString(*object, "namespace")));
   if (ns == quotas_.end()) return;
   ns->second.erase(std::string(kube::MetadataString(*object, "name")));
+  ++generation_;
   if (ns->second.empty()) quotas_.erase(ns);
 }
 
@@ -423,9 +452,10 @@ NamespaceQuota ClusterState::QuotaOf(std::string_view ns) const {
 std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
     std::string_view ns, std::string_view name, const PodRequest& request,
     const PodConstraints& constraints, const PodPolicy& policy,
-    const std::vector<std::string>& names, kube::WallTime now) const {
+    const std::vector<std::string>& names, kube::WallTime now, uint64_t* generation) const {
   const std::string key = Key(ns, name);
   std::shared_lock lock(mu_);
+  if (generation != nullptr) *generation = generation_;
   const NamespaceQuota quota = QuotaOf(ns);
   QuotaCheck check;
   check.ns = ns;
@@ -508,6 +538,11 @@ ClusterState::NodeFit ClusterState::FitNodeFresh(std::string_view ns, std::strin
   if (auto a = applied_.find(key); a != applied_.end()) check.used -= a->second.amounts;
   nf.fit = FitPod(gpus, request, constraints, policy, check);
   return nf;
+}
+
+uint64_t ClusterState::generation() const {
+  std::shared_lock lock(mu_);
+  return generation_;
 }
 
 std::vector<std::string> ClusterState::NodeNames() const {

@@ -128,10 +128,13 @@ class ClusterState {
   // ---- Decisions ---------------------------------------------------------------------------
   // Fits pod `ns/name` on each of `names` against the current usage, the pod's own share (a
   // reservation or an earlier allocation) left out; `now` decides node-lock expiry.
+  // `generation`, when given, gets the view's generation the fits were computed at.
   std::vector<NodeFit> FitNodes(std::string_view ns, std::string_view name,
                                 const PodRequest& request, const PodConstraints& constraints,
                                 const PodPolicy& policy, const std::vector<std::string>& names,
-                                kube::WallTime now) const;
+                                kube::WallTime now, uint64_t* generation = nullptr) const;
+  // Changes whenever anything a fit reads changes (nodes, shares, quotas).
+  uint64_t generation() const;
 
   // Fits pod `ns/name` on node `node` whose pods were just read from the API (`node_pods`: the
   // shares of the pods bound to it): the node's usage is rebuilt from them and from this view's
@@ -142,6 +145,12 @@ class ClusterState {
                        const PodConstraints& constraints, const PodPolicy& policy,
                        const std::string& node, const std::vector<PodShare>& node_pods,
                        kube::WallTime now) const;
+
+  // Waits until the view has applied every pod change up to resourceVersion `rv` (the largest
+  // pod resourceVersion applied, read as a number, is at least `rv`); false at `deadline`. Pod
+  // changes arrive in resourceVersion order, so once a pod change at or after `rv` is applied,
+  // every earlier one is too. A quiet cluster may not get there soon: callers bound the wait.
+  bool WaitPodsApplied(int64_t rv, std::chrono::steady_clock::time_point deadline) const;
 
   // Every node name in the view, sorted.
   std::vector<std::string> NodeNames() const;
@@ -192,6 +201,7 @@ class ClusterState {
   void SweepLocked(std::chrono::steady_clock::time_point now);
   NamespaceQuota QuotaOf(std::string_view ns) const;
   void Notify();
+  void NotePodVersion(const nlohmann::json& pod);
 
   const DeviceConfig config_;
   const std::chrono::seconds lock_timeout_;
@@ -205,6 +215,7 @@ class ClusterState {
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
   Stats stats_;
   uint64_t generation_ = 0;
+  int64_t pods_applied_rv_ = 0;  // the largest pod resourceVersion applied
 
   mutable std::mutex change_mu_;
   mutable std::condition_variable change_cv_;
