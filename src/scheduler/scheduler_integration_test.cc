@@ -759,6 +759,57 @@ TEST_F(SchedulerIntegration, ServesHttpsWithTheGivenCertificate) {
             std::string::npos);
 }
 
+// ---- the webhook route -------------------------------------------------------------------------
+
+json AdmissionReview(const json& pod, const std::string& ns) {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "u-1"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+            {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+            {"namespace", ns},
+            {"operation", "CREATE"},
+            {"object", pod}}}};
+}
+
+TEST_F(SchedulerIntegration, WebhookIsServedWithTheNamespacesLabelsAndQuotaFromTheCluster) {
+  AddNode({.name = "n1", .gpus = 2});
+  ASSERT_TRUE(
+      api_->CreateObject(
+              kube::kNamespaces,
+              {{"metadata", {{"name", "quiet"}, {"labels", {{"hami.io/webhook", "ignore"}}}}}})
+          .ok());
+  ASSERT_TRUE(api_->CreateObject(kube::kResourceQuotas,
+                                 {{"metadata", {{"name", "gpu-quota"}, {"namespace", "default"}}},
+                                  {"spec", {{"hard", {{"limits.nvidia.com/gpumem", "5000"}}}}}})
+                  .ok());
+  AddRunningPod({.name = "old", .mem_mib = 4000}, "n1", {{{GpuUuid("n1", 0), "NVIDIA", 4000, 0}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 1));
+  auto review = [&](const json& pod, const std::string& ns) {
+    HttpAnswer a = Post(d->port(), "/webhook", AdmissionReview(pod, ns).dump());
+    EXPECT_EQ(a.status, 200) << a.body;
+    return a.Json()["response"];
+  };
+  json fits = GpuPod({.name = "fits", .mem_mib = 1000, .scheduler_name = ""});
+  json r = review(fits, "default");
+  EXPECT_EQ(r.value("uid", ""), "u-1");
+  EXPECT_TRUE(r.value("allowed", false)) << r.dump();
+  EXPECT_EQ(r.value("patchType", ""), "JSONPatch");
+  json over = GpuPod({.name = "over", .mem_mib = 2000, .scheduler_name = ""});
+  r = review(over, "default");
+  EXPECT_FALSE(r.value("allowed", true)) << r.dump();
+  EXPECT_NE(r["status"].value("message", "").find("gpu-quota"), std::string::npos) << r.dump();
+  // The namespace's label skips the pod: allowed, nothing changed.
+  r = review(over, "quiet");
+  EXPECT_TRUE(r.value("allowed", false)) << r.dump();
+  EXPECT_FALSE(r.contains("patch")) << r.dump();
+  HttpAnswer bad = Post(d->port(), "/webhook", "{}");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.Json().value("Error", "").find("AdmissionReview"), std::string::npos) << bad.body;
+}
+
 // ---- handshake -------------------------------------------------------------------------------
 
 TEST_F(SchedulerIntegration, HandshakeRequestsRenewsAndMarksANodeWithoutGpusDeleted) {
