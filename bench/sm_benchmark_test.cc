@@ -20,11 +20,12 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// Every scenario, in the benchmark's order, with the figures it reports.
+// The scenarios that carry what tests/vgpu/sm_limit_test.cc leaves to the benchmark, in the
+// benchmark's order, with the figures each reports.
 const std::vector<std::pair<std::string, size_t>> kScenarios = {
     {"shared-device", 2}, {"path-ex", 1},   {"path-coop", 1},      {"path-graph", 1},
     {"limit-change", 3},  {"open-loop", 1}, {"policy-disable", 1}, {"policy-force", 1},
-    {"pause", 3},         {"suspend", 3},   {"policy-default", 2}};
+    {"pause", 3},         {"suspend", 3},   {"policy-default", 2}, {"cudart-launch", 1}};
 
 TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) {
   BenchmarkRun bench("sm");
@@ -115,18 +116,21 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) 
   EXPECT_EQ(s.value("measured", 0), 4);
   EXPECT_EQ(s.value("workers_ok", 0), 6);
   EXPECT_EQ(s.value("workers_failed", -1), 0);
-  EXPECT_EQ(s.value("scenarios", 0), int(kScenarios.size()));
   EXPECT_EQ(s.value("scenario_workers_failed", -1), 0);
-  EXPECT_EQ(s.value("scenario_workers_ok", 0), int(kScenarios.size()) + 1)
-      << "one worker per container; shared-device has two";
 
+  // Every scenario the benchmark lists runs; these are the ones the SM-limit test leaves to
+  // it, each with its figures (others may follow them).
   ASSERT_TRUE(j["scenarios"].is_array());
-  ASSERT_EQ(j["scenarios"].size(), kScenarios.size());
-  size_t figures = 0;
-  for (size_t i = 0; i < kScenarios.size(); ++i) {
+  ASSERT_GE(j["scenarios"].size(), kScenarios.size());
+  EXPECT_EQ(s.value("scenarios", size_t(0)), j["scenarios"].size());
+  size_t figures = 0, containers = 0;
+  for (size_t i = 0; i < j["scenarios"].size(); ++i) {
     const Json& sc = j["scenarios"][i];
-    SCOPED_TRACE("scenario " + kScenarios[i].first);
-    EXPECT_EQ(sc.value("name", ""), kScenarios[i].first);
+    SCOPED_TRACE("scenario " + sc.value("name", std::string("?")));
+    if (i < kScenarios.size()) {
+      EXPECT_EQ(sc.value("name", ""), kScenarios[i].first);
+      EXPECT_EQ(sc["figures"].size(), kScenarios[i].second);
+    }
     for (const char* field : {"what", "round", "device", "run_ms", "measured", "workers_ok",
                               "workers_failed", "errors", "actions", "containers", "figures"}) {
       EXPECT_TRUE(sc.contains(field)) << field;
@@ -142,9 +146,10 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) 
         EXPECT_TRUE(c.contains(field)) << field;
       }
       EXPECT_EQ(c["samples"].size(), size_t(run_ms / 100)) << "one sample per 100 ms";
+      ++containers;
     }
     ASSERT_TRUE(sc["figures"].is_array());
-    EXPECT_EQ(sc["figures"].size(), kScenarios[i].second);
+    EXPECT_FALSE(sc["figures"].empty());
     for (const Json& f : sc["figures"]) {
       for (const std::string& field : kGoalFields) EXPECT_TRUE(f.contains(field)) << field;
       EXPECT_TRUE(f.contains("window_ms"));
@@ -152,6 +157,7 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) 
     }
     figures += sc["figures"].size();
   }
+  EXPECT_EQ(s.value("scenario_workers_ok", size_t(0)), containers) << "one worker per container";
   EXPECT_EQ(j["scenarios"][5]["containers"][0].value("limiter_mode", ""), "open-loop")
       << "no host PID: the open loop";
 
