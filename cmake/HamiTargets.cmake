@@ -40,8 +40,8 @@ endfunction()
 # the label, so `ctest -L unit` or `-LE gpu` select them. One label per test: unit (no
 # processes or files beyond temp files), integration (several processes, real files and
 # locks), sim (runs on the simulated GPU), gpu (needs a real GPU).
-# Tests of the concurrent parts (CONCURRENT): labelled `concurrency` and built together by the
-# `concurrency_tests` target, which CI runs again under ThreadSanitizer.
+# Tests of the concurrent parts (CONCURRENT): built together by the `concurrency_tests`
+# target, for a ThreadSanitizer build of just them.
 function(hami_concurrent_test name)
   set_property(GLOBAL APPEND PROPERTY HAMI_CONCURRENT_TESTS ${name})
 endfunction()
@@ -60,12 +60,10 @@ function(hami_cc_test)
   target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
-  set(_labels ${A_LABELS})
   if(A_CONCURRENT)
     hami_concurrent_test(${A_NAME})
-    list(APPEND _labels concurrency)
   endif()
-  set(_props LABELS "${_labels}" TIMEOUT ${A_TIMEOUT})
+  set(_props LABELS ${A_LABELS} TIMEOUT ${A_TIMEOUT})
   if(A_ENV)
     list(APPEND _props ENVIRONMENT "${A_ENV}")
   endif()
