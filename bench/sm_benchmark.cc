@@ -134,7 +134,7 @@ constexpr char kUsage[] =
     "  --scenarios LIST  scenarios to run after the cells, or none (default: every one:\n"
     "                    shared-device, path-ex, path-coop, path-graph, limit-change,\n"
     "                    open-loop, policy-disable, policy-force, pause, suspend,\n"
-    "                    policy-default)\n"
+    "                    policy-default, cudart-launch)\n"
     "  --quick           a short run: the window is (1 s, 2.5 s] instead of (1 s, 4 s]\n"
     "  --json PATH       where to write the JSON (default: sm.json beside this binary)\n"
     "  --svg PATH        where to write the plot (default: sm.svg beside this binary)\n";
