@@ -3,6 +3,7 @@
 // --limits-file-mount the command runs under libvgpu.so with a shared region of its own,
 // like one container (docs/hami-run.md).
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -348,6 +349,31 @@ struct ChildReport {
 // no handler runs while the command is alive.
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
+// The forwarded signals and SIGCHLD, blocked in hami for the whole limited run, from before
+// any library that may start a thread is loaded (a driver, or the simulated NVML's host-PID
+// resolver): threads inherit the mask, and a process-directed signal goes to any thread that
+// does not block it, where its default action would end hami without forwarding it. The
+// caller's mask comes back on destruction (and in the command, before exec).
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    sigemptyset(&set_);
+    for (int sig : kForwardedSignals) sigaddset(&set_, sig);
+    sigaddset(&set_, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set_, &caller_);
+  }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &caller_, nullptr); }
+
+  const sigset_t& set() const { return set_; }
+  const sigset_t& caller() const { return caller_; }
+
+ private:
+  sigset_t set_;
+  sigset_t caller_;
+};
+
 // Async-signal-safe, for the child between fork and exec: plain system calls on a raw
 // descriptor.
 bool WriteSmall(const char* path, const char* text, size_t size) {
@@ -450,28 +476,22 @@ std::string ChildFailureText(const ChildReport& r, const std::string& command) {
 
 // Runs the plan in a child, forwarding signals to it; returns its exit status (128+signal
 // when a signal ended it) or hami's own failure.
-Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, std::string* failure) {
+Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, const BlockedSignals& blocked,
+                         std::string* failure) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
   UniqueFd report_read(fds[0]), report_write(fds[1]);
 
-  // The forwarded signals and SIGCHLD stay blocked in hami from before the fork until the
-  // command has ended; the child restores the caller's mask before exec. SIGCHLD must not be
-  // ignored, or the child would be reaped without a status.
-  sigset_t waited, old_mask;
-  sigemptyset(&waited);
-  for (int sig : kForwardedSignals) sigaddset(&waited, sig);
-  sigaddset(&waited, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &waited, &old_mask);
-  plan.mask = old_mask;
+  // The forwarded signals and SIGCHLD are blocked (`blocked`) until the command has ended;
+  // the child restores the caller's mask before exec. SIGCHLD must not be ignored, or the
+  // child would be reaped without a status.
+  const sigset_t& waited = blocked.set();
+  plan.mask = blocked.caller();
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(SIGCHLD, &dfl, &plan.sigchld);
-  auto restore = [&] {
-    sigaction(SIGCHLD, &plan.sigchld, nullptr);
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  };
+  auto restore = [&] { sigaction(SIGCHLD, &plan.sigchld, nullptr); };
 
   pid_t pid = fork();
   if (pid == 0) ChildMain(plan, report_write.get());
@@ -519,6 +539,7 @@ Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, std::strin
 
 // `hami run` with limits: returns the exit status. Locals clean up before the caller exits.
 int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
+  BlockedSignals blocked;
   auto fail = [](int status, const std::string& message) {
     std::fprintf(stderr, "hami run: %s\n", message.c_str());
     return status;
@@ -654,7 +675,7 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   plan.shell_argv.push_back(nullptr);
 
   std::string failure;
-  auto status = SpawnAndWait(plan, cmd[0], &failure);
+  auto status = SpawnAndWait(plan, cmd[0], blocked, &failure);
   if (!status.ok()) return fail(kExitSetupFailed, status.error().message());
   if (!failure.empty()) return fail(*status, failure);
   return *status;

@@ -1,6 +1,7 @@
 // `hami run` with limits, as a user runs it on the simulated GPU: what the command sees
 // under --memory, --devices and --limits-file-mount, the messages that name bad input, the
 // exit status, signals and the private region's cleanup.
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -278,6 +279,37 @@ TEST_F(RunCliTest, ForwardsTerminationToTheCommandAndStillCleansUp) {
   EXPECT_TRUE(p.WaitForLine("terminated").has_value());
   EXPECT_EQ(p.Wait(), 3);
   EXPECT_FALSE(Exists(Dirname(region)));
+}
+
+// A thread that a loaded library starts in hami (the simulated NVML's host-PID resolver, a
+// driver's) must block the signals hami forwards, or a signal sent to hami would go to that
+// thread and end hami by its default action, leaving the command running.
+TEST_F(RunCliTest, EveryThreadOfHamiButTheWaiterBlocksTheForwardedSignals) {
+  Subprocess p({Hami(), "run", "-q", "--memory", "1g", "--", "/bin/sh", "-c",
+                "echo started; read line; exit 0"},
+               Env());
+  ASSERT_TRUE(p.WaitForLine("started").has_value());
+  const std::string tasks = "/proc/" + std::to_string(p.pid()) + "/task";
+  DIR* dir = opendir(tasks.c_str());
+  ASSERT_NE(dir, nullptr) << tasks;
+  while (dirent* e = readdir(dir)) {
+    const std::string tid = e->d_name;
+    if (tid == "." || tid == ".." || tid == std::to_string(p.pid())) continue;
+    // The main thread waits in sigwaitinfo, which shows the waited signals unblocked.
+    std::ifstream status(tasks + "/" + tid + "/status");
+    std::string line;
+    uint64_t blocked = 0;
+    while (std::getline(status, line)) {
+      if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
+    }
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      EXPECT_NE(blocked & (uint64_t{1} << (sig - 1)), 0u)
+          << "thread " << tid << " of hami does not block signal " << sig;
+    }
+  }
+  closedir(dir);
+  p.CloseStdin();
+  EXPECT_EQ(p.Wait(), 0);
 }
 
 TEST_F(RunCliTest, LimitsFileMountHoldsAProcessWithAnEmptyEnvironment) {
