@@ -637,6 +637,34 @@ TEST_F(SchedulerIntegration, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) 
   EXPECT_EQ(a.status, 200) << a.body;
 }
 
+TEST_F(SchedulerIntegration, MalformedAnnotationsAreCountedAndTakenAsAbsent) {
+  AddNode({.name = "good", .gpus = 1});
+  json bad_node = GpuNode({.name = "bad", .gpus = 1});
+  bad_node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = "[{\"id\":";
+  bad_node["metadata"]["annotations"]["hami.io/node-nvidia-score"] = "not json";
+  ASSERT_TRUE(api_->CreateObject(kube::kNodes, bad_node).ok());
+  json bad_pod = RunningGpuPod({.name = "garbled"}, "good", {});
+  bad_pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-good-0,NVIDIA:;";
+  ASSERT_TRUE(api_->CreateObject(kube::kPods, bad_pod).ok());
+  Daemon* d = StartDaemon(Options());
+  json pod = AddPod({.name = "p", .mem_mib = 1000});
+  auto r = sim::kube::ParseExtenderFilterResult(
+      Post(d->port(), "/filter", Args(pod, {"good", "bad"})).Json());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"good"});
+  EXPECT_EQ(r->failed_and_unresolvable_nodes["bad"],
+            "no GPUs registered (hami.io/node-nvidia-register)");
+  const auto stats = d->scheduler().state().stats();
+  EXPECT_EQ(stats.bad_node_annotations, 2u);
+  EXPECT_EQ(stats.bad_pod_annotations, 1u);
+  EXPECT_TRUE(d->scheduler().state().Shares().empty());
+  const std::string metrics = Get(d->metrics_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("hami_scheduler_bad_annotations_total{object=\"node\"} 2"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("hami_scheduler_bad_annotations_total{object=\"pod\"} 1"),
+            std::string::npos);
+}
+
 TEST_F(SchedulerIntegration, ReadyOnlyOnceTheInformersHaveSynced) {
   AddNode({.name = "n1"});
   sim::kube::Faults slow;
