@@ -76,8 +76,7 @@ std::string UnschedulableMessage(const json& pod) {
   return "";
 }
 
-// Disabled: on a loaded 2-core machine it ran past 300 s (the kill-and-restart round does not finish); to be fixed before issue 14 resolves.
-TEST(SchedulerLoad, DISABLED_TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill) {
+TEST(SchedulerLoad, TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill) {
   auto started = sim::kube::ApiServer::Start({});
   ASSERT_TRUE(started.ok()) << started.error().message();
   std::unique_ptr<sim::kube::ApiServer> api = std::move(started).value();
@@ -168,8 +167,33 @@ TEST(SchedulerLoad, DISABLED_TwoThousandPodsOnAHundredNodesNeverOverAllocateThro
     }
     return bound == kFitting && unschedulable == kPods - kFitting;
   };
-  // (Polled: the API server's store is the only place the outcome shows.)
-  EXPECT_TRUE(testing::PollUntil(done, 300000, 100000));
+  // (Polled: the API server's store is the only place the outcome shows.) Bounded well inside
+  // CTest's timeout, so that a run that does not finish says where it stands.
+  const bool finished = testing::PollUntil(done, 240000, 100000);
+  if (!finished) {
+    int bound = 0;
+    std::map<std::string, int> pending;  // by the start of the last message
+    for (const json& pod : api->ListObjects(kube::kPods)) {
+      if (Scheduled(pod)) {
+        ++bound;
+      } else {
+        ++pending[UnschedulableMessage(pod).substr(0, 160)];
+      }
+    }
+    std::string report;
+    for (const auto& [msg, n] : pending) report += "\n  " + std::to_string(n) + " x '" + msg + "'";
+    for (const json& node : api->ListObjects(kube::kNodes)) {
+      const json& ann = node["metadata"]["annotations"];
+      if (ann.contains("hami.io/mutex.lock")) {
+        report += "\n  lock on " + node["metadata"].value("name", "") + ": " +
+                  ann.value("hami.io/mutex.lock", "");
+      }
+    }
+    ADD_FAILURE() << bound << " of " << kFitting
+                  << " bound; pending pods by last message:" << report
+                  << "\nplugin stand-in: " << plugin.allocated() << " allocated, "
+                  << plugin.failures() << " failures";
+  }
   // The outcome as it stands now (stopping the stand-in may still touch a pod's condition).
   const std::vector<json> pods = api->ListObjects(kube::kPods);
   (*standin)->Stop();
