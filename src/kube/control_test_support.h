@@ -48,7 +48,9 @@ inline std::unique_ptr<Client> ConnectTo(const std::string& url, const std::stri
   return std::move(client).value();
 }
 
-// Polls `pred` every 5 ms until it holds (true) or `timeout` passes (false).
+// Polls `pred` every 5 ms until it holds (true) or `timeout` passes (false). Only for
+// counters no event announces (a server's, an informer's or an elector's stats); the timeout
+// bounds a failure, it is not a wait for time to pass.
 inline bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!pred()) {

@@ -17,6 +17,7 @@
 #include "common/temp_dir.h"
 #include "kube/annotations.h"
 #include "kube/client.h"
+#include "kube/control_test_support.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "scheduler/daemon.h"
@@ -38,16 +39,15 @@ using testing::GpuUuid;
 using testing::RunningGpuPod;
 using SteadyClock = std::chrono::steady_clock;
 
-// Polls `pred` (a state another thread or process changes: the API server's store, an
-// informer's view) every 5 ms until it holds or `timeout` passes.
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (!pred()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
+// Waits until `pred`, which reads daemon `d`'s view, holds: re-checked at every change of the
+// view, no polling. False after `timeout`.
+bool ViewWait(Daemon* d, const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  return d->scheduler().state().WaitFor(pred, SteadyClock::now() + timeout);
 }
+
+// What has no change event to wait on (the API server's store and events, the plugin
+// stand-in's count, the leader flag) is polled, bounded by the timeout.
+using kube::control_test::WaitUntil;
 
 struct HttpAnswer {
   int status = 0;
@@ -137,8 +137,8 @@ class SchedulerIntegration : public ::testing::Test {
 
   // Waits until every daemon's view holds `n` pod shares.
   bool WaitShares(Daemon* d, size_t n) {
-    return WaitUntil([&] { return d->scheduler().state().Shares().size() == n; },
-                     std::chrono::seconds(10));
+    return ViewWait(
+        d, [&] { return d->scheduler().state().Shares().size() == n; }, std::chrono::seconds(10));
   }
 
   static HttpAnswer Post(int port, const std::string& path, const std::string& body) {
@@ -309,8 +309,8 @@ TEST_F(SchedulerIntegration, BindWritesTheAnnotationsTakesTheNodeLockAndBinds) {
   AddNode({.name = "n1", .gpus = 2});
   Daemon* d = StartDaemon(Options());
   json pod = AddPod({.name = "p", .gpus = 2, .mem_mib = 3000, .cores = 20});
-  ASSERT_TRUE(WaitUntil([&] { return d->scheduler().state().NodeNames().size() == 1; },
-                        std::chrono::seconds(5)));
+  ASSERT_TRUE(ViewWait(
+      d, [&] { return d->scheduler().state().NodeNames().size() == 1; }, std::chrono::seconds(5)));
   const auto before = std::chrono::system_clock::now() - std::chrono::seconds(1);
   EXPECT_EQ(Bind(d->port(), pod, "n1"), "");
 
@@ -446,7 +446,8 @@ TEST_F(SchedulerIntegration, DanglingExpiredAndOwnLocksAreTakenOver) {
                     ->Patch(kube::kNodes, "", "n1", kube::PatchType::kMerge,
                             {{"metadata", {{"annotations", {{"hami.io/mutex.lock", value}}}}}})
                     .ok());
-    ASSERT_TRUE(WaitUntil(
+    ASSERT_TRUE(ViewWait(
+        d,
         [&] {
           auto info = d->scheduler().state().Node("n1");
           return info && info->lock && kube::EncodeNodeLock(*info->lock).value() == value;
@@ -495,7 +496,8 @@ TEST_F(SchedulerIntegration, ARestartReachesTheSameUsageBeforeItIsReady) {
     ASSERT_EQ(Bind(d->port(), pod, "n" + std::to_string(i % 4)), "");
   }
   ASSERT_TRUE(WaitUntil([&] { return plugin_->allocated() == 12; }, std::chrono::seconds(20)));
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(ViewWait(
+      d,
       [&] {
         for (const auto& [k, s] : d->scheduler().state().Shares()) {
           (void)k;
@@ -847,8 +849,8 @@ TEST_F(SchedulerIntegration, HandshakeRequestsRenewsAndMarksANodeWithoutGpusDele
   gone["status"]["allocatable"]["nvidia.com/gpu"] = "0";
   ASSERT_TRUE(api_->CreateObject(kube::kNodes, gone).ok());
   Daemon* d = StartDaemon(Options());
-  ASSERT_TRUE(WaitUntil([&] { return d->scheduler().state().NodeNames().size() == 2; },
-                        std::chrono::seconds(5)));
+  ASSERT_TRUE(ViewWait(
+      d, [&] { return d->scheduler().state().NodeNames().size() == 2; }, std::chrono::seconds(5)));
   kube::WallTime clock = *kube::ParseTime("2024-01-23T04:30:04Z");
   HandshakeOptions ho;
   ho.now = [&clock] { return clock; };
@@ -858,7 +860,8 @@ TEST_F(SchedulerIntegration, HandshakeRequestsRenewsAndMarksANodeWithoutGpusDele
         "hami.io/node-handshake", "");
   };
   auto seen = [&](const std::string& node, const std::string& value) {
-    return WaitUntil(
+    return ViewWait(
+        d,
         [&] {
           auto info = d->scheduler().state().Node(node);
           return info && info->handshake &&

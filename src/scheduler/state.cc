@@ -303,13 +303,19 @@ void ClusterState::NotePodVersion(const nlohmann::json& pod) {
 
 bool ClusterState::WaitPodsApplied(int64_t rv,
                                    std::chrono::steady_clock::time_point deadline) const {
-  auto applied = [&] {
-    std::shared_lock lock(mu_);
-    return pods_applied_rv_ >= rv;
-  };
+  return WaitFor(
+      [&] {
+        std::shared_lock lock(mu_);
+        return pods_applied_rv_ >= rv;
+      },
+      deadline);
+}
+
+bool ClusterState::WaitFor(const std::function<bool()>& condition,
+                           std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock lock(change_mu_);
-  while (!applied()) {
-    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return applied();
+  while (!condition()) {
+    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return condition();
   }
   return true;
 }
@@ -373,6 +379,8 @@ void ClusterState::UpsertQuota(const kube::ObjectPtr& object) {
   }
   quotas_[parsed->metadata.ns][parsed->metadata.name] = *parsed;
   ++generation_;
+  lock.unlock();
+  Notify();
 }
 
 void ClusterState::RemoveQuota(const kube::ObjectPtr& object) {
@@ -382,6 +390,8 @@ void ClusterState::RemoveQuota(const kube::ObjectPtr& object) {
   ns->second.erase(std::string(kube::MetadataString(*object, "name")));
   ++generation_;
   if (ns->second.empty()) quotas_.erase(ns);
+  lock.unlock();
+  Notify();
 }
 
 kube::ResourceEventHandler ClusterState::NodeHandler() {
@@ -564,16 +574,13 @@ std::optional<ClusterState::NodeInfo> ClusterState::Node(std::string_view name) 
 bool ClusterState::WaitNodeChange(std::string_view name, uint64_t generation,
                                   std::chrono::steady_clock::time_point deadline) const {
   const std::string n(name);
-  auto changed = [&] {
-    std::shared_lock lock(mu_);
-    auto it = nodes_.find(n);
-    return it == nodes_.end() || it->second.info.generation != generation;
-  };
-  std::unique_lock lock(change_mu_);
-  while (!changed()) {
-    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return changed();
-  }
-  return true;
+  return WaitFor(
+      [&] {
+        std::shared_lock lock(mu_);
+        auto it = nodes_.find(n);
+        return it == nodes_.end() || it->second.info.generation != generation;
+      },
+      deadline);
 }
 
 std::optional<PodShare> ClusterState::Share(std::string_view ns, std::string_view name) const {

@@ -152,6 +152,11 @@ class ClusterState {
   // every earlier one is too. A quiet cluster may not get there soon: callers bound the wait.
   bool WaitPodsApplied(int64_t rv, std::chrono::steady_clock::time_point deadline) const;
 
+  // Waits until `condition` holds, re-checking it at every change of the view (nodes, shares,
+  // quotas); false at `deadline`. `condition` reads the view through its accessors.
+  bool WaitFor(const std::function<bool()>& condition,
+               std::chrono::steady_clock::time_point deadline) const;
+
   // Every node name in the view, sorted.
   std::vector<std::string> NodeNames() const;
   std::optional<NodeInfo> Node(std::string_view name) const;
