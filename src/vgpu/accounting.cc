@@ -51,7 +51,19 @@ void NoteRefused() {
 
 }  // namespace
 
+namespace {
+
+// Reserves in the region for a device known to be accounted (the gate already passed).
+bool ReserveAccounted(int ordinal, uint64_t bytes, UsageKind kind) {
+  region::Region* reg = ViewRegion();
+  return bytes == 0 || (reg != nullptr &&
+                        reg->Reserve(RegionIndex(ordinal), bytes, kind) == region::Admission::kOk);
+}
+
+}  // namespace
+
 bool Admit(int ordinal, uint64_t bytes, UsageKind kind) {
+  GateAllocation();
   if (bytes == 0) return true;
   switch (BooksFor(ordinal)) {
     case Books::kNotAccounted:
@@ -62,10 +74,7 @@ bool Admit(int ordinal, uint64_t bytes, UsageKind kind) {
     case Books::kAccounted:
       break;
   }
-  GateAllocation();
-  region::Region* reg = ViewRegion();
-  return reg != nullptr &&
-         reg->Reserve(RegionIndex(ordinal), bytes, kind) == region::Admission::kOk;
+  return ReserveAccounted(ordinal, bytes, kind);
 }
 
 void Record(int ordinal, uint64_t bytes, UsageKind kind) {
@@ -123,6 +132,9 @@ CUresult StreamDevice(CUstream stream, int* ordinal) {
 }
 
 CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
+  // Every allocation waits here while the process is suspended, even one that fits pages it
+  // already holds.
+  GateAllocation();
   int dev;
   CUcontext ctx;
   if (CUresult r = CurrentDevice(&dev, &ctx); r != CUDA_SUCCESS) return r;
@@ -147,7 +159,7 @@ CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
     const uint64_t size = RoundUp(bytes, kSmallAlign);
     if (!rt.ledger.TakeSmall(ctx, dev, size, g)) {
       const uint64_t pages = rt.ledger.PagesNeeded(ctx, dev, size, g);
-      if (pages != 0 && !Admit(dev, pages * g, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
+      if (!ReserveAccounted(dev, pages * g, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
       Apply(rt.ledger.TakeSmallWithPages(ctx, dev, size, pages, g));
       charge->reserved = pages * g;
     }
@@ -156,7 +168,7 @@ CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
     return CUDA_SUCCESS;
   }
   const uint64_t size = RoundUp(bytes, g);
-  if (!Admit(dev, size, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ReserveAccounted(dev, size, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
   charge->reserved = size;
   charge->size = size;
   return CUDA_SUCCESS;
