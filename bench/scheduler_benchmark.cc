@@ -280,24 +280,7 @@ void RunPhases(const Options& o, Figures* f) {
   scheduler::PluginStandin plugin(**client, 4);
   plugin.Start();
   auto sched_config = sim::kube::ParseSchedulerConfig(
-      "apiVersion: kubescheduler.config.k8s.io/v1\n"
-      "kind: KubeSchedulerConfiguration\n"
-      "profiles:\n"
-      "- schedulerName: hami-scheduler\n"
-      "extenders:\n"
-      "- urlPrefix: http://127.0.0.1:" +
-          std::to_string(port) +
-          "\n"
-          "  filterVerb: filter\n"
-          "  prioritizeVerb: prioritize\n"
-          "  bindVerb: bind\n"
-          "  weight: 1\n"
-          "  nodeCacheCapable: true\n"
-          "  httpTimeout: 30s\n"
-          "  managedResources:\n"
-          "  - name: nvidia.com/gpu\n"
-          "    ignoredByScheduler: true\n",
-      "benchmark");
+      scheduler::testing::ExtenderSchedulerConfig(port), "benchmark");
   if (!sched_config.ok()) return Fail(f, "e2e", sched_config.error().message());
   if (!api->DeleteObject(kube::kPods, "default", "probe").ok()) {
     return Fail(f, "e2e", "could not delete the probe pod");

@@ -72,4 +72,24 @@ json RunningGpuPod(const GpuPodSpec& s, std::string_view node, const kube::PodDe
   return pod;
 }
 
+std::string ExtenderSchedulerConfig(int port) {
+  return "apiVersion: kubescheduler.config.k8s.io/v1\n"
+         "kind: KubeSchedulerConfiguration\n"
+         "profiles:\n"
+         "- schedulerName: hami-scheduler\n"
+         "extenders:\n"
+         "- urlPrefix: http://127.0.0.1:" +
+         std::to_string(port) +
+         "\n"
+         "  filterVerb: filter\n"
+         "  prioritizeVerb: prioritize\n"
+         "  bindVerb: bind\n"
+         "  weight: 1\n"
+         "  nodeCacheCapable: true\n"
+         "  httpTimeout: 30s\n"
+         "  managedResources:\n"
+         "  - name: nvidia.com/gpu\n"
+         "    ignoredByScheduler: true\n";
+}
+
 }  // namespace hami::scheduler::testing

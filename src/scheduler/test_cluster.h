@@ -48,4 +48,8 @@ nlohmann::json GpuPod(const GpuPodSpec& spec);
 nlohmann::json RunningGpuPod(const GpuPodSpec& spec, std::string_view node,
                              const kube::PodDevices& devices);
 
+// A KubeSchedulerConfiguration whose one extender is hami-scheduler on 127.0.0.1:`port`, as
+// the deployment docs configure it (node names only, GPUs left to the extender).
+std::string ExtenderSchedulerConfig(int port);
+
 }  // namespace hami::scheduler::testing

@@ -106,24 +106,7 @@ TEST(SchedulerLoad, TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill)
   plugin.Start();
 
   auto sched_config = sim::kube::ParseSchedulerConfig(
-      "apiVersion: kubescheduler.config.k8s.io/v1\n"
-      "kind: KubeSchedulerConfiguration\n"
-      "profiles:\n"
-      "- schedulerName: hami-scheduler\n"
-      "extenders:\n"
-      "- urlPrefix: http://127.0.0.1:" +
-          std::to_string(port) +
-          "\n"
-          "  filterVerb: filter\n"
-          "  prioritizeVerb: prioritize\n"
-          "  bindVerb: bind\n"
-          "  weight: 1\n"
-          "  nodeCacheCapable: true\n"
-          "  httpTimeout: 30s\n"
-          "  managedResources:\n"
-          "  - name: nvidia.com/gpu\n"
-          "    ignoredByScheduler: true\n",
-      "load test");
+      scheduler::testing::ExtenderSchedulerConfig(port), "load test");
   ASSERT_TRUE(sched_config.ok()) << sched_config.error().message();
   sim::kube::StandinOptions so;
   so.parallelism = 16;
