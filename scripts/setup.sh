@@ -17,6 +17,8 @@ packages=(
   libcurl4-openssl-dev # the Kubernetes API client (HTTP/1.1, TLS, connection reuse)
   libyaml-cpp-dev      # kubeconfig and configuration files
   libcpp-httplib-dev libssl-dev   # HTTP(S) servers: simulated API server, extender, metrics
+  libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc   # the kubelet device-plugin API (gRPC over Unix sockets)
+  python3-grpcio python3-grpc-tools   # a real gRPC peer (and its stub generator) the device plugin and the simulated kubelet are tested against
   python3-kubernetes   # the official Python client, a real peer of the simulated API server
   prometheus           # promtool: the scheduler's test checks its metrics exposition
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
