@@ -62,8 +62,10 @@ inline constexpr char kBrokerContainerSocket[] = "/tmp/vgpulock/hostpid/broker.s
 
 // ---- the host layout the device plugin writes and the monitor scans ----
 
-// HAMi's default hook path (the plugin's --hook-path / HOOK_PATH).
-inline constexpr char kDefaultHookPath[] = "/usr/local/vgpu";
+// HAMi's default hook path (the plugin's --hook-path / HOOK_PATH): the host directory whose
+// vgpu/ holds libvgpu.so, ld.so.preload and containers/, so that with the default the
+// layout is /usr/local/vgpu/containers/<podUID>_<container>, as HAMi's chart has it.
+inline constexpr char kDefaultHookPath[] = "/usr/local";
 // Below the hook path: one directory per container, and one limits file beside each.
 inline constexpr char kContainersSubdir[] = "vgpu/containers";
 inline constexpr char kRegionFileName[] = "usage.cache";

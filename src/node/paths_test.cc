@@ -24,12 +24,12 @@ TEST(NodePaths, ConstantsAreHamisContracts) {
   EXPECT_STREQ(kProbeLockPath, "/tmp/vgpulock/probe.lock");
   EXPECT_STREQ(kBrokerHostSocket, "/var/run/hami/hostpid/broker.sock");
   EXPECT_STREQ(kBrokerContainerSocket, "/tmp/vgpulock/hostpid/broker.sock");
-  EXPECT_STREQ(kDefaultHookPath, "/usr/local/vgpu");
+  EXPECT_STREQ(kDefaultHookPath, "/usr/local");
 }
 
 TEST(NodePaths, RegionIsInsideTheContainerDirectoryAndTheLimitsFileBesideIt) {
   const std::string stem =
-      "/usr/local/vgpu/vgpu/containers/6a2f3c1e-9d1b-4a8e-8f0e-1c2d3e4f5a6b_trainer";
+      "/usr/local/vgpu/containers/6a2f3c1e-9d1b-4a8e-8f0e-1c2d3e4f5a6b_trainer";
   auto dir = ContainerDir(kDefaultHookPath, kRef);
   ASSERT_TRUE(dir.ok()) << dir.error().message();
   EXPECT_EQ(*dir, stem);
