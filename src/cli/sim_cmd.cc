@@ -123,6 +123,48 @@ int PrintStatus(const std::string& path, bool json) {
   return 0;
 }
 
+// `hami sim xid DEVICE CODE`: records Xid CODE on DEVICE (index or UUID) in the machine's
+// state; the simulated NVML delivers it to the event sets that registered for Xid errors.
+int InjectXid(const std::string& path, const std::string& device, const std::string& code_text) {
+  auto state = sim::SharedState::OpenExisting(path);
+  if (!state.ok()) {
+    std::fprintf(stderr, "hami sim xid: %s\n", state.error().message().c_str());
+    return 1;
+  }
+  sim::SharedState& s = **state;
+  auto code = ParseUint64(code_text, "Xid code");
+  if (!code.ok() || *code == 0) {
+    std::fprintf(stderr, "hami sim xid: CODE '%s' is not an Xid (a positive decimal number)\n",
+                 code_text.c_str());
+    return 2;
+  }
+  const sim::DeviceSpec* target = nullptr;
+  for (const sim::DeviceSpec& d : s.devices()) {
+    if (d.uuid == device || std::to_string(d.index) == device) target = &d;
+  }
+  if (target == nullptr) {
+    std::fprintf(stderr,
+                 "hami sim xid: no device '%s' on the simulated machine %s (give an index from "
+                 "0 to %zu or a UUID; `hami sim status` lists them)\n",
+                 device.c_str(), s.profile_spec().c_str(),
+                 s.devices().empty() ? size_t(0) : s.devices().size() - 1);
+    return 2;
+  }
+  if (Status st = s.RecordXid(target->index, *code); !st.ok()) {
+    std::fprintf(stderr, "hami sim xid: %s\n", st.error().message().c_str());
+    return 1;
+  }
+  std::printf("Xid %llu recorded on GPU %d (%s)\n", static_cast<unsigned long long>(*code),
+              target->index, target->uuid.c_str());
+  return 0;
+}
+
+std::string StatePathOrDefault(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("HAMI_SIM_STATE");
+  return env != nullptr && *env != '\0' ? env : "/tmp/hami-sim.state";
+}
+
 struct ApiServerFlags {
   std::string host = "127.0.0.1";
   int port = 0;
@@ -235,6 +277,17 @@ void ConfigureSimCommand(CLI::App& app) {
     }
     std::exit(PrintStatus(path, json));
   });
+
+  CLI::App* xid = sim->add_subcommand(
+      "xid",
+      "Record an Xid error on a simulated GPU; NVML event sets registered for Xid errors "
+      "receive it (e.g. `hami sim xid 0 79`: GPU 0 fell off the bus)");
+  static std::string xid_state, xid_device, xid_code;
+  xid->add_option("DEVICE", xid_device, "device index or UUID")->required();
+  xid->add_option("CODE", xid_code, "the Xid (79, 48, 13, ...)")->required();
+  xid->add_option("--state", xid_state,
+                  "state file (default: $HAMI_SIM_STATE or /tmp/hami-sim.state)");
+  xid->callback([] { std::exit(InjectXid(StatePathOrDefault(xid_state), xid_device, xid_code)); });
 
   CLI::App* apiserver = sim->add_subcommand(
       "apiserver",

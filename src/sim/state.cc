@@ -11,6 +11,7 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/futex.h"
 #include "common/ofd_lock.h"
 #include "common/proc.h"
 #include "common/robust_mutex.h"
@@ -474,6 +475,57 @@ int SharedState::SweepDead() {
     ++n;
   }
   return n;
+}
+
+Status SharedState::RecordXid(int device, uint64_t code) {
+  if (device < 0 || size_t(device) >= devices_.size()) {
+    return Error(ErrorCode::kInvalidArgument, "state file " + path_ + ": no device " +
+                                                  std::to_string(device) + " (the machine has " +
+                                                  std::to_string(devices_.size()) + ")");
+  }
+  {
+    state::Device& dev = file_->devices[device];
+    DeviceRepair repair{file_, device};
+    RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
+    if (!g.locked()) {
+      return Error(ErrorCode::kInternal, "state file " + path_ + ": device " +
+                                             std::to_string(device) + " lock unrecoverable");
+    }
+    state::XidLog& log = file_->xids[device];
+    log.ring[log.count % state::kXidRing] = {code, RealtimeNs()};
+    log.count += 1;
+  }
+  file_->header.event_epoch.fetch_add(1, std::memory_order_release);
+  WakeAll(&file_->header.event_epoch);
+  return OkStatus();
+}
+
+uint64_t SharedState::XidCount(int device) const {
+  state::Device& dev = file_->devices[device];
+  DeviceRepair repair{file_, device};
+  RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
+  return file_->xids[device].count;
+}
+
+std::optional<XidEvent> SharedState::XidFrom(int device, uint64_t from) const {
+  state::Device& dev = file_->devices[device];
+  DeviceRepair repair{file_, device};
+  RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
+  const state::XidLog& log = file_->xids[device];
+  if (from >= log.count) return std::nullopt;
+  const uint64_t oldest = log.count > uint64_t(state::kXidRing) ? log.count - state::kXidRing : 0;
+  const uint64_t seq = std::max(from, oldest);
+  const state::XidRecord& r = log.ring[seq % state::kXidRing];
+  return XidEvent{seq, r.code, r.realtime_ns};
+}
+
+uint32_t SharedState::EventEpoch() const {
+  return file_->header.event_epoch.load(std::memory_order_acquire);
+}
+
+void SharedState::WaitForEvent(uint32_t seen, int64_t timeout_ns) const {
+  if (timeout_ns <= 0) return;
+  WaitWhileEqual(&file_->header.event_epoch, seen, timeout_ns);
 }
 
 std::unique_ptr<SharedState::ContextCreationLock> SharedState::LockContextCreation() {

@@ -49,6 +49,13 @@ struct BusyWindow {
 
 enum class ChargeResult { kOk, kOutOfMemory };
 
+// One Xid error recorded on a device (`hami sim xid`).
+struct XidEvent {
+  uint64_t sequence;  // its number on its device, counting from 0
+  uint64_t code;      // the Xid
+  int64_t realtime_ns;
+};
+
 class SharedState {
  public:
   // Opens the state file at `path`, creating and initializing it when absent, for the
@@ -90,6 +97,23 @@ class SharedState {
 
   BusyWindow DeviceBusy(int device, int64_t from_ns, int64_t to_ns) const;
   std::vector<ProcessBusy> ProcessesBusy(int device, int64_t from_ns, int64_t to_ns);
+
+  // Xid errors. RecordXid appends one to `device`'s log (which keeps the last
+  // state::kXidRing) and wakes every event waiter of every process; kInvalidArgument for a
+  // device the machine does not have.
+  Status RecordXid(int device, uint64_t code);
+  // Events ever recorded on `device`: the sequence number the next one gets.
+  uint64_t XidCount(int device) const;
+  // The first event with sequence >= `from` still kept (later ones when older were
+  // overwritten); nullopt when none has been recorded from there yet.
+  std::optional<XidEvent> XidFrom(int device, uint64_t from) const;
+
+  // The event epoch changes after every event recorded on any device. WaitForEvent sleeps
+  // while it still equals `seen`, at most `timeout_ns`; it may return early (a signal, a
+  // spurious wake-up), so callers re-check what they wait for. Read the epoch before
+  // checking for events, then wait with it: an event in between ends the wait at once.
+  uint32_t EventEpoch() const;
+  void WaitForEvent(uint32_t seen, int64_t timeout_ns) const;
 
   // Live processes holding a context or memory on `device`, after reclaiming dead ones.
   std::vector<ProcessView> Processes(int device);

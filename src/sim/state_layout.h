@@ -1,6 +1,8 @@
 // The simulated machine's shared state file: the one truth that every process using the
 // simulated GPU maps (HAMI_SIM_STATE). It holds what a real driver keeps in the kernel:
-// device memory in use, which processes hold contexts, and each device's busy timeline.
+// device memory in use, which processes hold contexts, each device's busy timeline, and the
+// Xid errors injected on each device (`hami sim xid`), which the simulated NVML delivers as
+// events.
 //
 // Fixed-width fields, explicit padding, static_asserts on every offset: the file is an ABI
 // between processes that may run different builds. The header carries a magic, a version,
@@ -9,6 +11,8 @@
 // Locking: `slots_mutex` serializes claiming and reclaiming process slots; each device's
 // `mutex` serializes its memory accounting and its timeline. Both are robust: see
 // state.cc for what the next holder repairs. Order: slots_mutex, then a device mutex.
+// A device's Xid log is written under its device mutex; `event_epoch` in the header is
+// bumped (and futex-woken) after every event, so waiters in any process sleep on that word.
 // Liveness of a slot's owner is an OFD byte-range lock it holds on the file (kSlotLockBase
 // + slot index): the kernel drops it when the owner dies, in any PID namespace.
 #pragma once
@@ -24,10 +28,11 @@
 namespace hami::sim::state {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'S', 'I', 'M', '1'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;               // 2: Xid logs, event epoch
 inline constexpr uint32_t kInitialized = 0x494e4954;  // "INIT"
 inline constexpr int kMaxSlots = 512;
 inline constexpr int kBusyRing = 8192;
+inline constexpr int kXidRing = 64;  // Xid events kept per device
 
 // OFD lock offsets (beyond the end of the file; they lock nothing but themselves).
 inline constexpr off_t kInitLock = off_t(1) << 40;  // held while creating/validating
@@ -54,7 +59,10 @@ struct Header {
   char node[64];
   pthread_mutex_t slots_mutex;
   pthread_mutex_t ctx_create_mutex;  // HAMI_SIM_CTX_SERIALIZE
-  uint8_t reserved[3760];
+  // Bumped after every event recorded on any device; event waiters futex-wait on it.
+  std::atomic<uint32_t> event_epoch;
+  uint32_t pad0;
+  uint8_t reserved[3752];
 };
 
 struct BusyRecord {
@@ -86,6 +94,19 @@ struct Slot {
   uint64_t busy_ns[kMaxDevices];  // device time consumed, all time
 };
 
+struct XidRecord {
+  uint64_t code;        // the Xid
+  int64_t realtime_ns;  // when it was recorded (CLOCK_REALTIME)
+};
+
+// A device's Xid events: record i (counting from 0 since the file was made) is
+// ring[i % kXidRing] while i >= count - kXidRing.
+struct XidLog {
+  uint64_t count;  // events ever recorded
+  uint64_t pad0;
+  XidRecord ring[kXidRing];
+};
+
 inline constexpr uint32_t kSlotFree = 0;
 inline constexpr uint32_t kSlotLive = 1;
 
@@ -93,6 +114,7 @@ struct File {
   Header header;
   Device devices[kMaxDevices];
   Slot slots[kMaxSlots];
+  XidLog xids[kMaxDevices];
 };
 
 // Layout checks: any change here must bump kVersion.
@@ -110,6 +132,8 @@ static_assert(offsetof(Header, profile_spec) == 64);
 static_assert(offsetof(Header, node) == 192);
 static_assert(offsetof(Header, slots_mutex) == 256);
 static_assert(offsetof(Header, ctx_create_mutex) == 296);
+static_assert(offsetof(Header, event_epoch) == 336);
+static_assert(offsetof(Header, reserved) == 344);
 static_assert(sizeof(BusyRecord) == 24);
 static_assert(offsetof(Device, used_bytes) == 40);
 static_assert(offsetof(Device, next_free_ns) == 48);
@@ -128,12 +152,17 @@ static_assert(offsetof(Slot, busy_ns) == 64 + 12 * kMaxDevices);
 static_assert(sizeof(Slot) == 64 + 20 * kMaxDevices);
 static_assert(offsetof(File, devices) == 4096);
 static_assert(offsetof(File, slots) == 4096 + kMaxDevices * sizeof(Device));
+static_assert(sizeof(XidRecord) == 16);
+static_assert(offsetof(XidLog, ring) == 16);
+static_assert(sizeof(XidLog) == 16 + 16 * kXidRing);
+static_assert(offsetof(File, xids) == offsetof(File, slots) + kMaxSlots * sizeof(Slot));
 
 // A hash of the layout (sizes and offsets), stored in the header and checked by readers.
 constexpr uint64_t LayoutFingerprint() {
   const uint64_t parts[] = {sizeof(Header),
                             offsetof(Header, initialized),
                             offsetof(Header, slots_mutex),
+                            offsetof(Header, event_epoch),
                             sizeof(Device),
                             offsetof(Device, ring),
                             sizeof(BusyRecord),
@@ -141,10 +170,13 @@ constexpr uint64_t LayoutFingerprint() {
                             offsetof(Slot, used_bytes),
                             offsetof(Slot, contexts),
                             offsetof(Slot, busy_ns),
+                            sizeof(XidLog),
+                            offsetof(File, xids),
                             sizeof(File),
                             uint64_t(kMaxDevices),
                             uint64_t(kMaxSlots),
                             uint64_t(kBusyRing),
+                            uint64_t(kXidRing),
                             uint64_t(kVersion)};
   uint64_t h = 0xcbf29ce484222325ull;
   for (uint64_t p : parts) {

@@ -118,7 +118,8 @@ TEST_F(StateTest, RefusesAnotherLayoutVersionAndATruncatedFile) {
   auto r = SharedState::Open(path_, "h100-80g:2", "");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kIncompatible);
-  EXPECT_THAT(r.error().message(), HasSubstr("layout version 2"));
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("layout version " + std::to_string(state::kVersion + 1)));
   // Right version, wrong size.
   {
     auto fd = OpenRegularFile(path_, O_RDWR);
@@ -331,6 +332,64 @@ TEST_F(StateTest, AWrappedRingReportsOnlyTheWindowItCovers) {
   BusyWindow w = a->DeviceBusy(0, t0, end);
   EXPECT_EQ(w.covered_ns, 10ll * state::kBusyRing);
   EXPECT_EQ(w.busy_ns, w.covered_ns);
+}
+
+TEST_F(StateTest, XidsAreLoggedPerDeviceInOrderAndTheOldestAreOverwritten) {
+  auto s = MustOpen();
+  EXPECT_EQ(s->XidCount(0), 0u);
+  EXPECT_FALSE(s->XidFrom(0, 0).has_value());
+  ASSERT_TRUE(s->RecordXid(1, 79).ok());
+  ASSERT_TRUE(s->RecordXid(1, 13).ok());
+  EXPECT_EQ(s->XidCount(0), 0u);
+  EXPECT_EQ(s->XidCount(1), 2u);
+  auto first = s->XidFrom(1, 0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->sequence, 0u);
+  EXPECT_EQ(first->code, 79u);
+  EXPECT_GT(first->realtime_ns, 0);
+  EXPECT_EQ(s->XidFrom(1, 1)->code, 13u);
+  EXPECT_FALSE(s->XidFrom(1, 2).has_value());
+  for (int i = 0; i < state::kXidRing + 3; ++i) ASSERT_TRUE(s->RecordXid(0, 100 + i).ok());
+  auto oldest = s->XidFrom(0, 0);  // the first three were overwritten
+  ASSERT_TRUE(oldest.has_value());
+  EXPECT_EQ(oldest->sequence, 3u);
+  EXPECT_EQ(oldest->code, 103u);
+}
+
+TEST_F(StateTest, RecordXidRefusesADeviceTheMachineLacks) {
+  auto s = MustOpen();
+  Status st = s->RecordXid(2, 79);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(st.error().message(), HasSubstr("no device 2"));
+  EXPECT_FALSE(s->RecordXid(-1, 79).ok());
+}
+
+TEST_F(StateTest, AnXidRecordedByAnotherProcessWakesAWaiterAndIsSeenThere) {
+  auto s = MustOpen();
+  const uint32_t epoch = s->EventEpoch();
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char c;
+    if (read(pipe_fds[0], &c, 1) != 1) _exit(2);  // the parent is about to wait
+    auto other = SharedState::OpenExisting(path_);
+    _exit(other.ok() && (*other)->RecordXid(0, 79).ok() ? 0 : 1);
+  }
+  ASSERT_EQ(write(pipe_fds[1], "x", 1), 1);
+  // Waits until the epoch moves; the bound only keeps a broken build from hanging.
+  const int64_t deadline = MonotonicNs() + 60'000'000'000;
+  while (s->EventEpoch() == epoch && MonotonicNs() < deadline) {
+    s->WaitForEvent(epoch, deadline - MonotonicNs());
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_NE(s->EventEpoch(), epoch);
+  EXPECT_EQ(s->XidFrom(0, 0)->code, 79u);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The simulated NVML (libnvidia-ml.so.1). It shows every device of the simulated machine
 // whatever CUDA_VISIBLE_DEVICES says, and reads memory, processes and utilization from
 // the machine's shared state, so what it reports covers every process on the machine.
+// Xid errors recorded in that state (`hami sim xid DEVICE CODE`) are delivered as
+// nvmlEventTypeXidCriticalError events to every event set that registered for them.
 #include "nvml/nvml.h"
 
 #include <pthread.h>
@@ -11,7 +13,9 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "common/clock.h"
 #include "common/raw_log.h"
@@ -25,6 +29,10 @@ struct nvmlDevice_st {
 
 struct nvmlEventSet_st {
   unsigned long long registered[hami::sim::kMaxDevices];
+  // Per device, the sequence number of the next Xid this set delivers: events recorded
+  // before the set was created are not delivered.
+  uint64_t xid_next[hami::sim::kMaxDevices];
+  int next_device;  // where the next wait starts looking, so no device starves another
 };
 
 namespace hami::sim {
@@ -216,15 +224,47 @@ void NodeCpus(const std::vector<DeviceSpec>& devices, int node, unsigned int wor
   }
 }
 
-nvmlReturn_t WaitEvent(nvmlEventSet_t set, unsigned int timeout_ms) {
-  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+// Fills `data` with the next Xid event of a device `set` registered for, waiting up to
+// `timeout_ms` for one. The library lock is not held while waiting: the state's event epoch
+// wakes the wait when any process records an event. (Shutting NVML down while another
+// thread waits is undefined, as with the real library.)
+template <typename Data>
+nvmlReturn_t WaitEvent(nvmlEventSet_t set, Data* data, unsigned int timeout_ms) {
+  if (set == nullptr || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  SharedState* state;
+  int device_count;
+  nvmlDevice_st* handles;
   {
     Call c;
     if (c.status() != NVML_SUCCESS) return c.status();
+    state = &c.state();
+    device_count = int(c.devices().size());
+    handles = c.n().handles;
   }
-  // The simulated devices raise no events: the wait runs out.
-  SleepForNs(int64_t(timeout_ms) * 1000000);
-  return NVML_ERROR_TIMEOUT;
+  const int64_t deadline = MonotonicNs() + int64_t(timeout_ms) * 1000000;
+  for (;;) {
+    const uint32_t epoch = state->EventEpoch();
+    for (int k = 0; k < device_count; ++k) {
+      const int d = (set->next_device + k) % device_count;
+      if ((set->registered[d] & nvmlEventTypeXidCriticalError) == 0) continue;
+      std::optional<XidEvent> e = state->XidFrom(d, set->xid_next[d]);
+      if (!e) continue;
+      set->xid_next[d] = e->sequence + 1;
+      set->next_device = (d + 1) % device_count;
+      *data = Data{};
+      data->device = &handles[d];
+      data->eventType = nvmlEventTypeXidCriticalError;
+      data->eventData = e->code;
+      if constexpr (std::is_same_v<Data, nvmlEventData_t>) {
+        data->gpuInstanceId = 0xFFFFFFFFu;  // a whole GPU, not a MIG instance
+        data->computeInstanceId = 0xFFFFFFFFu;
+      }
+      return NVML_SUCCESS;
+    }
+    const int64_t left = deadline - MonotonicNs();
+    if (left <= 0) return NVML_ERROR_TIMEOUT;
+    state->WaitForEvent(epoch, left);
+  }
 }
 
 }  // namespace
@@ -837,7 +877,7 @@ nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed) {
   return NVML_ERROR_NOT_SUPPORTED;  // passively cooled data-center boards
 }
 
-// ---- events: supported types can be registered; the simulated devices raise none ----
+// ---- events: supported types can be registered; Xids recorded in the state are raised ----
 
 constexpr unsigned long long kSupportedEvents =
     nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypePState |
@@ -855,6 +895,9 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
   if (c.status() != NVML_SUCCESS) return c.status();
   if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *set = new nvmlEventSet_st{};
+  for (size_t d = 0; d < c.devices().size(); ++d) {
+    (*set)->xid_next[d] = c.state().XidCount(int(d));
+  }
   return NVML_SUCCESS;
 }
 
@@ -868,14 +911,12 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ty
 }
 
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int ms) {
-  if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return WaitEvent(set, ms);
+  return sim::WaitEvent(set, data, ms);
 }
 
 nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, hamiNvmlEventDataLegacy_t* data,
                               unsigned int ms) {
-  if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return WaitEvent(set, ms);
+  return sim::WaitEvent(set, data, ms);
 }
 
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
