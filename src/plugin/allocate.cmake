@@ -1,0 +1,24 @@
+# The plugin's configuration (device-config.yaml + config.json, limit delivery), the pure
+# Allocate / GetPreferredAllocation functions, and the allocator that does their I/O (pod
+# lookup and patch, node lock, /tmp/vgpulock, container directory, limits file).
+hami_cc_library(NAME hami_plugin_config SRCS config.cc
+  DEPS hami_device_config hami_kube_codec hami_common nlohmann_json::nlohmann_json)
+
+hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
+  DEPS hami_plugin_config hami_kube_codec hami_limits hami_node_paths hami_common
+       nlohmann_json::nlohmann_json)
+
+hami_cc_test(NAME plugin_config_test LABELS unit
+  SRCS config_test.cc
+  DEPS hami_plugin_config)
+
+hami_cc_test(NAME plugin_allocate_test LABELS unit
+  SRCS allocate_test.cc
+  DEPS hami_plugin_allocate)
+# The golden files; HAMI_UPDATE_GOLDEN=1 in the environment rewrites them.
+target_compile_definitions(plugin_allocate_test PRIVATE
+  HAMI_PLUGIN_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
+
+# config.json under arbitrary bytes; the corpus is replayed by the plain test run.
+hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami_plugin_config
+  CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/config_corpus)
