@@ -6,3 +6,16 @@ hami_cc_library(NAME hami_plugin_devices
 hami_cc_test(NAME plugin_devices_test LABELS unit
   SRCS devices_test.cc
   DEPS hami_plugin_devices)
+
+hami_cc_library(NAME hami_plugin_health
+  SRCS health.cc
+  DEPS hami_plugin_devices hami_nvml_headers hami_common ${CMAKE_DL_LIBS})
+# Against the simulated NVML (by path; Xids from `hami sim xid` or the state) and the
+# inventory's fake NVML (no event API).
+hami_cc_test(NAME plugin_health_test LABELS sim
+  SRCS health_test.cc
+  DEPS hami_plugin_health hami_sim_core hami_test_support)
+target_compile_definitions(plugin_health_test PRIVATE
+  HAMI_SIM_LIB_DIR="${HAMI_SIM_LIB_DIR}"
+  HAMI_FAKE_NVML="$<TARGET_FILE:hami_inventory_fake_nvml>")
+add_dependencies(plugin_health_test hami_sim_nvml hami_inventory_fake_nvml hami-sim)
