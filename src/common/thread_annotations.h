@@ -9,6 +9,14 @@
 #define HAMI_THREAD_ATTRIBUTE(x)
 #endif
 
+// Abseil's internal thread_annotations.h (reached through the gRPC headers) defines some of
+// the same legacy names with the same meaning; ours replace them without a warning.
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef ACQUIRED_BEFORE
+#undef ACQUIRED_AFTER
+#undef NO_THREAD_SAFETY_ANALYSIS
+
 #define CAPABILITY(x) HAMI_THREAD_ATTRIBUTE(capability(x))
 #define SCOPED_CAPABILITY HAMI_THREAD_ATTRIBUTE(scoped_lockable)
 #define GUARDED_BY(x) HAMI_THREAD_ATTRIBUTE(guarded_by(x))

@@ -1,0 +1,685 @@
+#include "plugin/api.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <exception>
+#include <utility>
+
+namespace hami::plugin {
+
+// ---- conversions ----
+
+v1beta1::Device ToProto(const ReplicaDevice& device) {
+  v1beta1::Device out;
+  out.set_id(device.id);
+  out.set_health(device.healthy ? kHealthy : kUnhealthy);
+  if (device.numa_node >= 0) out.mutable_topology()->add_nodes()->set_id(device.numa_node);
+  return out;
+}
+
+ReplicaDevice FromProto(const v1beta1::Device& device) {
+  ReplicaDevice out;
+  out.id = device.id();
+  out.healthy = device.health() == kHealthy;
+  if (device.has_topology() && device.topology().nodes_size() > 0) {
+    out.numa_node = int(device.topology().nodes(0).id());
+  }
+  return out;
+}
+
+v1beta1::ListAndWatchResponse ToListAndWatchResponse(const std::vector<ReplicaDevice>& devices) {
+  v1beta1::ListAndWatchResponse out;
+  for (const ReplicaDevice& d : devices) *out.add_devices() = ToProto(d);
+  return out;
+}
+
+std::vector<ReplicaDevice> FromProto(const v1beta1::ListAndWatchResponse& response) {
+  std::vector<ReplicaDevice> out;
+  out.reserve(size_t(response.devices_size()));
+  for (const v1beta1::Device& d : response.devices()) out.push_back(FromProto(d));
+  return out;
+}
+
+v1beta1::ContainerAllocateRequest ToProto(const ContainerRequest& request) {
+  v1beta1::ContainerAllocateRequest out;
+  for (const std::string& id : request.device_ids) out.add_devices_ids(id);
+  return out;
+}
+
+ContainerRequest FromProto(const v1beta1::ContainerAllocateRequest& request) {
+  return ContainerRequest{{request.devices_ids().begin(), request.devices_ids().end()}};
+}
+
+v1beta1::AllocateRequest ToAllocateRequest(const std::vector<ContainerRequest>& containers) {
+  v1beta1::AllocateRequest out;
+  for (const ContainerRequest& c : containers) *out.add_container_requests() = ToProto(c);
+  return out;
+}
+
+std::vector<ContainerRequest> FromProto(const v1beta1::AllocateRequest& request) {
+  std::vector<ContainerRequest> out;
+  out.reserve(size_t(request.container_requests_size()));
+  for (const auto& c : request.container_requests()) out.push_back(FromProto(c));
+  return out;
+}
+
+v1beta1::ContainerAllocateResponse ToProto(const ContainerResponse& response) {
+  v1beta1::ContainerAllocateResponse out;
+  for (const auto& [k, v] : response.envs) (*out.mutable_envs())[k] = v;
+  for (const Mount& m : response.mounts) {
+    v1beta1::Mount* pm = out.add_mounts();
+    pm->set_container_path(m.container_path);
+    pm->set_host_path(m.host_path);
+    pm->set_read_only(m.read_only);
+  }
+  for (const DeviceNode& d : response.devices) {
+    v1beta1::DeviceSpec* pd = out.add_devices();
+    pd->set_container_path(d.container_path);
+    pd->set_host_path(d.host_path);
+    pd->set_permissions(d.permissions);
+  }
+  for (const auto& [k, v] : response.annotations) (*out.mutable_annotations())[k] = v;
+  return out;
+}
+
+ContainerResponse FromProto(const v1beta1::ContainerAllocateResponse& response) {
+  ContainerResponse out;
+  out.envs.insert(response.envs().begin(), response.envs().end());
+  for (const v1beta1::Mount& m : response.mounts()) {
+    out.mounts.push_back(Mount{m.container_path(), m.host_path(), m.read_only()});
+  }
+  for (const v1beta1::DeviceSpec& d : response.devices()) {
+    out.devices.push_back(DeviceNode{d.container_path(), d.host_path(), d.permissions()});
+  }
+  out.annotations.insert(response.annotations().begin(), response.annotations().end());
+  return out;
+}
+
+v1beta1::AllocateResponse ToAllocateResponse(const std::vector<ContainerResponse>& containers) {
+  v1beta1::AllocateResponse out;
+  for (const ContainerResponse& c : containers) *out.add_container_responses() = ToProto(c);
+  return out;
+}
+
+std::vector<ContainerResponse> FromProto(const v1beta1::AllocateResponse& response) {
+  std::vector<ContainerResponse> out;
+  out.reserve(size_t(response.container_responses_size()));
+  for (const auto& c : response.container_responses()) out.push_back(FromProto(c));
+  return out;
+}
+
+v1beta1::ContainerPreferredAllocationRequest ToProto(const PreferredRequest& request) {
+  v1beta1::ContainerPreferredAllocationRequest out;
+  for (const std::string& id : request.available_device_ids) out.add_available_deviceids(id);
+  for (const std::string& id : request.must_include_device_ids) out.add_must_include_deviceids(id);
+  out.set_allocation_size(request.allocation_size);
+  return out;
+}
+
+PreferredRequest FromProto(const v1beta1::ContainerPreferredAllocationRequest& request) {
+  PreferredRequest out;
+  out.available_device_ids.assign(request.available_deviceids().begin(),
+                                  request.available_deviceids().end());
+  out.must_include_device_ids.assign(request.must_include_deviceids().begin(),
+                                     request.must_include_deviceids().end());
+  out.allocation_size = request.allocation_size();
+  return out;
+}
+
+v1beta1::PreferredAllocationRequest ToPreferredAllocationRequest(
+    const std::vector<PreferredRequest>& containers) {
+  v1beta1::PreferredAllocationRequest out;
+  for (const PreferredRequest& c : containers) *out.add_container_requests() = ToProto(c);
+  return out;
+}
+
+std::vector<PreferredRequest> FromProto(const v1beta1::PreferredAllocationRequest& request) {
+  std::vector<PreferredRequest> out;
+  out.reserve(size_t(request.container_requests_size()));
+  for (const auto& c : request.container_requests()) out.push_back(FromProto(c));
+  return out;
+}
+
+v1beta1::PreferredAllocationResponse ToPreferredAllocationResponse(
+    const std::vector<std::vector<std::string>>& device_ids) {
+  v1beta1::PreferredAllocationResponse out;
+  for (const auto& ids : device_ids) {
+    v1beta1::ContainerPreferredAllocationResponse* c = out.add_container_responses();
+    for (const std::string& id : ids) c->add_deviceids(id);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> FromProto(
+    const v1beta1::PreferredAllocationResponse& response) {
+  std::vector<std::vector<std::string>> out;
+  out.reserve(size_t(response.container_responses_size()));
+  for (const auto& c : response.container_responses()) {
+    out.emplace_back(c.deviceids().begin(), c.deviceids().end());
+  }
+  return out;
+}
+
+// ---- status ----
+
+grpc::Status ToGrpcStatus(const Error& error) {
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (error.code()) {
+    case ErrorCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case ErrorCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case ErrorCode::kPermission:
+      code = grpc::StatusCode::PERMISSION_DENIED;
+      break;
+    case ErrorCode::kConflict:
+    case ErrorCode::kExpired:
+      code = grpc::StatusCode::ABORTED;
+      break;
+    case ErrorCode::kBusy:
+    case ErrorCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case ErrorCode::kTimeout:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case ErrorCode::kIncompatible:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case ErrorCode::kUnsupported:
+      code = grpc::StatusCode::UNIMPLEMENTED;
+      break;
+    case ErrorCode::kCorrupt:
+      code = grpc::StatusCode::DATA_LOSS;
+      break;
+    case ErrorCode::kIo:
+    case ErrorCode::kInternal:
+      code = grpc::StatusCode::INTERNAL;
+      break;
+  }
+  return grpc::Status(code, error.message());
+}
+
+const char* StatusCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN_CODE";
+  }
+}
+
+Error FromGrpcStatus(const grpc::Status& status, std::string_view what) {
+  ErrorCode code = ErrorCode::kInternal;
+  switch (status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      code = ErrorCode::kInvalidArgument;
+      break;
+    case grpc::StatusCode::NOT_FOUND:
+      code = ErrorCode::kNotFound;
+      break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      code = ErrorCode::kPermission;
+      break;
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::ALREADY_EXISTS:
+      code = ErrorCode::kConflict;
+      break;
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      code = ErrorCode::kUnavailable;
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      code = ErrorCode::kTimeout;
+      break;
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      code = ErrorCode::kIncompatible;
+      break;
+    case grpc::StatusCode::UNIMPLEMENTED:
+      code = ErrorCode::kUnsupported;
+      break;
+    case grpc::StatusCode::DATA_LOSS:
+      code = ErrorCode::kCorrupt;
+      break;
+    default:
+      break;
+  }
+  std::string message(what);
+  message += ": ";
+  message += status.error_message();
+  message += " (gRPC ";
+  message += StatusCodeName(status.error_code());
+  message += ")";
+  return Error(code, std::move(message));
+}
+
+// ---- counters ----
+
+const char* RpcName(Rpc rpc) {
+  switch (rpc) {
+#define HAMI_PLUGIN_RPC_NAME(e, label) \
+  case Rpc::e:                         \
+    return #label;
+    HAMI_PLUGIN_RPCS(HAMI_PLUGIN_RPC_NAME)
+#undef HAMI_PLUGIN_RPC_NAME
+  }
+  return "unknown";
+}
+
+std::string ServiceCounters::ToKeyValues() const {
+  std::string out;
+  for (size_t i = 0; i < kRpcCount; ++i) {
+    const char* name = RpcName(Rpc(i));
+    out += name;
+    out += "_calls=" + std::to_string(rpcs[i].calls) + " ";
+    out += name;
+    out += "_errors=" + std::to_string(rpcs[i].errors) + " ";
+  }
+  out += "list_and_watch_sends=" + std::to_string(list_and_watch_sends);
+  out += " open_streams=" + std::to_string(open_streams);
+  return out;
+}
+
+// ---- the service ----
+
+// One ListAndWatch stream. Its fields are guarded by the service's mu_. gRPC may run a
+// reaction inline, from inside StartWrite or Finish, so those are called with mu_ released;
+// `holds` keeps the object alive across such a call (OnDone deletes it only when none is held).
+class DevicePluginService::Stream final
+    : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse> {
+ public:
+  Stream(DevicePluginService* service, uint64_t epoch) : service_(service), epoch_(epoch) {}
+
+  void OnWriteDone(bool ok) override { service_->OnStreamWriteDone(this, ok); }
+  void OnCancel() override { service_->OnStreamCancel(this); }
+  void OnDone() override { service_->OnStreamDone(this); }
+
+  DevicePluginService* const service_;
+  const uint64_t epoch_;       // end_epoch_ when it opened: EndStreams() ends it once passed
+  uint64_t sent_version = 0;   // the device-list version last handed to StartWrite
+  bool writing = false;        // a StartWrite is outstanding
+  bool finishing = false;      // Finish was decided (called once)
+  bool cancelled = false;      // OnCancel ran
+  bool write_failed = false;   // a write completed with ok == false
+  bool done = false;           // OnDone ran
+  int holds = 0;               // callers inside StartWrite/Finish on this stream
+  grpc::Status finish_status;  // decided with finishing
+  v1beta1::ListAndWatchResponse message;  // being written; untouched while `writing`
+};
+
+DevicePluginService::DevicePluginService(ServiceOptions options) : options_(std::move(options)) {}
+
+DevicePluginService::~DevicePluginService() = default;
+
+v1beta1::DevicePluginOptions DevicePluginService::PluginOptions() const {
+  v1beta1::DevicePluginOptions out;
+  out.set_pre_start_required(false);
+  out.set_get_preferred_allocation_available(options_.offer_preferred_allocation);
+  return out;
+}
+
+void DevicePluginService::Count(Rpc rpc, bool error) {
+  calls_[size_t(rpc)].fetch_add(1, std::memory_order_relaxed);
+  if (error) errors_[size_t(rpc)].fetch_add(1, std::memory_order_relaxed);
+}
+
+ServiceCounters DevicePluginService::Counters() const {
+  ServiceCounters out;
+  for (size_t i = 0; i < kRpcCount; ++i) {
+    out.rpcs[i].calls = calls_[i].load(std::memory_order_relaxed);
+    out.rpcs[i].errors = errors_[i].load(std::memory_order_relaxed);
+  }
+  out.list_and_watch_sends = sends_.load(std::memory_order_relaxed);
+  MutexLock lock(&mu_);
+  out.open_streams = streams_.size();
+  return out;
+}
+
+std::vector<ReplicaDevice> DevicePluginService::Devices() const {
+  MutexLock lock(&mu_);
+  return devices_;
+}
+
+void DevicePluginService::SetDevices(std::vector<ReplicaDevice> devices) {
+  v1beta1::ListAndWatchResponse message = ToListAndWatchResponse(devices);
+  std::vector<Stream*> streams;
+  {
+    MutexLock lock(&mu_);
+    devices_ = std::move(devices);
+    message_ = std::move(message);
+    ++version_;
+    for (Stream* s : streams_) {
+      ++s->holds;
+      streams.push_back(s);
+    }
+  }
+  for (Stream* s : streams) {
+    Advance(s);
+    Release(s);
+  }
+}
+
+void DevicePluginService::EndStreams() {
+  std::vector<Stream*> streams;
+  {
+    MutexLock lock(&mu_);
+    ++end_epoch_;
+    for (Stream* s : streams_) {
+      ++s->holds;
+      streams.push_back(s);
+    }
+  }
+  for (Stream* s : streams) {
+    Advance(s);
+    Release(s);
+  }
+}
+
+DevicePluginService::Step DevicePluginService::NextStepLocked(Stream* s) {
+  if (s->finishing || s->done) return Step::kNone;
+  if (s->cancelled) {
+    s->finishing = true;
+    s->finish_status = grpc::Status(grpc::StatusCode::CANCELLED, "ListAndWatch cancelled");
+    return Step::kFinish;
+  }
+  if (s->write_failed) {
+    s->finishing = true;
+    s->finish_status =
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "ListAndWatch: the client went away");
+    return Step::kFinish;
+  }
+  if (s->epoch_ < end_epoch_) {
+    s->finishing = true;
+    s->finish_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the device plugin is stopping");
+    return Step::kFinish;
+  }
+  if (s->writing || s->sent_version == version_) return Step::kNone;
+  s->message = message_;
+  s->sent_version = version_;
+  s->writing = true;
+  return Step::kWrite;
+}
+
+void DevicePluginService::Advance(Stream* s) {
+  Step step;
+  {
+    MutexLock lock(&mu_);
+    step = NextStepLocked(s);
+    if (step == Step::kNone) return;
+    ++s->holds;
+  }
+  // `message` and `finish_status` are not touched by anyone else once decided: `message`
+  // changes only after OnWriteDone, `finish_status` never again.
+  if (step == Step::kWrite) {
+    sends_.fetch_add(1, std::memory_order_relaxed);
+    s->StartWrite(&s->message);
+  } else {
+    s->Finish(s->finish_status);
+  }
+  Release(s);
+}
+
+void DevicePluginService::Release(Stream* s) {
+  bool remove = false;
+  {
+    MutexLock lock(&mu_);
+    remove = --s->holds == 0 && s->done;
+  }
+  if (remove) delete s;
+}
+
+void DevicePluginService::OnStreamWriteDone(Stream* s, bool ok) {
+  {
+    MutexLock lock(&mu_);
+    s->writing = false;
+    if (!ok) s->write_failed = true;
+  }
+  if (!ok) Count(Rpc::kListAndWatch, /*error=*/true);
+  Advance(s);
+}
+
+void DevicePluginService::OnStreamCancel(Stream* s) {
+  {
+    MutexLock lock(&mu_);
+    s->cancelled = true;
+  }
+  Advance(s);
+}
+
+void DevicePluginService::OnStreamDone(Stream* s) {
+  bool remove = false;
+  {
+    MutexLock lock(&mu_);
+    s->done = true;
+    std::erase(streams_, s);
+    remove = s->holds == 0;
+  }
+  if (remove) delete s;
+}
+
+grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* DevicePluginService::ListAndWatch(
+    grpc::CallbackServerContext* /*context*/, const v1beta1::Empty* /*request*/) {
+  Count(Rpc::kListAndWatch, false);
+  Stream* s;
+  {
+    MutexLock lock(&mu_);
+    s = new Stream(this, end_epoch_);
+    streams_.push_back(s);
+    ++s->holds;
+  }
+  Advance(s);  // the whole list at once
+  Release(s);
+  return s;
+}
+
+grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext* /*context*/,
+                                                         const v1beta1::Empty* /*request*/,
+                                                         v1beta1::DevicePluginOptions* response) {
+  Count(Rpc::kGetDevicePluginOptions, false);
+  *response = PluginOptions();
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::GetPreferredAllocation(
+    grpc::ServerContext* /*context*/, const v1beta1::PreferredAllocationRequest* request,
+    v1beta1::PreferredAllocationResponse* response) {
+  auto fail = [&](grpc::Status status) {
+    Count(Rpc::kGetPreferredAllocation, true);
+    return status;
+  };
+  if (!options_.offer_preferred_allocation) {
+    return fail(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                             "GetPreferredAllocation is not offered by this device plugin "
+                             "(get_preferred_allocation_available is false)"));
+  }
+  if (!options_.prefer) {
+    return fail(grpc::Status(grpc::StatusCode::INTERNAL,
+                             "GetPreferredAllocation: the plugin has no PreferFn"));
+  }
+  const std::vector<PreferredRequest> containers = FromProto(*request);
+  Result<std::vector<std::vector<std::string>>> chosen = [&] {
+    try {
+      return options_.prefer(containers);
+    } catch (const std::exception& e) {
+      return Result<std::vector<std::vector<std::string>>>(
+          Error(ErrorCode::kInternal, std::string("GetPreferredAllocation threw: ") + e.what()));
+    }
+  }();
+  if (!chosen.ok()) return fail(ToGrpcStatus(chosen.error()));
+  if (chosen->size() != containers.size()) {
+    return fail(grpc::Status(grpc::StatusCode::INTERNAL,
+                             "GetPreferredAllocation answered " + std::to_string(chosen->size()) +
+                                 " containers for " + std::to_string(containers.size()) +
+                                 " requested"));
+  }
+  *response = ToPreferredAllocationResponse(*chosen);
+  Count(Rpc::kGetPreferredAllocation, false);
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::Allocate(grpc::ServerContext* /*context*/,
+                                           const v1beta1::AllocateRequest* request,
+                                           v1beta1::AllocateResponse* response) {
+  auto fail = [&](grpc::Status status) {
+    Count(Rpc::kAllocate, true);
+    return status;
+  };
+  if (!options_.allocate) {
+    return fail(grpc::Status(grpc::StatusCode::INTERNAL, "Allocate: the plugin has no AllocateFn"));
+  }
+  const std::vector<ContainerRequest> containers = FromProto(*request);
+  Result<std::vector<ContainerResponse>> answer = [&] {
+    try {
+      return options_.allocate(containers);
+    } catch (const std::exception& e) {
+      return Result<std::vector<ContainerResponse>>(
+          Error(ErrorCode::kInternal, std::string("Allocate threw: ") + e.what()));
+    }
+  }();
+  if (!answer.ok()) return fail(ToGrpcStatus(answer.error()));
+  if (answer->size() != containers.size()) {
+    return fail(grpc::Status(grpc::StatusCode::INTERNAL,
+                             "Allocate answered " + std::to_string(answer->size()) +
+                                 " containers for " + std::to_string(containers.size()) +
+                                 " requested"));
+  }
+  *response = ToAllocateResponse(*answer);
+  Count(Rpc::kAllocate, false);
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::PreStartContainer(
+    grpc::ServerContext* /*context*/, const v1beta1::PreStartContainerRequest* /*request*/,
+    v1beta1::PreStartContainerResponse* /*response*/) {
+  Count(Rpc::kPreStartContainer, false);
+  return grpc::Status::OK;
+}
+
+// ---- UnixServer ----
+
+std::string UnixTarget(std::string_view socket_path) { return "unix:" + std::string(socket_path); }
+
+Result<std::unique_ptr<UnixServer>> UnixServer::Start(const std::string& socket_path,
+                                                      DevicePluginService* service) {
+  return Start(socket_path, {service}, [service] { service->EndStreams(); });
+}
+
+Result<std::unique_ptr<UnixServer>> UnixServer::Start(const std::string& socket_path,
+                                                      const std::vector<grpc::Service*>& services,
+                                                      std::function<void()> before_shutdown) {
+  if (socket_path.empty() || socket_path[0] != '/') {
+    return Error(ErrorCode::kInvalidArgument,
+                 "gRPC socket path '" + socket_path + "' is not an absolute path");
+  }
+  const std::string dir = socket_path.substr(0, socket_path.rfind('/') + 1);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return Error::FromErrno("gRPC socket directory " + dir);
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "gRPC socket directory " + dir + " is not a directory");
+  }
+  if (lstat(socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "gRPC socket path " + socket_path + " exists and is not a socket");
+    }
+    if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
+      return Error::FromErrno("removing the stale socket " + socket_path);
+    }
+  } else if (errno != ENOENT) {
+    return Error::FromErrno("gRPC socket path " + socket_path);
+  }
+
+  std::unique_ptr<grpc::Server> server;
+  try {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(UnixTarget(socket_path), grpc::InsecureServerCredentials());
+    for (grpc::Service* s : services) builder.RegisterService(s);
+    server = builder.BuildAndStart();
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kInternal,
+                 "serving gRPC on " + UnixTarget(socket_path) + ": " + e.what());
+  }
+  if (!server) {
+    return Error(ErrorCode::kIo, "serving gRPC on " + UnixTarget(socket_path) +
+                                     " failed (gRPC could not bind it; see its log line)");
+  }
+  if (lstat(socket_path.c_str(), &st) != 0) {
+    const int err = errno;
+    server->Shutdown();
+    return Error::FromErrno("gRPC socket " + socket_path + " after bind", err);
+  }
+  return std::unique_ptr<UnixServer>(new UnixServer(socket_path, std::move(server), st.st_dev,
+                                                    st.st_ino, std::move(before_shutdown)));
+}
+
+UnixServer::UnixServer(std::string path, std::unique_ptr<grpc::Server> server, dev_t dev, ino_t ino,
+                       std::function<void()> before_shutdown)
+    : path_(std::move(path)),
+      dev_(dev),
+      ino_(ino),
+      before_shutdown_(std::move(before_shutdown)),
+      server_(std::move(server)) {}
+
+UnixServer::~UnixServer() { Stop(); }
+
+bool UnixServer::SocketIntact() const {
+  struct stat st;
+  return lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+}
+
+void UnixServer::Stop(int64_t grace_ms) {
+  std::unique_ptr<grpc::Server> server;
+  {
+    MutexLock lock(&mu_);
+    server = std::move(server_);
+  }
+  if (!server) return;
+  const bool ours = SocketIntact();
+  if (before_shutdown_) before_shutdown_();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  server->Wait();
+  if (ours && SocketIntact()) unlink(path_.c_str());
+}
+
+}  // namespace hami::plugin
