@@ -19,3 +19,11 @@ target_compile_definitions(plugin_health_test PRIVATE
   HAMI_SIM_LIB_DIR="${HAMI_SIM_LIB_DIR}"
   HAMI_FAKE_NVML="$<TARGET_FILE:hami_inventory_fake_nvml>")
 add_dependencies(plugin_health_test hami_sim_nvml hami_inventory_fake_nvml hami-sim)
+
+hami_cc_library(NAME hami_plugin_register_loop
+  SRCS register_loop.cc
+  DEPS hami_kube_client hami_kube_codec hami_common)
+# Against the simulated API server.
+hami_cc_test(NAME plugin_register_loop_test LABELS integration
+  SRCS register_loop_test.cc
+  DEPS hami_plugin_register_loop hami_sim_kube)
