@@ -8,6 +8,13 @@ hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
   DEPS hami_plugin_config hami_kube_codec hami_limits hami_node_paths hami_common
        nlohmann_json::nlohmann_json)
 
+# NodeLocker (scheduler/node_lock.h) lives in hami_scheduler; being static, only node_lock.o
+# and what it needs are linked.
+hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc
+  DEPS hami_plugin_allocate hami_scheduler hami_kube_client hami_kube_codec
+       hami_broker_node_prep hami_limits hami_node_paths hami_common
+       nlohmann_json::nlohmann_json Threads::Threads)
+
 hami_cc_test(NAME plugin_config_test LABELS unit
   SRCS config_test.cc
   DEPS hami_plugin_config)
@@ -18,6 +25,10 @@ hami_cc_test(NAME plugin_allocate_test LABELS unit
 # The golden files; HAMI_UPDATE_GOLDEN=1 in the environment rewrites them.
 target_compile_definitions(plugin_allocate_test PRIVATE
   HAMI_PLUGIN_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
+
+hami_cc_test(NAME plugin_allocator_test LABELS integration TIMEOUT 120
+  SRCS allocator_test.cc
+  DEPS hami_plugin_allocator hami_sim_kube)
 
 # config.json under arbitrary bytes; the corpus is replayed by the plain test run.
 hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami_plugin_config
