@@ -38,7 +38,7 @@
 // namespace: only signals it has a handler for reach it from outside, SIGKILL always does.
 //
 // Failures: every setup step in the children is reported back with the step, the mount it
-// was at and the errno ("mount 3 (/var/run/hami/hostpid on /tmp/vgpulock/hostpid, ro):
+// was at and the errno ("container: mount 3 (/var/run/hami/hostpid on /tmp/vgpulock/hostpid, ro):
 // binding: No such file or directory"); the host paths are checked before the fork, so a
 // missing one names its mount at once. The children run only async-signal-safe calls (the
 // caller may have threads).
