@@ -8,10 +8,8 @@ hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
   DEPS hami_plugin_config hami_kube_codec hami_limits hami_node_paths hami_common
        nlohmann_json::nlohmann_json)
 
-# NodeLocker (scheduler/node_lock.h) lives in hami_scheduler; being static, only node_lock.o
-# and what it needs are linked.
 hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc
-  DEPS hami_plugin_allocate hami_scheduler hami_kube_client hami_kube_codec
+  DEPS hami_plugin_allocate hami_node_lock hami_kube_client hami_kube_codec
        hami_broker_node_prep hami_limits hami_node_paths hami_common
        nlohmann_json::nlohmann_json Threads::Threads)
 
