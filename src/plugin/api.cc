@@ -399,6 +399,19 @@ void DevicePluginService::SetDevices(std::vector<ReplicaDevice> devices) {
   }
 }
 
+void DevicePluginService::AcceptStreams() {
+  MutexLock lock(&mu_);
+  refusing_ = false;
+}
+
+void DevicePluginService::RefuseStreams() {
+  {
+    MutexLock lock(&mu_);
+    refusing_ = true;
+  }
+  EndStreams();
+}
+
 void DevicePluginService::EndStreams() {
   std::vector<Stream*> streams;
   {
@@ -428,7 +441,7 @@ DevicePluginService::Step DevicePluginService::NextStepLocked(Stream* s) {
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "ListAndWatch: the client went away");
     return Step::kFinish;
   }
-  if (s->epoch_ < end_epoch_) {
+  if (s->epoch_ < end_epoch_ || refusing_) {
     s->finishing = true;
     s->finish_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the device plugin is stopping");
     return Step::kFinish;
@@ -599,9 +612,17 @@ grpc::Status DevicePluginService::PreStartContainer(
 
 std::string UnixTarget(std::string_view socket_path) { return "unix:" + std::string(socket_path); }
 
+std::shared_ptr<grpc::Channel> UnixChannel(std::string_view socket_path) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(UnixTarget(socket_path), grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
 Result<std::unique_ptr<UnixServer>> UnixServer::Start(const std::string& socket_path,
                                                       DevicePluginService* service) {
-  return Start(socket_path, {service}, [service] { service->EndStreams(); });
+  service->AcceptStreams();
+  return Start(socket_path, {service}, [service] { service->RefuseStreams(); });
 }
 
 Result<std::unique_ptr<UnixServer>> UnixServer::Start(const std::string& socket_path,

@@ -34,3 +34,12 @@ hami_cc_test(NAME plugin_api_test CONCURRENT LABELS unit
   SRCS api_test.cc
   DEPS hami_plugin_api hami_test_support)
 
+hami_cc_library(NAME hami_plugin_registrar
+  SRCS registrar.cc
+  DEPS hami_plugin_api hami_common Threads::Threads)
+
+# Registration with the simulated kubelet: first registration, kubelet restart, the plugin's
+# socket removed, the kubelet absent at first.
+hami_cc_test(NAME plugin_registrar_test CONCURRENT LABELS integration
+  SRCS registrar_test.cc
+  DEPS hami_plugin_registrar hami_sim_kubelet)

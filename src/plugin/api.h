@@ -174,8 +174,13 @@ class DevicePluginService final : public v1beta1::DevicePlugin::WithCallbackMeth
   std::vector<ReplicaDevice> Devices() const;
 
   // Ends every ListAndWatch stream open now (status UNAVAILABLE "the device plugin is
-  // stopping"); streams opened later work as usual. Call before shutting the server down.
+  // stopping"); streams opened later work as usual.
   void EndStreams();
+  // For a server's shutdown: ends the open streams and every stream opened until
+  // AcceptStreams() (one a client opens while the server shuts down would otherwise hold the
+  // shutdown until its deadline). UnixServer::Start(path, service) calls both.
+  void RefuseStreams();
+  void AcceptStreams();
 
   ServiceCounters Counters() const;
 
@@ -215,6 +220,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::WithCallbackMeth
   v1beta1::ListAndWatchResponse message_ GUARDED_BY(mu_);  // devices_, converted
   uint64_t version_ GUARDED_BY(mu_) = 1;                   // bumped by SetDevices
   uint64_t end_epoch_ GUARDED_BY(mu_) = 0;                 // bumped by EndStreams
+  bool refusing_ GUARDED_BY(mu_) = false;                  // from RefuseStreams until AcceptStreams
   std::vector<Stream*> streams_ GUARDED_BY(mu_);           // open streams (not yet OnDone)
 };
 
@@ -236,7 +242,8 @@ class UnixServer {
   static Result<std::unique_ptr<UnixServer>> Start(const std::string& socket_path,
                                                    const std::vector<grpc::Service*>& services,
                                                    std::function<void()> before_shutdown = {});
-  // Serves one DevicePluginService, ending its streams before each shutdown.
+  // Serves one DevicePluginService: AcceptStreams() before serving, RefuseStreams() before
+  // the shutdown.
   static Result<std::unique_ptr<UnixServer>> Start(const std::string& socket_path,
                                                    DevicePluginService* service);
   ~UnixServer();
@@ -263,5 +270,9 @@ class UnixServer {
 
 // "unix:<path>" for grpc::CreateChannel and ServerBuilder.
 std::string UnixTarget(std::string_view socket_path);
+// An insecure channel to a Unix socket with a subchannel pool of its own: a new channel
+// connects at once instead of sharing another channel's reconnect backoff (gRPC's global
+// pool would make a retry after a kubelet restart wait up to its backoff).
+std::shared_ptr<grpc::Channel> UnixChannel(std::string_view socket_path);
 
 }  // namespace hami::plugin

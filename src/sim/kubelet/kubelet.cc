@@ -161,8 +161,7 @@ grpc::Status Kubelet::Register(const v1beta1::RegisterRequest& request) {
   connection->resource = request.resource_name();
   connection->endpoint = endpoint;
   const std::string path = options_.dir + "/" + endpoint;
-  connection->channel =
-      grpc::CreateChannel(plugin::UnixTarget(path), grpc::InsecureChannelCredentials());
+  connection->channel = plugin::UnixChannel(path);
   if (!connection->channel->WaitForConnected(DeadlineIn(options_.dial_timeout_ms))) {
     return refuse(grpc::StatusCode::UNKNOWN,
                   "failed to dial device plugin: " + path + " did not accept a connection");
@@ -302,6 +301,17 @@ Result<std::vector<plugin::ReplicaDevice>> Kubelet::WaitForDevices(const std::st
                                           std::to_string(timeout_ms) + " ms");
   }
   return devices_.at(resource).devices;
+}
+
+bool Kubelet::WaitForDevicesMatching(
+    const std::string& resource,
+    const std::function<bool(const std::vector<plugin::ReplicaDevice>&)>& condition,
+    int64_t timeout_ms) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_until(lock, SteadyDeadlineIn(timeout_ms), [&] {
+    auto it = devices_.find(resource);
+    return it != devices_.end() && condition(it->second.devices);
+  });
 }
 
 Result<std::vector<plugin::ContainerResponse>> Kubelet::Allocate(

@@ -29,6 +29,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,6 +104,12 @@ class Kubelet {
   Result<std::vector<plugin::ReplicaDevice>> WaitForDevices(const std::string& resource,
                                                             uint64_t after_generation,
                                                             int64_t timeout_ms) const;
+  // Waits until the resource's latest list satisfies `condition` (checked now and at every
+  // response; it runs under the kubelet's lock: it must only look). False after `timeout_ms`.
+  bool WaitForDevicesMatching(
+      const std::string& resource,
+      const std::function<bool(const std::vector<plugin::ReplicaDevice>&)>& condition,
+      int64_t timeout_ms) const;
 
   // The device manager (see the top of this file).
   Result<AllocatedContainer> AllocateContainer(const std::string& pod_uid,
