@@ -43,3 +43,10 @@ hami_cc_library(NAME hami_plugin_registrar
 hami_cc_test(NAME plugin_registrar_test CONCURRENT LABELS integration
   SRCS registrar_test.cc
   DEPS hami_plugin_registrar hami_sim_kubelet)
+# An independent gRPC implementation (Debian's python3-grpcio, stubs generated from api.proto
+# by grpc_tools at test time) plays the kubelet against the plugin's server.
+hami_cc_test(NAME plugin_api_grpcio_test LABELS integration
+  SRCS api_grpcio_test.cc
+  DEPS hami_plugin_api hami_test_support)
+target_compile_definitions(plugin_api_grpcio_test PRIVATE
+  HAMI_PLUGIN_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
