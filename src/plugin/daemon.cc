@@ -1,0 +1,357 @@
+#include "plugin/daemon.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "common/file.h"
+#include "common/raw_log.h"
+#include "common/unique_fd.h"
+
+namespace hami::plugin {
+
+namespace {
+
+RawLogger g_log("hami-device-plugin", LogLevel::kInfo);
+
+// Makes `path` a directory (mode 0755) unless it is one already.
+Status MakeDirectory(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return Error::FromErrno("stat " + path);
+    if (!S_ISDIR(st.st_mode)) {
+      return Error(ErrorCode::kInvalidArgument, path + ": exists and is not a directory");
+    }
+    return OkStatus();
+  }
+  return Error::FromErrno("mkdir " + path);
+}
+
+// Writes `text` to `path` through a temporary file in the same
+// directory, fsynced and renamed over it, so that a container being created at the same time
+// maps either the old library or the new one, never a part.
+Status InstallFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".tmp-XXXXXX";
+  int raw = mkstemp(tmp.data());
+  if (raw < 0) return Error::FromErrno("creating " + tmp);
+  UniqueFd fd(raw);
+  auto fail = [&](const std::string& what) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Error::FromErrno(what + " " + tmp, err);
+  };
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("writing");
+    done += size_t(n);
+  }
+  if (fchmod(fd.get(), mode) != 0) return fail("chmod");
+  if (fsync(fd.get()) != 0) return fail("fsync");
+  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("renaming over " + path + " from");
+  return OkStatus();
+}
+
+}  // namespace
+
+DeviceOptions DeviceOptionsFor(const PluginConfig& config) {
+  DeviceOptions o;
+  o.split_count = config.device.device_split_count;
+  o.memory_scaling = config.device.device_memory_scaling;
+  o.core_scaling = config.device.device_core_scaling;
+  o.pre_configured_memory_mib = config.device.pre_configured_device_memory;
+  o.enable_numa_topology = config.device.enable_numa_topology;
+  o.mode = std::string(OperatingModeName(config.operating_mode));
+  o.exclude_uuids = config.filter.uuids;
+  o.exclude_indices = config.filter.indices;
+  return o;
+}
+
+std::vector<NodeGpu> NodeGpusFor(const DeviceView& view) {
+  std::vector<NodeGpu> gpus;
+  gpus.reserve(view.node_devices.size());
+  for (const kube::NodeDevice& d : view.node_devices) {
+    gpus.push_back(NodeGpu{d.id, d.index, d.health});
+  }
+  return gpus;
+}
+
+std::string DaemonCounters::ToKeyValues() const {
+  std::string out = "allocations=" + std::to_string(allocator.allocations) +
+                    " replays=" + std::to_string(allocator.replays) +
+                    " allocate_failures=" + std::to_string(allocator.failures) + " " +
+                    service.ToKeyValues() + " " + registrar.ToKeyValues() +
+                    " register_checks=" + std::to_string(register_loop.checks) +
+                    " register_writes=" + std::to_string(register_loop.writes) +
+                    " register_errors=" + std::to_string(register_loop.errors);
+  if (broker) {
+    // Each broker counter prefixed, so that the line stays one flat key space.
+    std::string kv = broker->ToKeyValues();
+    size_t start = 0;
+    while (start < kv.size()) {
+      size_t end = kv.find(' ', start);
+      if (end == std::string::npos) end = kv.size();
+      out += " broker_" + kv.substr(start, end - start);
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
+DeviceView Daemon::View() const {
+  HealthMap health;
+  {
+    MutexLock lock(&health_mu_);
+    health = health_;
+  }
+  return ComputeDevices(inventory_, device_options_, health);
+}
+
+Status Daemon::InstallHookFiles() {
+  const std::string vgpu = options_.hook_path + "/vgpu";
+  HAMI_TRY(MakeDirectory(options_.hook_path));
+  HAMI_TRY(MakeDirectory(vgpu));
+  HAMI_TRY(MakeDirectory(vgpu + "/containers"));
+  const std::string library = options_.hook_path + "/" + kHostLibVgpu;
+  if (!options_.vgpu_library.empty()) {
+    auto bytes = ReadFileToString(options_.vgpu_library, size_t(256) << 20, Symlinks::kFollow);
+    if (!bytes.ok()) {
+      return Error(ErrorCode::kNotFound,
+                   "reading the libvgpu.so to install: " + bytes.error().message());
+    }
+    HAMI_TRY(InstallFile(library, *bytes, 0755));
+  } else {
+    struct stat st {};
+    if (stat(library.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return Error(ErrorCode::kNotFound,
+                   library +
+                       ": no libvgpu.so in the hook path (install one, or name it with "
+                       "--vgpu-library): containers would run without their limits");
+    }
+  }
+  // The preload list every container gets at /etc/ld.so.preload: the library at the path the
+  // container sees it.
+  return InstallFile(options_.hook_path + "/" + kHostLdSoPreload,
+                     std::string(kContainerLibVgpu) + "\n", 0644);
+}
+
+void Daemon::OnHealthChange(const HealthChange& change) {
+  {
+    MutexLock lock(&health_mu_);
+    health_[change.uuid] = change.healthy;
+  }
+  g_log.Log(change.healthy ? LogLevel::kInfo : LogLevel::kError,
+            "event=health gpu=%s healthy=%d reason=\"%s\"", change.uuid.c_str(),
+            int(change.healthy), change.reason.c_str());
+  DeviceView view = View();
+  allocator_->SetGpus(NodeGpusFor(view));
+  service_->SetDevices(std::move(view.replicas));
+  register_loop_->Kick();
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions options) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->options_ = std::move(options);
+  const DaemonOptions& o = d->options_;
+
+  // 1. The configuration.
+  auto plugin_config = LoadPluginConfig(o.config);
+  if (!plugin_config.ok()) return plugin_config.error();
+  d->config_ = std::move(plugin_config).value();
+  d->device_options_ = DeviceOptionsFor(d->config_);
+  if (Status s = ValidateDeviceOptions(d->device_options_); !s.ok()) return s.error();
+
+  // 2. The GPUs.
+  auto inventory = inventory::ReadInventory(o.inventory);
+  if (!inventory.ok()) {
+    return Error(inventory.error().code(),
+                 "reading the node's GPUs: " + inventory.error().message());
+  }
+  d->inventory_ = std::move(inventory).value();
+  DeviceView view = d->View();
+  for (const std::string& line : view.skipped) g_log.Log(LogLevel::kWarn, "%s", line.c_str());
+  if (view.node_devices.empty()) {
+    return Error(ErrorCode::kNotFound, "no GPU to advertise on node " + d->config_.node_name +
+                                           " (NVML listed " +
+                                           std::to_string(d->inventory_.devices.size()) +
+                                           "; see the lines above for why each was left out)");
+  }
+
+  // 3. The hook directory.
+  if (d->config_.operating_mode == OperatingMode::kHamiCore) {
+    if (Status s = d->InstallHookFiles(); !s.ok()) {
+      return Error(s.error().code(),
+                   "preparing the hook path " + o.hook_path + ": " + s.error().message());
+    }
+  }
+
+  // 4. The broker.
+  BrokerHostOptions broker_options;
+  broker_options.gate = o.broker_gate;
+  broker_options.socket_dir = o.broker_dir;
+  auto broker = StartBrokerHost(broker_options);
+  if (!broker.ok()) return broker.error();
+  d->broker_ = std::move(broker).value();
+
+  // 5. The API client, the allocator, the service.
+  auto client = kube::Client::Create(std::move(config), o.client);
+  if (!client.ok()) return client.error();
+  d->client_ = std::move(client).value();
+  AllocatorOptions allocator_options;
+  allocator_options.hook_path = o.hook_path;
+  allocator_options.broker = d->broker_ != nullptr ? Broker::kEnabled : Broker::kDisabled;
+  allocator_options.lock_dir.parent = o.lock_parent;
+  allocator_options.broker_host_dir = o.broker_dir;
+  allocator_options.log = [](std::string_view line) {
+    g_log.Log(LogLevel::kInfo, "%.*s", int(line.size()), line.data());
+  };
+  d->allocator_ = std::make_unique<Allocator>(*d->client_, d->config_, NodeGpusFor(view),
+                                              std::move(allocator_options));
+  ServiceOptions service_options;
+  service_options.resource_name = d->config_.device.resource_count_name;
+  service_options.allocate = d->allocator_->AllocateFunction();
+  service_options.prefer = d->allocator_->PreferFunction();
+  service_options.offer_preferred_allocation = d->config_.enable_preferred_allocation;
+  d->service_ = std::make_unique<DevicePluginService>(std::move(service_options));
+  d->service_->SetDevices(view.replicas);
+
+  // 7 (built before 6, which kicks it). The registration loop.
+  RegisterLoopOptions loop_options;
+  loop_options.node_name = d->config_.node_name;
+  loop_options.period = o.register_period;
+  loop_options.error_retry = o.register_retry;
+  Daemon* self = d.get();
+  loop_options.devices = [self]() -> Result<std::vector<kube::NodeDevice>> {
+    return self->View().node_devices;
+  };
+  d->register_loop_ = std::make_unique<RegisterLoop>(*d->client_, std::move(loop_options));
+
+  // 6. Health.
+  if (o.health_checks) {
+    HealthOptions health_options;
+    health_options.nvml_library = o.inventory.nvml_library;
+    for (const kube::NodeDevice& dev : view.node_devices) health_options.uuids.push_back(dev.id);
+    health_options.xids = XidPolicy::FromEnvironment();
+    for (const std::string& w : health_options.xids.warnings()) {
+      g_log.Log(LogLevel::kWarn, "%s", w.c_str());
+    }
+    health_options.on_change = [self](const HealthChange& change) { self->OnHealthChange(change); };
+    auto watcher = HealthWatcher::Start(std::move(health_options));
+    if (!watcher.ok()) {
+      return Error(watcher.error().code(), "watching GPU health: " + watcher.error().message());
+    }
+    d->health_watcher_ = std::move(watcher).value();
+    for (const std::string& uuid : d->health_watcher_->unwatched()) {
+      g_log.Log(LogLevel::kWarn,
+                "event=health_unwatched gpu=%s: NVML cannot report its errors; it stays healthy",
+                uuid.c_str());
+    }
+    // A GPU the watcher found unusable at its start.
+    HealthMap initial = d->health_watcher_->health();
+    bool changed = false;
+    {
+      MutexLock lock(&d->health_mu_);
+      for (const auto& [uuid, healthy] : initial) {
+        if (!healthy) {
+          d->health_[uuid] = false;
+          changed = true;
+        }
+      }
+    }
+    if (changed) {
+      DeviceView now = d->View();
+      d->allocator_->SetGpus(NodeGpusFor(now));
+      d->service_->SetDevices(std::move(now.replicas));
+    }
+  }
+  d->register_loop_->Start();
+
+  // The kubelet.
+  d->registrar_ = std::make_unique<Registrar>(d->service_.get(), o.registrar);
+  if (Status s = d->registrar_->Start(); !s.ok()) return s.error();
+  d->plugin_socket_ = d->registrar_->plugin_socket();
+
+  g_log.Log(LogLevel::kInfo,
+            "event=started node=%s gpus=%zu replicas=%zu resource=%s delivery=%s mode=%s "
+            "broker=%s socket=%s",
+            d->config_.node_name.c_str(), view.node_devices.size(), view.replicas.size(),
+            d->config_.device.resource_count_name.c_str(),
+            std::string(LimitDeliveryName(d->config_.limit_delivery)).c_str(),
+            std::string(OperatingModeName(d->config_.operating_mode)).c_str(),
+            d->broker_ != nullptr ? d->broker_->socket_path().c_str() : "off",
+            d->plugin_socket_.c_str());
+  return d;
+}
+
+Daemon::~Daemon() { Stop(); }
+
+void Daemon::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (registrar_ != nullptr) registrar_->Stop();
+  if (health_watcher_ != nullptr) health_watcher_->Stop();
+  if (register_loop_ != nullptr) register_loop_->Stop();
+  if (service_ != nullptr) {
+    g_log.Log(LogLevel::kInfo, "event=stopped %s", Counters().ToKeyValues().c_str());
+  }
+  if (broker_ != nullptr) broker_->Stop();
+}
+
+Status Daemon::Wait(int stop_fd) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  UniqueFd sfd(signalfd(-1, &signals, SFD_CLOEXEC));
+  if (!sfd.valid()) return Error::FromErrno("signalfd");
+  for (;;) {
+    pollfd fds[3] = {{sfd.get(), POLLIN, 0},
+                     {broker_ != nullptr ? broker_->done_fd() : -1, POLLIN, 0},
+                     {stop_fd, POLLIN, 0}};
+    int n = poll(fds, 3, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::FromErrno("poll");
+    if (fds[0].revents != 0) {
+      signalfd_siginfo info{};
+      ssize_t got = read(sfd.get(), &info, sizeof(info));
+      (void)got;
+      g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(int(info.ssi_signo)));
+      return OkStatus();
+    }
+    if (fds[1].revents != 0) {
+      Status s = broker_->Wait();
+      if (!s.ok()) {
+        g_log.Log(LogLevel::kError, "event=broker_stopped: %s", s.error().message().c_str());
+        return s;
+      }
+      return Error(ErrorCode::kUnavailable, "the host-PID broker stopped");
+    }
+    if (fds[2].revents != 0) return OkStatus();
+  }
+}
+
+std::vector<ReplicaDevice> Daemon::Devices() const { return service_->Devices(); }
+
+DaemonCounters Daemon::Counters() const {
+  DaemonCounters c;
+  c.allocator = allocator_->stats();
+  c.service = service_->Counters();
+  if (registrar_ != nullptr) c.registrar = registrar_->Counters();
+  c.register_loop = register_loop_->stats();
+  if (broker_ != nullptr) c.broker = broker_->Counters();
+  return c;
+}
+
+bool Daemon::WaitForRegistrations(uint64_t count, int64_t timeout_ms) const {
+  return registrar_->WaitForRegistrations(count, timeout_ms);
+}
+
+}  // namespace hami::plugin
