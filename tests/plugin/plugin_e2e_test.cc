@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -401,6 +403,30 @@ TEST_F(PluginEndToEnd, AnAllocateWithoutABindingPodFailsWithTheMessageHamiUsersK
   ASSERT_FALSE(allocated.ok());
   EXPECT_THAT(allocated.error().message(),
               HasSubstr(std::string("no binding pod found on node ") + kNode));
+}
+
+TEST_F(PluginEndToEnd, ABadConfigurationStopsThePluginWithTheFileKeyAndValue) {
+  const std::string config = dir_.path() + "/device-config.yaml";
+  {
+    std::ofstream out(config);
+    out << "nvidia:\n  deviceSplitCount: 0\n";
+  }
+  std::map<std::string, std::string> env = SimEnvVars();
+  env["NODE_NAME"] = kNode;
+  // Through a shell, for the plugin's stderr.
+  testing::Subprocess plugin(
+      {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", Bin("hami-device-plugin"), "--kubeconfig",
+       kubeconfig_, "--kubelet-socket", kubelet_dir_ + "/kubelet.sock", "--hook-path", hook_,
+       "--vgpu-library", HAMI_VGPU_LIBRARY, "--nvml-library", SimLib("libnvidia-ml.so.1"),
+       "--device-config-file", config},
+      env);
+  std::string said = plugin.ReadAll(30000);
+  EXPECT_EQ(plugin.Wait(30000), 1) << said;
+  EXPECT_THAT(said, HasSubstr(config)) << "names the file";
+  EXPECT_THAT(said, HasSubstr("deviceSplitCount")) << "names the key";
+  EXPECT_THAT(said, HasSubstr(": 0 ")) << "names the value: " << said;
+  EXPECT_EQ(kubelet_->registrations(), 0u) << "nothing was registered";
+  EXPECT_FALSE(std::filesystem::exists(hook_ + "/vgpu/libvgpu.so")) << "nothing was installed";
 }
 
 }  // namespace
