@@ -34,6 +34,9 @@ using ChildEnv = std::vector<std::pair<std::string, std::optional<std::string>>>
 // The child is a new process for the simulated driver and NVML: neither is initialized in it.
 inline int RunInChild(const ChildEnv& env, const std::function<void()>& body,
                       int timeout_ms = 60000) {
+  // The child gets this process's private machine, never the shared default state file
+  // (a test run alone by CTest may not have set one up yet).
+  SimEnv::Setup();
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = fork();
