@@ -87,7 +87,10 @@ std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* b
 ClusterState::ClusterState(DeviceConfig config, std::chrono::seconds lock_timeout)
     : config_(std::move(config)), lock_timeout_(lock_timeout) {}
 
-void ClusterState::Touch(NodeEntry& entry) { entry.info.generation = ++generation_; }
+void ClusterState::Touch(NodeEntry& entry) {
+  entry.info.generation = ++node_changes_;
+  ++generation_;
+}
 
 void ClusterState::Notify() {
   { std::lock_guard lock(change_mu_); }
@@ -166,21 +169,23 @@ void ClusterState::Refresh(const std::string& key) {
 }
 
 void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
+  // Everything is decoded before the lock is taken: fits read the view meanwhile.
   auto parsed = kube::ParseNode(*object);
-  std::unique_lock lock(mu_);
   if (!parsed.ok()) {
-    ++stats_.bad_objects;
     g_log.Log(LogLevel::kWarn, "event=bad_node error=%s",
               kube::QuoteInput(parsed.error().message(), 300).c_str());
+    std::unique_lock lock(mu_);
+    ++stats_.bad_objects;
     return;
   }
   const kube::Node& node = *parsed;
   const std::string& name = node.metadata.name;
-  NodeEntry& entry = nodes_[name];
-  const bool is_new = entry.info.object == nullptr;
-  entry.gpus.name = name;
-  entry.info.object = object;
-  entry.info.resource_version = node.metadata.resource_version;
+  uint64_t bad_annotations = 0;
+  auto bad_annotation = [&](const Error& e) {
+    ++bad_annotations;
+    g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
+              kube::QuoteInput(e.message(), 300).c_str());
+  };
 
   std::vector<kube::NodeDevice> devices;
   if (const std::string* inv = node.metadata.Annotation(kube::kNodeRegisterAnnotation)) {
@@ -188,15 +193,74 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
     if (decoded.ok()) {
       devices = std::move(decoded).value();
     } else {
-      ++stats_.bad_node_annotations;
-      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
-                kube::QuoteInput(decoded.error().message(), 300).c_str());
+      bad_annotation(decoded.error());
     }
   }
+  std::vector<std::string> cordons;
+  if (const std::string* c = node.metadata.Annotation(kDeviceCordonAnnotation)) {
+    cordons = DecodeCordonList(*c);
+  }
+  std::vector<bool> cordoned(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string index = std::to_string(devices[i].index);
+    cordoned[i] = std::find(cordons.begin(), cordons.end(), devices[i].id) != cordons.end() ||
+                  std::find(cordons.begin(), cordons.end(), index) != cordons.end();
+  }
+  PairScores pair_scores;
+  if (const std::string* s = node.metadata.Annotation(kNodeScoreAnnotation)) {
+    auto scores = DecodePairScores(*s);
+    if (scores.ok()) {
+      pair_scores = std::move(scores).value();
+    } else {
+      bad_annotation(scores.error());
+    }
+  }
+  std::optional<kube::Handshake> handshake;
+  if (const std::string* h = node.metadata.Annotation(kube::kNodeHandshakeAnnotation)) {
+    auto hs = kube::DecodeHandshake(*h);
+    if (hs.ok()) {
+      handshake = *hs;
+    } else {
+      bad_annotation(hs.error());
+    }
+  }
+  std::optional<kube::NodeLock> node_lock;
+  bool lock_present = false;
+  if (const std::string* l = node.metadata.Annotation(kube::kNodeLockAnnotation)) {
+    lock_present = true;
+    auto nl = kube::DecodeNodeLock(*l);
+    if (nl.ok()) {
+      node_lock = *nl;
+    } else {
+      bad_annotation(nl.error());
+    }
+  }
+  int64_t allocatable_gpus = 0;
+  if (auto a = node.allocatable.find(config_.resource_count_name); a != node.allocatable.end()) {
+    allocatable_gpus = a->second.Value();
+  }
+  std::string unavailable;
+  if (handshake && handshake->state == kube::HandshakeState::kDeleted && allocatable_gpus <= 0) {
+    unavailable = "its device plugin did not answer the handshake (" +
+                  std::string(kube::kNodeHandshakeAnnotation) +
+                  " is Deleted) and it allocates no " + config_.resource_count_name;
+  }
+
+  std::unique_lock lock(mu_);
+  stats_.bad_node_annotations += bad_annotations;
+  NodeEntry& entry = nodes_[name];
+  const bool is_new = entry.info.object == nullptr;
+  entry.gpus.name = name;
+  entry.info.object = object;
+  entry.info.resource_version = node.metadata.resource_version;
+
   bool inventory_changed = devices.size() != entry.gpus.gpus.size();
   for (size_t i = 0; !inventory_changed && i < devices.size(); ++i) {
     inventory_changed = !(devices[i] == entry.gpus.gpus[i].device);
   }
+  // Whether anything a fit reads changed (usage, devices, cordons, pair scores, availability,
+  // the node lock); a handshake or status change alone leaves the view's generation as it is.
+  bool fit_changed = is_new || inventory_changed;
   if (inventory_changed) {
     if (!is_new || !devices.empty()) ++stats_.inventory_changes;
     if (devices.size() != entry.gpus.gpus.size()) {
@@ -210,66 +274,25 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
     for (auto& d : devices) entry.gpus.gpus.push_back({std::move(d), {}, false});
     RecomputeNode(entry);
   }
-
-  std::vector<std::string> cordons;
-  if (const std::string* c = node.metadata.Annotation(kDeviceCordonAnnotation)) {
-    cordons = DecodeCordonList(*c);
+  for (size_t i = 0; i < entry.gpus.gpus.size(); ++i) {
+    GpuState& g = entry.gpus.gpus[i];
+    if (g.cordoned != cordoned[i]) fit_changed = true;
+    g.cordoned = cordoned[i];
   }
-  for (GpuState& g : entry.gpus.gpus) {
-    const std::string index = std::to_string(g.device.index);
-    g.cordoned = std::find(cordons.begin(), cordons.end(), g.device.id) != cordons.end() ||
-                 std::find(cordons.begin(), cordons.end(), index) != cordons.end();
+  if (entry.gpus.pair_scores != pair_scores) {
+    fit_changed = true;
+    entry.gpus.pair_scores = std::move(pair_scores);
   }
-
-  entry.gpus.pair_scores.clear();
-  if (const std::string* s = node.metadata.Annotation(kNodeScoreAnnotation)) {
-    auto scores = DecodePairScores(*s);
-    if (scores.ok()) {
-      entry.gpus.pair_scores = std::move(scores).value();
-    } else {
-      ++stats_.bad_node_annotations;
-      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
-                kube::QuoteInput(scores.error().message(), 300).c_str());
-    }
+  if (entry.gpus.unavailable != unavailable) {
+    fit_changed = true;
+    entry.gpus.unavailable = std::move(unavailable);
   }
-
-  entry.info.handshake.reset();
-  if (const std::string* h = node.metadata.Annotation(kube::kNodeHandshakeAnnotation)) {
-    auto hs = kube::DecodeHandshake(*h);
-    if (hs.ok()) {
-      entry.info.handshake = *hs;
-    } else {
-      ++stats_.bad_node_annotations;
-      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
-                kube::QuoteInput(hs.error().message(), 300).c_str());
-    }
-  }
-  entry.info.lock.reset();
-  entry.info.lock_present = false;
-  if (const std::string* l = node.metadata.Annotation(kube::kNodeLockAnnotation)) {
-    entry.info.lock_present = true;
-    auto nl = kube::DecodeNodeLock(*l);
-    if (nl.ok()) {
-      entry.info.lock = *nl;
-    } else {
-      ++stats_.bad_node_annotations;
-      g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
-                kube::QuoteInput(nl.error().message(), 300).c_str());
-    }
-  }
-  entry.info.allocatable_gpus = 0;
-  if (auto a = node.allocatable.find(config_.resource_count_name); a != node.allocatable.end()) {
-    entry.info.allocatable_gpus = a->second.Value();
-  }
+  if (entry.info.lock_present != lock_present || entry.info.lock != node_lock) fit_changed = true;
+  entry.info.handshake = handshake;
+  entry.info.lock = std::move(node_lock);
+  entry.info.lock_present = lock_present;
+  entry.info.allocatable_gpus = allocatable_gpus;
   entry.info.devices = entry.gpus.gpus.size();
-
-  entry.gpus.unavailable.clear();
-  if (entry.info.handshake && entry.info.handshake->state == kube::HandshakeState::kDeleted &&
-      entry.info.allocatable_gpus <= 0) {
-    entry.gpus.unavailable = "its device plugin did not answer the handshake (" +
-                             std::string(kube::kNodeHandshakeAnnotation) +
-                             " is Deleted) and it allocates no " + config_.resource_count_name;
-  }
   if (is_new) {
     // Shares that arrived before their node.
     for (auto& [key, a] : applied_) {
@@ -277,7 +300,8 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
     }
     RecomputeNode(entry);
   }
-  Touch(entry);
+  entry.info.generation = ++node_changes_;
+  if (fit_changed) ++generation_;
   lock.unlock();
   Notify();
 }

@@ -133,7 +133,9 @@ class ClusterState {
                                 const PodRequest& request, const PodConstraints& constraints,
                                 const PodPolicy& policy, const std::vector<std::string>& names,
                                 kube::WallTime now, uint64_t* generation = nullptr) const;
-  // Changes whenever anything a fit reads changes (nodes, shares, quotas).
+  // Changes whenever anything a fit reads changes (a node's devices, usage, cordons, pair
+  // scores, availability or node lock; shares; quotas), and only then: a node update that
+  // changes only its handshake, status or other metadata leaves it as it is.
   uint64_t generation() const;
 
   // Fits pod `ns/name` on node `node` whose pods were just read from the API (`node_pods`: the
@@ -219,7 +221,8 @@ class ClusterState {
   std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
   Stats stats_;
-  uint64_t generation_ = 0;
+  uint64_t generation_ = 0;      // bumped when anything a fit reads changes
+  uint64_t node_changes_ = 0;    // the source of NodeInfo::generation
   int64_t pods_applied_rv_ = 0;  // the largest pod resourceVersion applied
 
   mutable std::mutex change_mu_;
