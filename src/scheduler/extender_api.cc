@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -82,6 +83,44 @@ Result<std::vector<std::string>> StringList(const json& v, std::string_view fiel
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Appends `s` as a JSON string, byte for byte as Dump(json(s)) writes it: directly when it is
+// printable ASCII without a quote or backslash (node names always are), else through Dump.
+void AppendString(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    out += Dump(json(std::string(s)));
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+void AppendStringList(std::string& out, const std::vector<std::string>& list) {
+  out += '[';
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendString(out, list[i]);
+  }
+  out += ']';
+}
+
+void AppendStringMap(std::string& out, const std::map<std::string, std::string>& map) {
+  out += '{';
+  bool first = true;
+  for (const auto& [k, v] : map) {
+    if (!first) out += ',';
+    first = false;
+    AppendString(out, k);
+    out += ':';
+    AppendString(out, v);
+  }
+  out += '}';
+}
+
 }  // namespace
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
@@ -134,15 +173,40 @@ Result<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body) {
 }
 
 std::string EncodeExtenderFilterResult(const ExtenderFilterResult& r) {
-  json j = json::object();
-  if (r.nodes) j["Nodes"] = *r.nodes;
-  if (r.node_names) j["NodeNames"] = *r.node_names;
-  if (!r.failed_nodes.empty()) j["FailedNodes"] = r.failed_nodes;
-  if (!r.failed_and_unresolvable_nodes.empty()) {
-    j["FailedAndUnresolvableNodes"] = r.failed_and_unresolvable_nodes;
+  // Written directly, members in the order a JSON object of them would sort them.
+  std::string out = "{";
+  out.reserve(64 + (r.node_names ? r.node_names->size() * 16 : 0) +
+              (r.failed_nodes.size() + r.failed_and_unresolvable_nodes.size()) * 96);
+  bool first = true;
+  auto member = [&](std::string_view name) {
+    if (!first) out += ',';
+    first = false;
+    out += '"';
+    out += name;
+    out += "\":";
+  };
+  if (!r.error.empty()) {
+    member("Error");
+    AppendString(out, r.error);
   }
-  if (!r.error.empty()) j["Error"] = r.error;
-  return Dump(j);
+  if (!r.failed_and_unresolvable_nodes.empty()) {
+    member("FailedAndUnresolvableNodes");
+    AppendStringMap(out, r.failed_and_unresolvable_nodes);
+  }
+  if (!r.failed_nodes.empty()) {
+    member("FailedNodes");
+    AppendStringMap(out, r.failed_nodes);
+  }
+  if (r.node_names) {
+    member("NodeNames");
+    AppendStringList(out, *r.node_names);
+  }
+  if (r.nodes) {
+    member("Nodes");
+    out += Dump(*r.nodes);
+  }
+  out += '}';
+  return out;
 }
 
 std::string EncodeHostPriorityList(const std::vector<HostPriority>& list) {
@@ -152,7 +216,7 @@ std::string EncodeHostPriorityList(const std::vector<HostPriority>& list) {
   for (size_t i = 0; i < list.size(); ++i) {
     if (i > 0) out += ',';
     out += "{\"Host\":";
-    out += Dump(json(list[i].host));
+    AppendString(out, list[i].host);
     out += ",\"Score\":";
     out += std::to_string(list[i].score);
     out += '}';

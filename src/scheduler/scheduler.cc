@@ -195,6 +195,7 @@ Answer Scheduler::Prioritize(std::string_view body) {
     if (!pod.metadata.uid.empty()) cached = RecallScores(pod.metadata.uid, state_.generation());
     bool hit = cached != nullptr;
     if (hit) {
+      std::lock_guard gate(gate_mu_);  // one lock for every node's Binding()
       for (const std::string& n : names) {
         auto it = cached->by_node.find(n);
         if (it == cached->by_node.end()) {
@@ -202,7 +203,7 @@ Answer Scheduler::Prioritize(std::string_view body) {
           list.clear();
           break;
         }
-        list.push_back({n, Binding(n) ? 0 : it->second});
+        list.push_back({n, binding_.count(n) != 0 ? 0 : it->second});
       }
     }
     if (!hit) {
