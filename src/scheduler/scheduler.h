@@ -8,8 +8,9 @@
 // Prioritize  each candidate's node-policy score, 0..10; a node that does not fit scores 0, and
 //             so does one whose node lock another pod holds (its bind would wait), so that
 //             kube-scheduler spreads a burst over the nodes it can bind at once. The scores a
-//             filter computed for a pod (by uid) are reused while the view has not changed
-//             since (kube-scheduler calls prioritize right after filter).
+//             filter computed for a pod (by uid) are reused while nothing a fit reads has
+//             changed since (ClusterState::generation; kube-scheduler calls prioritize right
+//             after filter).
 // Bind        on the node kube-scheduler chose: take the node lock (waiting up to
 //             node_lock_wait for another pod's bind on that node to finish), fit again against
 //             the current usage, reserve the GPUs, write hami.io/vgpu-node, hami.io/vgpu-time,

@@ -14,8 +14,9 @@
 // not carry it: a node without a readable inventory offers no GPU; a pod whose allocation cannot
 // be read holds nothing (its GPUs are not known).
 //
-// Thread safety: every method may be called from any thread. Inputs take an exclusive lock held
-// for the update only; fitting takes a shared lock, so filters run concurrently.
+// Thread safety: every method may be called from any thread. Inputs decode the object first and
+// then take an exclusive lock held for the update only; fitting takes a shared lock, so filters
+// run concurrently.
 #pragma once
 
 #include <chrono>
