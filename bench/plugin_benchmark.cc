@@ -25,7 +25,7 @@
 // 3. Back to back: B more pods without that wait, as a node that receives pods faster than its
 //    plugin's client may send requests. Reported beside the paced figures, without a goal.
 // 4. Memory and CPU: the plugin's VmRSS and VmHWM (/proc/<pid>/status) after the start and
-//    after the run; its CPU time (utime + stime) over the paced phase, per pod.
+//    after the run; its CPU time (its threads' run time) over the paced phase, per pod.
 // 5. The limits file's share: after each paced pod, PublishLimitsFile (write, fsync, rename,
 //    fsync of the directory) with that pod's variables, timed in this process beside the
 //    plugin's limits files (the same filesystem, at the same moments of the run).
@@ -53,6 +53,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -134,9 +135,24 @@ int Threads(pid_t pid) {
   return 0;
 }
 
-// utime + stime of `pid` in nanoseconds, from /proc/<pid>/stat (-1 when unreadable).
+// The CPU time of `pid` in nanoseconds: the sum of its threads' run time
+// (/proc/<pid>/task/*/schedstat, nanoseconds; a thread that ended is no longer counted), else
+// utime + stime from /proc/<pid>/stat (clock ticks); -1 when neither is readable.
 int64_t CpuNs(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string proc = "/proc/" + std::to_string(pid);
+  int64_t sum = 0;
+  bool any = false;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(proc + "/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    int64_t run_ns = -1;
+    if (in >> run_ns && run_ns >= 0) {
+      sum += run_ns;
+      any = true;
+    }
+  }
+  if (any) return sum;
+  std::ifstream in(proc + "/stat");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t close = text.rfind(')');  // the command may hold spaces
   if (close == std::string::npos) return -1;
@@ -512,6 +528,7 @@ struct Figures {
   std::vector<int64_t> publish_us;
   int64_t rss_start = 0, hwm_start = 0, rss_end = 0, hwm_end = 0;
   int threads = 0;
+  int container_entries = 0;  // under <hook>/vgpu/containers after the run, the plugin's own
 };
 
 void Fail(Figures* f, const std::string& phase, const std::string& why) {
@@ -554,6 +571,7 @@ class Run {
     f_->hwm_end = StatusBytes(plugin_->pid(), "VmHWM");
     f_->threads = Threads(plugin_->pid());
     f_->total_requests = proxy_->requests();
+    f_->container_entries = CountContainerEntries();
     StopPlugin();
   }
 
@@ -892,6 +910,18 @@ class Run {
     return true;
   }
 
+  // The plugin's entries under <hook>/vgpu/containers (directories and limits files), not the
+  // benchmark's own publish-* files.
+  int CountContainerEntries() const {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::directory_iterator(dir_.File("hook/vgpu/containers"), ec)) {
+      if (e.path().filename().string().rfind("bench-publish-", 0) != 0) ++n;
+    }
+    return n;
+  }
+
   void StopPlugin() {
     plugin_->Kill(SIGTERM);
     const int code = plugin_->Wait(20000);
@@ -1095,13 +1125,16 @@ int Main(const Options& o) {
          f.paced.cpu_ns >= 0 && f.paced.pods > 0
              ? Fixed(double(f.paced.cpu_ns) / 1e6 / f.paced.pods, 2) + " ms"
              : std::string("?"),
-         "utime + stime over the paced phase"},
+         "its threads' run time over the paced phase"},
         {"plugin RSS after start", Fixed(MiB(f.rss_start), 1) + " MiB",
          "peak " + Fixed(MiB(f.hwm_start), 1) + " MiB"},
         {"plugin RSS after the run", Fixed(MiB(f.rss_end), 1) + " MiB",
          "peak (VmHWM) " + Fixed(MiB(f.hwm_end), 1) + " MiB, " + std::to_string(f.threads) +
              " threads"},
         {"preferred replica off the scheduler's GPU", std::to_string(f.prefer_off_gpu), ""},
+        {"entries left in <hook>/vgpu/containers", std::to_string(f.container_entries),
+         "directories and limits files, after " +
+             std::to_string(f.paced.samples.size() + f.burst.samples.size()) + " pods"},
     };
     std::printf("\n");
     PrintTable(other, 1, 2, TrailingSpaces::kTrim);
@@ -1163,6 +1196,7 @@ int Main(const Options& o) {
         {"rss_bytes", f.rss_end},
         {"peak_rss_bytes", f.hwm_end},
         {"threads", f.threads}}},
+      {"hook_container_entries", f.container_entries},
       {"goals", goals_json},
   };
   const std::string json_path = o.json_path.empty() ? SelfDir() + "/plugin.json" : o.json_path;

@@ -60,6 +60,8 @@ TEST(PluginBenchmarkTest, AShortRunAllocatesEveryPodAndReportsEveryFigure) {
   }
   EXPECT_GT(j["paced"].value("plugin_cpu_ms_per_pod", -1.0), -1.0);
   EXPECT_GT(j["limits_publish"]["latency_us"].value("count", 0), 0);
+  // The plugin's container directories and limits files, one each per pod at least.
+  EXPECT_GE(j.value("hook_container_entries", 0), 8);
   for (const char* field :
        {"rss_bytes_after_start", "peak_rss_bytes_after_start", "rss_bytes", "peak_rss_bytes"}) {
     ASSERT_TRUE(j["memory"][field].is_number()) << field;
