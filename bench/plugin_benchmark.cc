@@ -82,6 +82,11 @@
 namespace hami::bench {
 namespace {
 
+// The plugin's API client rate limit, passed to it (--kube-qps, --kube-burst: its defaults)
+// and modelled by the paced phase.
+constexpr int kPluginQps = 50;
+constexpr int kPluginBurst = 100;
+
 using nlohmann::json;
 
 constexpr char kProgram[] = "hami_bench_plugin";
@@ -688,7 +693,11 @@ class Run {
                                  "--node-config-file",
                                  dir_.File("no-config.json"),
                                  "--broker-dir",
-                                 dir_.File("hostpid")},
+                                 dir_.File("hostpid"),
+                                 "--kube-qps",
+                                 std::to_string(kPluginQps),
+                                 "--kube-burst",
+                                 std::to_string(kPluginBurst)},
         env);
     if (!plugin_->WaitForLine("hami-device-plugin: serving", 60000)) {
       Fail(f_, "start", "hami-device-plugin did not start:\n" + Tail(log_path_, 20));
@@ -725,8 +734,7 @@ class Run {
     f_->start_s = double(MonotonicNs() - t0) / 1e9;
     f_->startup_requests = proxy_->requests();
     run_start_ns_ = MonotonicNs();
-    const kube::ClientOptions plugin_client;  // what the binary uses
-    bucket_ = std::make_unique<BucketModel>(plugin_client.qps, plugin_client.burst);
+    bucket_ = std::make_unique<BucketModel>(kPluginQps, kPluginBurst);
     bucket_->Take(double(f_->startup_requests), MonotonicNs());
     return true;
   }
@@ -1161,7 +1169,6 @@ int Main(const Options& o) {
 
   Json goals_json = Json::array();
   for (const Goal& g : goals) goals_json.push_back(ToJson(g));
-  const kube::ClientOptions plugin_client;
   const Json doc = {
       {"benchmark", "plugin"},
       {"config",
@@ -1172,8 +1179,8 @@ int Main(const Options& o) {
         {"replicas", f.replicas},
         {"pod_memory_mib", kPodMemMiB},
         {"pod_cores", kPodCores},
-        {"plugin_client_qps", plugin_client.qps},
-        {"plugin_client_burst", plugin_client.burst}}},
+        {"plugin_client_qps", kPluginQps},
+        {"plugin_client_burst", kPluginBurst}}},
       {"machine",
        {{"cpus", CpuCount()},
         {"load_before", load_before},

@@ -37,6 +37,11 @@ int main(int argc, char** argv) {
   std::string kubeconfig;
   int64_t register_ms = 30000;
   bool no_health = false;
+  // Each Allocate makes about seven requests (node, pod list, pod patch, lock release) and the
+  // kubelet may start several containers at once: client-go's 5/s would hold a node to
+  // fewer than one pod a second.
+  double qps = 50;
+  int burst = 100;
   o.hook_path = EnvOr("HOOK_PATH", hami::node::kDefaultHookPath);
   const std::map<std::string, int64_t> kUnits = {
       {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 60 * 60 * 1000}};
@@ -73,6 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--register-interval", register_ms,
                  "how often the node's inventory is compared and republished (30s)")
       ->transform(CLI::AsNumberWithUnit(kUnits, CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION"));
+  app.add_option("--kube-qps", qps, "API requests per second (<= 0: unlimited)")
+      ->capture_default_str();
+  app.add_option("--kube-burst", burst, "API request burst")->capture_default_str();
   app.add_flag("--no-health-checks", no_health,
                "do not watch NVML events (as DP_DISABLE_HEALTHCHECKS=all)");
   CLI11_PARSE(app, argc, argv);
@@ -86,6 +94,9 @@ int main(int argc, char** argv) {
   if (const char* gate = std::getenv(hami::plugin::kBrokerGateEnv); gate != nullptr) {
     o.broker_gate = gate;
   }
+  if (burst < 1) return Fail("--kube-burst: must be at least 1");
+  o.client.qps = qps;
+  o.client.burst = burst;
   o.client.user_agent = "hami-device-plugin";
 
   auto config = hami::kube::LoadConfig(kubeconfig);
