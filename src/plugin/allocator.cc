@@ -121,19 +121,33 @@ Result<std::vector<ContainerResponse>> Allocator::AllocateLocked(
     }
   }
 
-  // The pod an earlier answer for these replicas went to, if it is still on the node.
+  // The pod this Allocate is for. The kubelet hands the same replicas to a new container
+  // once the old one has ended, so an earlier answer for these replicas is a retry only
+  // while its pod still waits for its containers: not when it has ended or is being deleted,
+  // and not when another pod is waiting for its allocation (the scheduler's newest decision,
+  // which the node lock names, comes first). Otherwise the new pod would get the old pod's
+  // limits.
+  auto pending = FindPendingPod(config_.node_name, view.has_lock ? &view.lock : nullptr, view.pods);
+  const bool other_pod_allocating = [&] {
+    if (!pending.ok() || pending->metadata.uid == remembered_uid) return false;
+    const std::string* phase = pending->metadata.Annotation(kube::kBindPhaseAnnotation);
+    return phase != nullptr && *phase == kube::EncodeBindPhase(kube::BindPhase::kAllocating);
+  }();
   std::optional<kube::Pod> pod;
-  if (!remembered_uid.empty() && view.pods.contains("items") && view.pods["items"].is_array()) {
+  if (!remembered_uid.empty() && !other_pod_allocating && view.pods.contains("items") &&
+      view.pods["items"].is_array()) {
     for (const json& item : view.pods["items"]) {
       if (kube::MetadataString(item, "uid") != remembered_uid) continue;
       auto parsed = kube::ParsePod(item);
-      if (parsed.ok()) pod = std::move(parsed).value();
+      if (parsed.ok() && !parsed->IsTerminated() && !parsed->metadata.deletion_timestamp) {
+        pod = std::move(parsed).value();
+      }
     }
   }
   if (!pod) {
     known.clear();
-    pod = HAMI_TRY(
-        FindPendingPod(config_.node_name, view.has_lock ? &view.lock : nullptr, view.pods));
+    if (!pending.ok()) return std::move(pending).error();
+    pod = std::move(pending).value();
   }
 
   AllocateInput in;

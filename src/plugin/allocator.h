@@ -21,7 +21,10 @@
 // request's replicas went to, so that a repeated request gets the same answer (plugin::Allocate
 // answers from hami.io/vgpu-devices-allocated) even after the chunk was taken and the pod's
 // bind-phase became success; across a plugin restart the pure function still answers a repeat
-// it can tell apart (see allocate.h).
+// it can tell apart (see allocate.h). A remembered answer is a retry only while its pod still
+// waits for its containers: a pod that has ended (Succeeded, Failed) or is being deleted, or
+// another pod waiting with bind-phase allocating, means the kubelet handed those replicas to
+// a new container, which gets its own pod's allocation.
 //
 // Thread safety: Allocate and Prefer may be called from any thread; Allocate calls run one at a
 // time (the node lock serializes pods anyway). The Client must outlive the Allocator, and the

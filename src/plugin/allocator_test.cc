@@ -163,6 +163,48 @@ TEST_F(AllocatorTest, RepeatedAllocateIsIdempotent) {
   EXPECT_EQ(*restarted, *first);
 }
 
+// The kubelet hands an ended container's replicas to the next pod: that Allocate is the new
+// pod's, with its own limits, never a replay of the old pod's answer.
+TEST_F(AllocatorTest, ReplicasOfAnEndedPodGoToTheNextPodNotToAReplay) {
+  AddPod();
+  auto allocator = Make();
+  auto first = allocator->Allocate(Request());
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  // The first pod ends (a Job's pod stays listed as Succeeded).
+  auto ended = client_->Patch(kube::kPods, "default", "gpu-pod", kube::PatchType::kMerge,
+                              json{{"status", {{"phase", "Succeeded"}}}}, "status");
+  ASSERT_TRUE(ended.ok()) << ended.error().message();
+  const std::string devices = std::string(kGpu) + ",NVIDIA,1000,10:;";
+  json next = {
+      {"metadata",
+       {{"name", "next-pod"},
+        {"namespace", "default"},
+        {"annotations",
+         {{"hami.io/bind-phase", "allocating"},
+          {"hami.io/bind-time", "1716199400"},
+          {"hami.io/vgpu-node", kNode},
+          {"hami.io/vgpu-devices-to-allocate", devices},
+          {"hami.io/vgpu-devices-allocated", devices}}}}},
+      {"spec", {{"nodeName", kNode}, {"containers", {{{"name", "main"}, {"image", "cuda"}}}}}}};
+  ASSERT_TRUE(api_->CreateObject(kube::kPods, next).ok());
+  auto lock = kube::EncodeNodeLock({std::chrono::system_clock::now(), "default", "next-pod"});
+  ASSERT_TRUE(lock.ok());
+  ASSERT_TRUE(client_
+                  ->Patch(kube::kNodes, "", kNode, kube::PatchType::kMerge,
+                          json{{"metadata", {{"annotations", {{"hami.io/mutex.lock", *lock}}}}}})
+                  .ok());
+
+  auto second = allocator->Allocate(Request());  // the same replica
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_EQ((*second)[0].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m") << "the new pod's limit";
+  EXPECT_EQ(allocator->stats().replays, 0u);
+  auto pod = api_->GetObject(kube::kPods, "default", "next-pod");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*pod)["metadata"]["annotations"]["hami.io/bind-phase"], "success");
+  EXPECT_EQ((*pod)["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"], ";");
+  EXPECT_FALSE(NodeLocked());
+}
+
 TEST_F(AllocatorTest, LimitsFileFailureFailsAndLeavesNoPartialFile) {
   AddPod();
   options_.publish.inject = [](limits::PublishStep step) {
