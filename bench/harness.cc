@@ -530,4 +530,19 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
+std::string SelfDir() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path = n > 0 ? std::string(self, size_t(n)) : std::string("./x");
+  return path.substr(0, path.rfind('/'));
+}
+
+int64_t StatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
 }  // namespace hami::bench

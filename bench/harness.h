@@ -285,6 +285,12 @@ std::optional<std::vector<size_t>> ParseNameList(std::string_view text, std::str
                                                  const std::vector<std::string>& names,
                                                  std::string_view expected, const char* program);
 
+// ---- the benchmark's surroundings ----
+// The directory of this program's executable (its binaries' siblings live there).
+std::string SelfDir();
+// A field of /proc/<pid>/status given in kB ("VmRSS", "VmHWM"), as bytes; 0 when unreadable.
+int64_t StatusBytes(pid_t pid, const std::string& field);
+
 // ---- SVG text ----
 // Appends printf-formatted text to *out.
 [[gnu::format(printf, 2, 3)]] void Appendf(std::string* out, const char* fmt, ...);

@@ -115,22 +115,6 @@ struct Options : CommonOptions {
   int burst = 20;
 };
 
-std::string SelfDir() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path = n > 0 ? std::string(self, size_t(n)) : std::string("./x");
-  return path.substr(0, path.rfind('/'));
-}
-
-// A field of /proc/<pid>/status in kB, as bytes (0 when unreadable).
-int64_t StatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  }
-  return 0;
-}
-
 // The thread count of `pid` (Threads: in /proc/<pid>/status), 0 when unreadable.
 int Threads(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
