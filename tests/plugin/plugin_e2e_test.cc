@@ -218,6 +218,9 @@ class PluginEndToEnd : public ::testing::Test {
     spec.image_env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
     spec.driver_libs = {SimLib("libcuda.so.1"), SimLib("libnvidia-ml.so.1")};
     spec.sim_state = state_;
+    // The programs come from the build tree, which the container's own /tmp would hide when
+    // the tree is under /tmp.
+    spec.host_mounts = {{HAMI_BUILD_DIR, HAMI_BUILD_DIR, true}};
     return spec;
   }
 

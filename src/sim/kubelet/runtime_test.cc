@@ -357,6 +357,9 @@ TEST(SimRuntime, AProcessWithAnEmptyEnvironmentFindsTheInjectedDriverLibraries) 
   spec.command = {"sleep", "1000"};
   spec.image_env = kImageEnv;
   spec.driver_libs = {HAMI_SIM_CUDA_LIB, HAMI_SIM_NVML_LIB};
+  // The probe, from the build tree: bound in, since a build under /tmp is hidden by the
+  // container's own /tmp.
+  spec.host_mounts = {{HAMI_BUILD_DIR, HAMI_BUILD_DIR, true}};
   auto c = StartContainer(spec);
   ASSERT_TRUE(c.ok()) << c.error().message();
 
