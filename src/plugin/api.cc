@@ -12,6 +12,25 @@ namespace hami::plugin {
 
 // ---- conversions ----
 
+namespace {
+
+// ToProto of each of `items`, appended to a repeated message field.
+template <typename Repeated, typename T>
+void AddEach(Repeated* field, const std::vector<T>& items) {
+  for (const T& item : items) *field->Add() = ToProto(item);
+}
+
+// FromProto of each element of a repeated message field.
+template <typename T, typename Repeated>
+std::vector<T> FromEach(const Repeated& items) {
+  std::vector<T> out;
+  out.reserve(size_t(items.size()));
+  for (const auto& item : items) out.push_back(FromProto(item));
+  return out;
+}
+
+}  // namespace
+
 v1beta1::Device ToProto(const ReplicaDevice& device) {
   v1beta1::Device out;
   out.set_id(device.id);
@@ -32,15 +51,12 @@ ReplicaDevice FromProto(const v1beta1::Device& device) {
 
 v1beta1::ListAndWatchResponse ToListAndWatchResponse(const std::vector<ReplicaDevice>& devices) {
   v1beta1::ListAndWatchResponse out;
-  for (const ReplicaDevice& d : devices) *out.add_devices() = ToProto(d);
+  AddEach(out.mutable_devices(), devices);
   return out;
 }
 
 std::vector<ReplicaDevice> FromProto(const v1beta1::ListAndWatchResponse& response) {
-  std::vector<ReplicaDevice> out;
-  out.reserve(size_t(response.devices_size()));
-  for (const v1beta1::Device& d : response.devices()) out.push_back(FromProto(d));
-  return out;
+  return FromEach<ReplicaDevice>(response.devices());
 }
 
 v1beta1::ContainerAllocateRequest ToProto(const ContainerRequest& request) {
@@ -55,15 +71,12 @@ ContainerRequest FromProto(const v1beta1::ContainerAllocateRequest& request) {
 
 v1beta1::AllocateRequest ToAllocateRequest(const std::vector<ContainerRequest>& containers) {
   v1beta1::AllocateRequest out;
-  for (const ContainerRequest& c : containers) *out.add_container_requests() = ToProto(c);
+  AddEach(out.mutable_container_requests(), containers);
   return out;
 }
 
 std::vector<ContainerRequest> FromProto(const v1beta1::AllocateRequest& request) {
-  std::vector<ContainerRequest> out;
-  out.reserve(size_t(request.container_requests_size()));
-  for (const auto& c : request.container_requests()) out.push_back(FromProto(c));
-  return out;
+  return FromEach<ContainerRequest>(request.container_requests());
 }
 
 v1beta1::ContainerAllocateResponse ToProto(const ContainerResponse& response) {
@@ -100,15 +113,12 @@ ContainerResponse FromProto(const v1beta1::ContainerAllocateResponse& response) 
 
 v1beta1::AllocateResponse ToAllocateResponse(const std::vector<ContainerResponse>& containers) {
   v1beta1::AllocateResponse out;
-  for (const ContainerResponse& c : containers) *out.add_container_responses() = ToProto(c);
+  AddEach(out.mutable_container_responses(), containers);
   return out;
 }
 
 std::vector<ContainerResponse> FromProto(const v1beta1::AllocateResponse& response) {
-  std::vector<ContainerResponse> out;
-  out.reserve(size_t(response.container_responses_size()));
-  for (const auto& c : response.container_responses()) out.push_back(FromProto(c));
-  return out;
+  return FromEach<ContainerResponse>(response.container_responses());
 }
 
 v1beta1::ContainerPreferredAllocationRequest ToProto(const PreferredRequest& request) {
@@ -132,15 +142,12 @@ PreferredRequest FromProto(const v1beta1::ContainerPreferredAllocationRequest& r
 v1beta1::PreferredAllocationRequest ToPreferredAllocationRequest(
     const std::vector<PreferredRequest>& containers) {
   v1beta1::PreferredAllocationRequest out;
-  for (const PreferredRequest& c : containers) *out.add_container_requests() = ToProto(c);
+  AddEach(out.mutable_container_requests(), containers);
   return out;
 }
 
 std::vector<PreferredRequest> FromProto(const v1beta1::PreferredAllocationRequest& request) {
-  std::vector<PreferredRequest> out;
-  out.reserve(size_t(request.container_requests_size()));
-  for (const auto& c : request.container_requests()) out.push_back(FromProto(c));
-  return out;
+  return FromEach<PreferredRequest>(request.container_requests());
 }
 
 v1beta1::PreferredAllocationResponse ToPreferredAllocationResponse(

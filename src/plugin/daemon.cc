@@ -13,6 +13,7 @@
 
 #include "common/file.h"
 #include "common/raw_log.h"
+#include "common/stop_signals.h"
 #include "common/unique_fd.h"
 
 namespace hami::plugin {
@@ -151,10 +152,14 @@ void Daemon::OnHealthChange(const HealthChange& change) {
   g_log.Log(change.healthy ? LogLevel::kInfo : LogLevel::kError,
             "event=health gpu=%s healthy=%d reason=\"%s\"", change.uuid.c_str(),
             int(change.healthy), change.reason.c_str());
+  Republish();
+  register_loop_->Kick();
+}
+
+void Daemon::Republish() {
   DeviceView view = View();
   allocator_->SetGpus(NodeGpusFor(view));
   service_->SetDevices(std::move(view.replicas));
-  register_loop_->Kick();
 }
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions options) {
@@ -266,11 +271,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
         }
       }
     }
-    if (changed) {
-      DeviceView now = d->View();
-      d->allocator_->SetGpus(NodeGpusFor(now));
-      d->service_->SetDevices(std::move(now.replicas));
-    }
+    if (changed) d->Republish();
   }
   d->register_loop_->Start();
 
@@ -306,10 +307,7 @@ void Daemon::Stop() {
 }
 
 Status Daemon::Wait(int stop_fd) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
+  const sigset_t signals = StopSignals();
   UniqueFd sfd(signalfd(-1, &signals, SFD_CLOEXEC));
   if (!sfd.valid()) return Error::FromErrno("signalfd");
   for (;;) {

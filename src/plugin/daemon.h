@@ -94,6 +94,8 @@ class Daemon {
   Daemon() = default;
   Status InstallHookFiles();
   void OnHealthChange(const HealthChange& change);
+  // The GPUs' current view (inventory and health) given to the allocator and to ListAndWatch.
+  void Republish();
   DeviceView View() const;
 
   DaemonOptions options_;

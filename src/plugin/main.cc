@@ -7,9 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 
+#include "common/stop_signals.h"
 #include "kube/config.h"
 #include "plugin/allocate.h"
 #include "plugin/daemon.h"
@@ -104,12 +104,8 @@ int main(int argc, char** argv) {
 
   // Blocked before any thread starts, so that every thread inherits the mask and the daemon
   // takes the signals through its signalfd.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  if (int err = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr); err != 0) {
-    return Fail(std::string("pthread_sigmask: ") + std::strerror(err));
+  if (auto blocked = hami::BlockStopSignals(); !blocked.ok()) {
+    return Fail(blocked.error().message());
   }
   // A kubelet that goes away mid-write must not kill the plugin.
   signal(SIGPIPE, SIG_IGN);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/stop_signals.h"
 #include "kube/config.h"
 #include "scheduler/daemon.h"
 
@@ -108,13 +109,10 @@ int main(int argc, char** argv) {
   auto config = hami::kube::LoadConfig(kubeconfig);
   if (!config.ok()) return Fail(config.error().message());
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  if (int err = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr); err != 0) {
-    return Fail(std::string("pthread_sigmask: ") + std::strerror(err));
+  if (auto blocked = hami::BlockStopSignals(); !blocked.ok()) {
+    return Fail(blocked.error().message());
   }
+  const sigset_t stop_signals = hami::StopSignals();
   auto daemon = Daemon::Start(std::move(config).value(), std::move(o));
   if (!daemon.ok()) return Fail(daemon.error().message());
   std::printf("hami-scheduler: serving on port %d (metrics %d)\n", (*daemon)->port(),
