@@ -994,7 +994,34 @@ void Region::RecordActivity(uint32_t launches, int64_t now_ns) {
   s.launches.fetch_add(launches, std::memory_order_relaxed);
   s.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
   file_->policy.last_kernel_ns.store(now_ns, std::memory_order_relaxed);
-  file_->policy.recent_kernel.fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint32_t>& recent = file_->policy.recent_kernel;
+  uint32_t cur = recent.load(std::memory_order_relaxed);
+  while (cur < kRecentKernelOnLaunch &&
+         !recent.compare_exchange_weak(cur, kRecentKernelOnLaunch, std::memory_order_relaxed)) {
+  }
+}
+
+Result<uint32_t> Region::UpdateRecentKernel(uint32_t (*next)(uint32_t)) {
+  HAMI_TRY(Writable());
+  std::atomic<uint32_t>& recent = file_->policy.recent_kernel;
+  uint32_t cur = recent.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint32_t want = next(cur);
+    if (want == cur) return cur;
+    if (recent.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return cur;
+  }
+}
+
+Result<bool> AnyProcessAttached(const std::string& path) {
+  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDONLY | O_NONBLOCK));
+  // Every lock a region's users take lies in [kInitLock, the last slot's lock].
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = layout::kInitLock;
+  fl.l_len = SlotLock(kMaxSlots - 1) - layout::kInitLock + 1;
+  if (fcntl(fd.get(), F_OFD_GETLK, &fl) != 0) return Error::FromErrno("F_OFD_GETLK " + path);
+  return fl.l_type != F_UNLCK;
 }
 
 Status Region::SetSlotStatus(int slot, SlotStatus status) {

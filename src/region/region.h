@@ -58,6 +58,9 @@ inline constexpr int kMaxSlots = layout::kMaxSlots;
 inline constexpr int kUsageKinds = layout::kUsageKinds;
 inline constexpr int kIdentityTiers = layout::kIdentityTiers;
 inline constexpr int64_t kSweepIntervalNs = 100'000'000;
+// What a launch raises the container's recent-kernel counter to (HAMi-core's launches set it
+// to 2); the monitor's feedback loop takes one off per pass (monitor/feedback.h).
+inline constexpr uint32_t kRecentKernelOnLaunch = 2;
 
 // The limits a process read (variables, the limits file) and stamps on a new region.
 struct PolicySpec {
@@ -267,8 +270,21 @@ class Region {
   std::array<uint64_t, layout::kIdentitySources> IdentityCounts() const;
   std::array<uint64_t, layout::kIdentityReasons> IdentityReasonCounts() const;
   // `launches` more launches of this process (counted in batches), the latest at `now_ns`:
-  // the slot's count and time, the container's latest-kernel time and recent-kernel counter.
+  // the slot's count and time, the container's latest-kernel time, and the container's
+  // recent-kernel counter raised to kRecentKernelOnLaunch (never lowered; a CAS, so a
+  // concurrent decay by the monitor cannot undo it).
   void RecordActivity(uint32_t launches, int64_t now_ns);
+
+  // ---- the monitor's feedback loop ----
+  // The container's recent-kernel counter (one relaxed load).
+  uint32_t RecentKernel() const {
+    return file_->policy.recent_kernel.load(std::memory_order_relaxed);
+  }
+  // Replaces the counter's value v by next(v) with a compare-and-swap, retried (next called
+  // again on the new value) when a launch changed it in between, so a launch is never lost;
+  // nothing is written when next(v) == v. Returns the value it replaced. `next` must be pure.
+  // kPermission on a read-only handle.
+  Result<uint32_t> UpdateRecentKernel(uint32_t (*next)(uint32_t));
   // Any slot (hami suspend/resume, the monitor).
   Status SetSlotStatus(int slot, SlotStatus status);
 
@@ -307,6 +323,14 @@ const char* IdentityReasonName(IdentityReason reason);
 const char* IdentityTierName(IdentityTier tier);
 const char* CorePolicyName(CorePolicy policy);
 const char* LimiterModeName(LimiterMode mode);
+
+// Whether a live process is attached to the region file at `path`: some open of the file
+// holds one of the region's OFD locks (a registered process's slot lock, the init lock of a
+// creator or a waiter, a compute controller's lock). One lock query; the file's contents are
+// not read or validated, so a file of another format answers false. The final component is
+// never followed: a symlink or non-regular file is an error naming the path (kPermission);
+// a file that cannot be opened is an error naming it, with its errno (ENOENT: missing).
+Result<bool> AnyProcessAttached(const std::string& path);
 
 // Checks a header read from `path` (of `file_size` bytes) against this build's layout.
 // Pure; the fuzz target drives it.

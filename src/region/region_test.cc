@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -249,6 +251,119 @@ TEST_F(RegionTest, ThreadsReservingConcurrentlyNeverPassTheLimit) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 1000 / 7);
   EXPECT_EQ(r->Snapshot(0).used_bytes, uint64_t(1000 / 7 * 7));
+}
+
+// The launch a test injects between the feedback loop's load and its swap.
+Region* g_launching = nullptr;
+
+uint32_t DecayOnce(uint32_t v) { return v == 0 ? 0 : v - 1; }
+
+TEST_F(RegionTest, ALaunchRaisesTheRecentKernelCounterAndNeverLowersIt) {
+  auto r = MustOpen();
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(r->RecentKernel(), 0u);
+  r->RecordActivity(1, 100);
+  EXPECT_EQ(r->RecentKernel(), kRecentKernelOnLaunch);
+  r->RecordActivity(256, 200);
+  EXPECT_EQ(r->RecentKernel(), kRecentKernelOnLaunch) << "launches raise it, they do not add";
+  EXPECT_EQ(r->file().policy.last_kernel_ns.load(), 200);
+}
+
+TEST_F(RegionTest, ADecayRacingALaunchRetriesOnTheLaunchsValueSoTheLaunchIsNotLost) {
+  auto r = MustOpen();
+  ASSERT_TRUE(r->Register().ok());
+  r->RecordActivity(1, 100);
+  ASSERT_EQ(*r->UpdateRecentKernel(DecayOnce), kRecentKernelOnLaunch);
+  ASSERT_EQ(r->RecentKernel(), 1u);
+  // The decay reads 1 and would store 0; a launch lands before its swap.
+  g_launching = r.get();
+  auto decay_with_launch = [](uint32_t v) -> uint32_t {
+    if (g_launching != nullptr) {
+      Region* launching = std::exchange(g_launching, nullptr);
+      launching->RecordActivity(1, 200);
+    }
+    return v == 0 ? 0 : v - 1;
+  };
+  auto replaced = r->UpdateRecentKernel(decay_with_launch);
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(*replaced, kRecentKernelOnLaunch) << "the swap was retried on the launch's value";
+  EXPECT_EQ(r->RecentKernel(), kRecentKernelOnLaunch - 1);
+}
+
+TEST_F(RegionTest, UpdatingTheRecentKernelCounterWritesNothingWhenUnchangedAndNeedsWriteAccess) {
+  auto r = MustOpen();
+  const uint64_t generation = r->Policy().generation;
+  EXPECT_EQ(*r->UpdateRecentKernel(DecayOnce), 0u);
+  EXPECT_EQ(r->RecentKernel(), 0u);
+  EXPECT_EQ(r->Policy().generation, generation) << "the counter is not a policy change";
+  auto ro = Region::Open(path_, nullptr, Create::kNever, nullptr, Access::kReadOnly);
+  ASSERT_TRUE(ro.ok());
+  auto refused = (*ro)->UpdateRecentKernel(DecayOnce);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kPermission);
+  EXPECT_THAT(refused.error().message(), HasSubstr(path_));
+}
+
+TEST_F(RegionTest, LaunchesAndDecaysFromManyThreadsKeepTheCounterInRange) {
+  auto r = MustOpen();
+  ASSERT_TRUE(r->Register().ok());
+  std::atomic<bool> out_of_range{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20000; ++i) {
+        if (t % 2 == 0) {
+          r->RecordActivity(1, i);
+        } else if (auto old = r->UpdateRecentKernel(DecayOnce); !old.ok() || *old > 2) {
+          out_of_range = true;
+        }
+        if (r->RecentKernel() > kRecentKernelOnLaunch) out_of_range = true;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(out_of_range.load());
+  r->RecordActivity(1, 0);
+  EXPECT_EQ(*r->UpdateRecentKernel(DecayOnce), kRecentKernelOnLaunch);
+  EXPECT_EQ(r->RecentKernel(), 1u);
+}
+
+TEST_F(RegionTest, AnyProcessAttachedSeesARegisteredProcessUntilItExits) {
+  auto r = MustOpen();
+  r.reset();
+  EXPECT_FALSE(*AnyProcessAttached(path_));
+  int ready[2], release[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    auto mine = Region::Open(path_, nullptr, Create::kNever, nullptr);
+    if (!mine.ok() || !(*mine)->Register().ok()) _exit(1);
+    char c = 'r';
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    if (read(release[0], &c, 1) != 1) _exit(3);
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_TRUE(*AnyProcessAttached(path_));
+  ASSERT_EQ(write(release[1], &c, 1), 1);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_FALSE(*AnyProcessAttached(path_)) << "the slot's lock went with the process";
+  for (int fd : {ready[0], ready[1], release[0], release[1]}) close(fd);
+
+  std::string link = dir_ + "/link.cache";
+  ASSERT_EQ(symlink(path_.c_str(), link.c_str()), 0);
+  auto linked = AnyProcessAttached(link);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_EQ(linked.error().code(), ErrorCode::kPermission);
+  EXPECT_THAT(linked.error().message(), HasSubstr(link));
+  auto missing = AnyProcessAttached(dir_ + "/none.cache");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().sys_errno(), ENOENT);
+  EXPECT_THAT(missing.error().message(), HasSubstr(dir_ + "/none.cache"));
 }
 
 }  // namespace
