@@ -21,6 +21,7 @@ packages=(
   python3-grpcio python3-grpc-tools   # a real gRPC peer (and its stub generator) the device plugin and the simulated kubelet are tested against
   python3-kubernetes   # the official Python client, a real peer of the simulated API server
   prometheus           # promtool: the scheduler's test checks its metrics exposition
+  python3-yaml openssl # tests/deploy read the rendered manifests; deploy/gen-webhook-cert.sh
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
   clang libclang-rt-14-dev   # the `fuzz` preset (libFuzzer) and sanitizer runtimes
   clang-format clang-tidy    # `make format`, `make tidy`
