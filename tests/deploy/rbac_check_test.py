@@ -165,6 +165,14 @@ class RbacCheckTest(unittest.TestCase):
                                      manifests=manifests)
         self.assertEqual(status, 0, out)
 
+    def test_an_audit_that_dropped_requests_is_a_warning(self):
+        audit = json.dumps({"requests": SCHEDULER + PLUGIN + MONITOR, "dropped": 12})
+        status, out = self.run_check(None, audit_text=audit)
+        self.assertEqual(status, 0, out)
+        self.assertIn("warning: the audit log dropped its 12 oldest requests", out)
+        status, out = self.run_check(None, "--strict", audit_text=audit)
+        self.assertEqual(status, 1, out)
+
     def test_wildcard_rule_is_reported(self):
         manifests = os.path.join(self.dir, "wildcard.yaml")
         with open(self.manifests) as f:
