@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/temp_dir.h"
@@ -229,6 +231,34 @@ TEST_F(FeedbackPassTest, TwoActiveRegionsOnOneGpuBothGetTheirLimit) {
   EXPECT_EQ(s.writes, 1) << "only a's switch was off";
   EXPECT_EQ(a->SmLimitInForce(0), 30u);
   EXPECT_EQ(b->SmLimitInForce(0), 30u);
+}
+
+TEST_F(FeedbackPassTest, PassesRunningBesideLaunchingThreadsNeverLoseALaunch) {
+  region::Region* high = Make("high.cache", 0, {kGpuA});
+  region::Region* low = Make("low.cache", 1, {kGpuA});
+  ASSERT_TRUE(high && low);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> launchers;
+  for (region::Region* r : {high, low}) {
+    launchers.emplace_back([r, &stop] {
+      for (int64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) r->RecordActivity(1, i);
+    });
+  }
+  std::vector<region::Region*> regions = {high, low};
+  for (int i = 0; i < 200; ++i) {
+    FeedbackStats s = RunFeedbackPass(regions);
+    EXPECT_EQ(s.regions, 2);
+    EXPECT_EQ(s.errors, 0);
+  }
+  stop = true;
+  for (auto& t : launchers) t.join();
+  // The last launches of both land before this pass: both active, the low one paused.
+  high->RecordActivity(1, 0);
+  low->RecordActivity(1, 0);
+  FeedbackStats s = RunFeedbackPass(regions);
+  EXPECT_EQ(s.active, 2);
+  EXPECT_TRUE(low->Policy().paused);
+  EXPECT_FALSE(high->Policy().paused);
 }
 
 TEST_F(FeedbackPassTest, AReadOnlyRegionIsCountedAsAnErrorAndLeftAlone) {
