@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -229,6 +231,33 @@ TEST_F(CleanupTest, SymlinksAreRemovedAsLinksAndWhatTheyPointAtStays) {
   EXPECT_EQ(*ReadFileToString(target_dir + "/usage.cache"), "keep");
   EXPECT_EQ(*ReadFileToString(outside_ + "/limits"), "keep");
   EXPECT_EQ(*ReadFileToString(deep_target + "/file"), "keep");
+}
+
+TEST_F(CleanupTest, AMountPointInsideADirectoryIsLeftInPlaceAndReported) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const std::string dir = MakeContainer("mounted");
+  const std::string mnt = dir + "/mnt";
+  ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
+  // In a child with its own mount namespace, so the mount never leaks out of the test.
+  pid_t child = fork();
+  if (child == 0) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
+        mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
+      _exit(77);
+    }
+    if (!OpenRegularFile(mnt + "/data", O_CREAT | O_WRONLY, 0644).ok()) _exit(10);
+    Pass(0s);
+    CleanupReport r = Pass(kInterval);
+    if (r.removed != 0 || r.errors.size() != 1) _exit(11);
+    if (r.errors[0].message().find(mnt + ": a mount point") == std::string::npos) _exit(12);
+    if (!Exists(mnt + "/data")) _exit(13);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "no private mount namespace here (unshare/mount)";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "see the exit codes in the child";
 }
 
 TEST_F(CleanupTest, ALimitsFileWhoseDirectoryIsGoneIsRemovedToo) {
