@@ -2,10 +2,12 @@
 # Makes the webhook's certificates for overlays/generated-certificate, with openssl: a CA and a
 # serving certificate signed by it for hami-scheduler's Service DNS names.
 #
-#   deploy/gen-webhook-cert.sh [--out DIR] [--days N] [--namespace NS] [--service NAME] [--force]
+#   deploy/gen-webhook-cert.sh [--out DIR] [--days N] [--namespace NS] [--service NAME]
+#                              [--ip ADDR]... [--force]
 #
 # writes DIR/ca.crt, DIR/tls.crt, DIR/tls.key (default DIR: the overlay's certs/ directory;
-# --days 365; --namespace hami-system; --service hami-scheduler). The CA's key is not kept: a
+# --days 365; --namespace hami-system; --service hami-scheduler; --ip adds an IPv4 address to
+# the certificate's names, for a webhook called by URL). The CA's key is not kept: a
 # new certificate means a new CA, and re-applying the overlay updates both the Secret and the
 # webhook's caBundle. Existing files are kept unless --force is given. The private key is
 # written with mode 0600.
@@ -17,6 +19,7 @@ days=365
 namespace=hami-system
 service=hami-scheduler
 force=0
+ips=()
 
 die() { echo "gen-webhook-cert.sh: $*" >&2; exit 1; }
 
@@ -27,7 +30,8 @@ while (($#)); do
     --namespace) namespace=${2:?--namespace needs a name}; shift 2 ;;
     --service) service=${2:?--service needs a name}; shift 2 ;;
     --force) force=1; shift ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --ip) ips+=("${2:?--ip needs an address}"); shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -36,6 +40,11 @@ done
 dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 [[ "$namespace" =~ $dns_label ]] || die "--namespace: '$namespace' is not a DNS label"
 [[ "$service" =~ $dns_label ]] || die "--service: '$service' is not a DNS label"
+for ip in "${ips[@]}"; do
+  [[ "$ip" =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] &&
+    ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256 && BASH_REMATCH[3] < 256 &&
+      BASH_REMATCH[4] < 256)) || die "--ip: '$ip' is not an IPv4 address"
+done
 command -v openssl >/dev/null || die "openssl is not installed (Debian package openssl)"
 
 if ((!force)) && [[ -e "$out/tls.crt" || -e "$out/tls.key" || -e "$out/ca.crt" ]]; then
@@ -60,11 +69,13 @@ openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
   -keyout "$work/tls.key" -out "$work/tls.csr" -subj "/CN=$fqdn" 2>"$work/log" ||
   { cat "$work/log" >&2; die "openssl could not make the serving key"; }
 
+names="DNS:$service,DNS:$service.$namespace,DNS:$fqdn,DNS:$fqdn.cluster.local"
+for ip in "${ips[@]}"; do names+=",IP:$ip"; done
 cat >"$work/ext" <<EXT
 basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=DNS:$service,DNS:$service.$namespace,DNS:$fqdn,DNS:$fqdn.cluster.local
+subjectAltName=$names
 EXT
 openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" \
   -CAcreateserial -out "$work/tls.crt" -days "$days" -extfile "$work/ext" 2>"$work/log" ||

@@ -300,6 +300,7 @@ class ManifestsTest(unittest.TestCase):
             self.assertNotEqual(f.read(), first)
         for args, message in ((["--days", "0"], "--days: '0' is not a positive whole number"),
                               (["--namespace", "Bad_NS"], "--namespace: 'Bad_NS' is not a DNS label"),
+                              (["--ip", "10.0.0.256"], "--ip: '10.0.0.256' is not an IPv4 address"),
                               (["--bogus"], "unknown argument '--bogus'")):
             p = subprocess.run([script, "--out", out, *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
