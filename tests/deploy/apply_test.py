@@ -2,9 +2,11 @@
 """The rendered deployment applied with the real kubectl to `hami sim apiserver`: every object of
 the base and of every overlay is served and applies (twice: the second apply changes nothing
 it should not), reads back as applied, and the webhook configuration leaves pod creation
-working. Then hami-scheduler, started with the Deployment's own flags and configuration, runs
-against the server and its requests (GET /sim/audit) pass tests/deploy/rbac_check.py against the
-rendered RBAC.
+working. Then hami-scheduler, started with the Deployment's own flags, configuration and the
+generated certificate, runs against the server: its requests (GET /sim/audit) pass
+tests/deploy/rbac_check.py against the rendered RBAC, and the rendered webhook configuration
+(called by URL, with its own caBundle) makes the API server send GPU pods to hami-scheduler,
+leave pods of hami-system alone and refuse a privileged GPU pod.
 
 Objects of cert-manager.io (overlays/cert-manager) need cert-manager's CRDs, which the simulated
 API server does not serve, as a cluster without cert-manager does not: they are the only objects
@@ -18,11 +20,14 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 import yaml
 
@@ -129,8 +134,10 @@ class ApplyTest(unittest.TestCase):
         cls.deploy = os.path.join(cls.tmp, "deploy")
         shutil.copytree(DEPLOY, cls.deploy,
                         ignore=shutil.ignore_patterns("certs"))
-        subprocess.run([os.path.join(cls.deploy, "gen-webhook-cert.sh"), "--days", "2"],
-                       check=True, stdout=subprocess.DEVNULL)
+        # 127.0.0.1 too: the webhook test calls hami-scheduler by URL on loopback.
+        subprocess.run([os.path.join(cls.deploy, "gen-webhook-cert.sh"), "--days", "2", "--ip",
+                        "127.0.0.1"], check=True, stdout=subprocess.DEVNULL)
+        cls.certs = os.path.join(cls.deploy, "overlays", "generated-certificate", "certs")
         cls.rendered = {}
         for o in OVERLAYS:
             p = subprocess.run([KUBECTL, "kustomize", os.path.join(cls.deploy, o)],
@@ -205,14 +212,12 @@ class ApplyTest(unittest.TestCase):
                     "metadata": {"name": "after-apply", "namespace": "default"},
                     "spec": {"containers": [{"name": "main", "image": "busybox"}]}}))
 
-    def test_scheduler_with_the_deployments_flags_stays_within_its_rbac(self):
-        overlay = "overlays/generated-certificate"
-        server, objs, _ = self.apply_overlay(overlay)
+    def start_scheduler(self, server, objs):
+        """hami-scheduler with the rendered Deployment's flags, its /config and /tls mounts as
+        files, on loopback ports; returns (process, extender port, log file) once it serves."""
         deployment = next(o for o in objs if o["kind"] == "Deployment")
         container = next(c for c in deployment["spec"]["template"]["spec"]["containers"]
                          if c["name"] == "hami-scheduler")
-        # The Deployment's mounts, as files: /config from the device ConfigMap, /tls from the
-        # Secret.
         root = os.path.join(server.dir, "pod")
         for o in objs:
             if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("hami-device-config"):
@@ -220,39 +225,77 @@ class ApplyTest(unittest.TestCase):
                 for k, v in o["data"].items():
                     with open(os.path.join(root, "config", k), "w") as f:
                         f.write(v)
-        certs = os.path.join(self.deploy, "overlays", "generated-certificate", "certs")
         argv = [os.path.join(BIN_DIR, "hami-scheduler")]
         for a in container["command"][1:]:
-            a = a.replace("=/config/", "=" + root + "/config/").replace("=/tls/", "=" + certs + "/")
+            a = a.replace("=/config/", "=" + root + "/config/").replace("=/tls/", "=" + self.certs + "/")
             if a.startswith("--http-bind="):
                 a = "--http-bind=127.0.0.1:0"
             if a.startswith("--metrics-bind-address="):
                 a = "--metrics-bind-address=127.0.0.1:0"
             argv.append(a)
         argv += ["--kubeconfig", server.kubeconfig]
-        server.kubectl_ok("delete", "--raw", "/sim/audit")
         log = open(os.path.join(server.dir, "scheduler.log"), "w+")
-        sched = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            # Until it has taken the lease and run a handshake round: its steady state.
-            deadline = time.monotonic() + TIMEOUT_S
-            audit = {"requests": []}
-            while time.monotonic() < deadline and sched.poll() is None:
-                audit = json.loads(server.kubectl_ok("get", "--raw", "/sim/audit"))
-                mine = [r for r in audit["requests"] if r["user_agent"] == "hami-scheduler"]
-                if any(r["resource"] == "leases" and r["verb"] in ("create", "update")
-                       for r in mine) and any(r["verb"] == "watch" for r in mine):
-                    break
-                time.sleep(0.2)  # polling an observable condition (the audit log), not a wait
-            self.assertIsNone(sched.poll(), "hami-scheduler exited")
-        finally:
-            sched.send_signal(signal.SIGTERM)
-            sched.wait(timeout=20)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.addCleanup(self.stop_scheduler, proc, log)
+        line = proc.stdout.readline()
+        m = re.match(r"hami-scheduler: serving on port (\d+)", line)
+        if m is None:
+            proc.wait(timeout=TIMEOUT_S)
             log.seek(0)
-            sched_log = log.read()
-            log.close()
-        self.assertEqual(sched.returncode, 0, sched_log)
+            raise AssertionError(f"hami-scheduler did not start: {line}{log.read()}")
+        return proc, int(m.group(1)), log
+
+    @staticmethod
+    def stop_scheduler(proc, log):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+        proc.stdout.close()
+        log.close()
+
+    @staticmethod
+    def read_log(log):
+        log.flush()
+        log.seek(0)
+        return log.read()[-6000:]
+
+    def wait_ready(self, proc, port):
+        ctx = ssl.create_default_context(cafile=os.path.join(self.certs, "ca.crt"))
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx,
+                                            timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except urllib.error.HTTPError:
+                pass  # 503 until the informers have synced
+            time.sleep(0.2)  # polling an observable condition (/readyz), not a wait
+        raise AssertionError("hami-scheduler did not become ready")
+
+    def test_scheduler_with_the_deployments_flags_stays_within_its_rbac(self):
+        overlay = "overlays/generated-certificate"
+        server, objs, _ = self.apply_overlay(overlay)
+        server.kubectl_ok("delete", "--raw", "/sim/audit")
+        proc, port, log = self.start_scheduler(server, objs)
+        self.wait_ready(proc, port)
+        # Until it has taken the lease: its steady state (informers, leader election).
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            audit = json.loads(server.kubectl_ok("get", "--raw", "/sim/audit"))
+            mine = [r for r in audit["requests"] if r["user_agent"] == "hami-scheduler"]
+            if any(r["resource"] == "leases" and r["verb"] in ("create", "update") for r in mine):
+                break
+            time.sleep(0.2)  # polling an observable condition (the audit log), not a wait
+        self.assertIsNone(proc.poll(), "hami-scheduler exited: " + self.read_log(log))
+        self.stop_scheduler(proc, log)
+        self.assertEqual(proc.returncode, 0)
         audit = json.loads(server.kubectl_ok("get", "--raw", "/sim/audit"))
+        verbs = {(r["verb"], r["resource"]) for r in audit["requests"]
+                 if r["user_agent"] == "hami-scheduler"}
+        for want in (("list", "nodes"), ("watch", "pods"), ("list", "resourcequotas"),
+                     ("create", "leases")):
+            self.assertIn(want, verbs)
         audit_path = os.path.join(server.dir, "audit.json")
         with open(audit_path, "w") as f:
             json.dump(audit, f)
@@ -262,8 +305,46 @@ class ApplyTest(unittest.TestCase):
         p = subprocess.run([sys.executable, os.path.join(HERE, "rbac_check.py"), "--manifests",
                             manifests, "--audit", audit_path, "--component", "hami-scheduler"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.assertEqual(p.returncode, 0, p.stdout + "\nscheduler log:\n" + sched_log)
+        self.assertEqual(p.returncode, 0, p.stdout)
         self.assertIn("0 errors", p.stdout)
+
+    def test_webhook_with_the_generated_certificate_mutates_and_refuses_pods(self):
+        overlay = "overlays/generated-certificate"
+        server, objs, _ = self.apply_overlay(overlay)
+        proc, port, log = self.start_scheduler(server, objs)
+        self.wait_ready(proc, port)
+        # The rendered webhook, called by URL (the simulated API server has no Service
+        # network): the same caBundle, which must verify the served certificate.
+        webhook = next(o for o in objs if o["kind"] == "MutatingWebhookConfiguration")
+        cc = webhook["webhooks"][0]["clientConfig"]
+        self.assertIn("caBundle", cc)
+        cc.pop("service")
+        cc["url"] = f"https://127.0.0.1:{port}/webhook"
+        server.kubectl_ok("apply", "-f", "-", input_text=json.dumps(webhook))
+
+        def pod(name, ns, privileged=False):
+            c = {"name": "main", "image": "busybox",
+                 "resources": {"limits": {"nvidia.com/gpumem": "3000"}}}
+            if privileged:
+                c["securityContext"] = {"privileged": True}
+            return json.dumps({"apiVersion": "v1", "kind": "Pod",
+                               "metadata": {"name": name, "namespace": ns},
+                               "spec": {"containers": [c]}})
+
+        server.kubectl_ok("create", "-f", "-", input_text=pod("gpu", "default"))
+        got = json.loads(server.kubectl_ok("get", "pod", "gpu", "-n", "default", "-o", "json"))
+        self.assertEqual(got["spec"].get("schedulerName"), "hami-scheduler", self.read_log(log))
+        self.assertEqual(got["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1")
+        # hami-system is labelled hami.io/webhook=ignore: not sent to the webhook.
+        server.kubectl_ok("create", "-f", "-", input_text=pod("gpu", "hami-system"))
+        got = json.loads(server.kubectl_ok("get", "pod", "gpu", "-n", "hami-system", "-o", "json"))
+        self.assertNotEqual(got["spec"].get("schedulerName"), "hami-scheduler")
+        self.assertNotIn("nvidia.com/gpu", got["spec"]["containers"][0]["resources"]["limits"])
+        status, out = server.kubectl("create", "-f", "-",
+                                     input_text=pod("privileged", "default", privileged=True))
+        self.assertNotEqual(status, 0, out)
+        self.assertIn('admission webhook "vgpu.hami.io" denied the request', out)
+        self.assertIn("privileged", out)
 
 
 if __name__ == "__main__":
