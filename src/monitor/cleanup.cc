@@ -178,10 +178,11 @@ CleanupReport Cleaner::Pass(const std::function<Result<std::vector<std::string>>
   CleanupReport report;
   // 1. The scan.
   UniqueFd dir_fd(open(containers_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const int open_errno = dir_fd.valid() ? 0 : errno;
   std::map<ContainerKey, Entry> seen;
   dev_t dev = 0;
-  if (!dir_fd.valid() && errno != ENOENT) {
-    report.errors.push_back(Error::FromErrno("opening directory " + containers_dir_));
+  if (!dir_fd.valid() && open_errno != ENOENT) {
+    report.errors.push_back(Error::FromErrno("opening directory " + containers_dir_, open_errno));
   } else if (dir_fd.valid()) {
     struct stat st;
     if (fstat(dir_fd.get(), &st) != 0) {

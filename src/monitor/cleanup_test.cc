@@ -260,6 +260,20 @@ TEST_F(CleanupTest, AMountPointInsideADirectoryIsLeftInPlaceAndReported) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << "see the exit codes in the child";
 }
 
+TEST_F(CleanupTest, AContainersDirectoryThatIsASymlinkIsNotFollowed) {
+  const std::string elsewhere = outside_ + "/containers";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((elsewhere + "/gone_main").c_str(), 0755), 0);
+  ASSERT_EQ(rmdir(containers_.c_str()), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), containers_.c_str()), 0);
+  Pass(0s);
+  CleanupReport r = Pass(kInterval);
+  EXPECT_EQ(r.candidates, 0);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_THAT(r.errors[0].message(), HasSubstr("opening directory " + containers_));
+  EXPECT_TRUE(Exists(elsewhere + "/gone_main"));
+}
+
 TEST_F(CleanupTest, ALimitsFileWhoseDirectoryIsGoneIsRemovedToo) {
   WriteFile(containers_ + "/orphan_main.limits", "X=1\n");
   Pass(0s);
