@@ -246,6 +246,7 @@ int ServeApiServer(const ApiServerFlags& f) {
 }  // namespace
 
 void AddSimKubeSchedulerCommand(CLI::App& sim);  // sim_kube_scheduler_cmd.cc
+void AddSimClusterCommands(CLI::App& sim);       // sim_cluster_cmd.cc
 
 void ConfigureSimCommand(CLI::App& app) {
   CLI::App* sim = &app;
@@ -313,6 +314,7 @@ void ConfigureSimCommand(CLI::App& app) {
   apiserver->callback([] { std::exit(ServeApiServer(api)); });
 
   AddSimKubeSchedulerCommand(*sim);
+  AddSimClusterCommands(*sim);
 }
 
 }  // namespace hami::cli

@@ -1,0 +1,144 @@
+// The simulated kubelet's pure parts: a pod's plan, restart decisions, the phase and the
+// status it writes, the Node's status.
+#include "sim/cluster/node_agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hami::sim::cluster {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using Kind = ContainerState::Kind;
+
+json Pod(json containers) {
+  return {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u-1"}}},
+          {"spec", {{"nodeName", "node-1"}, {"containers", std::move(containers)}}}};
+}
+
+TEST(PlanPod, JoinsCommandAndArgsResolvesFieldRefsAndCountsDeviceLimits) {
+  json pod =
+      Pod({{{"name", "main"},
+            {"command", {"sh", "-c"}},
+            {"args", {"echo hi"}},
+            {"env",
+             {{{"name", "A"}, {"value", "1"}},
+              {{"name", "POD"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+              {{"name", "NODE"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "spec.nodeName"}}}}}}}},
+            {"resources",
+             {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", 3000}, {"cpu", "1"}}}}}}});
+  pod["spec"]["restartPolicy"] = "OnFailure";
+  pod["spec"]["terminationGracePeriodSeconds"] = 3;
+  auto plan = PlanPod(pod, "127.0.0.1", {"nvidia.com/gpu"});
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->restart_policy, RestartPolicy::kOnFailure);
+  EXPECT_EQ(plan->grace_period, std::chrono::seconds(3));
+  ASSERT_EQ(plan->containers.size(), 1u);
+  const ContainerPlan& c = plan->containers[0];
+  EXPECT_EQ(c.command, (std::vector<std::string>{"sh", "-c", "echo hi"}));
+  EXPECT_EQ(c.env.at("A"), "1");
+  EXPECT_EQ(c.env.at("POD"), "p");
+  EXPECT_EQ(c.env.at("NODE"), "node-1");
+  EXPECT_EQ(c.devices, (std::map<std::string, int64_t>{{"nvidia.com/gpu", 2}}));
+}
+
+TEST(PlanPod, RefusesWhatTheSimulatedKubeletCannotRunNamingTheField) {
+  auto no_command = PlanPod(Pod({{{"name", "main"}, {"image", "busybox"}}}), "127.0.0.1", {});
+  ASSERT_FALSE(no_command.ok());
+  EXPECT_THAT(no_command.error().message(), HasSubstr("spec.containers[0] (main): no command"));
+
+  json pod = Pod({{{"name", "m"}, {"command", {"true"}}}});
+  pod["spec"]["restartPolicy"] = "Sometimes";
+  auto policy = PlanPod(pod, "127.0.0.1", {});
+  ASSERT_FALSE(policy.ok());
+  EXPECT_THAT(policy.error().message(), HasSubstr("spec.restartPolicy 'Sometimes'"));
+
+  auto bad_count = PlanPod(Pod({{{"name", "m"},
+                                 {"command", {"true"}},
+                                 {"resources", {{"limits", {{"nvidia.com/gpu", "1.5"}}}}}}}),
+                           "127.0.0.1", {"nvidia.com/gpu"});
+  ASSERT_FALSE(bad_count.ok());
+  EXPECT_THAT(bad_count.error().message(), HasSubstr("limits[nvidia.com/gpu]: '1.5'"));
+
+  auto secret = PlanPod(
+      Pod({{{"name", "m"},
+            {"command", {"true"}},
+            {"env", {{{"name", "S"}, {"valueFrom", {{"secretKeyRef", {{"name", "x"}}}}}}}}}}),
+      "127.0.0.1", {});
+  ASSERT_FALSE(secret.ok());
+  EXPECT_THAT(secret.error().message(), HasSubstr("env[0] (S): valueFrom"));
+
+  EXPECT_FALSE(PlanPod(Pod(json::array()), "127.0.0.1", {}).ok());
+}
+
+TEST(Restart, FollowsThePolicyAndBacksOffUpToThirtySeconds) {
+  EXPECT_TRUE(ShouldRestart(RestartPolicy::kAlways, 0));
+  EXPECT_TRUE(ShouldRestart(RestartPolicy::kOnFailure, 1));
+  EXPECT_FALSE(ShouldRestart(RestartPolicy::kOnFailure, 0));
+  EXPECT_FALSE(ShouldRestart(RestartPolicy::kNever, 1));
+  EXPECT_EQ(RestartBackoff(1), std::chrono::milliseconds(1000));
+  EXPECT_EQ(RestartBackoff(3), std::chrono::milliseconds(4000));
+  EXPECT_EQ(RestartBackoff(20), std::chrono::milliseconds(30000));
+}
+
+ContainerState State(Kind kind, int exit_code = 0, bool will_restart = false) {
+  ContainerState s;
+  s.kind = kind;
+  s.exit_code = exit_code;
+  s.will_restart = will_restart;
+  return s;
+}
+
+TEST(PodPhase, IsRunningWhileAContainerRunsOrWillRestartAndFinalOnceAllEnded) {
+  EXPECT_EQ(PodPhase({State(Kind::kWaiting)}), "Pending");
+  EXPECT_EQ(PodPhase({State(Kind::kRunning), State(Kind::kTerminated)}), "Running");
+  EXPECT_EQ(PodPhase({State(Kind::kWaiting, 1, true)}), "Running");
+  EXPECT_EQ(PodPhase({State(Kind::kTerminated), State(Kind::kTerminated)}), "Succeeded");
+  EXPECT_EQ(PodPhase({State(Kind::kTerminated), State(Kind::kTerminated, 2)}), "Failed");
+}
+
+TEST(PodStatusJson, CarriesContainerStatesIdsAndConditions) {
+  auto plan =
+      PlanPod(Pod({{{"name", "a"}, {"command", {"x"}}}, {{"name", "b"}, {"command", {"y"}}}}),
+              "127.0.0.1", {});
+  ASSERT_TRUE(plan.ok());
+  ContainerState run = State(Kind::kRunning);
+  run.container_id = "sim://abc";
+  run.started_at = "2026-12-01T10:00:00Z";
+  ContainerState done = State(Kind::kTerminated, 3);
+  done.reason = "Error";
+  done.restart_count = 2;
+  json s = PodStatusJson(*plan, {run, done}, "127.0.0.1", "2026-12-01T09:00:00Z");
+  EXPECT_EQ(s["phase"], "Running");
+  EXPECT_EQ(s["hostIP"], "127.0.0.1");
+  EXPECT_EQ(s["startTime"], "2026-12-01T09:00:00Z");
+  ASSERT_EQ(s["containerStatuses"].size(), 2u);
+  EXPECT_EQ(s["containerStatuses"][0]["containerID"], "sim://abc");
+  EXPECT_EQ(s["containerStatuses"][0]["state"]["running"]["startedAt"], "2026-12-01T10:00:00Z");
+  EXPECT_EQ(s["containerStatuses"][1]["state"]["terminated"]["exitCode"], 3);
+  EXPECT_EQ(s["containerStatuses"][1]["restartCount"], 2);
+  bool ready_false = false;
+  for (const json& c : s["conditions"]) {
+    if (c["type"] == "Ready") ready_false = c["status"] == "False";
+  }
+  EXPECT_TRUE(ready_false) << "one container is not running";
+}
+
+TEST(NodeStatusJson, ListsCapacityWithTheDeviceCountsAndIsReady) {
+  NodeAgentOptions o;
+  o.name = "node-1";
+  json s = NodeStatusJson(o, {{"nvidia.com/gpu", 20}}, "2026-12-01T10:00:00Z");
+  EXPECT_EQ(s["capacity"]["nvidia.com/gpu"], "20");
+  EXPECT_EQ(s["allocatable"]["pods"], "110");
+  EXPECT_EQ(s["capacity"]["cpu"], "16000m");
+  bool ready = false;
+  for (const json& c : s["conditions"]) {
+    if (c["type"] == "Ready") ready = c["status"] == "True";
+  }
+  EXPECT_TRUE(ready);
+  EXPECT_EQ(s["addresses"][1]["address"], "node-1");
+}
+
+}  // namespace
+}  // namespace hami::sim::cluster
