@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""The operator's documentation checked against the code it documents:
+
+- every relative link of docs/*.md and README.md names a file that exists and, for a page, a
+  heading it has (GitHub's anchors);
+- every `event=NAME` the daemons log (src/plugin, src/scheduler, src/monitor) is named in the
+  docs, and so is every fixed start-up failure of their main.cc (`Fail("...")`);
+- every flag of hami-scheduler, hami-device-plugin and hami-monitor is in its section of
+  docs/configuration.md, and so is every key the device config's and config.json's parsers
+  accept;
+- every metric hami-scheduler and hami-monitor export is listed in docs/observability.md, and
+  every metric that page names is one they export;
+- the alerting rules in docs/observability.md pass `promtool check rules` and use only exported
+  metrics.
+
+Environment: HAMI_SOURCE_DIR (the checkout; default: two levels above this file).
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("HAMI_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+DOCS = os.path.join(SOURCE_DIR, "docs")
+OBSERVABILITY = os.path.join(DOCS, "observability.md")
+CONFIGURATION = os.path.join(DOCS, "configuration.md")
+DAEMON_DIRS = ["src/plugin", "src/scheduler", "src/monitor"]
+METRIC_SOURCES = ["src/scheduler/metrics.cc", "src/monitor/metrics.cc"]
+# A histogram is exported as these series beside its name.
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def without_code_blocks(text):
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def pages():
+    return sorted(glob.glob(os.path.join(DOCS, "*.md"))) + [os.path.join(SOURCE_DIR, "README.md")]
+
+
+def all_docs_text():
+    return "\n".join(read(p) for p in pages())
+
+
+def anchors(path):
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to '-', repeats -1, -2."""
+    out, seen = set(), {}
+    for line in without_code_blocks(read(path)).splitlines():
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def sources(dirs):
+    """The daemons' non-test C++ sources."""
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(SOURCE_DIR, d, "*.cc"))):
+            name = os.path.basename(path)
+            if name.endswith("_test.cc") or name.endswith("_fuzz.cc"):
+                continue
+            yield path
+
+
+def exported_metrics():
+    names = set()
+    for rel in METRIC_SOURCES:
+        path = os.path.join(SOURCE_DIR, rel)
+        if os.path.exists(path):
+            names.update(re.findall(r'"(hami_[a-z0-9_]+)"', read(path)))
+    return names
+
+
+def section(text, heading):
+    """The text under `heading` (a whole heading line) up to the next heading of its level."""
+    level = heading.split(" ", 1)[0]
+    parts = text.split("\n" + heading + "\n", 1)
+    if len(parts) != 2:
+        return None
+    rest = parts[1]
+    m = re.search(r"^#{1,%d} " % len(level), rest, flags=re.M)
+    return rest[: m.start()] if m else rest
+
+
+def alert_rules_block():
+    text = read(OBSERVABILITY)
+    section = text.split("## Alerting rules", 1)
+    if len(section) != 2:
+        return None
+    m = re.search(r"^```yaml\n(.*?)^```", section[1], flags=re.S | re.M)
+    return m.group(1) if m else None
+
+
+class DocsTest(unittest.TestCase):
+    def test_every_relative_link_resolves(self):
+        bad = []
+        for page in pages():
+            for target in re.findall(r"\]\(([^)\s]+)\)", without_code_blocks(read(page))):
+                if re.match(r"^[a-z]+://", target) or target.startswith("mailto:"):
+                    continue
+                path, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+                where = os.path.relpath(page, SOURCE_DIR)
+                if not os.path.exists(dest):
+                    bad.append(f"{where}: ({target}): no such file")
+                elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                    bad.append(f"{where}: ({target}): no heading with that anchor")
+        self.assertEqual(bad, [], "broken links:\n" + "\n".join(bad))
+
+    def test_every_logged_event_is_documented(self):
+        docs = all_docs_text()
+        missing = []
+        for path in sources(DAEMON_DIRS):
+            for name in sorted(set(re.findall(r"event=([a-z_]+)", read(path)))):
+                if f"event={name}" not in docs:
+                    missing.append(f"event={name} ({os.path.relpath(path, SOURCE_DIR)})")
+        self.assertEqual(missing, [], "log events no page names:\n" + "\n".join(missing))
+
+    def test_every_fixed_start_up_failure_is_documented(self):
+        docs = all_docs_text()
+        missing = []
+        for d in DAEMON_DIRS:
+            main = os.path.join(SOURCE_DIR, d, "main.cc")
+            if not os.path.exists(main):
+                continue
+            for literal in re.findall(r'Fail\("((?:[^"\\]|\\.)*)"\)', read(main)):
+                text = literal.replace('\\"', '"')
+                if text.startswith("step="):  # hami-monitor prefixes the step it failed at
+                    text = text.split(": ", 1)[-1]
+                if text not in docs:
+                    missing.append(f"{literal} ({d}/main.cc)")
+        self.assertEqual(missing, [], "start-up failures no page names:\n" + "\n".join(missing))
+
+    def test_every_daemon_flag_is_in_configuration(self):
+        page = read(CONFIGURATION)
+        missing = []
+        for daemon, d in [("hami-scheduler", "src/scheduler"), ("hami-device-plugin", "src/plugin"),
+                          ("hami-monitor", "src/monitor")]:
+            main = os.path.join(SOURCE_DIR, d, "main.cc")
+            if not os.path.exists(main):
+                continue
+            text = section(page, "### " + daemon)
+            self.assertIsNotNone(text, f"docs/configuration.md has no '### {daemon}' section")
+            for flag in re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)', read(main)):
+                if not re.search(r"`" + re.escape(flag) + r"[ `]", text):
+                    missing.append(f"{daemon} {flag}")
+        self.assertEqual(missing, [], "flags docs/configuration.md does not list")
+
+    def test_every_config_key_is_in_configuration(self):
+        page = read(CONFIGURATION)
+        missing = []
+        device = section(page, "## device-config.yaml: the `nvidia:` section")
+        self.assertIsNotNone(device, "docs/configuration.md has no device-config.yaml section")
+        src = read(os.path.join(SOURCE_DIR, "src/scheduler/device_config.cc"))
+        keys = set(re.findall(r'(?:name|integer|boolean|positive|ignored)\("([A-Za-z]+)"', src))
+        keys |= set(re.findall(r'\{"([A-Za-z]+)", \[\]', src))
+        for group in re.findall(r"for \(std::string_view key : \{([^}]*)\}", src):
+            keys |= set(re.findall(r'"([A-Za-z]+)"', group))
+        self.assertIn("deviceSplitCount", keys, "the device config's keys were not found")
+        missing += [f"nvidia.{k}" for k in sorted(keys) if f"`{k}`" not in device]
+        node = section(page, "## config.json: per-node overrides")
+        self.assertIsNotNone(node, "docs/configuration.md has no config.json section")
+        src = read(os.path.join(SOURCE_DIR, "src/plugin/config.cc"))
+        keys = set(re.findall(r'[hf]\.emplace_back\("([a-z]+)"', src))
+        self.assertIn("devicesplitcount", keys, "config.json's keys were not found")
+        missing += [f"config.json {k}" for k in sorted(keys)
+                    if not any(form in node for form in (f"`{k}`", f".{k}`", f"`{k}."))]
+        self.assertEqual(missing, [], "configuration keys docs/configuration.md does not list")
+
+    def test_every_exported_metric_is_in_observability(self):
+        page = read(OBSERVABILITY)
+        missing = sorted(m for m in exported_metrics() if f"`{m}`" not in page)
+        self.assertEqual(missing, [], "metrics docs/observability.md does not list")
+
+    def test_every_metric_observability_names_is_exported(self):
+        exported = exported_metrics()
+        named = set(re.findall(r"`(hami_[a-z0-9_]+)`", without_code_blocks(read(OBSERVABILITY))))
+        stale = sorted(m for m in named if m not in exported)
+        self.assertEqual(stale, [], "docs/observability.md names metrics nothing exports")
+
+    def test_alert_rules_use_exported_metrics(self):
+        block = alert_rules_block()
+        self.assertIsNotNone(block, "docs/observability.md has no ```yaml block under Alerting rules")
+        exported = exported_metrics()
+        used = set()
+        for expr in re.findall(r"expr: \|?\s*\n?((?:.*\n)*?)\s*(?:for|labels):", block):
+            used.update(re.findall(r"\b(hami_[a-z0-9_]+)", expr))
+        self.assertTrue(used, "no metric found in the rules' expressions")
+        unknown = sorted(m for m in used if m not in exported
+                         and not m.endswith(HISTOGRAM_SUFFIXES))
+        self.assertEqual(unknown, [], "alerting rules use metrics nothing exports")
+
+    def test_alert_rules_pass_promtool(self):
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            self.skipTest("promtool not installed (Debian package prometheus; scripts/setup.sh "
+                          "installs it)")
+        block = alert_rules_block()
+        self.assertIsNotNone(block)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(block)
+            f.flush()
+            run = subprocess.run([promtool, "check", "rules", f.name], capture_output=True,
+                                 text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
