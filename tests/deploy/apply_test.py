@@ -320,7 +320,7 @@ class ApplyTest(unittest.TestCase):
         self.assertIn("caBundle", cc)
         cc.pop("service")
         cc["url"] = f"https://127.0.0.1:{port}/webhook"
-        server.kubectl_ok("apply", "-f", "-", input_text=json.dumps(webhook))
+        server.kubectl_ok("replace", "-f", "-", input_text=json.dumps(webhook))
 
         def pod(name, ns, privileged=False):
             c = {"name": "main", "image": "busybox",
