@@ -30,7 +30,7 @@ DOCS = os.path.join(SOURCE_DIR, "docs")
 OBSERVABILITY = os.path.join(DOCS, "observability.md")
 CONFIGURATION = os.path.join(DOCS, "configuration.md")
 DAEMON_DIRS = ["src/plugin", "src/scheduler", "src/monitor"]
-METRIC_SOURCES = ["src/scheduler/metrics.cc", "src/monitor/metrics.cc"]
+METRIC_DIRS = ["src/scheduler", "src/monitor"]  # every "hami_..." literal there is a metric
 # A histogram is exported as these series beside its name.
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
@@ -78,10 +78,8 @@ def sources(dirs):
 
 def exported_metrics():
     names = set()
-    for rel in METRIC_SOURCES:
-        path = os.path.join(SOURCE_DIR, rel)
-        if os.path.exists(path):
-            names.update(re.findall(r'"(hami_[a-z0-9_]+)"', read(path)))
+    for path in sources(METRIC_DIRS):
+        names.update(re.findall(r'"(hami_[a-z0-9_]+)"', read(path)))
     return names
 
 
