@@ -296,9 +296,16 @@ constexpr std::array kListRules{
     ListRule{"taints", "key"},
     ListRule{"ownerReferences", "uid"},
     ListRule{"finalizers", ""},
+    ListRule{"webhooks", "name"},
+    ListRule{"secrets", "name"},
 };
 
-const ListRule* FindListRule(std::string_view field) {
+// A Service's own ports (/spec/ports) merge by port; every other "ports" list is a container's.
+constexpr ListRule kServicePortsRule{"ports", "port"};
+
+// The rule of the list `field` at `list_path` (its location, "/spec/ports").
+const ListRule* FindListRule(std::string_view field, std::string_view list_path) {
+  if (field == "ports" && list_path == "/spec/ports") return &kServicePortsRule;
   for (const ListRule& r : kListRules) {
     if (r.field == field) return &r;
   }
@@ -389,7 +396,7 @@ class StrategicMerger {
     }
     if (patch.is_array()) {
       if (!present || !slot.is_array()) slot = json::array();
-      HAMI_TRY(MergeList(slot, patch, FindListRule(field), where));
+      HAMI_TRY(MergeList(slot, patch, FindListRule(field, where), where));
       return Outcome::kKeep;
     }
     slot = patch;
@@ -527,8 +534,8 @@ class StrategicMerger {
   Status SetElementOrder(json& original, const std::string& directive, const json& order,
                          const std::string& where) {
     if (!order.is_array()) return Bad(where, directive + " must be a list");
-    const ListRule* rule =
-        FindListRule(std::string_view(directive).substr(kSetElementOrder.size()));
+    const std::string field = directive.substr(kSetElementOrder.size());
+    const ListRule* rule = FindListRule(field, where + "/" + EscapeToken(field));
     if (rule == nullptr) return OkStatus();
     const std::string key(rule->merge_key);
     std::vector<const json*> ids;

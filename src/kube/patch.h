@@ -28,9 +28,11 @@ Result<nlohmann::json> ApplyJsonPatch(const nlohmann::json& target, const nlohma
 // Strategic merge patch for the core objects hami-cpp serves (Pod, Node and the rest): maps
 // merge as in a merge patch; lists with a merge key merge element-wise by that key
 // (containers, initContainers, ephemeralContainers, env, volumes, imagePullSecrets by name;
-// ports by containerPort; volumeMounts by mountPath; conditions and addresses by type; taints
-// by key; ownerReferences by uid); finalizers merge as a union; other lists replace. A list's
-// rule goes by its field name wherever it appears. A merged element keeps its place, a new one
+// ports by containerPort, but a Service's /spec/ports by port; volumeMounts by mountPath;
+// conditions and addresses by type; taints by key; ownerReferences by uid; a webhook
+// configuration's webhooks and a service account's secrets by name); finalizers merge as a
+// union; other lists replace. A list's rule goes by its field name wherever it appears (but
+// for /spec/ports). A merged element keeps its place, a new one
 // is appended in patch order; a value the target lacks is taken from the patch with its
 // directives applied and its nulls dropped. Directives:
 //   $setElementOrder/<list>: order hint (never stored); the elements it names take its order

@@ -329,6 +329,23 @@ TEST(StrategicMergePatch, KubectlApplyChangesTheImageAndKeepsContainerResources)
   EXPECT_EQ(out, expected);
 }
 
+TEST(StrategicMergePatch, ServicePortsMergeByPortAndWebhooksByName) {
+  const json service = json::parse(R"({"spec":{"ports":[
+      {"name":"http","port":443,"protocol":"TCP","targetPort":9443},
+      {"name":"metrics","port":9395,"protocol":"TCP","targetPort":9395}]}})");
+  json out = Smp(service, R"({"spec":{"$setElementOrder/ports":[{"port":443},{"port":9396}],
+      "ports":[{"name":"metrics","port":9396},{"$patch":"delete","port":9395}]}})");
+  EXPECT_EQ(out["spec"]["ports"],
+            json::parse(R"([{"name":"http","port":443,"protocol":"TCP","targetPort":9443},
+                            {"name":"metrics","port":9396}])"));
+  const json hooks = json::parse(R"({"webhooks":[{"name":"a.b.c","clientConfig":{"url":"u"},
+      "rules":[{"scope":"*"}]}]})");
+  out = Smp(hooks, R"({"$setElementOrder/webhooks":[{"name":"a.b.c"}],
+      "webhooks":[{"name":"a.b.c","rules":[{"operations":["CREATE"]}]}]})");
+  EXPECT_EQ(out["webhooks"][0]["clientConfig"]["url"], "u");
+  EXPECT_EQ(out["webhooks"][0]["rules"], json::parse(R"([{"operations":["CREATE"]}])"));
+}
+
 TEST(StrategicMergePatch, MapsMergeAndNullDeletesAsInAMergePatch) {
   json out = Smp(kPod, R"({"metadata":{"resourceVersion":"7","labels":{"app":null,"tier":"x"},
                                       "annotations":{"hami.io/vgpu-node":"n1"}}})");

@@ -6,8 +6,23 @@ namespace hami::kube {
 
 namespace {
 
-constexpr std::array kAll{kPods,       kNodes,          kNamespaces, kEvents,
-                          kConfigMaps, kResourceQuotas, kLeases};
+constexpr std::array kAll{kPods,
+                          kNodes,
+                          kNamespaces,
+                          kEvents,
+                          kConfigMaps,
+                          kResourceQuotas,
+                          kServiceAccounts,
+                          kSecrets,
+                          kServices,
+                          kLeases,
+                          kDeployments,
+                          kDaemonSets,
+                          kClusterRoles,
+                          kClusterRoleBindings,
+                          kRoles,
+                          kRoleBindings,
+                          kMutatingWebhookConfigurations};
 
 }  // namespace
 

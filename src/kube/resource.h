@@ -32,10 +32,38 @@ inline constexpr Resource kEvents{"", "v1", "events", "event", "Event", true, "e
 inline constexpr Resource kConfigMaps{"", "v1", "configmaps", "configmap", "ConfigMap", true, "cm"};
 inline constexpr Resource kResourceQuotas{
     "", "v1", "resourcequotas", "resourcequota", "ResourceQuota", true, "quota"};
+inline constexpr Resource kServiceAccounts{
+    "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa"};
+inline constexpr Resource kSecrets{"", "v1", "secrets", "secret", "Secret", true, ""};
+inline constexpr Resource kServices{"", "v1", "services", "service", "Service", true, "svc"};
 inline constexpr Resource kLeases{
     "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, ""};
+inline constexpr Resource kDeployments{"apps",       "v1", "deployments", "deployment",
+                                       "Deployment", true, "deploy"};
+inline constexpr Resource kDaemonSets{"apps",      "v1", "daemonsets", "daemonset",
+                                      "DaemonSet", true, "ds"};
+inline constexpr Resource kClusterRoles{
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false, ""};
+inline constexpr Resource kClusterRoleBindings{"rbac.authorization.k8s.io",
+                                               "v1",
+                                               "clusterrolebindings",
+                                               "clusterrolebinding",
+                                               "ClusterRoleBinding",
+                                               false,
+                                               ""};
+inline constexpr Resource kRoles{
+    "rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, ""};
+inline constexpr Resource kRoleBindings{
+    "rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true, ""};
+inline constexpr Resource kMutatingWebhookConfigurations{"admissionregistration.k8s.io",
+                                                         "v1",
+                                                         "mutatingwebhookconfigurations",
+                                                         "mutatingwebhookconfiguration",
+                                                         "MutatingWebhookConfiguration",
+                                                         false,
+                                                         ""};
 
-// Every resource above, core group first.
+// Every resource above, core group first, then each group's resources together.
 std::span<const Resource> AllResources();
 
 // The resource whose kind is `kind` ("Pod"), or nullptr.

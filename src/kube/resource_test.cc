@@ -19,6 +19,10 @@ TEST(Resource, CollectionPathsFollowTheApiLayout) {
   EXPECT_EQ(CollectionPath(kPods, ""), "/api/v1/pods");
   EXPECT_EQ(CollectionPath(kPods, "default"), "/api/v1/namespaces/default/pods");
   EXPECT_EQ(CollectionPath(kNodes, "ignored"), "/api/v1/nodes");
+  EXPECT_EQ(CollectionPath(kDaemonSets, "kube-system"),
+            "/apis/apps/v1/namespaces/kube-system/daemonsets");
+  EXPECT_EQ(CollectionPath(kClusterRoles, "ignored"),
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles");
   EXPECT_EQ(CollectionPath(kLeases, "kube-system"),
             "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
 }
@@ -37,7 +41,9 @@ TEST(Resource, TableIsFoundByKindAndHasUniqueNames) {
     EXPECT_TRUE(plurals.insert(r.QualifiedName()).second) << r.plural;
   }
   EXPECT_EQ(AllResources().front().group, "");
-  EXPECT_EQ(FindResourceByKind("Deployment"), nullptr);
+  ASSERT_NE(FindResourceByKind("Deployment"), nullptr);
+  EXPECT_EQ(FindResourceByKind("Deployment")->plural, kDeployments.plural);
+  EXPECT_EQ(FindResourceByKind("StatefulSet"), nullptr);
   EXPECT_EQ(FindResourceByKind("pod"), nullptr);
 }
 

@@ -21,6 +21,7 @@
 #include "kube/selector.h"
 #include "kube/time.h"
 #include "sim/kube/api_status.h"
+#include "sim/kube/audit.h"
 #include "sim/kube/discovery.h"
 #include "sim/kube/sockets.h"
 #include "sim/kube/store.h"
@@ -37,6 +38,7 @@ namespace {
 constexpr int kWriteTimeoutSeconds = 30;
 constexpr size_t kMaxBodyBytes = 3 * 1024 * 1024;  // the API server's request limit
 constexpr int kMaxJsonDepth = 512;
+constexpr size_t kMaxLogBytes = 64 << 20;  // the most of a pod log file served
 constexpr size_t kKeepAliveMaxCount = 1000000;
 constexpr int kInitialEventsPerStep = 256;
 constexpr auto kBookmarkInterval = std::chrono::seconds(1);
@@ -216,6 +218,8 @@ std::optional<Target> ParseTarget(std::string_view path, bool* unserved) {
       t.sub = Subresource::kStatus;
     } else if (rest[2] == "binding" && Is(*t.resource, hami::kube::kPods)) {
       t.sub = Subresource::kBinding;
+    } else if (rest[2] == "log" && Is(*t.resource, hami::kube::kPods)) {
+      t.sub = Subresource::kLog;
     } else {
       *unserved = true;
       return std::nullopt;
@@ -387,7 +391,9 @@ struct ApiServer::Impl {
   struct WatchStream;
 
   explicit Impl(const ApiServerOptions& o)
-      : options(o), store(Store::Options{o.watch_window, std::chrono::seconds(300), 128}) {}
+      : options(o),
+        store(Store::Options{o.watch_window, std::chrono::seconds(300), 128}),
+        audit(o.audit_capacity) {}
 
   void Handle(const httplib::Request& req, httplib::Response& res);
   void HandleResource(const httplib::Request& req, httplib::Response& res, const Target& t);
@@ -410,11 +416,15 @@ struct ApiServer::Impl {
                              const hami::kube::FieldSelector& fields);
   void ServeBinding(const httplib::Request& req, httplib::Response& res, const Target& t);
   void ServeFaults(const httplib::Request& req, httplib::Response& res);
+  void ServeAudit(const httplib::Request& req, httplib::Response& res);
+  void ServeLog(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void Audit(const httplib::Request& req, const Target& t);
   void SendObject(const httplib::Request& req, httplib::Response& res, int code, const Resource& r,
                   const StoredObject& o);
 
   ApiServerOptions options;
   Store store;
+  AuditLog audit;
   std::unique_ptr<httplib::Server> http;
   std::thread thread;
   int port = 0;
@@ -643,6 +653,43 @@ void ApiServer::Impl::ServeFaults(const httplib::Request& req, httplib::Response
   SetBody(res, 200, Dump(FaultsToJson(faults)), kJsonType);
 }
 
+void ApiServer::Impl::ServeAudit(const httplib::Request& req, httplib::Response& res) {
+  if (req.method == "DELETE") {
+    audit.Clear();
+  } else if (req.method != "GET" && req.method != "HEAD") {
+    return SendStatus(res, MethodNotAllowed(req.method));
+  }
+  SetBody(res, 200, Dump(audit.ToJson(req.get_param_value("user_agent"))), kJsonType);
+}
+
+void ApiServer::Impl::Audit(const httplib::Request& req, const Target& t) {
+  if (!options.audit) return;
+  const bool collection = t.name.empty();
+  auto watch = ParseBool(req.get_param_value("watch"));
+  AuditEntry e;
+  e.user_agent = AuditUserAgent(req.get_header_value("User-Agent"));
+  e.verb = AuditVerb(req.method, collection, watch.value_or(false));
+  e.group = std::string(t.resource->group);
+  e.resource = std::string(t.resource->plural);
+  switch (t.sub) {
+    case Subresource::kNone:
+      break;
+    case Subresource::kStatus:
+      e.subresource = "status";
+      break;
+    case Subresource::kBinding:
+      e.subresource = "binding";
+      break;
+    case Subresource::kLog:
+      e.subresource = "log";
+      break;
+  }
+  // As kube-apiserver's RequestInfo: a namespace object is in its own namespace.
+  e.ns = Is(*t.resource, hami::kube::kNamespaces) ? t.name : t.ns;
+  e.name = t.name;
+  audit.Record(std::move(e));
+}
+
 void ApiServer::Impl::Handle(const httplib::Request& req, httplib::Response& res) {
   ++requests;
   try {
@@ -654,6 +701,7 @@ void ApiServer::Impl::Handle(const httplib::Request& req, httplib::Response& res
       return;
     }
     if (path == "/sim/faults") return ServeFaults(req, res);
+    if (path == "/sim/audit") return ServeAudit(req, res);
     bool unserved = false;
     std::optional<Target> target = ParseTarget(path, &unserved);
     if (!target) {
@@ -665,6 +713,7 @@ void ApiServer::Impl::Handle(const httplib::Request& req, httplib::Response& res
       }
       return SendStatus(res, PathNotFound());
     }
+    Audit(req, *target);
     if (InjectFaults(res)) return;
     HandleResource(req, res, *target);
   } catch (const std::exception& e) {
@@ -707,6 +756,9 @@ void ApiServer::Impl::HandleResource(const httplib::Request& req, httplib::Respo
       if (m == "GET" || m == "HEAD") return ServeGet(req, res, t);
       if (m == "PUT") return ServeUpdate(req, res, t);
       if (m == "PATCH") return ServePatch(req, res, t);
+      return SendStatus(res, MethodNotAllowed(m));
+    case Subresource::kLog:
+      if (m == "GET" || m == "HEAD") return ServeLog(req, res, t);
       return SendStatus(res, MethodNotAllowed(m));
     case Subresource::kNone:
       break;
@@ -859,6 +911,81 @@ void ApiServer::Impl::ServeGet(const httplib::Request& req, httplib::Response& r
   auto o = store.Get(*t.resource, t.ns, t.name);
   if (!o.ok()) return SendStatus(res, o.status());
   SendObject(req, res, 200, *t.resource, **o);
+}
+
+void ApiServer::Impl::ServeLog(const httplib::Request& req, httplib::Response& res,
+                               const Target& t) {
+  auto o = store.Get(hami::kube::kPods, t.ns, t.name);
+  if (!o.ok()) return SendStatus(res, o.status());
+  const json& pod = (*o)->object();
+  std::vector<std::string> containers, all;
+  const json spec = pod.value("spec", json::object());
+  for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
+    auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
+    for (const json& c : *it) {
+      if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) continue;
+      all.push_back(c["name"].get<std::string>());
+      if (std::string_view(list) == "containers") containers.push_back(all.back());
+    }
+  }
+  std::string container = req.get_param_value("container");
+  if (container.empty()) {
+    if (containers.size() != 1) {
+      std::string choices;
+      for (const std::string& c : containers) choices += (choices.empty() ? "" : " ") + c;
+      return SendStatus(res, BadRequest("a container name must be specified for pod " + t.name +
+                                        ", choose one of: [" + choices + "]"));
+    }
+    container = containers.front();
+  } else if (std::find(all.begin(), all.end(), container) == all.end()) {
+    return SendStatus(res,
+                      BadRequest("container " + container + " is not valid for pod " + t.name));
+  }
+  auto tail = CountParam(req, "tailLines");
+  if (!tail.ok()) return SendStatus(res, tail.status());
+  auto limit = CountParam(req, "limitBytes");
+  if (!limit.ok()) return SendStatus(res, limit.status());
+  for (const char* flag : {"follow", "previous", "timestamps"}) {
+    auto b = BoolParam(req, flag);
+    if (!b.ok()) return SendStatus(res, b.status());
+  }
+  const std::string file = options.pod_log_dir.empty() ? std::string()
+                                                       : options.pod_log_dir + "/" + t.ns + "_" +
+                                                             t.name + "_" + container + ".log";
+  auto text = file.empty() ? Result<std::string>(Error(ErrorCode::kNotFound,
+                                                       "no pod log "
+                                                       "directory"))
+                           : ReadFileToString(file, kMaxLogBytes);
+  if (!text.ok()) {
+    return SendStatus(res, BadRequest("container \"" + container + "\" in pod \"" + t.name +
+                                      "\" is waiting to start: no log (" +
+                                      (file.empty() ? std::string("the server has no pod log "
+                                                                  "directory")
+                                                    : file + ": " + text.error().message()) +
+                                      ")"));
+  }
+  std::string body = std::move(*text);
+  if (req.has_param("tailLines")) {
+    // Keep the last N lines; the last line's newline ends it rather than starting another.
+    size_t pos = body.size();
+    if (pos > 0 && body.back() == '\n') --pos;
+    if (*tail == 0) pos = body.size();
+    for (int64_t found = 0; *tail > 0 && pos > 0;) {
+      const size_t nl = body.rfind('\n', pos - 1);
+      if (nl == std::string::npos) {
+        pos = 0;
+      } else if (++found == *tail) {
+        pos = nl + 1;
+        break;
+      } else {
+        pos = nl;
+      }
+    }
+    body.erase(0, pos);
+  }
+  if (*limit > 0 && body.size() > size_t(*limit)) body.resize(size_t(*limit));
+  SetBody(res, 200, std::move(body), "text/plain");
 }
 
 void ApiServer::Impl::ServeCreate(const httplib::Request& req, httplib::Response& res,

@@ -2,9 +2,20 @@
 // API over real HTTP/1.1 (TLS optional), faithful enough that kubectl and the official Python
 // client work against it. Objects live in memory; one cluster-wide resourceVersion counter.
 //
-// Served: core/v1 pods (binding, status), nodes (status), namespaces, events, configmaps,
-// resourcequotas; coordination.k8s.io/v1 leases; discovery (/version, /api, /api/v1, /apis,
-// group versions, aggregated discovery), /openapi/v3, /healthz, /readyz, /livez.
+// Served: core/v1 pods (binding, status, log), nodes (status), namespaces, events, configmaps,
+// resourcequotas, serviceaccounts, secrets, services (status); coordination.k8s.io/v1 leases;
+// apps/v1 deployments and daemonsets (status); rbac.authorization.k8s.io/v1 clusterroles,
+// clusterrolebindings, roles, rolebindings; admissionregistration.k8s.io/v1
+// mutatingwebhookconfigurations; discovery (/version, /api, /api/v1, /apis, group versions,
+// aggregated discovery), /openapi/v3, /healthz, /readyz, /livez. Each resource gets the
+// registry's defaults and validation that kubectl apply meets (strategy.h): deployments and
+// daemonsets a selector matching the template, metadata.generation; services a cluster IP from
+// 10.96.0.0/12 (kept across updates); secrets base64 data (stringData folded in); RBAC rules
+// and bindings checked field by field; webhook configurations defaulted and checked.
+//
+// pods/log (GET, ?container= required when the pod has several, tailLines, limitBytes) serves
+// the file <pod_log_dir>/<namespace>_<pod>_<container>.log as text/plain; follow=true is
+// accepted but answers the file as it is and ends (no streaming).
 //
 // Semantics (research/kubectl-protocol.md, sections 4 to 8): every answer is JSON with kind and
 // apiVersion (lists: items always an array, list metadata with the resourceVersion, items
@@ -26,7 +37,9 @@
 //
 // Test controls (not part of the Kubernetes API): `GET/PUT /sim/faults` (the Faults below as
 // JSON; PUT {} clears them), so that a test in another process (kubectl, Python) can inject
-// faults too.
+// faults too; `GET /sim/audit` (?user_agent=NAME for one client) answers the audit log (every
+// resource request, not discovery or /sim/*, with its RBAC verb, group, resource,
+// subresource, namespace, name and User-Agent name; audit.h), `DELETE /sim/audit` clears it.
 //
 // Thread safety: every method may be called from any thread while the server runs.
 #pragma once
@@ -53,6 +66,10 @@ struct ApiServerOptions {
   int threads = 128;  // request threads: each open watch and each idle keep-alive connection
                       // (for up to 5 s) holds one; more connections wait for a free thread
   std::string default_namespaces = "default,kube-system";  // created at start
+  // pods/log serves <pod_log_dir>/<namespace>_<pod>_<container>.log; empty: no logs (400).
+  std::string pod_log_dir;
+  bool audit = true;               // record resource requests for GET /sim/audit
+  size_t audit_capacity = 100000;  // entries kept; older ones are dropped and counted
 };
 
 // Faults injected into resource requests (discovery, /version, /healthz and /sim/* are never

@@ -155,9 +155,19 @@ struct Subresource {
 
 constexpr Subresource kSubresources[] = {
     {"pods", "binding", "Binding", "create"},
+    {"pods", "log", "Pod", "get"},
     {"pods", "status", "Pod", "get patch update"},
     {"nodes", "status", "Node", "get patch update"},
+    {"services", "status", "Service", "get patch update"},
+    {"deployments", "status", "Deployment", "get patch update"},
+    {"daemonsets", "status", "DaemonSet", "get patch update"},
 };
+
+// The resources kubectl's "all" category (`kubectl get all`) names.
+bool InCategoryAll(const Resource& r) {
+  return r.plural == "pods" || r.plural == "services" || r.plural == "deployments" ||
+         r.plural == "daemonsets";
+}
 
 json VerbList(std::string_view verbs) {
   json out = json::array();
@@ -213,7 +223,7 @@ json AggregatedResource(const Resource& r) {
               {"singularResource", r.singular},
               {"verbs", Verbs(r)}};
   if (!r.short_name.empty()) out["shortNames"] = json::array({r.short_name});
-  if (r.plural == "pods") out["categories"] = json::array({"all"});
+  if (InCategoryAll(r)) out["categories"] = json::array({"all"});
   json subs = json::array();
   for (const Subresource& s : kSubresources) {
     if (s.parent != r.plural) continue;
@@ -286,7 +296,7 @@ Rendered ApiResourceList(std::string_view group, std::string_view version) {
                   {"kind", r.kind},
                   {"verbs", Verbs(r)}};
     if (!r.short_name.empty()) entry["shortNames"] = json::array({r.short_name});
-    if (r.plural == "pods") entry["categories"] = json::array({"all"});
+    if (InCategoryAll(r)) entry["categories"] = json::array({"all"});
     resources.push_back(std::move(entry));
     for (const Subresource& s : kSubresources) {
       if (s.parent != r.plural) continue;
@@ -503,6 +513,78 @@ const Column kLeaseColumns[] = {
     kAgeColumn,
 };
 
+const Column kSecretColumns[] = {
+    kNameColumn,
+    {"Type", "string", "", "The type of the secret.", 0},
+    {"Data", "integer", "", "Number of data keys.", 0},
+    kAgeColumn,
+};
+
+const Column kServiceAccountColumns[] = {
+    kNameColumn,
+    {"Secrets", "integer", "", "Number of secrets the service account names.", 0},
+    kAgeColumn,
+};
+
+const Column kServiceColumns[] = {
+    kNameColumn,
+    {"Type", "string", "", "How the service is exposed.", 0},
+    {"Cluster-IP", "string", "", "The service's cluster IP address.", 0},
+    {"External-IP", "string", "", "Addresses outside the cluster that reach the service.", 0},
+    {"Port(s)", "string", "", "The ports the service exposes.", 0},
+    kAgeColumn,
+    {"Selector", "string", "", "The labels of the pods the service routes to.", 1},
+};
+
+constexpr std::string_view kContainersDoc = "Names of each container in the template.";
+constexpr std::string_view kImagesDoc = "Images referenced by each container in the template.";
+constexpr std::string_view kSelectorDoc = "Label selector of the pods the controller manages.";
+
+const Column kDeploymentColumns[] = {
+    kNameColumn,
+    {"Ready", "string", "", "Number of the pod with ready state.", 0},
+    {"Up-to-date", "integer", "", "Total number of pods with the desired template.", 0},
+    {"Available", "integer", "", "Number of available pods.", 0},
+    kAgeColumn,
+    {"Containers", "string", "", kContainersDoc, 1},
+    {"Images", "string", "", kImagesDoc, 1},
+    {"Selector", "string", "", kSelectorDoc, 1},
+};
+
+const Column kDaemonSetColumns[] = {
+    kNameColumn,
+    {"Desired", "integer", "", "The number of nodes that should run the daemon pod.", 0},
+    {"Current", "integer", "", "The number of nodes running at least one daemon pod.", 0},
+    {"Ready", "integer", "", "The number of nodes whose daemon pod is ready.", 0},
+    {"Up-to-date", "integer", "", "The number of nodes running the updated daemon pod.", 0},
+    {"Available", "integer", "", "The number of nodes whose daemon pod is available.", 0},
+    {"Node Selector", "string", "", "The nodes the daemon pod may run on.", 0},
+    kAgeColumn,
+    {"Containers", "string", "", kContainersDoc, 1},
+    {"Images", "string", "", kImagesDoc, 1},
+    {"Selector", "string", "", kSelectorDoc, 1},
+};
+
+const Column kRoleColumns[] = {
+    kNameColumn,
+    {"Created At", "string", "date-time", kAgeDoc, 0},
+};
+
+const Column kRoleBindingColumns[] = {
+    kNameColumn,
+    {"Role", "string", "", "The role the binding grants.", 0},
+    kAgeColumn,
+    {"Users", "string", "", "Users in the binding.", 1},
+    {"Groups", "string", "", "Groups in the binding.", 1},
+    {"ServiceAccounts", "string", "", "Service accounts in the binding.", 1},
+};
+
+const Column kWebhookConfigurationColumns[] = {
+    kNameColumn,
+    {"Webhooks", "integer", "", "Number of webhooks in the configuration.", 0},
+    kAgeColumn,
+};
+
 const Column kDefaultColumns[] = {kNameColumn, kAgeColumn};
 
 std::span<const Column> ColumnsOf(const Resource& r) {
@@ -514,7 +596,21 @@ std::span<const Column> ColumnsOf(const Resource& r) {
     if (r.plural == "configmaps") return kConfigMapColumns;
     if (r.plural == "resourcequotas") return kResourceQuotaColumns;
   }
+  if (r.group.empty()) {
+    if (r.plural == "secrets") return kSecretColumns;
+    if (r.plural == "serviceaccounts") return kServiceAccountColumns;
+    if (r.plural == "services") return kServiceColumns;
+  }
   if (r.group == "coordination.k8s.io" && r.plural == "leases") return kLeaseColumns;
+  if (r.group == "apps") {
+    if (r.plural == "deployments") return kDeploymentColumns;
+    if (r.plural == "daemonsets") return kDaemonSetColumns;
+  }
+  if (r.group == "rbac.authorization.k8s.io") {
+    if (r.plural == "clusterroles" || r.plural == "roles") return kRoleColumns;
+    return kRoleBindingColumns;
+  }
+  if (r.group == "admissionregistration.k8s.io") return kWebhookConfigurationColumns;
   return kDefaultColumns;
 }
 
@@ -769,6 +865,149 @@ json ResourceQuotaCells(const json& quota, hami::kube::WallTime now) {
                       AgeOf(quota, {"metadata", "creationTimestamp"}, now), requests, limits});
 }
 
+size_t MapSize(const json& obj, std::initializer_list<std::string_view> keys) {
+  const json* v = Path(obj, keys);
+  return v != nullptr && v->is_object() ? v->size() : 0;
+}
+
+std::string Joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ",") + p;
+  return out;
+}
+
+// "k=v,k2=v2" of a map of strings (sorted by key), "<none>" when empty.
+std::string MapText(const json& obj, std::initializer_list<std::string_view> keys) {
+  std::vector<std::string> parts;
+  const json* v = Path(obj, keys);
+  if (v != nullptr && v->is_object()) {
+    for (const auto& [k, value] : v->items()) {
+      parts.push_back(k + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    }
+  }
+  return OrNone(Joined(parts));
+}
+
+// metav1.FormatLabelSelector: matchLabels as k=v, matchExpressions as `k in (a,b)`, `k`, `!k`.
+std::string SelectorText(const json& obj, std::initializer_list<std::string_view> keys) {
+  const json* sel = Path(obj, keys);
+  if (sel == nullptr || !sel->is_object()) return "<none>";
+  std::vector<std::string> parts;
+  if (const json* labels = Field(*sel, "matchLabels"); labels && labels->is_object()) {
+    for (const auto& [k, value] : labels->items()) {
+      parts.push_back(k + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    }
+  }
+  for (const json& e : Array(*sel, {"matchExpressions"})) {
+    std::string key = Str(e, {"key"});
+    std::string op = Str(e, {"operator"});
+    std::vector<std::string> values;
+    for (const json& v : Array(e, {"values"})) {
+      if (v.is_string()) values.push_back(v.get<std::string>());
+    }
+    if (op == "Exists") {
+      parts.push_back(key);
+    } else if (op == "DoesNotExist") {
+      parts.push_back("!" + key);
+    } else {
+      parts.push_back(key + (op == "NotIn" ? " notin (" : " in (") + Joined(values) + ")");
+    }
+  }
+  return OrNone(Joined(parts));
+}
+
+// The template's container names and images, comma-separated.
+std::pair<std::string, std::string> ContainersAndImages(const json& obj) {
+  std::vector<std::string> names, images;
+  for (const json& c : Array(obj, {"spec", "template", "spec", "containers"})) {
+    names.push_back(Str(c, {"name"}));
+    images.push_back(Str(c, {"image"}));
+  }
+  return {Joined(names), Joined(images)};
+}
+
+json ServiceCells(const json& svc, hami::kube::WallTime now) {
+  std::string type = Str(svc, {"spec", "type"});
+  if (type.empty()) type = "ClusterIP";
+  std::vector<std::string> external;
+  for (const json& ip : Array(svc, {"spec", "externalIPs"})) {
+    if (ip.is_string()) external.push_back(ip.get<std::string>());
+  }
+  if (type == "LoadBalancer") {
+    for (const json& ing : Array(svc, {"status", "loadBalancer", "ingress"})) {
+      std::string a = Str(ing, {"ip"});
+      if (a.empty()) a = Str(ing, {"hostname"});
+      if (!a.empty()) external.push_back(a);
+    }
+  }
+  std::string external_cell = Joined(external);
+  if (external_cell.empty()) {
+    if (type == "LoadBalancer") {
+      external_cell = "<pending>";
+    } else if (type == "ExternalName") {
+      external_cell = Str(svc, {"spec", "externalName"});
+    }
+  }
+  std::vector<std::string> ports;
+  for (const json& p : Array(svc, {"spec", "ports"})) {
+    std::string protocol = Str(p, {"protocol"});
+    if (protocol.empty()) protocol = "TCP";
+    std::string text = std::to_string(Int(p, {"port"}));
+    if (int64_t node_port = Int(p, {"nodePort"}); node_port != 0) {
+      text += ":" + std::to_string(node_port);
+    }
+    ports.push_back(text + "/" + protocol);
+  }
+  std::string cluster_ip = Str(svc, {"spec", "clusterIP"});
+  return json::array({Str(svc, {"metadata", "name"}), type, OrNone(cluster_ip),
+                      OrNone(external_cell), OrNone(Joined(ports)),
+                      AgeOf(svc, {"metadata", "creationTimestamp"}, now),
+                      MapText(svc, {"spec", "selector"})});
+}
+
+json DeploymentCells(const json& d, hami::kube::WallTime now) {
+  const json* replicas = Path(d, {"spec", "replicas"});
+  const int64_t desired =
+      replicas != nullptr && replicas->is_number_integer() ? replicas->get<int64_t>() : 1;
+  auto [containers, images] = ContainersAndImages(d);
+  return json::array(
+      {Str(d, {"metadata", "name"}),
+       std::to_string(Int(d, {"status", "readyReplicas"})) + "/" + std::to_string(desired),
+       Int(d, {"status", "updatedReplicas"}), Int(d, {"status", "availableReplicas"}),
+       AgeOf(d, {"metadata", "creationTimestamp"}, now), containers, images,
+       SelectorText(d, {"spec", "selector"})});
+}
+
+json DaemonSetCells(const json& ds, hami::kube::WallTime now) {
+  auto [containers, images] = ContainersAndImages(ds);
+  return json::array(
+      {Str(ds, {"metadata", "name"}), Int(ds, {"status", "desiredNumberScheduled"}),
+       Int(ds, {"status", "currentNumberScheduled"}), Int(ds, {"status", "numberReady"}),
+       Int(ds, {"status", "updatedNumberScheduled"}), Int(ds, {"status", "numberAvailable"}),
+       MapText(ds, {"spec", "template", "spec", "nodeSelector"}),
+       AgeOf(ds, {"metadata", "creationTimestamp"}, now), containers, images,
+       SelectorText(ds, {"spec", "selector"})});
+}
+
+json RoleBindingCells(const json& b, hami::kube::WallTime now) {
+  std::vector<std::string> users, groups, accounts;
+  for (const json& subject : Array(b, {"subjects"})) {
+    const std::string kind = Str(subject, {"kind"});
+    const std::string name = Str(subject, {"name"});
+    if (kind == "User") {
+      users.push_back(name);
+    } else if (kind == "Group") {
+      groups.push_back(name);
+    } else if (kind == "ServiceAccount") {
+      accounts.push_back(Str(subject, {"namespace"}) + "/" + name);
+    }
+  }
+  return json::array({Str(b, {"metadata", "name"}),
+                      Str(b, {"roleRef", "kind"}) + "/" + Str(b, {"roleRef", "name"}),
+                      AgeOf(b, {"metadata", "creationTimestamp"}, now), Joined(users),
+                      Joined(groups), Joined(accounts)});
+}
+
 json Cells(const Resource& r, const json& obj, hami::kube::WallTime now) {
   std::span<const Column> columns = ColumnsOf(r);
   if (columns.data() == kPodColumns) return PodCells(obj, now);
@@ -790,6 +1029,23 @@ json Cells(const Resource& r, const json& obj, hami::kube::WallTime now) {
   }
   if (columns.data() == kLeaseColumns) {
     return json::array({name, OrUnknown(Str(obj, {"spec", "holderIdentity"})), age});
+  }
+  if (columns.data() == kSecretColumns) {
+    return json::array({json(name), json(Str(obj, {"type"})),
+                        json(MapSize(obj, {"data"}) + MapSize(obj, {"stringData"})), json(age)});
+  }
+  if (columns.data() == kServiceAccountColumns) {
+    return json::array({json(name), json(Array(obj, {"secrets"}).size()), json(age)});
+  }
+  if (columns.data() == kServiceColumns) return ServiceCells(obj, now);
+  if (columns.data() == kDeploymentColumns) return DeploymentCells(obj, now);
+  if (columns.data() == kDaemonSetColumns) return DaemonSetCells(obj, now);
+  if (columns.data() == kRoleColumns) {
+    return json::array({name, Str(obj, {"metadata", "creationTimestamp"})});
+  }
+  if (columns.data() == kRoleBindingColumns) return RoleBindingCells(obj, now);
+  if (columns.data() == kWebhookConfigurationColumns) {
+    return json::array({json(name), json(Array(obj, {"webhooks"}).size()), json(age)});
   }
   return json::array({name, age});
 }

@@ -121,9 +121,12 @@ TEST(DiscoveryAggregated, V2Beta1WhenThatIsAllTheClientOffers) {
             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList");
   json body = Body(r);
   EXPECT_EQ(body["apiVersion"], "apidiscovery.k8s.io/v2beta1");
-  ASSERT_EQ(body["items"].size(), 1u);
+  ASSERT_EQ(body["items"].size(), 4u);
   EXPECT_EQ(body["items"][0]["metadata"]["name"], "coordination.k8s.io");
   EXPECT_NE(FindBy(body["items"][0]["versions"][0]["resources"], "resource", "leases"), nullptr);
+  EXPECT_EQ(body["items"][1]["metadata"]["name"], "apps");
+  EXPECT_EQ(body["items"][2]["metadata"]["name"], "rbac.authorization.k8s.io");
+  EXPECT_EQ(body["items"][3]["metadata"]["name"], "admissionregistration.k8s.io");
 }
 
 TEST(DiscoveryAggregated, ChosenOverPlainJsonListedFirstUnlessItsQualityIsLower) {
@@ -153,7 +156,7 @@ TEST(DiscoveryLegacy, ApiVersionsWhenAcceptOffersNoAggregatedForm) {
 TEST(DiscoveryLegacy, GroupListAndGroupNameThePreferredVersion) {
   json list = Body(Discover("/apis"));
   EXPECT_EQ(list["kind"], "APIGroupList");
-  ASSERT_EQ(list["groups"].size(), 1u);
+  ASSERT_EQ(list["groups"].size(), 4u);
   json expected_version = {{"groupVersion", "coordination.k8s.io/v1"}, {"version", "v1"}};
   EXPECT_EQ(list["groups"][0]["name"], "coordination.k8s.io");
   EXPECT_EQ(list["groups"][0]["versions"], json::array({expected_version}));
@@ -209,8 +212,8 @@ TEST(DiscoveryPaths, IgnoresQueryStringAndOneTrailingSlash) {
 TEST(DiscoveryPaths, LeavesResourceAndUnknownPathsToTheServer) {
   for (std::string_view path :
        {"/", "/api/v1/pods", "/api/v1/namespaces/default/pods",
-        "/apis/coordination.k8s.io/v1/leases", "/apis/apps", "/apis/apps/v1", "/api/v2", "/healthz",
-        "/openapi/v3/apis/apps/v1", "/versions"}) {
+        "/apis/coordination.k8s.io/v1/leases", "/apis/batch", "/apis/batch/v1", "/api/v2",
+        "/healthz", "/openapi/v3/apis/batch/v1", "/apis/apps/v1/deployments", "/versions"}) {
     EXPECT_FALSE(RenderDiscovery(path, "application/json", "h:1").has_value()) << path;
   }
 }
@@ -219,7 +222,10 @@ TEST(DiscoveryOpenApi, RootNamesEachGroupVersionWithAStableHash) {
   json root = Body(Discover("/openapi/v3"));
   ASSERT_TRUE(root["paths"].contains("api/v1"));
   ASSERT_TRUE(root["paths"].contains("apis/coordination.k8s.io/v1"));
-  EXPECT_EQ(root["paths"].size(), 2u);
+  ASSERT_TRUE(root["paths"].contains("apis/apps/v1"));
+  ASSERT_TRUE(root["paths"].contains("apis/rbac.authorization.k8s.io/v1"));
+  ASSERT_TRUE(root["paths"].contains("apis/admissionregistration.k8s.io/v1"));
+  EXPECT_EQ(root["paths"].size(), 5u);
   std::string url = root["paths"]["api/v1"]["serverRelativeURL"];
   EXPECT_TRUE(url.starts_with("/openapi/v3/api/v1?hash=")) << url;
   EXPECT_GT(url.size(), std::string("/openapi/v3/api/v1?hash=").size());
@@ -508,6 +514,79 @@ TEST(DiscoveryTable, OtherResourcesHaveTheirOwnColumns) {
             json::array({"30s", "Normal", "Scheduled", "pod/p", "", "hami-scheduler", "assigned",
                          "10m", "2", "p.1"}));
   EXPECT_EQ(event_table["rows"][0]["object"]["metadata"]["namespace"], "default");
+}
+
+TEST(DiscoveryLegacy, AppsResourcesHaveShortNamesStatusAndTheAllCategory) {
+  json list = Body(Discover("/apis/apps/v1", "application/json, */*"));
+  EXPECT_EQ(list["groupVersion"], "apps/v1");
+  const json* deploy = FindBy(list["resources"], "name", "deployments");
+  ASSERT_NE(deploy, nullptr);
+  EXPECT_EQ((*deploy)["shortNames"], json::array({"deploy"}));
+  EXPECT_EQ((*deploy)["categories"], json::array({"all"}));
+  ASSERT_NE(FindBy(list["resources"], "name", "deployments/status"), nullptr);
+  ASSERT_NE(FindBy(list["resources"], "name", "daemonsets/status"), nullptr);
+  json core = Body(Discover("/api/v1", "application/json, */*"));
+  const json* log = FindBy(core["resources"], "name", "pods/log");
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ((*log)["verbs"], json::array({"get"}));
+  EXPECT_EQ((*FindBy(core["resources"], "name", "services"))["shortNames"], json::array({"svc"}));
+  EXPECT_FALSE(FindBy(core["resources"], "name", "secrets")->contains("shortNames"));
+  json rbac = Body(Discover("/apis/rbac.authorization.k8s.io/v1", "application/json"));
+  EXPECT_EQ((*FindBy(rbac["resources"], "name", "clusterroles"))["namespaced"], false);
+  EXPECT_EQ((*FindBy(rbac["resources"], "name", "rolebindings"))["namespaced"], true);
+}
+
+TEST(DiscoveryTable, ControllerServiceSecretRbacAndWebhookColumns) {
+  json deploy = {
+      {"metadata", {{"name", "d"}, {"creationTimestamp", "2026-03-01T11:57:00Z"}}},
+      {"spec",
+       {{"replicas", 2},
+        {"selector", {{"matchLabels", {{"app", "x"}}}}},
+        {"template",
+         {{"spec", {{"containers", {{{"name", "a"}, {"image", "i:1"}}, {{"name", "b"}}}}}}}}}},
+      {"status", {{"readyReplicas", 1}, {"updatedReplicas", 2}, {"availableReplicas", 1}}}};
+  json table = RenderTable(hami::kube::kDeployments, {&deploy}, "1", true, kNow);
+  EXPECT_EQ(ColumnNames(table, 0),
+            std::vector<std::string>({"Name", "Ready", "Up-to-date", "Available", "Age"}));
+  EXPECT_EQ(table["rows"][0]["cells"],
+            json::array({"d", "1/2", 2, 1, "3m", "a,b", "i:1,", "app=x"}));
+
+  json ds = {{"metadata", {{"name", "ds"}}},
+             {"spec", {{"template", {{"spec", {{"nodeSelector", {{"gpu", "on"}}}}}}}}},
+             {"status", {{"desiredNumberScheduled", 3}, {"numberReady", 2}}}};
+  EXPECT_EQ(Cells(hami::kube::kDaemonSets, ds),
+            json::array({"ds", 3, 0, 2, 0, 0, "gpu=on", "<unknown>", "", "", "<none>"}));
+
+  json svc = {{"metadata", {{"name", "s"}}},
+              {"spec",
+               {{"type", "NodePort"},
+                {"clusterIP", "10.96.0.2"},
+                {"ports", {{{"port", 443}, {"nodePort", 31998}, {"protocol", "TCP"}}}},
+                {"selector", {{"app", "hami"}}}}}};
+  EXPECT_EQ(Cells(hami::kube::kServices, svc),
+            json::array({"s", "NodePort", "10.96.0.2", "<none>", "443:31998/TCP", "<unknown>",
+                         "app=hami"}));
+
+  json secret = {{"metadata", {{"name", "t"}}},
+                 {"type", "kubernetes.io/tls"},
+                 {"data", {{"tls.crt", "AA=="}, {"tls.key", "AA=="}}}};
+  EXPECT_EQ(Cells(hami::kube::kSecrets, secret),
+            json::array({"t", "kubernetes.io/tls", 2, "<unknown>"}));
+  json sa = {{"metadata", {{"name", "a"}}}};
+  EXPECT_EQ(Cells(hami::kube::kServiceAccounts, sa), json::array({"a", 0, "<unknown>"}));
+
+  json role = {{"metadata", {{"name", "r"}, {"creationTimestamp", "2026-03-01T11:57:00Z"}}}};
+  EXPECT_EQ(Cells(hami::kube::kClusterRoles, role), json::array({"r", "2026-03-01T11:57:00Z"}));
+  json binding = {{"metadata", {{"name", "b"}}},
+                  {"roleRef", {{"kind", "ClusterRole"}, {"name", "r"}}},
+                  {"subjects",
+                   {{{"kind", "ServiceAccount"}, {"name", "hami"}, {"namespace", "kube-system"}},
+                    {{"kind", "User"}, {"name", "alice"}}}}};
+  EXPECT_EQ(Cells(hami::kube::kClusterRoleBindings, binding),
+            json::array({"b", "ClusterRole/r", "<unknown>", "alice", "", "kube-system/hami"}));
+  json hooks = {{"metadata", {{"name", "w"}}}, {"webhooks", {{{"name", "a.b.c"}}}}};
+  EXPECT_EQ(Cells(hami::kube::kMutatingWebhookConfigurations, hooks),
+            json::array({"w", 1, "<unknown>"}));
 }
 
 TEST(DiscoveryTable, MalformedObjectsRenderDefaultsInsteadOfThrowing) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <set>
 
 #include "kube/time.h"
 
@@ -15,6 +16,8 @@ using hami::kube::Resource;
 using nlohmann::json;
 
 namespace {
+
+bool Is(const Resource& a, const Resource& b) { return a.group == b.group && a.plural == b.plural; }
 
 constexpr int kMaxUpdateAttempts = 32;
 constexpr int kMaxGenerateNameAttempts = 8;
@@ -331,10 +334,40 @@ ApiResult<ObjectPtr> Store::CreateDecoded(size_t index, const Resource& r, std::
   }
   const std::string key = Key(key_ns, name);
   if (tables_[index].contains(key)) return AlreadyExists(r, name);
+  if (Is(r, hami::kube::kServices)) AllocateClusterIpLocked(index, *prepared);
   m["uid"] = NewUidLocked();
   if (mode == WriteMode::kDryRun)
     return std::make_shared<const StoredObject>(std::move(*prepared), 0);
   return CommitLocked(index, key, EventType::kAdded, std::move(*prepared), nullptr);
+}
+
+void Store::AllocateClusterIpLocked(size_t index, json& service) {
+  json& spec = service["spec"];
+  if (!spec.is_object() || spec.value("type", "") == "ExternalName") return;
+  auto ip = spec.find("clusterIP");
+  if (ip != spec.end() && ip->is_string() && !ip->get_ref<const std::string&>().empty()) {
+    if (!spec.contains("clusterIPs")) spec["clusterIPs"] = json::array({*ip});
+    return;
+  }
+  std::set<std::string> used;
+  for (const auto& [key, o] : tables_[index]) {
+    const json& other = o->object();
+    auto other_spec = other.find("spec");
+    if (other_spec == other.end() || !other_spec->is_object()) continue;
+    auto other_ip = other_spec->find("clusterIP");
+    if (other_ip != other_spec->end() && other_ip->is_string())
+      used.insert(other_ip->get<std::string>());
+  }
+  // 10.96.0.0/12, from 10.96.0.2 up: 10.96.0.1 is the `kubernetes` service's in a real cluster.
+  for (uint32_t host = 2; host < (1u << 20) - 1; ++host) {
+    const uint32_t a = (10u << 24) | (96u << 16) | host;
+    const std::string text = std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xff) +
+                             "." + std::to_string((a >> 8) & 0xff) + "." + std::to_string(a & 0xff);
+    if (used.contains(text)) continue;
+    spec["clusterIP"] = text;
+    spec["clusterIPs"] = json::array({text});
+    return;
+  }
 }
 
 ApiResult<ObjectPtr> Store::Get(const Resource& r, std::string_view ns,

@@ -200,6 +200,9 @@ class Store {
   // Commits a change (the exclusive lock held): assigns the next resourceVersion to `object`.
   ObjectPtr CommitLocked(size_t index, const std::string& key, EventType type,
                          nlohmann::json object, ObjectPtr previous);
+  // Services: assigns spec.clusterIP (and clusterIPs) from 10.96.0.0/12 when the object has
+  // none; "None" (headless) and ExternalName services get none.
+  void AllocateClusterIpLocked(size_t index, nlohmann::json& service);
   std::string NewUidLocked();
   std::string RandomSuffixLocked();
   std::shared_ptr<Snapshot> FindSnapshot(uint64_t id);
