@@ -10,81 +10,12 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// A label value as the exposition format escapes it.
-std::string Escape(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-void Header(std::string& out, std::string_view name, std::string_view help, std::string_view type) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-}
-
-void Number(std::string& out, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  out += buf;
-}
-
-void Sample(std::string& out, std::string_view name, std::string_view labels, double v) {
-  out += name;
-  if (!labels.empty()) {
-    out += '{';
-    out += labels;
-    out += '}';
-  }
-  out += ' ';
-  Number(out, v);
-  out += '\n';
-}
+using prometheus::Escape;
+using prometheus::Header;
+using prometheus::Number;
+using prometheus::Sample;
 
 }  // namespace
-
-void Histogram::Observe(double seconds) {
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    if (seconds <= kBuckets[i]) buckets_[i].fetch_add(1, std::memory_order_relaxed);
-  }
-  count_.fetch_add(1, std::memory_order_relaxed);
-  sum_ns_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
-}
-
-void Histogram::Render(std::string& out, std::string_view name, std::string_view help) const {
-  Header(out, name, help, "histogram");
-  const std::string bucket = std::string(name) + "_bucket";
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    std::string le = "le=\"";
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%g", kBuckets[i]);
-    le += buf;
-    le += '"';
-    Sample(out, bucket, le, double(buckets_[i].load(std::memory_order_relaxed)));
-  }
-  const double count = double(count_.load(std::memory_order_relaxed));
-  Sample(out, bucket, "le=\"+Inf\"", count);
-  Sample(out, std::string(name) + "_sum", "",
-         double(sum_ns_.load(std::memory_order_relaxed)) / 1e9);
-  Sample(out, std::string(name) + "_count", "", count);
-}
 
 std::string_view BindFailureName(BindFailure f) {
   switch (f) {

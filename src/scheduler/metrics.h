@@ -39,24 +39,13 @@
 #include <string>
 #include <string_view>
 
+#include "common/prometheus.h"
+
 namespace hami::scheduler {
 
 class ClusterState;
 
-// A histogram with fixed buckets (seconds, 100 us to 10 s); lock-free observation.
-class Histogram {
- public:
-  static constexpr std::array<double, 14> kBuckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 10};
-  void Observe(double seconds);
-  void Render(std::string& out, std::string_view name, std::string_view help) const;
-  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
-
- private:
-  std::array<std::atomic<uint64_t>, kBuckets.size()> buckets_{};
-  std::atomic<uint64_t> count_{0};
-  std::atomic<uint64_t> sum_ns_{0};
-};
+using Histogram = prometheus::Histogram;
 
 enum class BindFailure { kInvalid, kPodNotFound, kNodeUnknown, kNoFit, kLockBusy, kApi, kCount };
 std::string_view BindFailureName(BindFailure f);

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/bind_address.h"
 #include "common/result.h"
 #include "scheduler/scheduler.h"
 
@@ -50,7 +51,7 @@ struct Routes {
 Routes SchedulerRoutes(Scheduler& scheduler, SchedulerMetrics& metrics);
 
 // "host:port", ":port" (every IPv4 address), "[v6]:port". Errors name `flag`.
-Result<std::pair<std::string, int>> ParseBindAddress(std::string_view text, std::string_view flag);
+using ::hami::ParseBindAddress;
 
 class HttpServer {
  public:
