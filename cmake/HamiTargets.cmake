@@ -34,12 +34,13 @@ function(hami_cc_binary)
   endif()
 endfunction()
 
-# hami_cc_test(NAME n SRCS ... [DEPS ...] LABELS unit|integration|sim|gpu
+# hami_cc_test(NAME n SRCS ... [DEPS ...] LABELS unit|integration|sim|gpu|cluster
 #              [ENV K=V ...] [TIMEOUT seconds] [RUN_SERIAL])
 # A GoogleTest binary under build/tests; each test case becomes one CTest test carrying
 # the label, so `ctest -L unit` or `-LE gpu` select them. One label per test: unit (no
 # processes or files beyond temp files), integration (several processes, real files and
-# locks), sim (runs on the simulated GPU), gpu (needs a real GPU).
+# locks), sim (runs on the simulated GPU), gpu (needs a real GPU), cluster (a whole simulated
+# cluster, `hami sim cluster up`; root).
 # Tests of the concurrent parts (CONCURRENT): built together by the `concurrency_tests`
 # target, for a ThreadSanitizer build of just them.
 function(hami_concurrent_test name)
@@ -49,9 +50,9 @@ endfunction()
 function(hami_cc_test)
   cmake_parse_arguments(A "RUN_SERIAL;CONCURRENT" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
   list(LENGTH A_LABELS _n)
-  if(NOT _n EQUAL 1 OR NOT A_LABELS MATCHES "^(unit|integration|sim|gpu)$")
+  if(NOT _n EQUAL 1 OR NOT A_LABELS MATCHES "^(unit|integration|sim|gpu|cluster)$")
     message(FATAL_ERROR "hami_cc_test(${A_NAME}): LABELS must be one of unit, integration, "
-                        "sim, gpu")
+                        "sim, gpu, cluster")
   endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)

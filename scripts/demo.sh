@@ -11,7 +11,10 @@
 #      the GPU's time (NVML's per-process utilization);
 #   6. a CUDA runtime program built with nvcc (tests/cudart) under `hami run --memory 1g`:
 #      cudaMemGetInfo shows 1 GiB, a 2 GiB cudaMalloc fails with cudaErrorMemoryAllocation
-#      and the program goes on (skipped, saying why, when nvcc was absent at configure time).
+#      and the program goes on (skipped, saying why, when nvcc was absent at configure time);
+#   7. a simulated cluster (`hami sim cluster up`, two nodes with two GPUs each): the four
+#      example pods applied with kubectl, their placement, limits, monitor metrics and
+#      cleanup, then `hami sim cluster down` (skipped, saying why, without root or kubectl).
 # Exit status 0 when every step that ran passed. Usage: scripts/demo.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -108,6 +111,95 @@ else
   echo "== 6. A CUDA runtime program built with nvcc"
   echo "    skipped: $cudart was not built (nvcc was not found when the build was configured)"
   skipped=$((skipped + 1))
+fi
+
+# 7. A simulated cluster: two nodes with two simulated GPUs each (`hami sim cluster up`), the
+# four example pods applied with kubectl, where they landed (binpack), what each container's
+# CUDA program and a login-style process in it saw and were refused, the nodes' hami-monitor
+# metrics for them, and the cleanup of their directories after the pods are deleted.
+cluster_demo() {
+  local dir=$work/cluster ok=0 pod node url n
+  "$hami" sim cluster up --dir "$dir" --nodes 2 --gpus h100-80g:2 \
+    --monitor-resync-interval 2s | grep -v '^  started ' || return 1
+  export KUBECONFIG=$dir/kubeconfig
+  trap '"$hami" sim cluster down --dir "$dir" >/dev/null 2>&1; rm -rf "$work"' EXIT
+  echo "\$ kubectl get nodes"
+  kubectl get nodes
+  for f in vgpu-3000m-30 vgpu-half-1 vgpu-half-2 gpu-exclusive; do
+    echo "\$ kubectl apply -f examples/$f.yaml"
+    kubectl apply -f "examples/$f.yaml" || return 1
+    kubectl wait --for=condition=Ready --timeout=60s -f "examples/$f.yaml" >/dev/null || {
+      kubectl get pods -o wide
+      return 1
+    }
+  done
+  echo "\$ kubectl get pods  (node and GPU from hami-scheduler's annotations)"
+  kubectl get pods -o custom-columns='POD:.metadata.name,NODE:.spec.nodeName,STATUS:.status.phase,GPU:.metadata.annotations.hami\.io/vgpu-devices-allocated'
+  for pod in vgpu-3000m-30 vgpu-half-1 vgpu-half-2 gpu-exclusive; do
+    echo "\$ kubectl logs $pod   (excerpt)"
+    local log
+    log=$(kubectl logs "$pod" 2>/dev/null || cat "$dir/logs/pods/default_${pod}_cuda.log")
+    grep -E '^pod |^cuMemGetInfo|past the limit|login-style|^FAILED' <<<"$log" | sed 's/^/  /'
+    grep -q '^FAILED' <<<"$log" && ok=1
+    if [[ $pod != gpu-exclusive ]]; then
+      n=$(grep -c 'ok: .*an allocation past the limit is refused' <<<"$log")
+      [[ $n -eq 2 ]] || { echo "  -> expected the process and the env -i session refused"; ok=1; }
+    fi
+  done
+  for node in node-1 node-2; do
+    url=$(python3 -c 'import json,sys; print(next(n["monitor_url"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"] == sys.argv[2]))' "$dir/cluster.json" "$node")
+    if [[ -z $url ]]; then
+      echo "(no hami-monitor on $node)"
+      continue
+    fi
+    echo "\$ curl $url/metrics | grep hami_vgpu_memory   ($node)"
+    # The monitor scans the pods' directories every 5 s: wait for a scrape that shows them.
+    for _ in $(seq 60); do
+      curl -s "$url/metrics" >"$work/metrics-$node.txt"
+      [[ $(grep -c '^hami_vgpu_memory_limit_bytes{.*} [1-9]' "$work/metrics-$node.txt") -ge \
+        $(kubectl get pods --field-selector "spec.nodeName=$node" --no-headers | wc -l) ]] && break
+      sleep 0.5
+    done
+    grep -E '^hami_vgpu_memory_(used|limit)_bytes\{' "$work/metrics-$node.txt" |
+      grep -v '} 0$' | sed 's/^/  /'
+    if command -v promtool >/dev/null; then
+      promtool check metrics <"$work/metrics-$node.txt" >/dev/null 2>&1 &&
+        echo "  promtool check metrics: ok" || { echo "  promtool check metrics: FAILED"; ok=1; }
+    fi
+  done
+  echo "\$ kubectl delete pod --all"
+  kubectl delete pod --all --timeout=60s || return 1
+  local left
+  for _ in $(seq 150); do
+    left=$(find "$dir"/nodes/*/hook/vgpu/containers -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+    [[ $left -eq 0 ]] && break
+    sleep 0.2
+  done
+  if [[ $left -eq 0 ]]; then
+    echo "hami-monitor removed every deleted pod's directory and limits file"
+  else
+    echo "-> $left container entries left after 30 s:"
+    find "$dir"/nodes/*/hook/vgpu/containers -mindepth 1 -maxdepth 1
+    ok=1
+  fi
+  echo "\$ hami sim cluster down"
+  "$hami" sim cluster down --dir "$dir" | tail -1 || ok=1
+  [[ ! -e $dir ]] || { echo "-> $dir was left behind"; ok=1; }
+  return $ok
+}
+if [[ $(id -u) -ne 0 ]]; then
+  echo
+  echo "== 7. A simulated cluster: hami sim cluster up, kubectl apply -f examples/"
+  echo "    skipped: needs root (the simulated container runtime makes mount and PID namespaces)"
+  skipped=$((skipped + 1))
+elif ! command -v kubectl >/dev/null; then
+  echo
+  echo "== 7. A simulated cluster: hami sim cluster up, kubectl apply -f examples/"
+  echo "    skipped: kubectl is not installed (scripts/setup.sh installs it)"
+  skipped=$((skipped + 1))
+else
+  step "7. A simulated cluster: hami sim cluster up, kubectl apply -f examples/, metrics, cleanup" \
+    cluster_demo
 fi
 
 echo

@@ -1,0 +1,378 @@
+// The whole system on a simulated cluster: `hami sim cluster up` (two nodes with two simulated
+// GPUs each: the API server, per node the simulated kubelet and container runtime, the real
+// hami-device-plugin and hami-monitor, then the real hami-scheduler behind the kube-scheduler
+// stand-in), the example pods applied with kubectl, and then what a user would check: where the
+// pods landed (binpack), that each container's CUDA program and a login-style process in it are
+// held to the pod's share (its log), the monitor's metrics for each pod (promtool), a deleted
+// pod's directory and limits file cleaned up while a live pod's stay, the components' requests
+// against the deployment's RBAC, and `hami sim cluster down` leaving no process and no file.
+//
+// Root only (the container runtime's namespaces); kubectl needed.
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/temp_dir.h"
+#include "common/unique_fd.h"
+#include "support/subprocess.h"
+
+namespace hami {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int kMiB = 1 << 20;
+const char* const kSharedPods[] = {"vgpu-3000m-30", "vgpu-half-1", "vgpu-half-2"};
+
+std::string Bin(const std::string& name) { return std::string(HAMI_BIN_DIR) + "/" + name; }
+std::string Example(const std::string& name) { return std::string(HAMI_EXAMPLES_DIR) + "/" + name; }
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+struct Ran {
+  int code = -1;
+  std::string out;
+};
+
+// Runs argv to its end (stdout captured; stderr to the test's), at most `timeout_ms`.
+Ran RunCommand(const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& env = {}, int timeout_ms = 60000) {
+  testing::Subprocess p(argv, env);
+  Ran r;
+  r.out = p.ReadAll(timeout_ms);
+  r.code = p.Wait(timeout_ms);
+  return r;
+}
+
+// Waits until `path` no longer exists, on inotify events of its parent directory.
+bool WaitForRemoval(const std::string& path, int timeout_ms) {
+  UniqueFd fd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!fd.valid()) return false;
+  const std::string parent = std::filesystem::path(path).parent_path();
+  if (inotify_add_watch(fd.get(), parent.c_str(), IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF) < 0) {
+    return !Exists(path);
+  }
+  const int64_t deadline = MonotonicNs() + int64_t(timeout_ms) * 1'000'000;
+  for (;;) {
+    if (!Exists(path)) return true;
+    const int64_t left_ms = (deadline - MonotonicNs()) / 1'000'000;
+    if (left_ms <= 0) return false;
+    pollfd p{fd.get(), POLLIN, 0};
+    if (poll(&p, 1, int(left_ms)) > 0) {
+      char buf[4096];
+      while (read(fd.get(), buf, sizeof(buf)) > 0) {
+      }
+    }
+  }
+}
+
+// The processes whose environment carries HAMI_SIM_CLUSTER=<dir>.
+std::vector<pid_t> ClusterProcesses(const std::string& dir) {
+  std::vector<pid_t> out;
+  const std::string mark = "HAMI_SIM_CLUSTER=" + dir;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = pid_t(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    auto env = ReadFileToString("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
+    if (!env.ok()) continue;
+    for (size_t pos = 0; pos < env->size();) {
+      size_t end = env->find('\0', pos);
+      if (end == std::string::npos) end = env->size();
+      if (env->compare(pos, end - pos, mark) == 0) out.push_back(pid);
+      pos = end + 1;
+    }
+  }
+  closedir(proc);
+  return out;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) return;
+    base_ = new TempDir("hami-cluster-test");
+    dir_ = base_->path() + "/cluster";
+    // A short resync interval, so that the monitor's cleanup of a deleted pod shows in the test.
+    Ran up = RunCommand({Bin("hami"), "sim", "cluster", "up", "--dir", dir_, "--nodes", "2",
+                         "--gpus", "h100-80g:2", "--monitor-resync-interval", "2s"},
+                        {}, 120000);
+    up_output_ = up.out;
+    up_code_ = up.code;
+    if (up.code == 0) {
+      auto text = ReadFileToString(dir_ + "/cluster.json", 1 << 20);
+      if (text.ok()) info_ = json::parse(*text, nullptr, false);
+    }
+  }
+  static void TearDownTestSuite() {
+    if (base_ == nullptr) return;
+    if (Exists(dir_))
+      RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", dir_}, {}, 120000);
+    delete base_;
+    base_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (geteuid() != 0) {
+      GTEST_SKIP() << "needs root: the simulated container runtime makes mount and PID "
+                      "namespaces, and the device plugin prepares /tmp/vgpulock";
+    }
+    if (access("/usr/bin/kubectl", X_OK) != 0) GTEST_SKIP() << "needs kubectl (/usr/bin/kubectl)";
+    ASSERT_EQ(up_code_, 0) << "hami sim cluster up failed:\n" << up_output_;
+    ASSERT_TRUE(info_.is_object()) << "no cluster.json in " << dir_;
+  }
+
+  static Ran Kubectl(std::vector<std::string> args, int timeout_ms = 60000) {
+    args.insert(args.begin(), "/usr/bin/kubectl");
+    return RunCommand(args, {{"KUBECONFIG", info_["kubeconfig"].get<std::string>()}}, timeout_ms);
+  }
+  static json Get(const std::string& what) {
+    Ran r = Kubectl({"get", what, "-o", "json"});
+    if (r.code != 0) return json();
+    return json::parse(r.out, nullptr, false);
+  }
+  static std::string Annotation(const json& obj, const std::string& key) {
+    const json& ann = obj["metadata"].value("annotations", json::object());
+    auto it = ann.find(key);
+    return it == ann.end() ? std::string() : it->get<std::string>();
+  }
+  static std::string PodLog(const std::string& pod) {
+    if (info_.value("pod_logs", false)) {
+      Ran r = Kubectl({"logs", pod});
+      if (r.code == 0) return r.out;
+    }
+    auto text = ReadFileToString(dir_ + "/logs/pods/default_" + pod + "_cuda.log", 1 << 20);
+    return text.ok() ? *text : std::string();
+  }
+  static json Node(const std::string& name) {
+    for (const json& n : info_["nodes"]) {
+      if (n["name"] == name) return n;
+    }
+    return json();
+  }
+  static std::string Metrics(const std::string& node) {
+    Ran r = RunCommand({"/usr/bin/curl", "-sS", "--max-time", "10",
+                        Node(node)["monitor_url"].get<std::string>() + "/metrics"});
+    return r.code == 0 ? r.out : std::string();
+  }
+
+  // Applies an example and waits (kubectl wait, on the pods' watch) until its pods are Ready.
+  static void ApplyAndWait(const std::string& file, const std::vector<std::string>& pods) {
+    Ran applied = Kubectl({"apply", "-f", Example(file)});
+    ASSERT_EQ(applied.code, 0) << applied.out;
+    std::vector<std::string> args = {"wait", "--for=condition=Ready", "--timeout=60s"};
+    for (const std::string& p : pods) args.push_back("pod/" + p);
+    Ran waited = Kubectl(args, 90000);
+    if (waited.code != 0) {
+      std::string logs;
+      for (const std::string& p : pods) logs += "--- " + p + ":\n" + PodLog(p);
+      FAIL() << "pods of " << file << " not Ready: " << waited.out << "\n"
+             << Kubectl({"get", "pods", "-o", "wide"}).out << logs;
+    }
+  }
+
+  static TempDir* base_;
+  static std::string dir_;
+  static std::string up_output_;
+  static int up_code_;
+  static json info_;
+};
+
+TempDir* ClusterTest::base_ = nullptr;
+std::string ClusterTest::dir_;
+std::string ClusterTest::up_output_;
+int ClusterTest::up_code_ = -1;
+json ClusterTest::info_;
+
+// One test: the steps depend on each other (the pods applied are those deleted and cleaned up).
+TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
+  // The nodes are Ready with their GPUs.
+  json nodes = Get("nodes");
+  ASSERT_EQ(nodes["items"].size(), 2u) << nodes.dump();
+  for (const json& n : nodes["items"]) {
+    EXPECT_EQ(n["status"]["capacity"].value("nvidia.com/gpu", ""), "20")
+        << "2 GPUs split 10 ways: " << n["status"].dump();
+    EXPECT_THAT(Annotation(n, "hami.io/node-nvidia-register"), Not(::testing::IsEmpty()));
+  }
+
+  // The demo's four pods, one after another, so that each placement sees the ones before it.
+  ApplyAndWait("vgpu-3000m-30.yaml", {"vgpu-3000m-30"});
+  ApplyAndWait("vgpu-half-1.yaml", {"vgpu-half-1"});
+  ApplyAndWait("vgpu-half-2.yaml", {"vgpu-half-2"});
+  ApplyAndWait("gpu-exclusive.yaml", {"gpu-exclusive"});
+  if (HasFailure()) return;
+
+  // Placement: from the scheduler's annotations. hami.io/vgpu-devices-allocated is
+  // "UUID,NVIDIA,MiB,cores:;" per container.
+  std::map<std::string, std::string> node_of;
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>>
+      gpus_of;  // pod -> (uuid, MiB)
+  json pods = Get("pods");
+  for (const json& p : pods["items"]) {
+    const std::string name = p["metadata"]["name"];
+    node_of[name] = p["spec"].value("nodeName", "");
+    EXPECT_EQ(Annotation(p, "hami.io/vgpu-node"), node_of[name]) << name;
+    EXPECT_EQ(Annotation(p, "hami.io/bind-phase"), "success") << name;
+    std::smatch m;
+    std::string devices = Annotation(p, "hami.io/vgpu-devices-allocated");
+    std::regex entry("(GPU-[0-9a-f-]+),NVIDIA,([0-9]+),([0-9]+)");
+    for (auto it = std::sregex_iterator(devices.begin(), devices.end(), entry);
+         it != std::sregex_iterator(); ++it) {
+      gpus_of[name].push_back({(*it)[1].str(), std::stoll((*it)[2].str())});
+    }
+    EXPECT_EQ(gpus_of[name].size(), 1u) << name << ": " << devices;
+  }
+  // binpack: the three shared pods fill one node before the other is used (81559 MiB GPUs:
+  // 3000 + 40779 + 40779 MiB fit in two GPUs), and the exclusive pod, which needs a whole
+  // GPU, goes to the other node.
+  EXPECT_EQ(node_of["vgpu-half-1"], node_of["vgpu-3000m-30"]);
+  EXPECT_EQ(node_of["vgpu-half-2"], node_of["vgpu-3000m-30"]);
+  EXPECT_NE(node_of["gpu-exclusive"], node_of["vgpu-3000m-30"]);
+  std::map<std::string, int64_t> used_mib;
+  std::map<std::string, int> pods_on_gpu;
+  for (const auto& [pod, gpus] : gpus_of) {
+    for (const auto& [uuid, mib] : gpus) {
+      used_mib[uuid] += mib;
+      pods_on_gpu[uuid] += 1;
+    }
+  }
+  for (const auto& [uuid, mib] : used_mib) EXPECT_LE(mib, 81559) << uuid << " is overcommitted";
+  ASSERT_FALSE(gpus_of["gpu-exclusive"].empty());
+  EXPECT_EQ(pods_on_gpu[gpus_of["gpu-exclusive"][0].first], 1) << "the exclusive GPU is shared";
+  ASSERT_FALSE(gpus_of["vgpu-3000m-30"].empty());
+  EXPECT_EQ(gpus_of["vgpu-3000m-30"][0].second, 3000);
+  EXPECT_EQ(gpus_of["vgpu-half-1"][0].second, 40779) << "50% of an H100's 81559 MiB";
+
+  // Limits: each shared pod's program, and a login-style process with an empty environment,
+  // saw the share and were refused past it.
+  for (const char* pod : kSharedPods) {
+    const std::string log = PodLog(pod);
+    EXPECT_THAT(log, Not(HasSubstr("FAILED"))) << pod << ":\n" << log;
+    EXPECT_THAT(log, HasSubstr("a login-style session")) << pod << ":\n" << log;
+    const std::regex refused("ok: +an allocation past the limit is refused");
+    auto n = std::distance(std::sregex_iterator(log.begin(), log.end(), refused),
+                           std::sregex_iterator());
+    EXPECT_EQ(n, 2) << pod << ": the process and the env -i session are both held:\n" << log;
+    EXPECT_THAT(log, HasSubstr("holding")) << pod;
+  }
+  EXPECT_THAT(PodLog("vgpu-3000m-30"), HasSubstr("cuMemGetInfo: total 3000 MiB"));
+  EXPECT_THAT(PodLog("vgpu-half-1"), HasSubstr("cuMemGetInfo: total 40779 MiB"));
+  EXPECT_THAT(PodLog("gpu-exclusive"), HasSubstr("holding"));
+
+  // Metrics: each node's monitor shows its pods' limits and usage; the exposition passes
+  // promtool.
+  const std::map<std::string, int64_t> limit_mib = {
+      {"vgpu-3000m-30", 3000}, {"vgpu-half-1", 40779}, {"vgpu-half-2", 40779}};
+  for (const json& n : info_["nodes"]) {
+    const std::string node = n["name"];
+    if (n.value("monitor_url", "").empty()) {
+      ADD_FAILURE() << "node " << node << " runs without hami-monitor";
+      continue;
+    }
+    // The monitor scans the container directories every --feedback-interval (5 s): no event
+    // says a scan has seen the pods, so the scrape is repeated until it shows them all.
+    std::string text;
+    testing::PollUntil(
+        [&] {
+          text = Metrics(node);
+          for (const auto& [pod, node_name] : node_of) {
+            if (node_name == node && text.find("pod=\"" + pod + "\"") == std::string::npos) {
+              return false;
+            }
+          }
+          return true;
+        },
+        30000, 200000);
+    ASSERT_THAT(text, HasSubstr("hami_vgpu_memory_limit_bytes")) << node << ":\n" << text;
+    const std::string file = base_->path() + "/metrics-" + node + ".txt";
+    ASSERT_TRUE(std::ofstream(file) << text);
+    Ran lint = RunCommand({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file + " 2>&1"});
+    EXPECT_EQ(lint.code, 0) << "promtool on " << node << "'s metrics:\n" << lint.out;
+    for (const auto& [pod, node_name] : node_of) {
+      if (node_name != node) continue;
+      EXPECT_THAT(text, HasSubstr("pod=\"" + pod + "\"")) << pod << " has no series on " << node;
+      auto limit = limit_mib.find(pod);
+      if (limit == limit_mib.end()) continue;
+      std::regex series("hami_vgpu_memory_limit_bytes\\{[^}]*pod=\"" + pod + "\"[^}]*\\} " +
+                        std::to_string(limit->second * kMiB));
+      EXPECT_TRUE(std::regex_search(text, series)) << pod << "'s limit on " << node << ":\n"
+                                                   << text;
+    }
+  }
+
+  // Deletion and cleanup: the deleted pod's directory and limits file go (the monitor's
+  // resync interval is 2 s here); the live pod's stay.
+  const std::string hook = Node(node_of["vgpu-3000m-30"])["hook_path"];
+  const std::string containers = hook + "/vgpu/containers/";
+  auto uid = [&](const std::string& pod) {
+    for (const json& p : pods["items"]) {
+      if (p["metadata"]["name"] == pod) return p["metadata"]["uid"].get<std::string>();
+    }
+    return std::string();
+  };
+  const std::string gone = containers + uid("vgpu-3000m-30") + "_cuda";
+  const std::string live = containers + uid("vgpu-half-1") + "_cuda";
+  ASSERT_TRUE(Exists(gone)) << gone;
+  ASSERT_TRUE(Exists(gone + ".limits"));
+  ASSERT_TRUE(Exists(live));
+  Ran deleted = Kubectl({"delete", "pod", "vgpu-3000m-30", "--timeout=60s"}, 90000);
+  ASSERT_EQ(deleted.code, 0) << deleted.out;
+  EXPECT_TRUE(WaitForRemoval(gone, 60000)) << gone << " is still there";
+  EXPECT_TRUE(WaitForRemoval(gone + ".limits", 10000));
+  EXPECT_TRUE(Exists(live)) << "a live pod's directory was removed";
+  EXPECT_TRUE(Exists(live + ".limits"));
+
+  // RBAC: every request the components made is granted by the deployment's roles.
+  const std::string rbac = std::string(HAMI_SOURCE_DIR) + "/tests/deploy/rbac_check.py";
+  Ran audit = Kubectl({"get", "--raw", "/sim/audit"});
+  if (Exists(rbac) && audit.code == 0) {
+    const std::string audit_file = base_->path() + "/audit.json";
+    ASSERT_TRUE(std::ofstream(audit_file) << audit.out);
+    const std::string manifests = base_->path() + "/manifests.yaml";
+    Ran rendered = RunCommand(
+        {"/usr/bin/kubectl", "kustomize", std::string(HAMI_SOURCE_DIR) + "/deploy/base"});
+    ASSERT_EQ(rendered.code, 0) << rendered.out;
+    ASSERT_TRUE(std::ofstream(manifests) << rendered.out);
+    Ran checked = RunCommand({"/bin/sh", "-c",
+                              "/usr/bin/python3 " + rbac + " --manifests " + manifests +
+                                  " --audit " + audit_file + " 2>&1"});
+    EXPECT_EQ(checked.code, 0) << "rbac_check.py:\n" << checked.out;
+  } else {
+    std::printf("(RBAC check skipped: %s)\n", Exists(rbac) ? "the API server has no /sim/audit"
+                                                           : "no tests/deploy/rbac_check.py");
+  }
+
+  // Down: no process and no file left.
+  Ran down = RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", dir_}, {}, 120000);
+  EXPECT_EQ(down.code, 0) << down.out;
+  EXPECT_FALSE(Exists(dir_)) << dir_ << " was left behind";
+  EXPECT_THAT(ClusterProcesses(dir_), ::testing::IsEmpty()) << "processes of the cluster live on";
+  // Down again: nothing to do, and fine.
+  Ran again = RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", dir_});
+  EXPECT_EQ(again.code, 0) << again.out;
+}
+
+}  // namespace
+}  // namespace hami
