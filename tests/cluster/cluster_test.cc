@@ -206,6 +206,76 @@ std::string ClusterTest::up_output_;
 int ClusterTest::up_code_ = -1;
 json ClusterTest::info_;
 
+// Runs before the main test (which ends with down); its pods hold no devices and are deleted.
+TEST_F(ClusterTest, ThePodStatusShowsAFailedAdmissionARestartAndACompletion) {
+  // A GPU pod placed without hami-scheduler (the default-scheduler stand-in; the label keeps
+  // the webhook away): the device plugin finds no binding pod, and the kubelet rejects it.
+  const std::string unplaced = base_->path() + "/unplaced.yaml";
+  ASSERT_TRUE(std::ofstream(unplaced) << R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: unplaced
+  labels:
+    hami.io/webhook: ignore
+spec:
+  schedulerName: default-scheduler
+  restartPolicy: Never
+  containers:
+  - name: main
+    command: ["true"]
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: crashing
+spec:
+  restartPolicy: OnFailure
+  containers:
+  - name: main
+    command: ["sh", "-c", "echo attempt; exit 3"]
+)");
+  Ran applied = Kubectl({"apply", "-f", unplaced});
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  Ran plain = Kubectl({"apply", "-f", Example("plain-pod.yaml")});
+  ASSERT_EQ(plain.code, 0) << plain.out;
+
+  Ran rejected = Kubectl({"wait", "--for=jsonpath={.status.reason}=UnexpectedAdmissionError",
+                          "--timeout=60s", "pod/unplaced"},
+                         90000);
+  EXPECT_EQ(rejected.code, 0) << rejected.out
+                              << Kubectl({"get", "pod", "unplaced", "-o", "yaml"}).out;
+  json pod = Get("pod/unplaced");
+  EXPECT_EQ(pod["status"].value("phase", ""), "Failed");
+  EXPECT_THAT(pod["status"].value("message", ""),
+              HasSubstr("Pod was rejected: Allocate failed due to "));
+
+  Ran restarted = Kubectl({"wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1",
+                           "--timeout=60s", "pod/crashing"},
+                          90000);
+  EXPECT_EQ(restarted.code, 0) << restarted.out
+                               << Kubectl({"get", "pod", "crashing", "-o", "yaml"}).out;
+  pod = Get("pod/crashing");
+  EXPECT_EQ(pod["status"].value("phase", ""), "Running") << "OnFailure restarts a failed container";
+
+  Ran done = Kubectl(
+      {"wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", "pod/plain"}, 90000);
+  EXPECT_EQ(done.code, 0) << done.out;
+  pod = Get("pod/plain");
+  const json& cs = pod["status"]["containerStatuses"][0];
+  EXPECT_EQ(cs["state"]["terminated"].value("exitCode", -1), 0) << cs.dump();
+  EXPECT_EQ(cs["state"]["terminated"].value("reason", ""), "Completed") << cs.dump();
+  EXPECT_THAT(cs.value("containerID", ""), ::testing::StartsWith("sim://"));
+  auto log = ReadFileToString(dir_ + "/logs/pods/default_plain_main.log", 1 << 20);
+  ASSERT_TRUE(log.ok());
+  EXPECT_THAT(*log, HasSubstr("hello from plain on node-"));
+
+  Ran deleted = Kubectl({"delete", "pod", "unplaced", "crashing", "plain", "--timeout=60s"}, 90000);
+  EXPECT_EQ(deleted.code, 0) << deleted.out;
+}
+
 // One test: the steps depend on each other (the pods applied are those deleted and cleaned up).
 TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
   // The nodes are Ready with their GPUs.
