@@ -230,6 +230,9 @@ class ManifestsTest(unittest.TestCase):
         self.assertEqual(h["objectSelector"], ignore)
         ns = find(self.base, "Namespace", NAMESPACE)
         self.assertEqual(ns["metadata"]["labels"]["hami.io/webhook"], "ignore")
+        # The DaemonSet is privileged: Pod Security admission must let it in.
+        self.assertEqual(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+                         "privileged")
 
     def test_rbac_has_no_wildcards_and_no_secret_access(self):
         for o in self.base:
