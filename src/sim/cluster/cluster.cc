@@ -47,6 +47,7 @@ constexpr hami::kube::Resource kMutatingWebhooks{"admissionregistration.k8s.io",
                                                  false,
                                                  ""};
 constexpr char kWebhookName[] = "hami-webhook";
+constexpr char kSystemNamespace[] = "hami-system";
 
 void Say(std::FILE* out, const std::string& line) {
   if (out == nullptr) return;
@@ -364,6 +365,12 @@ Status Starter::StartApiServer() {
   co.qps = 0;
   co.user_agent = "hami-sim-cluster";
   client_ = HAMI_TRY(hami::kube::Client::Create(std::move(config), co));
+  // The deployment's namespace: the scheduler's leader-election lease lives there.
+  auto ns =
+      client_->Create(hami::kube::kNamespaces, "", {{"metadata", {{"name", kSystemNamespace}}}});
+  if (!ns.ok() && ns.error().code() != ErrorCode::kConflict) {
+    return std::move(ns).error().Context(std::string("creating namespace ") + kSystemNamespace);
+  }
   return OkStatus();
 }
 
@@ -441,19 +448,15 @@ Status Starter::StartScheduler() {
   const int metrics = HAMI_TRY(FreePort());
   info_.scheduler = "https://127.0.0.1:" + std::to_string(port);
   info_.scheduler_metrics = "http://127.0.0.1:" + std::to_string(metrics);
-  std::vector<std::string> argv = {o_.bin_dir + "/hami-scheduler",
-                                   "--kubeconfig",
-                                   info_.kubeconfig,
-                                   "--http-bind",
-                                   "127.0.0.1:" + std::to_string(port),
-                                   "--cert-file",
-                                   cert_,
-                                   "--key-file",
-                                   key_,
-                                   "--metrics-bind-address",
-                                   "127.0.0.1:" + std::to_string(metrics),
-                                   "--scheduler-name",
-                                   "hami-scheduler"};
+  std::vector<std::string> argv = {
+      o_.bin_dir + "/hami-scheduler", "--kubeconfig", info_.kubeconfig, "--http-bind",
+      "127.0.0.1:" + std::to_string(port), "--cert-file", cert_, "--key-file", key_,
+      "--metrics-bind-address", "127.0.0.1:" + std::to_string(metrics), "--scheduler-name",
+      "hami-scheduler",
+      // As deploy/base/scheduler.yaml runs it.
+      "--node-scheduler-policy=binpack", "--gpu-scheduler-policy=spread", "--leader-elect",
+      std::string("--leader-elect-namespace=") + kSystemNamespace,
+      "--leader-elect-name=hami-scheduler"};
   if (!device_config_.empty()) argv.insert(argv.end(), {"--device-config-file", device_config_});
   HAMI_TRY(Start("hami-scheduler", argv, {}));
   HAMI_TRY(WaitFor("hami-scheduler", info_.components.back().log,
