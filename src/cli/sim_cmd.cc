@@ -173,6 +173,8 @@ struct ApiServerFlags {
   std::string tls_key;
   int64_t watch_window = 10000;
   int threads = 128;
+  std::string pod_log_dir;
+  std::string audit = "on";
 };
 
 // A key=value value: as is when it has no space, quote, backslash or '=', else quoted.
@@ -204,6 +206,8 @@ int ServeApiServer(const ApiServerFlags& f) {
   o.tls_key_file = f.tls_key;
   o.watch_window = f.watch_window;
   o.threads = f.threads;
+  o.pod_log_dir = f.pod_log_dir;
+  o.audit = f.audit == "on";
   auto started = sim::kube::ApiServer::Start(o);
   if (!started.ok()) {
     std::fprintf(stderr, "hami sim apiserver: %s\n", started.error().message().c_str());
@@ -217,9 +221,11 @@ int ServeApiServer(const ApiServerFlags& f) {
     }
   }
   std::fprintf(stderr,
-               "apiserver event=start url=%s kubeconfig=%s watch_window=%lld threads=%d pid=%d\n",
+               "apiserver event=start url=%s kubeconfig=%s watch_window=%lld threads=%d "
+               "pod_log_dir=%s audit=%s pid=%d\n",
                LogValue(server->url()).c_str(), LogValue(f.kubeconfig_out).c_str(),
-               static_cast<long long>(f.watch_window), f.threads, int(getpid()));
+               static_cast<long long>(f.watch_window), f.threads, LogValue(f.pod_log_dir).c_str(),
+               f.audit.c_str(), int(getpid()));
   std::printf("apiserver: %s\n", server->url().c_str());
   std::fflush(stdout);
   int sig = 0;
@@ -310,6 +316,13 @@ void ConfigureSimCommand(CLI::App& app) {
       ->capture_default_str();
   apiserver->add_option("--threads", api.threads, "request threads (each open watch holds one)")
       ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  apiserver->add_option("--pod-log-dir", api.pod_log_dir,
+                        "serve pods/log from DIR/<namespace>_<pod>_<container>.log");
+  apiserver
+      ->add_option("--audit", api.audit,
+                   "record every resource request for GET /sim/audit (on or off)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   apiserver->callback([] { std::exit(ServeApiServer(api)); });
 

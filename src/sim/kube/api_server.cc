@@ -11,6 +11,7 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -20,6 +21,7 @@
 #include "kube/patch.h"
 #include "kube/selector.h"
 #include "kube/time.h"
+#include "sim/kube/admission.h"
 #include "sim/kube/api_status.h"
 #include "sim/kube/audit.h"
 #include "sim/kube/discovery.h"
@@ -419,12 +421,18 @@ struct ApiServer::Impl {
   void ServeAudit(const httplib::Request& req, httplib::Response& res);
   void ServeLog(const httplib::Request& req, httplib::Response& res, const Target& t);
   void Audit(const httplib::Request& req, const Target& t);
+  // Mutating admission of a create of `body` (a request body) into `ns`: the body as the
+  // webhooks leave it, or the Status refusing it. Only pods are admitted; other resources,
+  // and any create while no webhook configuration exists, pass unchanged.
+  ApiResult<json> AdmitCreate(const Resource& r, const std::string& ns, json body,
+                              const std::string& user_agent, WriteMode mode);
   void SendObject(const httplib::Request& req, httplib::Response& res, int code, const Resource& r,
                   const StoredObject& o);
 
   ApiServerOptions options;
   Store store;
   AuditLog audit;
+  Admitter admitter;
   std::unique_ptr<httplib::Server> http;
   std::thread thread;
   int port = 0;
@@ -994,9 +1002,49 @@ void ApiServer::Impl::ServeCreate(const httplib::Request& req, httplib::Response
   if (!mode.ok()) return SendStatus(res, mode.status());
   auto body = ParseJson(req.body, "the request body");
   if (!body.ok()) return SendStatus(res, body.status());
-  auto created = store.Create(*t.resource, t.ns, std::move(*body), *mode);
+  auto admitted = AdmitCreate(*t.resource, t.ns, std::move(*body),
+                              AuditUserAgent(req.get_header_value("User-Agent")), *mode);
+  if (!admitted.ok()) return SendStatus(res, admitted.status());
+  auto created = store.Create(*t.resource, t.ns, std::move(*admitted), *mode);
   if (!created.ok()) return SendStatus(res, created.status());
   SendObject(req, res, 201, *t.resource, **created);
+}
+
+ApiResult<json> ApiServer::Impl::AdmitCreate(const Resource& r, const std::string& ns, json body,
+                                             const std::string& user_agent, WriteMode mode) {
+  if (!Is(r, hami::kube::kPods)) return body;
+  auto configs = store.List(hami::kube::kMutatingWebhookConfigurations, "", nullptr, 0, "");
+  if (!configs.ok() || configs->items.empty()) return body;
+  auto decoded = DecodeObject(r, std::move(body));
+  if (!decoded.ok()) return std::move(decoded).status();
+  json object = std::move(*decoded);
+  json& meta = object["metadata"];
+  const std::string body_ns = meta.value("namespace", "");
+  if (!body_ns.empty() && body_ns != ns) {
+    return BadRequest(
+        "the namespace of the provided object does not match the namespace sent on the request");
+  }
+  meta["namespace"] = ns;
+  ApplyDefaults(r, object);
+  object["kind"] = r.kind;
+  object["apiVersion"] = r.ApiVersion();
+  std::vector<json> configurations;
+  for (const ObjectPtr& o : configs->items) configurations.push_back(o->object());
+  AdmissionAttributes a;
+  a.resource = &r;
+  a.operation = "CREATE";
+  a.ns = ns;
+  a.name = object["metadata"].value("name", "");
+  if (auto namespace_object = store.Get(hami::kube::kNamespaces, "", ns); namespace_object.ok()) {
+    const json& m = (*namespace_object)->object().value("metadata", json::object());
+    a.namespace_labels = m.value("labels", json::object());
+  }
+  a.object = std::move(object);
+  a.username = user_agent;
+  a.dry_run = mode == WriteMode::kDryRun;
+  return admitter.Admit(configurations, std::move(a), [](const std::string& line) {
+    std::fprintf(stderr, "apiserver event=admission %s\n", line.c_str());
+  });
 }
 
 void ApiServer::Impl::ServeUpdate(const httplib::Request& req, httplib::Response& res,
@@ -1478,7 +1526,9 @@ Result<json> ApiServer::CreateObject(const Resource& r, const json& obj) {
       if (it != obj["metadata"].end() && it->is_string()) ns = it->get<std::string>();
     }
   }
-  auto created = impl_->store.Create(r, ns, obj);
+  auto admitted = impl_->AdmitCreate(r, ns, obj, "", WriteMode::kCommit);
+  if (!admitted.ok()) return ToError(admitted.status());
+  auto created = impl_->store.Create(r, ns, std::move(*admitted));
   if (!created.ok()) return ToError(created.status());
   return TypedObject(r, **created);
 }

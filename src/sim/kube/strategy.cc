@@ -1042,13 +1042,21 @@ std::optional<ApiStatus> ValidateName(const Resource& r, std::string_view name) 
                      "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
 }
 
+void ApplyDefaults(const Resource& r, json& object) {
+  if (!object.is_object()) return;
+  if (Is(r, hami::kube::kPods)) {
+    if (!object.contains("spec") || !object["spec"].is_object()) return;
+    DefaultPodSpec(object);
+    SetDefault(object["spec"], "priority", 0);
+    SetDefault(object["spec"], "preemptionPolicy", "PreemptLowerPriority");
+    return;
+  }
+  DefaultObject(r, object);
+}
+
 ApiResult<json> PrepareForCreate(const Resource& r, json object) {
   if (Is(r, hami::kube::kPods)) {
-    DefaultPodSpec(object);
-    if (object.contains("spec") && object["spec"].is_object()) {
-      SetDefault(object["spec"], "priority", 0);
-      SetDefault(object["spec"], "preemptionPolicy", "PreemptLowerPriority");
-    }
+    ApplyDefaults(r, object);
     object["status"] = {{"phase", "Pending"}};
   } else if (Is(r, hami::kube::kNamespaces)) {
     json& spec = object["spec"];

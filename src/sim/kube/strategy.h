@@ -40,6 +40,10 @@ ApiResult<nlohmann::json> DecodeObject(const hami::kube::Resource& r, nlohmann::
 // The name rules: a DNS-1123 label (namespaces) or subdomain (everything else); 422.
 std::optional<ApiStatus> ValidateName(const hami::kube::Resource& r, std::string_view name);
 
+// The registry's defaulting of `object` (decoded) as a create would apply it, without the
+// resets and validation: what admission webhooks see (pods: the pod spec's defaults).
+void ApplyDefaults(const hami::kube::Resource& r, nlohmann::json& object);
+
 // Create: defaults (pods: schedulerName, restartPolicy, dnsPolicy, priority, container
 // defaults, ...), resets (pod status {"phase":"Pending"}, namespace phase Active, quota status
 // {}), then validation (pods need named containers; events an involvedObject).
