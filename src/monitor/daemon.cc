@@ -202,6 +202,8 @@ struct Daemon::Impl {
     feedback.active = fs.active;
     feedback.paused = fs.paused;
     feedback.switched_on = fs.switched_on;
+    feedback.writes += uint64_t(fs.writes);
+    feedback.errors += uint64_t(fs.errors);
     if (cleaned) {
       ++cleanup.passes;
       if (!cleanup_report.listed) ++cleanup.list_failures;

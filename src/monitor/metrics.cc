@@ -162,6 +162,10 @@ void DeclareAll(Exposition& e) {
   e.Declare("hami_monitor_feedback_passes_total", "counter", "Priority feedback passes.");
   e.Declare("hami_monitor_feedback_regions", "gauge",
             "Regions the latest feedback pass saw, by state.");
+  e.Declare("hami_monitor_feedback_writes_total", "counter",
+            "Pause and utilization-switch values the feedback loop changed.");
+  e.Declare("hami_monitor_feedback_errors_total", "counter",
+            "Feedback changes a region refused (left as it was).");
 }
 
 }  // namespace
@@ -315,6 +319,8 @@ std::string RenderMetrics(const MetricsInput& in) {
   e.Add("hami_monitor_feedback_regions", "state=\"active\"", double(in.feedback.active));
   e.Add("hami_monitor_feedback_regions", "state=\"paused\"", double(in.feedback.paused));
   e.Add("hami_monitor_feedback_regions", "state=\"switched_on\"", double(in.feedback.switched_on));
+  e.Add("hami_monitor_feedback_writes_total", "", double(in.feedback.writes));
+  e.Add("hami_monitor_feedback_errors_total", "", double(in.feedback.errors));
   return e.Render();
 }
 

@@ -96,6 +96,8 @@ struct FeedbackView {
   int active = 0;
   int paused = 0;
   int switched_on = 0;
+  uint64_t writes = 0;  // pause and switch values changed, ever
+  uint64_t errors = 0;  // changes a region refused, ever
 };
 
 struct MetricsInput {

@@ -78,7 +78,7 @@ MetricsInput Example(NodeSample& sample) {
   in.pods_by_uid["uid-2"] = PodRef{"team-a", "trainer"};
   in.region_errors.push_back({"/h/vgpu/containers/uid-3_x/usage.cache", "corrupt"});
   in.cleanup = CleanupView{true, 4, 1, 2, 0, 1, 0};
-  in.feedback = FeedbackView{10, 1, 1, 0, 1};
+  in.feedback = FeedbackView{10, 1, 1, 0, 1, 3, 0};
   in.pods_synced = true;
   in.scans = 10;
   in.nvml_samples = 9;
