@@ -37,6 +37,17 @@ nlohmann::json ToStatusJson(const ApiStatus& s) {
   if (!s.group.empty()) details["group"] = s.group;
   if (!s.kind.empty()) details["kind"] = s.kind;
   if (s.retry_after_seconds > 0) details["retryAfterSeconds"] = s.retry_after_seconds;
+  if (!s.cause_field.empty()) {
+    // The cause's reason as field.ErrorType names it, from the message's first words.
+    std::string_view what = s.cause_message;
+    std::string reason = "FieldValueInvalid";
+    if (what.starts_with("Required value")) reason = "FieldValueRequired";
+    if (what.starts_with("Unsupported value")) reason = "FieldValueNotSupported";
+    if (what.starts_with("Forbidden")) reason = "FieldValueForbidden";
+    if (what.starts_with("Duplicate value")) reason = "FieldValueDuplicate";
+    details["causes"] = nlohmann::json::array(
+        {{{"reason", reason}, {"message", s.cause_message}, {"field", s.cause_field}}});
+  }
   if (!details.empty() || s.code == 404) j["details"] = std::move(details);
   return j;
 }
@@ -105,6 +116,8 @@ ApiStatus Invalid(const Resource& r, std::string_view name, std::string_view fie
   s.name = name;
   s.kind = r.kind;
   s.group = r.group;
+  s.cause_field = field;
+  s.cause_message = what;
   return s;
 }
 

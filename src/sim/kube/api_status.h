@@ -24,6 +24,10 @@ struct ApiStatus {
   std::string kind;             // details.kind: the resource ("pods"), or the Kind for Invalid
   std::string group;            // details.group ("" for the core group: omitted)
   int retry_after_seconds = 0;  // > 0: details.retryAfterSeconds and the Retry-After header
+  // Invalid: the field and what is wrong with it, as details.causes[0] (kubectl prints "The
+  // Kind "name" is invalid: field: what" from it).
+  std::string cause_field;
+  std::string cause_message;
 };
 
 // The Status object: {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",...}.

@@ -1,0 +1,297 @@
+// The new resources, pods/log and the audit log through clients nobody here wrote: kubectl
+// 1.32 (apply -f and -k, get with its tables and short names, delete, logs) against the
+// simulated API server in this process, and the project's own client naming itself by
+// User-Agent. A kubectl test skips when kubectl is not installed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/resource.h"
+#include "sim/kube/api_test_support.h"
+#include "support/subprocess.h"
+
+namespace hami::sim::kube {
+namespace {
+
+using hami::testing::Subprocess;
+using nlohmann::json;
+
+constexpr int kCommandTimeoutMs = 60000;
+
+std::optional<std::string> FindKubectl() {
+  for (const char* path : {"/usr/bin/kubectl", "/usr/local/bin/kubectl"}) {
+    if (access(path, X_OK) == 0) return path;
+  }
+  return std::nullopt;
+}
+
+struct Outcome {
+  int status;
+  std::string out;  // stdout and stderr, merged
+};
+
+// The manifests of a small HAMi-like deployment: every kind the deployment uses.
+constexpr char kManifests[] = R"(apiVersion: v1
+kind: ServiceAccount
+metadata: {name: hami-scheduler, namespace: kube-system}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: hami-scheduler-tls, namespace: kube-system}
+type: kubernetes.io/tls
+data: {tls.crt: AAAA, tls.key: AAAA}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hami-scheduler, namespace: kube-system}
+spec:
+  selector: {app: hami-scheduler}
+  ports: [{name: https, port: 443, targetPort: 9443}, {name: metrics, port: 9395}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: hami-scheduler}
+rules: [{apiGroups: [""], resources: [pods, nodes], verbs: [get, list, watch, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: hami-scheduler}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hami-scheduler}
+subjects: [{kind: ServiceAccount, name: hami-scheduler, namespace: kube-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: hami-scheduler, namespace: kube-system}
+rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, create, update]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: hami-scheduler, namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: hami-scheduler}
+subjects: [{kind: ServiceAccount, name: hami-scheduler, namespace: kube-system}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hami-scheduler, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: hami-scheduler}}
+  template:
+    metadata: {labels: {app: hami-scheduler}}
+    spec:
+      serviceAccountName: hami-scheduler
+      containers:
+      - name: scheduler
+        image: hami:1
+        resources: {limits: {cpu: "1"}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: hami-device-plugin, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: hami-device-plugin}}
+  template:
+    metadata: {labels: {app: hami-device-plugin}}
+    spec:
+      nodeSelector: {gpu: "on"}
+      containers: [{name: plugin, image: hami:1}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: hami-webhook}
+webhooks:
+- name: vgpu.hami.io
+  clientConfig: {url: "https://127.0.0.1:9443/webhook"}
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  objectSelector: {matchLabels: {never: "true"}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+)";
+
+class KubectlTest : public testing::ServerFixture {
+ protected:
+  void SetUp() override {
+    kubectl_ = FindKubectl();
+    if (!kubectl_) GTEST_SKIP() << "kubectl is not installed (scripts/setup.sh installs it)";
+    ASSERT_TRUE(dir_.ok());
+    std::filesystem::create_directories(dir_.File("logs"));
+    ApiServerOptions o;
+    o.pod_log_dir = dir_.File("logs");
+    Start(o);
+    ASSERT_TRUE(server_->WriteKubeconfig(dir_.File("kubeconfig")).ok());
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_.File(name);
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  Outcome Kubectl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c",          "exec \"$0\" \"$@\" 2>&1",
+                                     *kubectl_, "--cache-dir", dir_.File("cache")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Subprocess p(argv, {{"KUBECONFIG", dir_.File("kubeconfig")}, {"HOME", dir_.path()}});
+    std::string out = p.ReadAll(kCommandTimeoutMs);
+    return {p.Wait(kCommandTimeoutMs), out};
+  }
+
+  std::string KubectlOk(const std::vector<std::string>& args) {
+    Outcome o = Kubectl(args);
+    EXPECT_EQ(o.status, 0) << ::testing::PrintToString(args) << ": " << o.out;
+    return o.out;
+  }
+
+  std::optional<std::string> kubectl_;
+  TempDir dir_{"hami-sim-kubectl"};
+};
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_F(KubectlTest, ApplyCreatesConfiguresAndLeavesUnchangedEveryDeploymentKind) {
+  const std::string file = Write("all.yaml", kManifests);
+  std::string out = KubectlOk({"apply", "-f", file});
+  for (const char* line :
+       {"serviceaccount/hami-scheduler created", "secret/hami-scheduler-tls created",
+        "service/hami-scheduler created",
+        "clusterrole.rbac.authorization.k8s.io/hami-scheduler created",
+        "clusterrolebinding.rbac.authorization.k8s.io/hami-scheduler created",
+        "role.rbac.authorization.k8s.io/hami-scheduler created",
+        "rolebinding.rbac.authorization.k8s.io/hami-scheduler created",
+        "deployment.apps/hami-scheduler created", "daemonset.apps/hami-device-plugin created",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/hami-webhook created"}) {
+    EXPECT_TRUE(Has(out, line)) << line << " in:\n" << out;
+  }
+
+  std::string changed = kManifests;
+  for (const std::string from : {"image: hami:1", "image: hami:1", "port: 9395"}) {
+    changed.replace(changed.find(from), from.size(),
+                    from == "port: 9395" ? "port: 9396" : "image: hami:2");
+  }
+  out = KubectlOk({"apply", "-f", Write("changed.yaml", changed)});
+  EXPECT_TRUE(Has(out, "deployment.apps/hami-scheduler configured")) << out;
+  EXPECT_TRUE(Has(out, "daemonset.apps/hami-device-plugin configured")) << out;
+  EXPECT_TRUE(Has(out, "service/hami-scheduler configured")) << out;
+  EXPECT_TRUE(Has(out, "serviceaccount/hami-scheduler unchanged")) << out;
+  EXPECT_TRUE(Has(out, "clusterrole.rbac.authorization.k8s.io/hami-scheduler unchanged")) << out;
+
+  // The strategic merge kept what the manifest did not change.
+  json deploy = json::parse(
+      KubectlOk({"-n", "kube-system", "get", "deploy", "hami-scheduler", "-o", "json"}));
+  const json& container = deploy["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(container["image"], "hami:2");
+  EXPECT_EQ(container["resources"]["limits"]["cpu"], "1");
+  EXPECT_EQ(deploy["metadata"]["generation"], 2);
+  json svc =
+      json::parse(KubectlOk({"-n", "kube-system", "get", "svc", "hami-scheduler", "-o", "json"}));
+  ASSERT_EQ(svc["spec"]["ports"].size(), 2u);
+  EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"], 9443);
+  EXPECT_EQ(svc["spec"]["ports"][1]["port"], 9396);
+  json hooks = json::parse(KubectlOk({"get", "mutatingwebhookconfiguration", "-o", "json"}));
+  EXPECT_EQ(hooks["items"][0]["webhooks"][0]["clientConfig"]["url"],
+            "https://127.0.0.1:9443/webhook");
+
+  out = KubectlOk({"-n", "kube-system", "get", "deploy,ds,svc,sa"});
+  EXPECT_TRUE(Has(out, "READY   UP-TO-DATE   AVAILABLE")) << out;
+  EXPECT_TRUE(Has(out, "deployment.apps/hami-scheduler   0/1")) << out;
+  EXPECT_TRUE(Has(out, "NODE SELECTOR")) << out;
+  EXPECT_TRUE(Has(out, "gpu=on")) << out;
+  EXPECT_TRUE(Has(out, "443/TCP,9396/TCP")) << out;
+  EXPECT_TRUE(Has(out, "serviceaccount/hami-scheduler")) << out;
+  out = KubectlOk({"get", "clusterrolebindings"});
+  EXPECT_TRUE(Has(out, "ClusterRole/hami-scheduler")) << out;
+
+  out = KubectlOk({"delete", "-f", Write("changed.yaml", changed)});
+  EXPECT_TRUE(Has(out, "daemonset.apps \"hami-device-plugin\" deleted")) << out;
+  EXPECT_TRUE(Has(out, "secret \"hami-scheduler-tls\" deleted")) << out;
+  Outcome gone = Kubectl({"-n", "kube-system", "get", "deploy", "hami-scheduler"});
+  EXPECT_NE(gone.status, 0);
+  EXPECT_TRUE(Has(gone.out, "NotFound")) << gone.out;
+}
+
+TEST_F(KubectlTest, ApplyOfAKustomization) {
+  std::filesystem::create_directories(dir_.File("base"));
+  Write("base/all.yaml", kManifests);
+  Write("base/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [all.yaml]\ncommonLabels: {app.kubernetes.io/part-of: hami}\n");
+  std::string out = KubectlOk({"apply", "-k", dir_.File("base")});
+  EXPECT_TRUE(Has(out, "deployment.apps/hami-scheduler created")) << out;
+  out = KubectlOk({"get", "clusterroles", "-l", "app.kubernetes.io/part-of=hami", "-o", "name"});
+  EXPECT_EQ(out, "clusterrole.rbac.authorization.k8s.io/hami-scheduler\n");
+}
+
+TEST_F(KubectlTest, BadObjectsAreRefusedWithTheFieldNamed) {
+  Outcome o = Kubectl({"apply", "-f",
+                       Write("secret.yaml",
+                             "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+                             "data: {key: not-base64!}\n")});
+  EXPECT_NE(o.status, 0);
+  EXPECT_TRUE(Has(o.out, "data[\"key\"]: illegal base64 data")) << o.out;
+  o = Kubectl({"apply", "-f",
+               Write("role.yaml",
+                     "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n"
+                     "metadata: {name: r}\nrules: [{apiGroups: [\"\"], resources: [pods]}]\n")});
+  EXPECT_NE(o.status, 0);
+  EXPECT_TRUE(Has(o.out, "The ClusterRole \"r\" is invalid: rules[0].verbs: Required value"))
+      << o.out;
+}
+
+TEST_F(KubectlTest, LogsServesThePodLogFile) {
+  ASSERT_TRUE(
+      server_
+          ->CreateObject(hami::kube::kPods,
+                         {{"metadata", {{"name", "two"}}},
+                          {"spec",
+                           {{"containers",
+                             {{{"name", "a"}, {"image", "x"}}, {{"name", "b"}, {"image", "x"}}}}}}})
+          .ok());
+  Write("logs/default_two_b.log", "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b"}), "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--tail", "1"}), "line 3\n");
+  // kubectl picks the first container itself (the API's refusal to guess is tested over HTTP).
+  Outcome o = Kubectl({"logs", "two"});
+  EXPECT_NE(o.status, 0);
+  EXPECT_TRUE(Has(o.out, "container \"a\" in pod \"two\" is waiting to start: no log")) << o.out;
+}
+
+TEST_F(KubectlTest, AuditNamesKubectlAndTheProjectsClientByUserAgent) {
+  KubectlOk({"get", "pods", "-A"});
+  KubectlOk({"-n", "kube-system", "get", "deploy"});
+  json audit = json::parse(Get("/sim/audit?user_agent=kubectl").text);
+  json expected_list = {
+      {"user_agent", "kubectl"}, {"verb", "list"},  {"group", ""}, {"resource", "pods"},
+      {"subresource", ""},       {"namespace", ""}, {"name", ""}};
+  json expected_deploy = expected_list;
+  expected_deploy["group"] = "apps";
+  expected_deploy["resource"] = "deployments";
+  expected_deploy["namespace"] = "kube-system";
+  EXPECT_EQ(audit["requests"], json::array({expected_list, expected_deploy}));
+
+  hami::kube::Config config;
+  config.server = server_->url();
+  config.source = "test";
+  hami::kube::ClientOptions options;
+  options.user_agent = "hami-monitor";
+  options.qps = 0;
+  auto client = hami::kube::Client::Create(config, options);
+  ASSERT_TRUE(client.ok()) << client.error().message();
+  ASSERT_TRUE((*client)->List(hami::kube::kPods, "", {}).ok());
+  json mine = json::parse(Get("/sim/audit?user_agent=hami-monitor").text);
+  ASSERT_EQ(mine["requests"].size(), 1u);
+  EXPECT_EQ(mine["requests"][0]["verb"], "list");
+  EXPECT_EQ(mine["requests"][0]["resource"], "pods");
+}
+
+}  // namespace
+}  // namespace hami::sim::kube
