@@ -2,7 +2,8 @@
 // regions made by the region library, series values, promtool, a corrupted region file
 // skipped while another container's metrics continue, the API server stopped with last-known
 // metrics still served, a process holding GPU memory with no region (unaccounted series and a
-// Warning event on its pod), and a second monitor on the node serving without cleanup.
+// Warning event on its pod), a CUDA program under libvgpu.so accounted to the byte, and a second
+// monitor on the node serving without cleanup.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -317,6 +318,46 @@ TEST_F(MonitorIntegration, AProcessWithoutRegionIsUnaccountedAndItsPodWarned) {
       20000, 20000);
   auto events = client_->List(kube::kEvents, "default", {});
   EXPECT_TRUE(warned) << log_ << (events.ok() ? events->dump() : events.error().message());
+  worker.CloseStdin();
+  EXPECT_EQ(worker.Wait(20000), 0);
+}
+
+TEST_F(MonitorIntegration, AProcessUnderLibvgpuIsAccountedToTheByteAndNotUnaccounted) {
+  const std::string uid = CreatePod("real");
+  const std::string dir = ContainerDir(uid);
+  // A CUDA program under libvgpu.so with its region in the container's directory, as the
+  // device plugin's mounts arrange in a pod.
+  testing::Subprocess worker(
+      {testing::TestProgram("sim_worker"), "context", "alloc", "268435456", "hold"},
+      {{"HAMI_SIM_STATE", state_},
+       {"HAMI_SIM_PROFILE", kProfile},
+       {"LD_PRELOAD", std::string(HAMI_BIN_DIR) + "/../lib/libvgpu.so"},
+       {"LD_LIBRARY_PATH", HAMI_SIM_LIB_DIR},
+       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir + "/usage.cache"},
+       {"CUDA_DEVICE_MEMORY_LIMIT", "3g"}});
+  ASSERT_TRUE(worker.WaitForLine("holding", 20000).has_value());
+  const int port = StartMonitor(monitor_);
+  ASSERT_GT(port, 0) << log_;
+  // NVML shows the process holding its context (500 MiB on this profile) and the allocation;
+  // the region accounts for exactly that.
+  const std::string total = std::to_string((500 + 256) * kMiB);
+  const std::string body =
+      ScrapeUntil(port, Series("hami_container_device_memory_bytes", "real", total));
+  EXPECT_NE(body.find(Series("hami_vgpu_memory_used_bytes", "real", total)), std::string::npos);
+  EXPECT_NE(body.find(Series("hami_vgpu_memory_context_bytes", "real", std::to_string(500 * kMiB))),
+            std::string::npos);
+  EXPECT_NE(body.find(Series("hami_vgpu_memory_buffer_bytes", "real", std::to_string(256 * kMiB))),
+            std::string::npos);
+  EXPECT_NE(body.find(Series("hami_vgpu_memory_limit_bytes", "real", std::to_string(3072 * kMiB))),
+            std::string::npos);
+  const std::string pid = std::to_string(worker.pid());
+  EXPECT_NE(
+      body.find("hami_container_process_identity{namespace=\"default\",pod=\"real\","
+                "container=\"main\",pid=\"" +
+                pid + "\",host_pid=\"" + pid + "\",source=\"same-namespace\",zone=\"vGPU\"} 1"),
+      std::string::npos)
+      << body;
+  EXPECT_EQ(body.find("pid=\"" + pid + "\",reason="), std::string::npos) << body;
   worker.CloseStdin();
   EXPECT_EQ(worker.Wait(20000), 0);
 }
