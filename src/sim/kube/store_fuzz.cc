@@ -1,6 +1,7 @@
 // Fuzzes the simulated API server's store with arbitrary request bodies: the first byte picks
 // the write (create of each kind, PUT, PUT of /status, merge, strategic, JSON and apply
-// patches of a seeded pod, create-on-update of a lease), the rest is the body. Nothing crashes
+// patches of a seeded pod, create-on-update of a lease, creates of the workload, service,
+// secret, RBAC and webhook-configuration kinds), the rest is the body. Nothing crashes
 // or throws; every write that succeeds moves the cluster's resourceVersion by one (or not at
 // all when it changes nothing) and shows up in a watch; the stored object carries its name and
 // that resourceVersion.
@@ -35,7 +36,7 @@ void CheckStored(const hami::sim::kube::StoredObject& o) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > 64 * 1024) return 0;
-  const uint8_t op = data[0] % 12;
+  const uint8_t op = data[0] % 21;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   json body = json::parse(text, nullptr, false);
   if (body.is_discarded()) return 0;
@@ -113,10 +114,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       resource = &hami::kube::kEvents;
       take_object(store.Create(*resource, "default", body));
       break;
-    default:
+    case 11:
       resource = &hami::kube::kLeases;
       take(store.Update(*resource, "default", "l", Subresource::kNone, put, true));
       break;
+    default: {
+      static const Resource* const kMore[] = {&hami::kube::kServiceAccounts,
+                                              &hami::kube::kSecrets,
+                                              &hami::kube::kServices,
+                                              &hami::kube::kDeployments,
+                                              &hami::kube::kDaemonSets,
+                                              &hami::kube::kClusterRoles,
+                                              &hami::kube::kClusterRoleBindings,
+                                              &hami::kube::kRoleBindings,
+                                              &hami::kube::kMutatingWebhookConfigurations};
+      resource = kMore[op - 12];
+      take_object(store.Create(*resource, resource->namespaced ? "default" : "", body));
+      break;
+    }
   }
   const int64_t after = store.resource_version();
   Check(after == before || after == before + 1);
