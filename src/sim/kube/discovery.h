@@ -49,7 +49,13 @@ bool WantsTable(std::string_view accept);
 // Internal-IP, External-IP, OS-Image, Kernel-Version, Container-Runtime; events: Last Seen,
 // Type, Reason, Object, Message and more with priority 1; namespaces: Name, Status, Age;
 // configmaps: Name, Data, Age; resourcequotas: Name, Age, Request, Limit; leases: Name,
-// Holder, Age; any other: Name, Age), each row carrying a PartialObjectMetadata with the
+// Holder, Age; secrets: Name, Type, Data, Age; serviceaccounts: Name, Secrets, Age; services:
+// Name, Type, Cluster-IP, External-IP, Port(s), Age, and Selector with priority 1;
+// deployments: Name, Ready, Up-to-date, Available, Age, and Containers, Images, Selector;
+// daemonsets: Name, Desired, Current, Ready, Up-to-date, Available, Node Selector, Age, and
+// Containers, Images, Selector; clusterroles and roles: Name, Created At; bindings: Name, Role,
+// Age, and Users, Groups, ServiceAccounts; mutatingwebhookconfigurations: Name, Webhooks, Age;
+// any other: Name, Age), each row carrying a PartialObjectMetadata with the
 // object's whole metadata (namespace included). `include_columns` false leaves
 // columnDefinitions empty (watch events after the first). `resource_version` goes into the
 // Table's metadata. Ages count from `now`. Objects are read defensively: a missing or
