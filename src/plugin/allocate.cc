@@ -375,6 +375,8 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
                       kube::QuoteInput(*v) + " is not one of default, force, disable");
         }
         resp.envs["GPU_CORE_UTILIZATION_POLICY"] = *v;
+      } else if (cfg.device.gpu_core_policy != "default") {
+        resp.envs["GPU_CORE_UTILIZATION_POLICY"] = cfg.device.gpu_core_policy;
       }
       if (cfg.device.disable_core_limit) resp.envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
       resp.envs.erase(kBrokerGateEnv);

@@ -20,7 +20,7 @@
 //                CUDA_OVERSUBSCRIBE=true when deviceMemoryScaling > 1,
 //                LIBCUDA_LOG_LEVEL when libCudaLogLevel is not libvgpu's default 2,
 //                GPU_CORE_UTILIZATION_POLICY=disable when disableCoreLimit, else the
-//                container spec's value (the webhook sets it from gpuCorePolicy),
+//                container spec's value, else gpuCorePolicy when it is not `default`,
 //                CUDA_TASK_PRIORITY from the container spec (the webhook sets it),
 //                LIBVGPU_HOSTPID_BROKER=1 when the broker is enabled (never set otherwise);
 //        mounts  in this order:

@@ -238,6 +238,25 @@ TEST(AllocateGolden, DisableCoreLimitWinsOverTheSpecPolicy) {
   EXPECT_EQ(plan->containers[0].response.envs.at("GPU_CORE_UTILIZATION_POLICY"), "disable");
 }
 
+TEST(AllocateGolden, GpuCorePolicyAppliesWhereTheSpecSetsNone) {
+  Call call;
+  call.config.device.gpu_core_policy = "force";
+  auto plan = RunAllocate(MakePod(PodSpec{}), call);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->containers[0].response.envs.at("GPU_CORE_UTILIZATION_POLICY"), "force");
+
+  // The container's own value wins; the default policy sets nothing.
+  PodSpec s;
+  s.env = json::array({{{"name", "GPU_CORE_UTILIZATION_POLICY"}, {"value", "disable"}}});
+  plan = RunAllocate(MakePod(s), call);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->containers[0].response.envs.at("GPU_CORE_UTILIZATION_POLICY"), "disable");
+  call.config.device.gpu_core_policy = "default";
+  plan = RunAllocate(MakePod(PodSpec{}), call);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->containers[0].response.envs.count("GPU_CORE_UTILIZATION_POLICY"), 0u);
+}
+
 TEST(AllocateGolden, SecondContainerAfterTheFirst) {
   PodSpec s;
   s.init_containers = {"setup"};

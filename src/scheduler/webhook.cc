@@ -270,7 +270,7 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
   bool mentions = false;
   for (const ContainerRef& c : containers)
     mentions = mentions || MentionsHami(*c.container, config);
-  if (!mentions) return allow;
+  if (!mentions && !config.overwrite_env) return allow;
 
   NamespaceView view;
   if (ctx.lookup_namespace) {
@@ -284,8 +284,22 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
   }
   if (LabelledIgnore(view.labels)) return allow;
 
-  // Resources first: the count a share implies, the cores a whole GPU implies.
   json patch = json::array();
+  // overwriteEnv: a container that asks for no GPU is told to see none, so that a node whose
+  // default runtime is NVIDIA's does not hand it every GPU outside any limit.
+  if (config.overwrite_env) {
+    for (const ContainerRef& c : containers) {
+      if (!MentionsHami(*c.container, config)) {
+        SetEnv(*c.container, c.pointer, kVisibleDevicesEnv, "none", patch);
+      }
+    }
+  }
+  if (!mentions) {
+    allow.patch = std::move(patch);
+    return allow;
+  }
+
+  // Resources: the count a share implies, the cores a whole GPU implies.
   for (const ContainerRef& c : containers) {
     const json& ctr = *c.container;
     std::vector<std::pair<std::string, std::string>> additions;
@@ -356,6 +370,18 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
   if (scheduler != ctx.scheduler_name) {
     patch.push_back(
         {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", ctx.scheduler_name}});
+  }
+  // runtimeClassName: GPU pods run under the configured runtime class unless they name one.
+  if (!config.runtime_class_name.empty()) {
+    const json* spec = nullptr;
+    if (auto sp = pod.find("spec"); sp != pod.end() && sp->is_object()) spec = &*sp;
+    auto rc = spec != nullptr ? spec->find("runtimeClassName") : json::const_iterator{};
+    if (spec != nullptr &&
+        (rc == spec->end() || !rc->is_string() || rc->get_ref<const std::string&>().empty())) {
+      patch.push_back({{"op", "add"},
+                       {"path", "/spec/runtimeClassName"},
+                       {"value", config.runtime_class_name}});
+    }
   }
   allow.patch = std::move(patch);
   return allow;

@@ -11,7 +11,11 @@
 //      unchanged;
 //   3. a pod whose spec.schedulerName is another scheduler (not empty, not default-scheduler,
 //      not WebhookContext::scheduler_name) is allowed unchanged;
-//   4. per container and init container:
+//   4. with overwriteEnv, every container (and init container) that names no HAMi resource gets
+//      env NVIDIA_VISIBLE_DEVICES=none (an existing value is replaced), so that a node whose
+//      default runtime is NVIDIA's hands it no GPU; a pod with no HAMi resource at all stops
+//      here (allowed with that patch);
+//   then, per container and init container:
 //      - memory (gpumem or gpumem-percentage) or cores without a count gains the count,
 //        defaultGPUNum (1 by default), in resources.limits, and in resources.requests when the
 //        container has requests;
@@ -24,7 +28,8 @@
 //      value is denied naming the container and resource) gets spec.schedulerName =
 //      scheduler_name, and is denied when a container requesting GPUs is privileged
 //      (securityContext.privileged), when spec.nodeName is already set, or when its fixed
-//      request (scheduler/quota.h's RequestAmounts) would pass its namespace's quota.
+//      request (scheduler/quota.h's RequestAmounts) would pass its namespace's quota; with
+//      runtimeClassName set, such a pod without a spec.runtimeClassName of its own gets it.
 // JSON-patch paths escape '~' as ~0 and '/' as ~1 (RFC 6901): resource names contain '/'.
 //
 // Errors (the Result's, for the HTTP layer to answer 400 or 500; the API server then applies
@@ -54,6 +59,8 @@ inline constexpr std::string_view kWebhookLabel = "hami.io/webhook";
 inline constexpr std::string_view kWebhookIgnore = "ignore";
 // The variable a container's priority is delivered in.
 inline constexpr std::string_view kTaskPriorityEnv = "CUDA_TASK_PRIORITY";
+// The variable overwriteEnv sets to "none" in containers that ask for no GPU.
+inline constexpr std::string_view kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
 
 // What the webhook needs to know about a namespace.
 struct NamespaceView {

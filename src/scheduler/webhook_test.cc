@@ -244,6 +244,48 @@ TEST_F(WebhookTest, LeavesPodsOfOtherSchedulersAndPodsWithoutGpusAlone) {
   EXPECT_EQ(lookups, 0);  // a pod without HAMi resources costs no lookup
 }
 
+TEST_F(WebhookTest, OverwriteEnvHidesGpusFromContainersThatAskForNone) {
+  ctx_.device_config.overwrite_env = true;
+  // A pod with no GPU at all: every container, init containers too, is told to see none.
+  json plain =
+      Pod({Container("main", {{"cpu", "1"}}),
+           {{"name", "side"},
+            {"image", "i"},
+            {"env", json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}})}}},
+          {{"initContainers", json::array({{{"name", "init"}, {"image", "i"}}})}});
+  Answer a = Admit(plain, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  const json none = json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "none"}}});
+  EXPECT_EQ(a.patched["spec"]["containers"][0]["env"], none);
+  EXPECT_EQ(a.patched["spec"]["containers"][1]["env"], none);  // replaced, not duplicated
+  EXPECT_EQ(a.patched["spec"]["initContainers"][0]["env"], none);
+  EXPECT_FALSE(a.patched["spec"].contains("schedulerName"));
+
+  // In a GPU pod, only the container without a GPU; the GPU container keeps its own view.
+  json gpu = Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}),
+                  {{"name", "side"}, {"image", "i"}}});
+  a = Admit(gpu, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_FALSE(a.patched["spec"]["containers"][0].contains("env"));
+  EXPECT_EQ(a.patched["spec"]["containers"][1]["env"], none);
+  EXPECT_EQ(a.patched["spec"]["schedulerName"], "hami-scheduler");
+
+  // Off (the default): a pod without GPUs is left alone.
+  ctx_.device_config.overwrite_env = false;
+  EXPECT_TRUE(Unchanged(Admit(plain, ctx_)));
+}
+
+TEST_F(WebhookTest, RuntimeClassNameGoesToGpuPodsThatNameNone) {
+  ctx_.device_config.runtime_class_name = "nvidia";
+  Answer a = Admit(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}), ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patched["spec"]["runtimeClassName"], "nvidia");
+  a = Admit(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}, {{"runtimeClassName", "kata"}}),
+            ctx_);
+  EXPECT_EQ(a.patched["spec"]["runtimeClassName"], "kata");
+  EXPECT_TRUE(Unchanged(Admit(Pod({Container("main", {{"cpu", "1"}})}), ctx_)));
+}
+
 TEST_F(WebhookTest, SkipsPodsAndNamespacesLabelledIgnore) {
   json gpu = Container("main", {{"nvidia.com/gpumem", "3000"}},
                        {{"securityContext", {{"privileged", true}}}});
