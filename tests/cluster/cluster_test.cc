@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -252,6 +253,16 @@ spec:
   EXPECT_THAT(pod["status"].value("message", ""),
               HasSubstr("Pod was rejected: Allocate failed due to "));
 
+  bool event = false;
+  json events = Get("events");
+  for (const json& e : events.value("items", json::array())) {
+    if (e["involvedObject"].value("name", "") == "unplaced" &&
+        e.value("reason", "") == "UnexpectedAdmissionError") {
+      event = e.value("type", "") == "Warning" && e["source"].value("component", "") == "kubelet";
+    }
+  }
+  EXPECT_TRUE(event) << "the kubelet's Warning event for the rejection: " << events.dump();
+
   Ran restarted = Kubectl({"wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1",
                            "--timeout=60s", "pod/crashing"},
                           90000);
@@ -285,6 +296,14 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
     EXPECT_EQ(n["status"]["capacity"].value("nvidia.com/gpu", ""), "20")
         << "2 GPUs split 10 ways: " << n["status"].dump();
     EXPECT_THAT(Annotation(n, "hami.io/node-nvidia-register"), Not(::testing::IsEmpty()));
+  }
+
+  // status lists every component running.
+  Ran status = RunCommand({Bin("hami"), "sim", "cluster", "status", "--dir", dir_});
+  EXPECT_EQ(status.code, 0) << status.out;
+  for (const char* c : {"apiserver", "node/node-1", "device-plugin/node-2", "monitor/node-1",
+                        "hami-scheduler", "kube-scheduler"}) {
+    EXPECT_THAT(status.out, ::testing::ContainsRegex(std::string(c) + " +[0-9]+ +running"));
   }
 
   // The demo's four pods, one after another, so that each placement sees the ones before it.
@@ -442,6 +461,47 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
   // Down again: nothing to do, and fine.
   Ran again = RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", dir_});
   EXPECT_EQ(again.code, 0) << again.out;
+}
+
+// The commands' refusals and `down` on what is left of a cluster, without starting one.
+TEST(ClusterCommand, UpRefusesWithoutRootSayingWhy) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
+  TempDir dir("hami-cluster-noroot");
+  // As nobody: setpriv drops the user and every capability.
+  Ran up =
+      RunCommand({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh",
+                  "-c", Bin("hami") + " sim cluster up --dir " + dir.path() + "/c 2>&1"});
+  EXPECT_EQ(up.code, 1) << up.out;
+  EXPECT_THAT(up.out, HasSubstr("needs root: the simulated container runtime makes mount and PID "
+                                "namespaces"));
+  EXPECT_FALSE(Exists(dir.path() + "/c")) << "nothing was made";
+}
+
+TEST(ClusterCommand, DownRemovesWhatIsLeftOfAClusterAndRefusesAnyOtherDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "down needs root";
+  TempDir dir("hami-cluster-down");
+  const std::string c = dir.path() + "/c";
+  ASSERT_EQ(mkdir(c.c_str(), 0755), 0);
+  // Not a cluster's directory: refused, nothing removed.
+  ASSERT_TRUE(std::ofstream(c + "/keep") << "x");
+  Ran refused =
+      RunCommand({"/bin/sh", "-c", Bin("hami") + " sim cluster down --dir " + c + " 2>&1"});
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("is not a simulated cluster's directory"));
+  EXPECT_TRUE(Exists(c + "/keep"));
+  // Half started: a marker and a record of a process long gone (PID 1's start time differs).
+  ASSERT_TRUE(std::ofstream(c + "/.hami-sim-cluster") << "hami sim cluster\n");
+  ASSERT_TRUE(std::ofstream(c + "/cluster.json")
+              << R"({"dir":")" << c
+              << R"(","components":[{"name":"apiserver","pid":1,"start_ticks":1,"log":""}]})");
+  Ran down = RunCommand({"/bin/sh", "-c", Bin("hami") + " sim cluster down --dir " + c + " 2>&1"});
+  EXPECT_EQ(down.code, 0) << down.out;
+  EXPECT_FALSE(Exists(c));
+  EXPECT_EQ(kill(1, 0), 0) << "PID 1 was left alone";
+  // Already gone: fine.
+  Ran again = RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", c});
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_THAT(again.out, HasSubstr("nothing to do"));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
@@ -335,6 +336,7 @@ class PodWorker;
 struct NodeAgent::Impl {
   NodeAgentOptions options;
   std::unique_ptr<hami::kube::Client> client;
+  std::unique_ptr<hami::kube::EventRecorder> events;
   std::unique_ptr<kubelet::Kubelet> kubelet;
   std::unique_ptr<hami::kube::Informer> informer;
 
@@ -391,6 +393,13 @@ class PodWorker {
   void RunContainer(size_t i, const plugin::ContainerResponse& response);
   void WriteStatusLocked();
   void SignalAllLocked(int sig);
+  // A kubelet event about the pod (or one of its containers: `container` not empty).
+  void Event(hami::kube::EventType type, const std::string& reason, const std::string& message,
+             const std::string& container = "") {
+    hami::kube::ObjectReference ref{"v1", "Pod", plan_.ns, plan_.name, plan_.uid, "", ""};
+    if (!container.empty()) ref.field_path = "spec.containers{" + container + "}";
+    agent_->events->Record(ref, type, reason, message);
+  }
   bool AllEndedLocked() const {
     return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
   }
@@ -447,6 +456,8 @@ void PodWorker::Run() {
         Log("event=admission_failed pod=" + ref + " container=" + plan_.containers[i].name +
             " error=" + Quote(allocated.error().message()));
         agent_->kubelet->ReleasePod(plan_.uid);
+        Event(hami::kube::EventType::kWarning, "UnexpectedAdmissionError",
+              "Allocate failed due to " + allocated.error().message() + ", which is unexpected");
         std::lock_guard<std::mutex> l(mu_);
         if (!deleted_) {
           // As the kubelet reports a rejected pod: no container ever started.
@@ -485,6 +496,12 @@ void PodWorker::Run() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [this] { return terminating_ || AllEndedLocked(); });
     if (terminating_ && !AllEndedLocked()) {
+      for (size_t i = 0; i < plan_.containers.size(); ++i) {
+        if (!ended_[i]) {
+          Event(hami::kube::EventType::kNormal, "Killing",
+                "Stopping container " + plan_.containers[i].name, plan_.containers[i].name);
+        }
+      }
       SignalAllLocked(SIGTERM);
       const auto grace =
           std::min<std::chrono::seconds>(plan_.grace_period, agent_->options.max_grace_period);
@@ -552,6 +569,7 @@ void PodWorker::RunContainer(size_t i, const plugin::ContainerResponse& response
       reason = "StartError";
       message = started.error().message();
       Log("event=start_failed container=" + ref + " error=" + Quote(message));
+      Event(hami::kube::EventType::kWarning, "Failed", "Error: " + message, c.name);
       if (log.valid()) {
         std::string line = "hami sim node: " + message + "\n";
         (void)!write(log.get(), line.data(), line.size());
@@ -572,6 +590,7 @@ void PodWorker::RunContainer(size_t i, const plugin::ContainerResponse& response
         WriteStatusLocked();
       }
       Log("event=started container=" + ref + " pid=" + std::to_string(container->pid()));
+      Event(hami::kube::EventType::kNormal, "Started", "Started container " + c.name, c.name);
       auto waited = container->init().Wait();
       exit_code = waited.ok() ? *waited : 128;
       reason = exit_code == 0 ? "Completed" : "Error";
@@ -598,6 +617,8 @@ void PodWorker::RunContainer(size_t i, const plugin::ContainerResponse& response
     s.reason = "CrashLoopBackOff";
     s.message =
         "back-off " + std::to_string(backoff.count() / 1000) + "s restarting container " + c.name;
+    Event(hami::kube::EventType::kWarning, "BackOff",
+          "Back-off restarting failed container " + c.name + " in pod " + plan_.name, c.name);
     WriteStatusLocked();
     if (cv_.wait_for(l, backoff, [this] { return terminating_; })) {
       s.kind = ContainerState::Kind::kTerminated;
@@ -745,6 +766,10 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   auto client = hami::kube::Client::Create(std::move(config).value(), co);
   if (!client.ok()) return std::move(client).error().Context("API client");
   m.client = std::move(client).value();
+  hami::kube::EventRecorderOptions eo;
+  eo.component = "kubelet";
+  eo.instance = m.options.name;
+  m.events = std::make_unique<hami::kube::EventRecorder>(*m.client, eo);
   HAMI_TRY(m.EnsureNode());
 
   kubelet::KubeletOptions ko;
@@ -792,6 +817,7 @@ void NodeAgent::Stop() {
   m.node_thread.request_stop();
   if (m.node_thread.joinable()) m.node_thread.join();
   m.kubelet->Stop();
+  m.events->Flush(Clock::now() + std::chrono::seconds(2));
   Log("event=stop node=" + m.options.name);
 }
 

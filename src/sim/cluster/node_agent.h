@@ -26,6 +26,9 @@
 //            SIGKILL after terminationGracePeriodSeconds, 30 by default, at most
 //            max_grace_period) and releases its devices (ReleasePod). Stop() does the same for
 //            every pod.
+//   events   Events of component "kubelet" on the pod, as the kubelet records them: Started,
+//            Failed (a container that could not start), Killing, BackOff,
+//            UnexpectedAdmissionError.
 // Every container sees options.bin_dir read-only at kContainerBinDir, first in PATH, so a
 // pod's command may name the project's programs.
 //
