@@ -318,6 +318,9 @@ TEST_F(AdmissionTest, DenialRefusesTheCreateWithTheWebhooksMessage) {
   ExpectStatus(CreatePod(SimplePod("p")), 403, "Forbidden",
                "admission webhook \"deny.test.io\" denied the request: no GPUs");
   EXPECT_EQ(Get(hami::kube::ObjectPath(kPods, "default", "p")).status, 404);
+  // A missing namespace is refused before any webhook is called.
+  ExpectStatus(CreatePod(SimplePod("p"), "nowhere"), 404, "NotFound",
+               "namespaces \"nowhere\" not found");
 }
 
 TEST_F(AdmissionTest, UnreachableWebhookFailsTheCreateUnlessItsPolicyIsIgnore) {

@@ -1015,6 +1015,10 @@ ApiResult<json> ApiServer::Impl::AdmitCreate(const Resource& r, const std::strin
   if (!Is(r, hami::kube::kPods)) return body;
   auto configs = store.List(hami::kube::kMutatingWebhookConfigurations, "", nullptr, 0, "");
   if (!configs.ok() || configs->items.empty()) return body;
+  // As the namespace lifecycle plugin, which runs before the webhooks: a create into a missing
+  // namespace is refused (by the store's 404) without calling them.
+  auto namespace_object = store.Get(hami::kube::kNamespaces, "", ns);
+  if (!namespace_object.ok()) return body;
   auto decoded = DecodeObject(r, std::move(body));
   if (!decoded.ok()) return std::move(decoded).status();
   json object = std::move(*decoded);
@@ -1035,10 +1039,8 @@ ApiResult<json> ApiServer::Impl::AdmitCreate(const Resource& r, const std::strin
   a.operation = "CREATE";
   a.ns = ns;
   a.name = object["metadata"].value("name", "");
-  if (auto namespace_object = store.Get(hami::kube::kNamespaces, "", ns); namespace_object.ok()) {
-    const json& m = (*namespace_object)->object().value("metadata", json::object());
-    a.namespace_labels = m.value("labels", json::object());
-  }
+  const json m = (*namespace_object)->object().value("metadata", json::object());
+  a.namespace_labels = m.value("labels", json::object());
   a.object = std::move(object);
   a.username = user_agent;
   a.dry_run = mode == WriteMode::kDryRun;

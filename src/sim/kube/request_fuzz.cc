@@ -25,7 +25,10 @@ constexpr std::string_view kPaths[] = {"/version",
                                        "/api/v1",
                                        "/openapi/v3",
                                        "/openapi/v3/api/v1",
-                                       "/apis/coordination.k8s.io/v1"};
+                                       "/apis/coordination.k8s.io/v1",
+                                       "/apis/apps/v1",
+                                       "/apis/rbac.authorization.k8s.io/v1",
+                                       "/openapi/v3/apis/admissionregistration.k8s.io/v1"};
 
 }  // namespace
 
