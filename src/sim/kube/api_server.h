@@ -13,6 +13,11 @@
 // 10.96.0.0/12 (kept across updates); secrets base64 data (stringData folded in); RBAC rules
 // and bindings checked field by field; webhook configurations defaulted and checked.
 //
+// A pod create (POST, and CreateObject) goes through mutating admission first: every matching
+// MutatingWebhookConfiguration webhook with a clientConfig.url is called and its JSON patch
+// applied, or the create refused (admission.h); a create into a missing namespace is refused
+// with 404 before any webhook is called.
+//
 // pods/log (GET, ?container= required when the pod has several, tailLines, limitBytes) serves
 // the file <pod_log_dir>/<namespace>_<pod>_<container>.log as text/plain; follow=true is
 // accepted but answers the file as it is and ends (no streaming).
