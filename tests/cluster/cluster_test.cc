@@ -404,7 +404,9 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
       EXPECT_THAT(text, HasSubstr("pod=\"" + pod + "\"")) << pod << " has no series on " << node;
       auto limit = limit_mib.find(pod);
       if (limit == limit_mib.end()) continue;
-      std::regex series("hami_vgpu_memory_limit_bytes\\{[^}]*pod=\"" + pod + "\"[^}]*\\} " +
+      // On the GPU it was given: the container sees only that one.
+      std::regex series("hami_vgpu_memory_limit_bytes\\{[^}]*pod=\"" + pod +
+                        "\"[^}]*device_uuid=\"" + gpus_of[pod][0].first + "\"[^}]*\\} " +
                         std::to_string(limit->second * kMiB));
       EXPECT_TRUE(std::regex_search(text, series)) << pod << "'s limit on " << node << ":\n"
                                                    << text;

@@ -550,6 +550,14 @@ void PodWorker::RunContainer(size_t i, const plugin::ContainerResponse& response
                       {"HOME", "/root"}};
     for (const auto& [k, v] : o.image_env) spec.image_env[k] = v;
     for (const auto& [k, v] : c.env) spec.image_env[k] = v;
+    // The NVIDIA container toolkit gives the container only the device nodes of the GPUs in
+    // NVIDIA_VISIBLE_DEVICES; the simulated GPU has no device nodes, and CUDA_VISIBLE_DEVICES
+    // says the same to it.
+    if (auto v = response.envs.find("NVIDIA_VISIBLE_DEVICES");
+        v != response.envs.end() && v->second.rfind("GPU-", 0) == 0 &&
+        !c.env.contains("CUDA_VISIBLE_DEVICES")) {
+      spec.image_env["CUDA_VISIBLE_DEVICES"] = v->second;
+    }
     if (!c.working_dir.empty()) spec.working_dir = c.working_dir;
     if (!o.bin_dir.empty()) spec.host_mounts.push_back({kContainerBinDir, o.bin_dir, true});
     spec.driver_libs = o.driver_libs;

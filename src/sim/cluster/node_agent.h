@@ -17,10 +17,11 @@
 //            every container starts in the runtime: its command and args, its env (values,
 //            and fieldRef metadata.name, metadata.namespace, metadata.uid, spec.nodeName,
 //            status.hostIP, status.podIP) over the image's PATH and the Allocate response's
-//            envs, its mounts; stdout and stderr appended to
-//            <pod_log_dir>/<namespace>_<pod>_<container>.log. restartPolicy Always and
-//            OnFailure restart a container after a backoff of 1 s doubling to 30 s; the phase
-//            is Running while a container runs, Succeeded or Failed once all have ended for
+//            envs (and CUDA_VISIBLE_DEVICES = its NVIDIA_VISIBLE_DEVICES, standing for the
+//            toolkit's device nodes, which the simulated GPU has not), its mounts; stdout and
+//            stderr appended to <pod_log_dir>/<namespace>_<pod>_<container>.log. restartPolicy
+//            Always and OnFailure restart a container after a backoff of 1 s doubling to 30 s; the
+//            phase is Running while a container runs, Succeeded or Failed once all have ended for
 //            good. Every change is written through pods/<name>/status.
 //   deletion a DELETED event, or a deletionTimestamp, ends the pod's containers (SIGTERM, then
 //            SIGKILL after terminationGracePeriodSeconds, 30 by default, at most
