@@ -55,17 +55,25 @@ bool AnyLimitSlow(region::Region* reg, uint64_t generation);
 // Records launch activity for a node agent and the controller: adds `launches` to this
 // process's slot and stamps the slot's and the container's latest-kernel time.
 void NoteActivity(region::Region* reg, uint32_t launches);
-// Launches of this thread, flushed to the slot every kActivityBatch (and at the first).
+// Launches of this thread, flushed to the slot at the first, every kActivityBatch, and
+// whenever the container's recent-kernel counter reads 0: the node agent's feedback loop
+// decays it every few seconds and takes 0 for an idle container, so a thread launching
+// fewer than kActivityBatch kernels between two decays must still say it is active.
 inline constexpr uint32_t kActivityBatch = 256;
 __attribute__((tls_model("initial-exec"))) inline constinit thread_local uint32_t t_launches = 0;
+__attribute__((tls_model("initial-exec"))) inline constinit thread_local uint32_t t_noted = 0;
 
 // The gates every launch passes (pause, suspend), then the region index of the launch's
 // device when a compute limit is in force there (-1: nothing to charge). Inline fast path:
 // with no limit anywhere, a few relaxed loads.
 inline int LimitedDevice(region::Region* reg, CUstream stream, int* ordinal) {
   Runtime& rt = Rt();
-  if (const uint32_t n = ++t_launches; __builtin_expect(n % kActivityBatch == 1, 0)) {
-    NoteActivity(reg, n == 1 ? 1 : kActivityBatch);
+  if (const uint32_t n = ++t_launches;
+      __builtin_expect(n - t_noted >= kActivityBatch || t_noted == 0 ||
+                           reg->file().policy.recent_kernel.load(std::memory_order_relaxed) == 0,
+                       0)) {
+    NoteActivity(reg, n - t_noted);
+    t_noted = n;
   }
   if (__builtin_expect(reg->PausedWord().load(std::memory_order_relaxed) != 0, 0)) {
     WaitWhileHeld(reg, true);

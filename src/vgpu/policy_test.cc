@@ -8,6 +8,7 @@
 
 #include "common/temp_dir.h"
 #include "vgpu/accounting.h"
+#include "vgpu/limiter.h"
 #include "vgpu/runtime.h"
 
 namespace hami::vgpu {
@@ -79,6 +80,34 @@ class PolicyTest : public ::testing::Test {
     ASSERT_EQ(FreeAllocation(p, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   }
 };
+
+// A launch tells a node agent's feedback loop that the container is active: the first one,
+// then one per kActivityBatch, and the first one after the loop decayed the container's
+// recent-kernel counter to 0, however few launches came between.
+TEST_F(PolicyTest, ALaunchAfterTheDecayToIdleIsRecordedAtOnce) {
+  region::Region* reg = ViewRegion();
+  int ordinal = -1;
+  auto launches = [&] {
+    for (const region::SlotView& s : reg->Slots()) {
+      if (s.pid == getpid()) return s.launches;
+    }
+    return uint64_t(0);
+  };
+  auto decay_to_idle = [&] {
+    ASSERT_TRUE(reg->UpdateRecentKernel([](uint32_t) -> uint32_t { return 0; }).ok());
+    ASSERT_EQ(reg->RecentKernel(), 0u);
+  };
+  decay_to_idle();
+  LimitedDevice(reg, nullptr, &ordinal);
+  EXPECT_EQ(reg->RecentKernel(), region::kRecentKernelOnLaunch);
+  // The loop decays it again; of the next three launches the first says so at once, with
+  // itself as the one launch not yet counted, and the other two wait for a later flush.
+  decay_to_idle();
+  const uint64_t before = launches();
+  for (int i = 0; i < 3; ++i) LimitedDevice(reg, nullptr, &ordinal);
+  EXPECT_EQ(reg->RecentKernel(), region::kRecentKernelOnLaunch);
+  EXPECT_EQ(launches() - before, 1u);
+}
 
 TEST_F(PolicyTest, TheRegionHoldsTheDeviceWithTheLimit) {
   ASSERT_GE(RegionIndex(0), 0);
