@@ -193,8 +193,12 @@ TEST_F(MonitorIntegration, ExportsRegionValuesWithPodLabelsAndPassesPromtool) {
   MakeRegion(uid, 3000 * kMiB, 100 * kMiB);
   const int port = StartMonitor(monitor_);
   ASSERT_GT(port, 0) << log_;
+  ScrapeUntil(port, Series("hami_vgpu_memory_used_bytes", "alpha", "104857600"));
+  // The first tick's NVML sample lands after its scan: wait for the host series too.
   const std::string body =
-      ScrapeUntil(port, Series("hami_vgpu_memory_used_bytes", "alpha", "104857600"));
+      ScrapeUntil(port, "hami_host_gpu_memory_total_bytes{node=\"node-1\",device_index=\"1\"");
+  EXPECT_NE(body.find(Series("hami_vgpu_memory_used_bytes", "alpha", "104857600")),
+            std::string::npos);
   EXPECT_NE(body.find(Series("hami_vgpu_memory_limit_bytes", "alpha", "3145728000")),
             std::string::npos);
   EXPECT_NE(body.find(Series("hami_vgpu_memory_buffer_bytes", "alpha", "104857600")),
