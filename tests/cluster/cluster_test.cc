@@ -324,6 +324,10 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
     node_of[name] = p["spec"].value("nodeName", "");
     EXPECT_EQ(Annotation(p, "hami.io/vgpu-node"), node_of[name]) << name;
     EXPECT_EQ(Annotation(p, "hami.io/bind-phase"), "success") << name;
+    if (info_.value("webhook", false)) {
+      EXPECT_EQ(p["spec"].value("schedulerName", ""), "hami-scheduler")
+          << name << ": the examples name no scheduler; hami-scheduler's webhook gives it";
+    }
     std::smatch m;
     std::string devices = Annotation(p, "hami.io/vgpu-devices-allocated");
     std::regex entry("(GPU-[0-9a-f-]+),NVIDIA,([0-9]+),([0-9]+)");
