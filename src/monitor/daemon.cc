@@ -77,6 +77,8 @@ struct Daemon::Impl {
   mutable std::mutex mu_;  // guards what follows
   std::shared_ptr<const NodeSample> sample;
   std::vector<UnaccountedProcess> unaccounted;
+  // Sampler thread only: unaccounted processes of the previous tick.
+  std::set<std::tuple<pid_t, std::string, UnaccountedReason>> seen_last_tick;
   // Unaccounted processes already logged, and those whose pod got its event.
   std::set<std::tuple<pid_t, std::string, UnaccountedReason>> reported;
   std::set<std::tuple<pid_t, std::string, UnaccountedReason>> evented;
@@ -126,6 +128,17 @@ struct Daemon::Impl {
 
   void Tick(std::chrono::steady_clock::time_point now,
             std::chrono::steady_clock::time_point& next_cleanup) {
+    auto fresh = std::make_shared<NodeSample>(sampler->Sample());
+    if (!fresh->ok) {
+      g_log.Log(LogLevel::kWarn, "event=nvml_sample_failed: %s", fresh->error.c_str());
+    }
+
+    {
+      // Published before the scan, so that no scrape shows a container without the sample
+      // of its GPUs.
+      std::lock_guard lock(mu_);
+      sample = fresh;
+    }
     RegionSet::ScanReport scan = regions.Scan(options.hook_path);
     if (!scan.listed) {
       g_log.Log(LogLevel::kWarn, "event=scan_failed hook_path=%s: %s", options.hook_path.c_str(),
@@ -135,11 +148,6 @@ struct Daemon::Impl {
       g_log.Log(LogLevel::kWarn, "%s", line.c_str());
     }
     first_scan_done.store(true, std::memory_order_release);
-
-    auto fresh = std::make_shared<NodeSample>(sampler->Sample());
-    if (!fresh->ok) {
-      g_log.Log(LogLevel::kWarn, "event=nvml_sample_failed: %s", fresh->error.c_str());
-    }
 
     std::vector<RegionPtr> open = regions.regions();
     // Feedback: the first writable region of each container.
@@ -160,6 +168,19 @@ struct Daemon::Impl {
       const std::string proc_root = options.proc_root;
       found = FindUnaccounted(*fresh, accounted, options.unaccounted_tolerance_bytes,
                               [&proc_root](pid_t pid) { return Attribute(proc_root, pid); });
+    }
+    // Reported only when two ticks in a row saw it: a process that ends between the NVML
+    // sample and the slot read (or registers in between) is not flagged for that moment.
+    {
+      std::set<std::tuple<pid_t, std::string, UnaccountedReason>> now_seen;
+      std::vector<UnaccountedProcess> confirmed;
+      for (UnaccountedProcess& u : found) {
+        auto key = std::make_tuple(u.pid, u.device_uuid, u.reason);
+        now_seen.insert(key);
+        if (seen_last_tick.contains(key)) confirmed.push_back(std::move(u));
+      }
+      seen_last_tick = std::move(now_seen);
+      found = std::move(confirmed);
     }
     std::map<std::string, PodRef> pods_by_uid;
     if (!found.empty()) pods_by_uid = PodsByUid();
@@ -190,7 +211,6 @@ struct Daemon::Impl {
     }
 
     std::lock_guard lock(mu_);
-    sample = fresh;
     if (fresh->ok) {
       ++nvml_samples;
     } else {
