@@ -152,10 +152,11 @@ cluster_demo() {
       echo "(no hami-monitor on $node)"
       continue
     fi
-    echo "\$ curl $url/metrics | grep hami_vgpu_memory   ($node)"
+    echo "\$ curl $url/metrics | grep hami_vgpu_memory   ($node's hami-monitor)"
     # The monitor scans the pods' directories every 5 s: wait for a scrape that shows them.
     for _ in $(seq 60); do
-      curl -s "$url/metrics" >"$work/metrics-$node.txt"
+      python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+        "$url/metrics" >"$work/metrics-$node.txt" 2>/dev/null
       [[ $(grep -c '^hami_vgpu_memory_limit_bytes{.*} [1-9]' "$work/metrics-$node.txt") -ge \
         $(kubectl get pods --field-selector "spec.nodeName=$node" --no-headers | wc -l) ]] && break
       sleep 0.5

@@ -174,7 +174,11 @@ class ClusterTest : public ::testing::Test {
     return json();
   }
   static std::string Metrics(const std::string& node) {
-    Ran r = RunCommand({"/usr/bin/curl", "-sS", "--max-time", "10",
+    // Python's urllib rather than curl: python3 is a dependency already (tests/deploy).
+    Ran r = RunCommand({"/usr/bin/python3", "-c",
+                        "import sys, urllib.request; "
+                        "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10)"
+                        ".read().decode())",
                         Node(node)["monitor_url"].get<std::string>() + "/metrics"});
     return r.code == 0 ? r.out : std::string();
   }
