@@ -1,9 +1,7 @@
 #include "monitor/daemon.h"
 
 #include <httplib.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -515,23 +513,11 @@ void Daemon::Stop() {
 }
 
 Status Daemon::Wait(int stop_fd) {
-  const sigset_t signals = StopSignals();
-  UniqueFd sfd(signalfd(-1, &signals, SFD_CLOEXEC));
-  if (!sfd.valid()) return Error::FromErrno("signalfd");
-  for (;;) {
-    pollfd fds[2] = {{sfd.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    int n = poll(fds, 2, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::FromErrno("poll");
-    if (fds[0].revents != 0) {
-      signalfd_siginfo info{};
-      ssize_t got = read(sfd.get(), &info, sizeof(info));
-      (void)got;
-      g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(int(info.ssi_signo)));
-      return OkStatus();
-    }
-    if (fds[1].revents != 0) return OkStatus();
+  StopEvent event = HAMI_TRY(WaitForStop({stop_fd}));
+  if (event.signal != 0) {
+    g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(event.signal));
   }
+  return OkStatus();
 }
 
 std::string Daemon::Scrape() { return impl_->Scrape(); }

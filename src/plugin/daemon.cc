@@ -1,9 +1,7 @@
 #include "plugin/daemon.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -307,33 +305,21 @@ void Daemon::Stop() {
 }
 
 Status Daemon::Wait(int stop_fd) {
-  const sigset_t signals = StopSignals();
-  UniqueFd sfd(signalfd(-1, &signals, SFD_CLOEXEC));
-  if (!sfd.valid()) return Error::FromErrno("signalfd");
-  for (;;) {
-    pollfd fds[3] = {{sfd.get(), POLLIN, 0},
-                     {broker_ != nullptr ? broker_->done_fd() : -1, POLLIN, 0},
-                     {stop_fd, POLLIN, 0}};
-    int n = poll(fds, 3, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::FromErrno("poll");
-    if (fds[0].revents != 0) {
-      signalfd_siginfo info{};
-      ssize_t got = read(sfd.get(), &info, sizeof(info));
-      (void)got;
-      g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(int(info.ssi_signo)));
-      return OkStatus();
-    }
-    if (fds[1].revents != 0) {
-      Status s = broker_->Wait();
-      if (!s.ok()) {
-        g_log.Log(LogLevel::kError, "event=broker_stopped: %s", s.error().message().c_str());
-        return s;
-      }
-      return Error(ErrorCode::kUnavailable, "the host-PID broker stopped");
-    }
-    if (fds[2].revents != 0) return OkStatus();
+  const int broker_fd = broker_ != nullptr ? broker_->done_fd() : -1;
+  StopEvent event = HAMI_TRY(WaitForStop({broker_fd, stop_fd}));
+  if (event.signal != 0) {
+    g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(event.signal));
+    return OkStatus();
   }
+  if (event.fd_index == 0) {
+    Status s = broker_->Wait();
+    if (!s.ok()) {
+      g_log.Log(LogLevel::kError, "event=broker_stopped: %s", s.error().message().c_str());
+      return s;
+    }
+    return Error(ErrorCode::kUnavailable, "the host-PID broker stopped");
+  }
+  return OkStatus();
 }
 
 std::vector<ReplicaDevice> Daemon::Devices() const { return service_->Devices(); }
