@@ -67,6 +67,9 @@ struct Daemon::Impl {
   int port = 0;
 
   std::jthread sampler_thread;
+  // The sampler thread's own stop token, set by that thread when it starts (the jthread member
+  // is still being assigned by Start then, so the thread must not read it).
+  std::stop_token sampler_stop;
   std::atomic<bool> first_scan_done{false};
   bool stopped = false;
 
@@ -110,7 +113,7 @@ struct Daemon::Impl {
   Result<std::vector<std::string>> ListPodUids() {
     kube::ListOptions lo;
     lo.field_selector = "spec.nodeName=" + options.node_name;
-    auto list = client->ListAll(kube::kPods, "", lo, sampler_thread.get_stop_token());
+    auto list = client->ListAll(kube::kPods, "", lo, sampler_stop);
     if (!list.ok()) return std::move(list).error();
     std::vector<std::string> uids;
     if (auto items = list->find("items"); items != list->end() && items->is_array()) {
@@ -285,6 +288,7 @@ struct Daemon::Impl {
   }
 
   void RunSampler(std::stop_token stop) {
+    sampler_stop = stop;
     std::mutex m;
     std::condition_variable_any cv;
     auto next_cleanup = std::chrono::steady_clock::now();
