@@ -18,6 +18,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 RawLogger g_log("hami-scheduler", LogLevel::kInfo);
 
+// How long past the lock wait a bind may stay between taking the node lock and posting its
+// binding before its lock counts as left by a dead scheduler (HolderBinds).
+constexpr std::chrono::seconds kDeadBindAfter{10};
 constexpr std::string_view kNotReady =
     "hami-scheduler is not ready: its informers of nodes, pods and resourcequotas have not "
     "synced";
@@ -253,8 +256,21 @@ bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node)
   if (!pod.ok()) return true;
   const std::string* target = pod->Annotation(kube::kVgpuNodeAnnotation);
   const std::string* phase = pod->Annotation(kube::kBindPhaseAnnotation);
-  return target != nullptr && *target == node && phase != nullptr &&
-         *phase == kube::EncodeBindPhase(kube::BindPhase::kAllocating);
+  if (target == nullptr || *target != node || phase == nullptr ||
+      *phase != kube::EncodeBindPhase(kube::BindPhase::kAllocating)) {
+    return false;
+  }
+  // Annotated for this node and allocating: bound and waiting for the device plugin, or a bind
+  // between its annotations and its binding. A bind that died there (its scheduler killed)
+  // leaves the pod unbound with the lock held; other pods would wait out the whole lock timeout
+  // for it, and the pod itself can wait behind them. An unbound holder whose lock is older
+  // than any bind takes is such a bind: its lock is broken (the pod is bound again later).
+  const json* spec_node = nullptr;
+  if (auto sp = got->find("spec"); sp != got->end() && sp->is_object()) {
+    if (auto nn = sp->find("nodeName"); nn != sp->end() && nn->is_string()) spec_node = &*nn;
+  }
+  if (spec_node != nullptr && spec_node->get_ref<const std::string&>() == node) return true;
+  return Now() - lock.time < options_.node_lock_wait + kDeadBindAfter;
 }
 
 void Scheduler::RememberScores(Scores scores) {

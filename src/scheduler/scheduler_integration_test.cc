@@ -479,6 +479,30 @@ TEST_F(SchedulerIntegration, DanglingExpiredAndOwnLocksAreTakenOver) {
   set_lock(lock_text(clock - std::chrono::seconds(2), "holder"));
   EXPECT_EQ(Bind(d->port(), p4, "n1"), "");
 
+  // A holder annotated for this node and allocating but never bound (its scheduler was killed
+  // between the annotations and the binding) holds the lock for as long as a bind may take,
+  // then no longer; bound to the node (waiting for the device plugin), it holds it until the
+  // timeout.
+  json stale = AddPod({.name = "stale", .mem_mib = 100});
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::kPods, "default", "stale", kube::PatchType::kMerge,
+                  {{"metadata",
+                    {{"annotations",
+                      {{"hami.io/vgpu-node", "n1"}, {"hami.io/bind-phase", "allocating"}}}}}})
+          .ok());
+  json p5 = AddPod({.name = "p5", .mem_mib = 100});
+  set_lock(lock_text(clock - std::chrono::seconds(5), "stale"));
+  EXPECT_NE(Bind(d->port(), p5, "n1").find("held by default/stale"), std::string::npos);
+  set_lock(lock_text(clock - std::chrono::seconds(12), "stale"));
+  EXPECT_EQ(Bind(d->port(), p5, "n1"), "");
+  json bound = AddPod({.name = "bound", .mem_mib = 100});
+  set_lock(lock_text(clock, "ghost"));  // p5's lock, which no device plugin releases here
+  ASSERT_EQ(Bind(d->port(), bound, "n1"), "");  // bound to n1, bind-phase allocating
+  json p6 = AddPod({.name = "p6", .mem_mib = 100});
+  set_lock(lock_text(clock - std::chrono::seconds(60), "bound"));
+  EXPECT_NE(Bind(d->port(), p6, "n1").find("held by default/bound"), std::string::npos);
+
   // The same pod may lock again (a retried bind).
   json p3 = AddPod({.name = "p3", .mem_mib = 100});
   set_lock(lock_text(clock, "p3"));
