@@ -10,7 +10,7 @@
 // dangling: its holder no longer binds to this node (the caller decides: a pod that no longer
 // exists, or, once the lock is older than a grace period, one whose hami.io/vgpu-node names
 // another node or whose bind-phase is no longer allocating, as a scheduler killed mid-bind
-// leaves it).
+// leaves it, or that is still unbound long after any bind would have posted its binding).
 //
 // Thread safety: ClassifyLock is pure; NodeLocker may be used from any thread (the Client is).
 #pragma once
