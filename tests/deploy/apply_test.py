@@ -24,6 +24,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -52,6 +53,48 @@ def describe(obj):
     m = obj["metadata"]
     ns = m.get("namespace")
     return f"{obj['kind']} {ns + '/' if ns else ''}{m['name']}"
+
+
+class StderrLog:
+    """A process's stderr copied to a file line by line, with a wait for a line holding a text:
+    the process's own announcement, not a poll."""
+
+    def __init__(self, path):
+        self.file = open(path, "w")
+        self.lines = []
+        self.cond = threading.Condition()
+        self.ended = False
+        self.thread = None
+
+    def follow(self, stream):
+        def copy():
+            for line in stream:
+                self.file.write(line)
+                self.file.flush()
+                with self.cond:
+                    self.lines.append(line)
+                    self.cond.notify_all()
+            with self.cond:
+                self.ended = True
+                self.cond.notify_all()
+        self.thread = threading.Thread(target=copy, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, text, timeout_s):
+        """True once a line holds `text`; False when the stream ended or `timeout_s` passed."""
+        with self.cond:
+            return self.cond.wait_for(
+                lambda: any(text in l for l in self.lines) or self.ended, timeout_s) and \
+                any(text in l for l in self.lines)
+
+    def text(self):
+        with self.cond:
+            return "".join(self.lines)
+
+    def close(self):
+        if self.thread is not None:
+            self.thread.join(timeout=20)
+        self.file.close()
 
 
 class Server:
@@ -234,15 +277,15 @@ class ApplyTest(unittest.TestCase):
                 a = "--metrics-bind-address=127.0.0.1:0"
             argv.append(a)
         argv += ["--kubeconfig", server.kubeconfig]
-        log = open(os.path.join(server.dir, "scheduler.log"), "w+")
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)
+        log = StderrLog(os.path.join(server.dir, "scheduler.log"))
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log.follow(proc.stderr)
         self.addCleanup(self.stop_scheduler, proc, log)
         line = proc.stdout.readline()
         m = re.match(r"hami-scheduler: serving on port (\d+)", line)
         if m is None:
             proc.wait(timeout=TIMEOUT_S)
-            log.seek(0)
-            raise AssertionError(f"hami-scheduler did not start: {line}{log.read()}")
+            raise AssertionError(f"hami-scheduler did not start: {line}{log.text()}")
         return proc, int(m.group(1)), log
 
     @staticmethod
@@ -255,9 +298,7 @@ class ApplyTest(unittest.TestCase):
 
     @staticmethod
     def read_log(log):
-        log.flush()
-        log.seek(0)
-        return log.read()[-6000:]
+        return log.text()[-6000:]
 
     def wait_ready(self, proc, port):
         ctx = ssl.create_default_context(cafile=os.path.join(self.certs, "ca.crt"))
@@ -279,14 +320,10 @@ class ApplyTest(unittest.TestCase):
         server.kubectl_ok("delete", "--raw", "/sim/audit")
         proc, port, log = self.start_scheduler(server, objs)
         self.wait_ready(proc, port)
-        # Until it has taken the lease: its steady state (informers, leader election).
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline and proc.poll() is None:
-            audit = json.loads(server.kubectl_ok("get", "--raw", "/sim/audit"))
-            mine = [r for r in audit["requests"] if r["user_agent"] == "hami-scheduler"]
-            if any(r["resource"] == "leases" and r["verb"] in ("create", "update") for r in mine):
-                break
-            time.sleep(0.2)  # polling an observable condition (the audit log), not a wait
+        # Until it has taken the lease (its log says so): its steady state (informers, leader
+        # election).
+        self.assertTrue(log.wait_for("event=leading", TIMEOUT_S),
+                        "hami-scheduler did not take the lease: " + self.read_log(log))
         self.assertIsNone(proc.poll(), "hami-scheduler exited: " + self.read_log(log))
         self.stop_scheduler(proc, log)
         self.assertEqual(proc.returncode, 0)
