@@ -2,17 +2,12 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 
-#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/futex.h"
@@ -20,6 +15,8 @@
 #include "common/ofd_lock.h"
 #include "common/proc.h"
 #include "common/robust_mutex.h"
+#include "common/strings.h"
+#include "common/versioned_file.h"
 
 namespace hami::region {
 
@@ -40,12 +37,6 @@ void CopyString(char* dst, size_t cap, std::string_view src) {
 }
 
 std::string FixedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
-  return buf;
-}
 
 layout::SectionRef ExpectedPolicy() {
   return {offsetof(File, policy), sizeof(layout::Policy), 1, sizeof(layout::Policy)};
@@ -142,18 +133,9 @@ void ReturnSlotUsage(File* f, Slot& s, Writers writers, KillPointId kill_point) 
   }
 }
 
-Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
-  // Truncating to zero first zero-fills what an earlier, unfinished attempt wrote.
-  struct stat st;
-  if (fstat(fd, &st) != 0) return Error::FromErrno("fstat " + path);
-  if ((st.st_size != 0 && ftruncate(fd, 0) != 0) || ftruncate(fd, off_t(sizeof(File))) != 0) {
-    return Error::FromErrno("ftruncate " + path);
-  }
+// Fills a new region (zero bytes of its full size) with `p`; OpenVersionedFile publishes it.
+Status FillRegion(File* f, const PolicySpec& p) {
   HAMI_KILL_POINT(kRegionCreateSized);
-  void* m = mmap(nullptr, sizeof(File), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) return Error::FromErrno("mmap " + path);
-  Cleanup unmap([m] { munmap(m, sizeof(File)); });
-  File* f = static_cast<File*>(m);
   Header& h = f->header;
   h.major = layout::kMajor;
   h.minor = layout::kMinor;
@@ -189,25 +171,38 @@ Status Initialize(int fd, const std::string& path, const PolicySpec& p) {
   // The magic last: a file its creator left with a zero magic is recognizably unfinished.
   std::memcpy(h.magic, layout::kMagic, sizeof(h.magic));
   HAMI_KILL_POINT(kRegionCreateFilled);
-  h.initialized.store(layout::kInitialized, std::memory_order_release);
   return OkStatus();
 }
 
-// A file whose creator was killed while making it: the full size and no magic yet
-// (Initialize writes the magic last).
-bool LeftUnfinished(int fd, const struct stat& st) {
-  char magic[sizeof(layout::kMagic)];
-  static constexpr char kZero[sizeof(magic)] = {};
-  return st.st_size == off_t(sizeof(File)) &&
-         pread(fd, magic, sizeof(magic), 0) == ssize_t(sizeof(magic)) &&
-         std::memcmp(magic, kZero, sizeof(magic)) == 0;
-}
+// The region's file as common/versioned_file.h sees it.
+constexpr VersionedFileSpec kRegionFile{
+    .kind = "shared region",
+    .size = sizeof(File),
+    .header_size = sizeof(Header),
+    .magic_size = sizeof(layout::kMagic),
+    .initialized_offset = offsetof(Header, initialized),
+    .initialized_value = layout::kInitialized,
+    .init_lock = layout::kInitLock,
+    .locking = InitLocking::kCreatorsOnly,
+};
 
-Error StillBeingCreated(const std::string& path) {
-  return Error(ErrorCode::kBusy, "shared region " + path +
-                                     " is still being created (or its creator died making it: "
-                                     "the next process that may create it makes it again)");
-}
+class RegionFormat final : public VersionedFileFormat {
+ public:
+  RegionFormat(const std::string& path, const PolicySpec* stamp) : path_(path), stamp_(stamp) {}
+  Status Validate(const void* header, uint64_t file_size) const override {
+    return ValidateHeader(*static_cast<const Header*>(header), file_size, path_);
+  }
+  Status Fill(void* file) const override {
+    if (stamp_ == nullptr) {
+      return Error(ErrorCode::kInternal, "creating shared region " + path_ + " without a policy");
+    }
+    return FillRegion(static_cast<File*>(file), *stamp_);
+  }
+
+ private:
+  const std::string& path_;
+  const PolicySpec* stamp_;
+};
 
 void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<PolicyDifference>* out) {
   // Text is made only for fields that differ: every opener runs this.
@@ -407,8 +402,8 @@ Status ValidateHeader(const layout::Header& h, uint64_t file_size, const std::st
                    std::to_string(sizeof(Header)) + " and " + std::to_string(sizeof(File)));
   }
   if (h.fingerprint != layout::kFingerprint) {
-    return bad(ErrorCode::kIncompatible, "layout fingerprint " + Hex(h.fingerprint) +
-                                             ", expected " + Hex(layout::kFingerprint));
+    return bad(ErrorCode::kIncompatible, "layout fingerprint " + FormatHex64(h.fingerprint) +
+                                             ", expected " + FormatHex64(layout::kFingerprint));
   }
   if (h.max_devices != uint32_t(layout::kMaxDevices) ||
       h.max_slots != uint32_t(layout::kMaxSlots) ||
@@ -424,17 +419,17 @@ Status ValidateHeader(const layout::Header& h, uint64_t file_size, const std::st
   return OkStatus();
 }
 
-Region::Region(std::string path, UniqueFd fd, void* map, Access access)
+Region::Region(std::string path, UniqueFd fd, MappedFile map, Access access)
     : path_(std::move(path)),
       fd_(std::move(fd)),
-      file_(static_cast<File*>(map)),
+      map_(std::move(map)),
+      file_(static_cast<File*>(map_.data())),
       access_(access),
       opener_forks_(ForkCount()) {}
 
 Region::~Region() {
   if (file_ == nullptr) return;
   Unregister();
-  munmap(file_, sizeof(File));
 }
 
 Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const PolicySpec* stamp,
@@ -449,90 +444,12 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
                                                   std::to_string(stamp->device_count) +
                                                   " is not from 0 to 16");
   }
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (a regular file ignores it).
-  int flags = (access == Access::kReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK;
-  if (create == Create::kIfMissing) flags |= O_CREAT;
-  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, flags, 0666));
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-
-  // Published: full size with the flag set (its header is validated below, once mapped).
-  auto published = [&]() -> bool {
-    std::atomic<uint32_t> flag;
-    return st.st_size == off_t(sizeof(File)) &&
-           pread(fd.get(), &flag, sizeof(flag), offsetof(Header, initialized)) ==
-               ssize_t(sizeof(flag)) &&
-           flag.load(std::memory_order_acquire) == layout::kInitialized;
-  };
-  if (!published()) {
-    if (create == Create::kNever) {
-      if (st.st_size == 0)
-        return Error(ErrorCode::kNotFound, "shared region " + path + " is empty");
-      if (LeftUnfinished(fd.get(), st)) return StillBeingCreated(path);
-    }
-    // Make it, or wait for whoever is making it. The maker holds the init lock exclusively;
-    // waiters wait for a shared lock, so they all wake together when it is published, and
-    // try to make it themselves only if its maker died before publishing it.
-    for (int round = 0; create == Create::kIfMissing; ++round) {
-      int err = OfdLockByte(fd.get(), layout::kInitLock, F_WRLCK, LockWait::kNo);
-      if (err == 0) {
-        const int raw = fd.get();
-        Cleanup unlock([raw] { OfdLockByte(raw, layout::kInitLock, F_UNLCK, LockWait::kNo); });
-        if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-        if (st.st_size == 0 || LeftUnfinished(fd.get(), st)) {
-          if (st.st_uid == geteuid()) fchmod(fd.get(), 0666);  // every user of the container
-          HAMI_TRY(Initialize(fd.get(), path, *stamp));
-        } else if (!published()) {
-          Header h;
-          if (st.st_size < off_t(sizeof(Header)) ||
-              pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
-            return Error(ErrorCode::kCorrupt,
-                         "shared region " + path + ": the file is " + std::to_string(st.st_size) +
-                             " bytes, smaller than a header; refusing to use it");
-          }
-          HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
-          // A valid header never published: its creator died while making it.
-          HAMI_TRY(Initialize(fd.get(), path, *stamp));
-        }
-        if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-        break;
-      }
-      if (err != EAGAIN && err != EACCES) {
-        return Error::FromErrno("locking shared region " + path, err);
-      }
-      if (round > 0) sched_yield();  // the maker died: let the other waiters go first
-      err = OfdLockByte(fd.get(), layout::kInitLock, F_RDLCK, LockWait::kYes);
-      if (err != 0) return Error::FromErrno("waiting for shared region " + path, err);
-      OfdLockByte(fd.get(), layout::kInitLock, F_UNLCK, LockWait::kNo);
-      if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-      if (published()) break;
-    }
-  }
-  if (st.st_size != off_t(sizeof(File))) {
-    // Not the size of a region: say why from its header, if it has one.
-    Header h;
-    if (st.st_size < off_t(sizeof(Header)) ||
-        pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
-      return Error(ErrorCode::kCorrupt, "shared region " + path + ": the file is " +
-                                            std::to_string(st.st_size) +
-                                            " bytes, smaller than a header; refusing to use it");
-    }
-    HAMI_TRY(ValidateHeader(h, uint64_t(st.st_size), path));
-  }
-  // Map it and validate the header in place (every opener of a burst pays for this).
-  int prot = PROT_READ | (access == Access::kReadWrite ? PROT_WRITE : 0);
-  void* m = mmap(nullptr, sizeof(File), prot, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) return Error::FromErrno("mmap " + path);
-  const Header& mapped = static_cast<const File*>(m)->header;
-  Status valid = ValidateHeader(mapped, uint64_t(st.st_size), path);
-  if (valid.ok() && mapped.initialized.load(std::memory_order_acquire) != layout::kInitialized) {
-    valid = StillBeingCreated(path);
-  }
-  if (!valid.ok()) {
-    munmap(m, sizeof(File));
-    return std::move(valid).error();
-  }
-  std::unique_ptr<Region> r(new Region(path, std::move(fd), m, access));
+  const RegionFormat format(path, stamp);
+  VersionedFile file = HAMI_TRY(OpenVersionedFile(
+      path, kRegionFile, format,
+      create == Create::kIfMissing ? FileCreate::kIfMissing : FileCreate::kNever,
+      access == Access::kReadWrite ? MapAccess::kReadWrite : MapAccess::kReadOnly));
+  std::unique_ptr<Region> r(new Region(path, std::move(file.fd), std::move(file.map), access));
   if (stamp != nullptr && differences != nullptr) Compare(r->file_->policy, *stamp, differences);
   return r;
 }
@@ -692,8 +609,7 @@ Status Region::ReopenAfterFork() {
   // locks are the parent's) must be our own. Until it is, the handle can read but not
   // register.
   fd_.Reset();
-  int flags = (access_ == Access::kReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK;
-  fd_ = HAMI_TRY(OpenRegularFile(path_, flags));
+  fd_ = HAMI_TRY(OpenRegularFile(path_, access_ == Access::kReadOnly ? O_RDONLY : O_RDWR));
   opener_forks_ = ForkCount();
   return OkStatus();
 }

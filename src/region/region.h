@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "region/layout.h"
@@ -292,7 +293,7 @@ class Region {
   const layout::File& file() const { return *file_; }
 
  private:
-  Region(std::string path, UniqueFd fd, void* map, Access access);
+  Region(std::string path, UniqueFd fd, MappedFile map, Access access);
   bool OwnerAlive(int slot) const;
   bool Inherited() const;      // fd_ is a fork parent's (no ReopenAfterFork() yet)
   int SweepDeadLocked();       // the caller holds membership_mu_
@@ -303,6 +304,7 @@ class Region {
 
   std::string path_;
   UniqueFd fd_;
+  MappedFile map_;  // the whole file
   layout::File* file_;
   Access access_;
   std::atomic<int> slot_{-1};
