@@ -1,20 +1,21 @@
 #include "sim/state.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <map>
 
-#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/futex.h"
 #include "common/ofd_lock.h"
 #include "common/proc.h"
 #include "common/robust_mutex.h"
+#include "common/strings.h"
+#include "common/versioned_file.h"
 #include "sim/host_pid.h"
 
 namespace hami::sim {
@@ -38,12 +39,6 @@ void CopyString(char* dst, size_t cap, std::string_view src) {
   dst[n] = '\0';
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 struct DeviceRepair {
   File* file;
   int device;
@@ -60,14 +55,9 @@ void RepairDevice(void* arg) {
   r->file->devices[r->device].used_bytes = sum;
 }
 
-Status InitializeFile(int fd, const std::string& path, std::string_view profile_spec,
-                      std::string_view node, std::span<const DeviceSpec> devices) {
-  // Truncating to zero first zero-fills every byte (sparse): no stale data survives.
-  if (ftruncate(fd, 0) != 0 || ftruncate(fd, off_t(sizeof(File))) != 0) {
-    return Error::FromErrno("ftruncate " + path);
-  }
-  MappedFile map = HAMI_TRY(MappedFile::Map(fd, sizeof(File), true, path));
-  File* f = static_cast<File*>(map.data());
+// Fills a new state file (zero bytes of its full size); OpenVersionedFile publishes it.
+Status FillFile(File* f, std::string_view profile_spec, std::string_view node,
+                std::span<const DeviceSpec> devices) {
   Header& h = f->header;
   std::memcpy(h.magic, state::kMagic, sizeof(h.magic));
   h.version = state::kVersion;
@@ -83,7 +73,6 @@ Status InitializeFile(int fd, const std::string& path, std::string_view profile_
   HAMI_TRY(InitRobustMutex(&h.slots_mutex));
   HAMI_TRY(InitRobustMutex(&h.ctx_create_mutex));
   for (state::Device& d : f->devices) HAMI_TRY(InitRobustMutex(&d.mutex));
-  h.initialized.store(state::kInitialized, std::memory_order_release);
   return OkStatus();
 }
 
@@ -105,9 +94,10 @@ Status ValidateHeader(const Header& h, off_t file_size, const std::string& path)
     return Error(ErrorCode::kIncompatible,
                  "state file " + path + " has a different layout (header " +
                      std::to_string(h.header_size) + " bytes, total " +
-                     std::to_string(h.total_size) + ", fingerprint " + Hex(h.layout_fingerprint) +
-                     "; expected " + std::to_string(sizeof(Header)) + ", " +
-                     std::to_string(sizeof(File)) + ", " + Hex(state::LayoutFingerprint()) + ")");
+                     std::to_string(h.total_size) + ", fingerprint " +
+                     FormatHex64(h.layout_fingerprint) + "; expected " +
+                     std::to_string(sizeof(Header)) + ", " + std::to_string(sizeof(File)) + ", " +
+                     FormatHex64(state::LayoutFingerprint()) + ")");
   }
   if (uint64_t(file_size) != h.total_size) {
     return Error(ErrorCode::kCorrupt, "state file " + path + " is " + std::to_string(file_size) +
@@ -121,6 +111,38 @@ Status ValidateHeader(const Header& h, off_t file_size, const std::string& path)
   }
   return OkStatus();
 }
+
+// The state file as common/versioned_file.h sees it. Every opener holds the init lock while
+// it decides what to do with the file and until it holds the users lock.
+constexpr VersionedFileSpec kStateFile{
+    .kind = "state file",
+    .size = sizeof(File),
+    .header_size = sizeof(Header),
+    .magic_size = sizeof(state::kMagic),
+    .initialized_offset = offsetof(Header, initialized),
+    .initialized_value = state::kInitialized,
+    .init_lock = state::kInitLock,
+    .locking = InitLocking::kEveryOpener,
+};
+
+class StateFormat final : public VersionedFileFormat {
+ public:
+  StateFormat(const std::string& path, std::string_view profile_spec, std::string_view node,
+              std::span<const DeviceSpec> devices)
+      : path_(path), profile_spec_(profile_spec), node_(node), devices_(devices) {}
+  Status Validate(const void* header, uint64_t file_size) const override {
+    return ValidateHeader(*static_cast<const Header*>(header), off_t(file_size), path_);
+  }
+  Status Fill(void* file) const override {
+    return FillFile(static_cast<File*>(file), profile_spec_, node_, devices_);
+  }
+
+ private:
+  const std::string& path_;
+  std::string_view profile_spec_;
+  std::string_view node_;
+  std::span<const DeviceSpec> devices_;
+};
 
 }  // namespace
 
@@ -183,63 +205,38 @@ Result<std::unique_ptr<SharedState>> SharedState::OpenImpl(const std::string& pa
   if (!kill_point.empty()) {
     armed = HAMI_TRY(ParseKillPoint(kill_point, KillPointOwner::kSim, "the state's kill point"));
   }
-  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDWR | (create ? O_CREAT : 0), 0666));
-
-  if (int err = OfdLock(fd.get(), state::kInitLock, F_WRLCK, true); err != 0) {
-    return Error::FromErrno("locking state file " + path, err);
+  const StateFormat format(path, profile_spec, node, devices);
+  VersionedFile file = HAMI_TRY(OpenVersionedFile(
+      path, kStateFile, format, create ? FileCreate::kIfMissing : FileCreate::kNever,
+      MapAccess::kReadWrite));
+  // We hold the init lock: nobody else is deciding about the file.
+  const Header& h = static_cast<const File*>(file.map.data())->header;
+  if (!create) {
+    devices = HAMI_TRY(ParseProfileSpec(h.profile_spec, h.node));
+    if (ConfigFingerprint(devices) != h.config_fingerprint) {
+      return Error(ErrorCode::kCorrupt,
+                   "state file " + path + ": its device table does not match its fingerprint");
+    }
+  } else if (!file.initialized_here && h.config_fingerprint != ConfigFingerprint(devices)) {
+    if (OfdLock(file.fd.get(), state::kUsersLock, F_WRLCK, false) != 0) {
+      return Error(ErrorCode::kBusy,
+                   "state file " + path + " is in use by processes of a machine with devices '" +
+                       std::string(h.profile_spec) + "' (node '" + h.node +
+                       "'), but this process asks for '" + std::string(profile_spec) + "' (node '" +
+                       std::string(node) +
+                       "'). Use the same HAMI_SIM_PROFILE and HAMI_SIM_NODE, or another "
+                       "HAMI_SIM_STATE");
+    }
+    // Nobody uses it: make it again for this machine.
+    HAMI_TRY(ReinitializeVersionedFile(file, path, kStateFile, format));
   }
-  const int raw_fd = fd.get();  // `fd` moves into the result; the descriptor stays open
-  Cleanup unlock([raw_fd] { OfdLock(raw_fd, state::kInitLock, F_UNLCK, false); });
 
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-  bool initialize = false;
-  if (st.st_size == 0) {
-    if (!create) return Error(ErrorCode::kNotFound, "state file " + path + " is empty");
-    initialize = true;
-    // A new machine file is shared by every user, like the device nodes of a real GPU.
-    if (st.st_uid == geteuid()) fchmod(fd.get(), 0666);
-  } else {
-    Header h;
-    if (st.st_size < off_t(sizeof(Header))) {
-      return Error(ErrorCode::kCorrupt, "state file " + path + " is " + std::to_string(st.st_size) +
-                                            " bytes, smaller than its header; refusing to use it");
-    }
-    if (pread(fd.get(), &h, sizeof(h), 0) != ssize_t(sizeof(h))) {
-      return Error::FromErrno("read " + path);
-    }
-    HAMI_TRY(ValidateHeader(h, st.st_size, path));
-    if (h.initialized.load(std::memory_order_acquire) != state::kInitialized) {
-      // Its creator died before publishing it (we hold the init lock: nobody else is in it).
-      if (!create) return Error(ErrorCode::kCorrupt, "state file " + path + " is not initialized");
-      initialize = true;
-    } else if (!create) {
-      devices = HAMI_TRY(ParseProfileSpec(h.profile_spec, h.node));
-      if (ConfigFingerprint(devices) != h.config_fingerprint) {
-        return Error(ErrorCode::kCorrupt,
-                     "state file " + path + ": its device table does not match its fingerprint");
-      }
-    } else if (h.config_fingerprint != ConfigFingerprint(devices)) {
-      if (OfdLock(fd.get(), state::kUsersLock, F_WRLCK, false) != 0) {
-        return Error(ErrorCode::kBusy,
-                     "state file " + path + " is in use by processes of a machine with devices '" +
-                         std::string(h.profile_spec) + "' (node '" + h.node +
-                         "'), but this process asks for '" + std::string(profile_spec) +
-                         "' (node '" + std::string(node) +
-                         "'). Use the same HAMI_SIM_PROFILE and HAMI_SIM_NODE, or another "
-                         "HAMI_SIM_STATE");
-      }
-      initialize = true;  // nobody uses it: re-make it for this machine
-    }
-  }
-  if (initialize) HAMI_TRY(InitializeFile(fd.get(), path, profile_spec, node, devices));
-
-  if (int err = OfdLock(fd.get(), state::kUsersLock, F_RDLCK, false); err != 0) {
+  if (int err = OfdLock(file.fd.get(), state::kUsersLock, F_RDLCK, false); err != 0) {
     return Error::FromErrno("taking the users lock of state file " + path, err);
   }
-  MappedFile map = HAMI_TRY(MappedFile::Map(fd.get(), sizeof(File), true, path));
+  file.init_lock.Reset();
   return std::unique_ptr<SharedState>(
-      new SharedState(path, std::move(fd), std::move(map), std::move(devices), armed));
+      new SharedState(path, std::move(file.fd), std::move(file.map), std::move(devices), armed));
 }
 
 std::string SharedState::profile_spec() const { return file_->header.profile_spec; }

@@ -102,8 +102,36 @@ TEST_F(StateTest, RefusesAFileSmallerThanItsHeader) {
   ASSERT_TRUE(WriteAll(OpenRegularFile(path_, O_CREAT | O_WRONLY)->get(), "HAMISIM1").ok());
   auto r = SharedState::Open(path_, "h100-80g:2", "");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error().message(), HasSubstr("smaller than its header"));
+  EXPECT_THAT(r.error().message(), HasSubstr("smaller than a header"));
   EXPECT_EQ(ReadAll(), "HAMISIM1");
+}
+
+TEST_F(StateTest, RemakesAFileItsCreatorLeftUnfinished) {
+  // Killed after sizing the file, before writing a byte of it: the full size, all zero.
+  {
+    auto fd = OpenRegularFile(path_, O_CREAT | O_RDWR);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_EQ(ftruncate(fd->get(), off_t(sizeof(state::File))), 0);
+  }
+  auto existing = SharedState::OpenExisting(path_);
+  ASSERT_FALSE(existing.ok());
+  EXPECT_EQ(existing.error().code(), ErrorCode::kCorrupt);
+  EXPECT_THAT(existing.error().message(), HasSubstr("is not initialized"));
+  auto a = MustOpen();
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->devices().size(), 2u);
+
+  // Killed after writing the header, before publishing it.
+  a.reset();
+  {
+    auto fd = OpenRegularFile(path_, O_RDWR);
+    uint32_t zero = 0;
+    ASSERT_EQ(pwrite(fd->get(), &zero, sizeof(zero), offsetof(state::Header, initialized)), 4);
+  }
+  EXPECT_EQ(SharedState::OpenExisting(path_).error().code(), ErrorCode::kCorrupt);
+  a = MustOpen("a100-40g:3");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->profile_spec(), "a100-40g:3");
 }
 
 TEST_F(StateTest, RefusesAnotherLayoutVersionAndATruncatedFile) {
