@@ -41,3 +41,4 @@ message(STATUS "CUDA headers: ${HAMI_CUDA_INCLUDE_DIR} (CUDA_VERSION ${HAMI_CUDA
 
 add_library(hami_cuda_headers INTERFACE)
 target_include_directories(hami_cuda_headers SYSTEM INTERFACE "${HAMI_CUDA_INCLUDE_DIR}")
+add_library(hami::cuda_headers ALIAS hami_cuda_headers)

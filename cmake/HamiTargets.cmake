@@ -1,41 +1,121 @@
 # Target helpers. Every library is one folder under src/ with one job; tests and fuzz
-# targets sit beside the code they test.
+# targets sit beside the code they test. Every target of src/ is defined through these.
 include(CMakeParseArguments)
 include(GoogleTest)
 
-# hami_cc_library(NAME n [SRCS ...] [DEPS ...] [NO_EXCEPTIONS])
-# A static, position-independent library (an INTERFACE library when SRCS is empty).
-# Includes are rooted at src/ ("common/result.h").
+# Each library is also reachable as hami::<name without the hami_ prefix> (hami_common is
+# hami::common). DEPS name the aliases: a misspelt alias fails at configure time, where a
+# misspelt plain name would silently become a linker flag (-lhami_comon).
+function(hami_add_alias name)
+  string(REGEX REPLACE "^hami_" "" _short "${name}")
+  add_library(hami::${_short} ALIAS ${name})
+endfunction()
+
+# The compile settings every helper shares:
+#   NO_EXCEPTIONS / NO_RTTI: -fno-exceptions / -fno-rtti (libvgpu.so and what it links);
+#   HIDDEN: -fvisibility=hidden -fvisibility-inlines-hidden (the interposer's objects; only
+#     what is marked HAMI_EXPORT, vgpu/export.h, keeps default visibility);
+#   NO_WARNINGS: generated code, built without the project's warnings;
+#   STRICT: HAMI_STRICT_WARNINGS too (the warnings not yet clean everywhere:
+#     cmake/HamiWarnings.cmake). `set(HAMI_STRICT ON)` at the top of a folder's CMakeLists.txt
+#     makes every target defined there (and in its subfolders) STRICT.
+# Other arguments are ignored, so a helper passes its whole argument list.
+function(hami_target_options target scope)
+  cmake_parse_arguments(O "NO_EXCEPTIONS;NO_RTTI;HIDDEN;NO_WARNINGS;STRICT" "" "" ${ARGN})
+  if(NOT O_NO_WARNINGS)
+    target_compile_options(${target} ${scope} ${HAMI_WARNINGS})
+    if(O_STRICT OR HAMI_STRICT)
+      target_compile_options(${target} ${scope} ${HAMI_STRICT_WARNINGS})
+    endif()
+  endif()
+  if(O_NO_EXCEPTIONS)
+    target_compile_options(${target} ${scope} $<$<COMPILE_LANGUAGE:CXX>:-fno-exceptions>)
+  endif()
+  if(O_NO_RTTI)
+    target_compile_options(${target} ${scope} $<$<COMPILE_LANGUAGE:CXX>:-fno-rtti>)
+  endif()
+  if(O_HIDDEN)
+    set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden
+      CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  endif()
+endfunction()
+set(HAMI_TARGET_FLAGS NO_EXCEPTIONS NO_RTTI HIDDEN NO_WARNINGS STRICT)
+
+# hami_cc_library(NAME n [SRCS ...] [DEPS ...] [NO_EXCEPTIONS] [NO_RTTI] [HIDDEN]
+#                 [NO_WARNINGS] [STRICT])
+# A static, position-independent library (an INTERFACE library when SRCS is empty), with
+# its alias hami::n. Includes are rooted at src/ ("common/result.h"); DEPS are public.
 function(hami_cc_library)
-  cmake_parse_arguments(A "NO_EXCEPTIONS" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME" "SRCS;DEPS" ${ARGN})
   if(A_SRCS)
     add_library(${A_NAME} STATIC ${A_SRCS})
     target_include_directories(${A_NAME} PUBLIC ${CMAKE_SOURCE_DIR}/src)
-    target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
     target_link_libraries(${A_NAME} PUBLIC ${A_DEPS})
-    if(A_NO_EXCEPTIONS)
-      target_compile_options(${A_NAME} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-exceptions>)
-    endif()
+    hami_target_options(${A_NAME} PRIVATE ${ARGN})
   else()
     add_library(${A_NAME} INTERFACE)
     target_include_directories(${A_NAME} INTERFACE ${CMAKE_SOURCE_DIR}/src)
     target_link_libraries(${A_NAME} INTERFACE ${A_DEPS})
   endif()
+  hami_add_alias(${A_NAME})
 endfunction()
 
-# hami_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME name])
-function(hami_cc_binary)
-  cmake_parse_arguments(A "" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
-  add_executable(${A_NAME} ${A_SRCS})
-  target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
+# hami_cc_shared_library(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME name] [SUFFIX .so.1]
+#                        [OUTPUT_DIRECTORY dir] [VERSION_SCRIPT file] [MODULE] [NO_UNDEFINED]
+#                        [NO_EXCEPTIONS] [NO_RTTI] [HIDDEN] [STRICT])
+# A shared library (MODULE: one only ever dlopen'ed), alias hami::n. DEPS are private. VERSION_SCRIPT: the
+# linker's export list (a relink when it changes). NO_UNDEFINED: -Wl,-z,defs, except under a
+# sanitizer, whose runtime resolves in the executable.
+function(hami_cc_shared_library)
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS};MODULE;NO_UNDEFINED"
+    "NAME;OUTPUT_NAME;SUFFIX;OUTPUT_DIRECTORY;VERSION_SCRIPT" "SRCS;DEPS" ${ARGN})
+  if(A_MODULE)
+    add_library(${A_NAME} MODULE ${A_SRCS})
+  else()
+    add_library(${A_NAME} SHARED ${A_SRCS})
+  endif()
+  target_include_directories(${A_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
+  hami_target_options(${A_NAME} PRIVATE ${ARGN})
   if(A_OUTPUT_NAME)
     set_target_properties(${A_NAME} PROPERTIES OUTPUT_NAME ${A_OUTPUT_NAME})
+  endif()
+  if(A_SUFFIX)
+    set_target_properties(${A_NAME} PROPERTIES SUFFIX ${A_SUFFIX})
+  endif()
+  if(A_OUTPUT_DIRECTORY)
+    set_target_properties(${A_NAME} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${A_OUTPUT_DIRECTORY})
+  endif()
+  if(A_VERSION_SCRIPT)
+    target_link_options(${A_NAME} PRIVATE -Wl,--version-script=${A_VERSION_SCRIPT})
+    set_property(TARGET ${A_NAME} APPEND PROPERTY LINK_DEPENDS ${A_VERSION_SCRIPT})
+  endif()
+  if(A_NO_UNDEFINED AND NOT HAMI_SANITIZE)
+    target_link_options(${A_NAME} PRIVATE -Wl,-z,defs)
+  endif()
+  hami_add_alias(${A_NAME})
+endfunction()
+
+# hami_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME name] [OUTPUT_DIRECTORY dir]
+#                [NO_EXCEPTIONS] [NO_RTTI] [STRICT])
+# OUTPUT_DIRECTORY: instead of build/bin (e.g. ${HAMI_TEST_BIN_DIR} for a program only
+# tests run).
+function(hami_cc_binary)
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;OUTPUT_NAME;OUTPUT_DIRECTORY"
+    "SRCS;DEPS" ${ARGN})
+  add_executable(${A_NAME} ${A_SRCS})
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
+  hami_target_options(${A_NAME} PRIVATE ${ARGN})
+  if(A_OUTPUT_NAME)
+    set_target_properties(${A_NAME} PROPERTIES OUTPUT_NAME ${A_OUTPUT_NAME})
+  endif()
+  if(A_OUTPUT_DIRECTORY)
+    set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${A_OUTPUT_DIRECTORY})
   endif()
 endfunction()
 
 # hami_cc_test(NAME n SRCS ... [DEPS ...] LABELS unit|integration|sim|gpu|cluster
-#              [ENV K=V ...] [TIMEOUT seconds] [RUN_SERIAL])
+#              [ENV K=V ...] [TIMEOUT seconds] [RUN_SERIAL] [CONCURRENT] [STRICT])
 # A GoogleTest binary under build/tests; each test case becomes one CTest test carrying
 # the label, so `ctest -L unit` or `-LE gpu` select them. One label per test: unit (no
 # processes or files beyond temp files), integration (several processes, real files and
@@ -48,7 +128,8 @@ function(hami_concurrent_test name)
 endfunction()
 
 function(hami_cc_test)
-  cmake_parse_arguments(A "RUN_SERIAL;CONCURRENT" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(A "RUN_SERIAL;CONCURRENT;${HAMI_TARGET_FLAGS}" "NAME;TIMEOUT"
+    "SRCS;DEPS;LABELS;ENV" ${ARGN})
   list(LENGTH A_LABELS _n)
   if(NOT _n EQUAL 1 OR NOT A_LABELS MATCHES "^(unit|integration|sim|gpu|cluster)$")
     message(FATAL_ERROR "hami_cc_test(${A_NAME}): LABELS must be one of unit, integration, "
@@ -58,7 +139,7 @@ function(hami_cc_test)
     set(A_TIMEOUT 120)
   endif()
   add_executable(${A_NAME} ${A_SRCS})
-  target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
+  hami_target_options(${A_NAME} PRIVATE ${ARGN})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
   if(A_CONCURRENT)
@@ -80,40 +161,38 @@ endfunction()
 # With the fuzz preset: a libFuzzer binary. Otherwise: the same LLVMFuzzerTestOneInput
 # linked with a replay main, run by CTest over every file of the corpus (label unit).
 function(hami_fuzz_target)
-  cmake_parse_arguments(A "" "NAME;CORPUS" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;CORPUS" "SRCS;DEPS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
-  target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
+  hami_target_options(${A_NAME} PRIVATE ${ARGN})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
   if(HAMI_SANITIZE STREQUAL "fuzzer")
     target_link_options(${A_NAME} PRIVATE -fsanitize=fuzzer)
   else()
-    target_link_libraries(${A_NAME} PRIVATE hami_fuzz_replay)
+    target_link_libraries(${A_NAME} PRIVATE hami::fuzz_replay)
   endif()
   add_test(NAME ${A_NAME}.corpus COMMAND ${A_NAME} ${A_CORPUS})
   set_tests_properties(${A_NAME}.corpus PROPERTIES LABELS unit TIMEOUT 120)
 endfunction()
 
-# hami_sim_library(NAME n SONAME libx.so.1 SRCS ... DEPS ... VERSION_SCRIPT file)
+# hami_sim_library(NAME n FILE_NAME libx.so.1 SRCS ... DEPS ... VERSION_SCRIPT file)
 # A stand-in for a vendor library: built into build/lib/sim under its real file name,
 # exporting exactly the names the version script lists.
 function(hami_sim_library)
-  cmake_parse_arguments(A "" "NAME;FILE_NAME;VERSION_SCRIPT" "SRCS;DEPS" ${ARGN})
-  add_library(${A_NAME} SHARED ${A_SRCS})
-  target_compile_options(${A_NAME} PRIVATE ${HAMI_WARNINGS})
-  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;FILE_NAME;VERSION_SCRIPT" "SRCS;DEPS"
+    ${ARGN})
   string(REGEX REPLACE "^lib(.*)\\.so\\.[0-9]+$" "\\1" _out "${A_FILE_NAME}")
   string(REGEX REPLACE "^lib.*(\\.so\\.[0-9]+)$" "\\1" _suffix "${A_FILE_NAME}")
-  set_target_properties(${A_NAME} PROPERTIES
-    OUTPUT_NAME ${_out} SUFFIX ${_suffix}
-    LIBRARY_OUTPUT_DIRECTORY ${HAMI_SIM_LIB_DIR}
-    LINK_DEPENDS ${A_VERSION_SCRIPT})
+  set(_opts "")
+  foreach(_f ${HAMI_TARGET_FLAGS})
+    if(A_${_f})
+      list(APPEND _opts ${_f})
+    endif()
+  endforeach()
+  hami_cc_shared_library(NAME ${A_NAME} SRCS ${A_SRCS} DEPS ${A_DEPS} ${_opts}
+    VERSION_SCRIPT ${A_VERSION_SCRIPT} OUTPUT_NAME ${_out} SUFFIX ${_suffix}
+    OUTPUT_DIRECTORY ${HAMI_SIM_LIB_DIR} NO_UNDEFINED)
   # -Bsymbolic-functions: the library's calls to its own exports stay inside it, as in the
   # vendor's library, so an interposer preloaded in front of it sees only the program's calls.
-  target_link_options(${A_NAME} PRIVATE
-    -Wl,--version-script=${A_VERSION_SCRIPT} -Wl,-soname,${A_FILE_NAME}
-    -Wl,-Bsymbolic-functions)
-  if(NOT HAMI_SANITIZE)  # sanitizer runtimes resolve in the executable, not here
-    target_link_options(${A_NAME} PRIVATE -Wl,-z,defs)
-  endif()
+  target_link_options(${A_NAME} PRIVATE -Wl,-soname,${A_FILE_NAME} -Wl,-Bsymbolic-functions)
 endfunction()

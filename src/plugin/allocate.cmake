@@ -2,32 +2,32 @@
 # Allocate / GetPreferredAllocation functions, and the allocator that does their I/O (pod
 # lookup and patch, node lock, /tmp/vgpulock, container directory, limits file).
 hami_cc_library(NAME hami_plugin_config SRCS config.cc
-  DEPS hami_device_config hami_kube_codec hami_common nlohmann_json::nlohmann_json)
+  DEPS hami::device_config hami::kube_codec hami::common nlohmann_json::nlohmann_json)
 
 hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
-  DEPS hami_plugin_config hami_kube_codec hami_limits hami_node_paths hami_common
+  DEPS hami::plugin_config hami::kube_codec hami::limits hami::node_paths hami::common
        nlohmann_json::nlohmann_json)
 
 hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc
-  DEPS hami_plugin_allocate hami_node_lock hami_kube_client hami_kube_codec
-       hami_broker_node_prep hami_limits hami_node_paths hami_common
+  DEPS hami::plugin_allocate hami::node_lock hami::kube_client hami::kube_codec
+       hami::broker_node_prep hami::limits hami::node_paths hami::common
        nlohmann_json::nlohmann_json Threads::Threads)
 
 hami_cc_test(NAME plugin_config_test LABELS unit
   SRCS config_test.cc
-  DEPS hami_plugin_config)
+  DEPS hami::plugin_config)
 
 hami_cc_test(NAME plugin_allocate_test LABELS unit
   SRCS allocate_test.cc
-  DEPS hami_plugin_allocate)
+  DEPS hami::plugin_allocate)
 # The golden files; HAMI_UPDATE_GOLDEN=1 in the environment rewrites them.
 target_compile_definitions(plugin_allocate_test PRIVATE
   HAMI_PLUGIN_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
 
 hami_cc_test(NAME plugin_allocator_test LABELS integration TIMEOUT 120
   SRCS allocator_test.cc
-  DEPS hami_plugin_allocator hami_sim_kube)
+  DEPS hami::plugin_allocator hami::sim_kube)
 
 # config.json under arbitrary bytes; the corpus is replayed by the plain test run.
-hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami_plugin_config
+hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami::plugin_config
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/config_corpus)

@@ -20,33 +20,33 @@ add_custom_command(
 
 # Generated code: not built with the project's warnings; its headers are included as system
 # headers so that they add none to the code that uses them.
-add_library(hami_plugin_proto STATIC
-  ${_hami_plugin_gen}/api.pb.cc ${_hami_plugin_gen}/api.grpc.pb.cc)
+hami_cc_library(NAME hami_plugin_proto NO_WARNINGS
+  SRCS ${_hami_plugin_gen}/api.pb.cc ${_hami_plugin_gen}/api.grpc.pb.cc
+  DEPS gRPC::grpc++ protobuf::libprotobuf)
 target_include_directories(hami_plugin_proto SYSTEM PUBLIC ${HAMI_PLUGIN_GEN_DIR})
-target_link_libraries(hami_plugin_proto PUBLIC gRPC::grpc++ protobuf::libprotobuf)
 
 hami_cc_library(NAME hami_plugin_api
   SRCS api.cc
-  DEPS hami_plugin_proto hami_common Threads::Threads)
+  DEPS hami::plugin_proto hami::common Threads::Threads)
 
 # The service over a real Unix socket with a grpc++ client, and the conversions.
 hami_cc_test(NAME plugin_api_test CONCURRENT LABELS unit
   SRCS api_test.cc
-  DEPS hami_plugin_api hami_test_support)
+  DEPS hami::plugin_api hami_test_support)
 
 hami_cc_library(NAME hami_plugin_registrar
   SRCS registrar.cc
-  DEPS hami_plugin_api hami_common Threads::Threads)
+  DEPS hami::plugin_api hami::common Threads::Threads)
 
 # Registration with the simulated kubelet: first registration, kubelet restart, the plugin's
 # socket removed, the kubelet absent at first.
 hami_cc_test(NAME plugin_registrar_test CONCURRENT LABELS integration
   SRCS registrar_test.cc
-  DEPS hami_plugin_registrar hami_sim_kubelet)
+  DEPS hami::plugin_registrar hami::sim_kubelet)
 # An independent gRPC implementation (Debian's python3-grpcio, stubs generated from api.proto
 # by grpc_tools at test time) plays the kubelet against the plugin's server.
 hami_cc_test(NAME plugin_api_grpcio_test LABELS integration
   SRCS api_grpcio_test.cc
-  DEPS hami_plugin_api hami_test_support)
+  DEPS hami::plugin_api hami_test_support)
 target_compile_definitions(plugin_api_grpcio_test PRIVATE
   HAMI_PLUGIN_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}")

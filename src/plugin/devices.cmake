@@ -2,19 +2,19 @@
 # watcher, and the registration loop that keeps hami.io/node-nvidia-register current.
 hami_cc_library(NAME hami_plugin_devices
   SRCS devices.cc
-  DEPS hami_inventory hami_kube_codec hami_common)
+  DEPS hami::inventory hami::kube_codec hami::common)
 hami_cc_test(NAME plugin_devices_test LABELS unit
   SRCS devices_test.cc
-  DEPS hami_plugin_devices)
+  DEPS hami::plugin_devices)
 
 hami_cc_library(NAME hami_plugin_health
   SRCS health.cc
-  DEPS hami_plugin_devices hami_nvml_headers hami_common ${CMAKE_DL_LIBS})
+  DEPS hami::plugin_devices hami::nvml_headers hami::common ${CMAKE_DL_LIBS})
 # Against the simulated NVML (by path; Xids from `hami sim xid` or the state) and the
 # inventory's fake NVML (no event API).
 hami_cc_test(NAME plugin_health_test LABELS sim
   SRCS health_test.cc
-  DEPS hami_plugin_health hami_sim_core hami_test_support)
+  DEPS hami::plugin_health hami::sim_core hami_test_support)
 target_compile_definitions(plugin_health_test PRIVATE
   HAMI_SIM_LIB_DIR="${HAMI_SIM_LIB_DIR}"
   HAMI_FAKE_NVML="$<TARGET_FILE:hami_inventory_fake_nvml>")
@@ -22,8 +22,8 @@ add_dependencies(plugin_health_test hami_sim_nvml hami_inventory_fake_nvml hami-
 
 hami_cc_library(NAME hami_plugin_register_loop
   SRCS register_loop.cc
-  DEPS hami_kube_client hami_kube_codec hami_common)
+  DEPS hami::kube_client hami::kube_codec hami::common)
 # Against the simulated API server.
 hami_cc_test(NAME plugin_register_loop_test LABELS integration
   SRCS register_loop_test.cc
-  DEPS hami_plugin_register_loop hami_sim_kube)
+  DEPS hami::plugin_register_loop hami::sim_kube)

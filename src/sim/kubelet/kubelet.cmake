@@ -2,10 +2,10 @@
 # device manager's DevicePlugin client (ListAndWatch, GetPreferredAllocation, Allocate) ----
 hami_cc_library(NAME hami_sim_kubelet
   SRCS kubelet.cc
-  DEPS hami_plugin_api hami_common Threads::Threads)
+  DEPS hami::plugin_api hami::common Threads::Threads)
 
 # Registration (version and name checks), the device lists, the device manager's choice and
 # restarts, against the project's DevicePlugin service over real Unix sockets.
 hami_cc_test(NAME sim_kubelet_test CONCURRENT LABELS integration
   SRCS kubelet_test.cc
-  DEPS hami_sim_kubelet)
+  DEPS hami::sim_kubelet)

@@ -2,21 +2,19 @@
 # mounts in a private mount namespace over an overlay of the host's root ----
 hami_cc_library(NAME hami_sim_runtime
   SRCS runtime.cc
-  DEPS hami_common)
+  DEPS hami::common)
 
 # A program for the runtime's tests: loads the driver's libraries by their sonames, as a CUDA
 # program does, and says where the loader found them.
-add_executable(hami_sim_runtime_probe runtime_main.cc)
-target_compile_options(hami_sim_runtime_probe PRIVATE ${HAMI_WARNINGS})
-target_link_libraries(hami_sim_runtime_probe PRIVATE ${CMAKE_DL_LIBS})
-set_target_properties(hami_sim_runtime_probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
+hami_cc_binary(NAME hami_sim_runtime_probe SRCS runtime_main.cc DEPS ${CMAKE_DL_LIBS}
+  OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
 
 # Real namespaces and mounts (root; skipped otherwise). RUN_SERIAL: it checks that paths
 # such as /overrideEnv do not appear on the host, which `hami run --limits-file-mount` tests
 # create for a moment.
 hami_cc_test(NAME sim_runtime_test LABELS integration RUN_SERIAL
   SRCS runtime_test.cc
-  DEPS hami_sim_runtime)
+  DEPS hami::sim_runtime)
 target_compile_definitions(sim_runtime_test PRIVATE
   HAMI_RUNTIME_PROBE="$<TARGET_FILE:hami_sim_runtime_probe>"
   HAMI_BUILD_DIR="${CMAKE_BINARY_DIR}"
