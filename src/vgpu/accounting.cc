@@ -192,6 +192,17 @@ bool Forget(CUdeviceptr ptr) {
   return true;
 }
 
+bool SettlePitch(CUdeviceptr ptr, uint64_t actual, Charge* charge) {
+  if (charge->device < 0 || actual <= charge->size) return true;
+  Unreserve(*charge, UsageKind::kData);
+  *charge = Charge{};
+  if (Reserve(actual, UsageKind::kData, charge) == CUDA_SUCCESS) return true;
+  if (const CudaDriver* d = CudaIfLoaded(); d != nullptr && d->cuda.cuMemFree_v2 != nullptr) {
+    d->cuda.cuMemFree_v2(ptr);
+  }
+  return false;
+}
+
 bool PrimaryActive(CUdevice dev) {
   const CudaDriver* d = CudaIfLoaded();
   unsigned flags = 0;

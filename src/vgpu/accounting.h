@@ -19,12 +19,24 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 
+#include "common/strings.h"
 #include "vgpu/runtime.h"
 
 namespace hami::vgpu {
 
 using region::UsageKind;
+
+// Arithmetic on sizes that saturates at UINT64_MAX instead of wrapping to a small charge.
+constexpr uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+constexpr uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
 
 // ---- the region's books, by CUDA ordinal; none of these joins the region ----
 // How an allocation on a device is booked.
@@ -118,7 +130,48 @@ CUresult FreeAllocation(CUdeviceptr ptr, Call call) {
   return r;
 }
 
-// ---- objects: arrays, mipmapped arrays, modules, libraries ----
+// ---- pitched memory ----
+// The driver picks the pitch, so the reservation is for the widest it may choose: the width
+// rounded up to kPitchAlign bytes, times the height (saturating). Once the driver answered,
+// the charge settles on the real pitch times the height; should that be wider than reserved
+// (rare), the real size is charged, or, past the limit, the memory is freed again and the
+// call fails with CUDA_ERROR_OUT_OF_MEMORY.
+inline constexpr uint64_t kPitchAlign = 512;
+constexpr uint64_t PitchEstimate(uint64_t width, uint64_t height) {
+  return SaturatingMul(RoundUp(width, kPitchAlign), height);
+}
+// Settles `charge` (reserved for the estimate) on the real size `actual` of the allocation at
+// `ptr`. False: the real size did not fit, the memory was freed and nothing is charged.
+bool SettlePitch(CUdeviceptr ptr, uint64_t actual, Charge* charge);
+
+// Reserve + driver call + settle + Track of a pitched allocation. A NULL output or an empty
+// shape goes to the driver.
+template <typename Size, typename Call>
+CUresult AllocPitch(CUdeviceptr* dptr, Size* pitch, uint64_t width, uint64_t height, Call call) {
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return call();
+  Charge charge;
+  if (CUresult r = Reserve(PitchEstimate(width, height), UsageKind::kData, &charge);
+      r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return r;
+    return call();  // the driver's own answer for a thread without a usable context
+  }
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
+  if (r != CUDA_SUCCESS) {
+    Unreserve(charge, UsageKind::kData);
+    return r;
+  }
+  if (!SettlePitch(*dptr, SaturatingMul(uint64_t(*pitch), height), &charge)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Track(*dptr, charge, UsageKind::kData);
+  return CUDA_SUCCESS;
+}
+
+// ---- objects: arrays, mipmapped arrays, modules, libraries (arrays.h, modules.h) ----
 void TrackObject(const void* handle, const Held& held);
 // Releases what `handle` held; false if it was not ours.
 bool ForgetObject(const void* handle);
@@ -147,7 +200,7 @@ CUresult AdmitObject(Handle* handle, uint64_t bytes, UsageKind kind, Call call) 
   return CUDA_SUCCESS;
 }
 
-// ---- pools and graph memory (cuda_pools.cc, cuda_graphs.cc) ----
+// ---- pools and graph memory (pools.h, graphs.h) ----
 // Calls `fn` for every node of `graph` and of its child graphs (not the child-graph nodes
 // themselves), at most 16 levels deep.
 void ForEachGraphNode(CUgraph graph, const std::function<void(CUgraphNode, CUgraphNodeType)>& fn);

@@ -1,5 +1,6 @@
-// Graph memory: the hooks (the policy is graphs.h).
+// Graph memory: the hooks (the policy is graphs.h; a launch's pacing is limiter.h).
 #include "vgpu/graphs.h"
+#include "vgpu/prologue.h"
 
 using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
@@ -8,111 +9,84 @@ extern "C" {
 
 CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
                                              unsigned long long flags) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphInstantiateWithFlags, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags);
   CUresult r = drv.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
-  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  Instantiated(r, phGraphExec, hGraph);
   return r;
 }
 
 // The pre-12 ABIs (an error node and a log buffer instead of flags).
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph,
                                     CUgraphNode* phErrorNode, char* logBuffer, size_t bufferSize) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphInstantiate, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuGraphInstantiate, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
   CUresult r = drv.cuda.cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  Instantiated(r, phGraphExec, hGraph);
   return r;
 }
 
 CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
                                        CUgraphNode* phErrorNode, char* logBuffer,
                                        size_t bufferSize) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphInstantiate_v2, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuGraphInstantiate_v2, phGraphExec, hGraph, phErrorNode, logBuffer,
+                     bufferSize);
   CUresult r =
       drv.cuda.cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  Instantiated(r, phGraphExec, hGraph);
   return r;
 }
 
 CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
                                               CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphInstantiateWithParams, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuGraphInstantiateWithParams, phGraphExec, hGraph, params);
   CUresult r = drv.cuda.cuGraphInstantiateWithParams(phGraphExec, hGraph, params);
-  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  Instantiated(r, phGraphExec, hGraph);
   return r;
 }
 
 CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
                                                    CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphInstantiateWithParams_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, params);
   CUresult r = drv.cuda.cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, params);
-  if (!scope.nested()) Instantiated(r, phGraphExec, hGraph);
+  Instantiated(r, phGraphExec, hGraph);
   return r;
 }
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphLaunch, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return drv.cuda.cuGraphLaunch(hGraphExec, hStream); };
-  if (scope.nested()) return call();
+  HAMI_CUDA_PROLOGUE(cuGraphLaunch, hGraphExec, hStream);
   PaceGraphLaunch(hGraphExec, hStream);
-  return LaunchWithMemory(hGraphExec, call);
+  return LaunchWithMemory(hGraphExec, [&] { return drv.cuda.cuGraphLaunch(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphLaunch_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return drv.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); };
-  if (scope.nested()) return call();
+  HAMI_CUDA_PROLOGUE(cuGraphLaunch_ptsz, hGraphExec, hStream);
   PaceGraphLaunch(hGraphExec, hStream);
-  return LaunchWithMemory(hGraphExec, call);
+  return LaunchWithMemory(hGraphExec,
+                          [&] { return drv.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); });
 }
 
 // An upload may make the graph's memory resident ahead of its first launch.
 CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphUpload, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return drv.cuda.cuGraphUpload(hGraphExec, hStream); };
-  if (scope.nested()) return call();
-  return LaunchWithMemory(hGraphExec, call);
+  HAMI_CUDA_PROLOGUE(cuGraphUpload, hGraphExec, hStream);
+  return LaunchWithMemory(hGraphExec, [&] { return drv.cuda.cuGraphUpload(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphUpload_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return drv.cuda.cuGraphUpload_ptsz(hGraphExec, hStream); };
-  if (scope.nested()) return call();
-  return LaunchWithMemory(hGraphExec, call);
+  HAMI_CUDA_PROLOGUE(cuGraphUpload_ptsz, hGraphExec, hStream);
+  return LaunchWithMemory(hGraphExec,
+                          [&] { return drv.cuda.cuGraphUpload_ptsz(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuGraphExecDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  Runtime& rt = Rt();
+  HAMI_CUDA_PROLOGUE(cuGraphExecDestroy, hGraphExec);
   CUresult r = drv.cuda.cuGraphExecDestroy(hGraphExec);
-  if (r == CUDA_SUCCESS && !scope.nested()) ForgetGraphKernels(hGraphExec);
-  if (r != CUDA_SUCCESS || scope.nested() || !rt.any_graph_memory.load()) return r;
-  {
-    MutexLock l(&rt.graph_mu);
-    rt.graph_execs.erase(hGraphExec);
-  }
-  ReconcileGraphMemory(-1);
+  if (r == CUDA_SUCCESS) GraphExecDestroyed(hGraphExec);
   return r;
 }
 
 CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuDeviceGraphMemTrim, CUDA_ERROR_NOT_INITIALIZED);
-  Runtime& rt = Rt();
+  HAMI_CUDA_PROLOGUE(cuDeviceGraphMemTrim, device);
   CUresult r = drv.cuda.cuDeviceGraphMemTrim(device);
-  if (r != CUDA_SUCCESS || scope.nested() || device < 0 || device >= kMaxDevices) return r;
-  MutexLock l(&rt.graph_mu);
-  for (auto& [exec, needs] : rt.graph_execs) needs.resident[size_t(device)] = false;
-  ReconcileLocked(rt, device);
+  if (r == CUDA_SUCCESS) GraphMemTrimmed(device);
   return r;
 }
 

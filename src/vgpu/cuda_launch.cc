@@ -2,7 +2,7 @@
 // compute budget on its device (limiter.h) before the driver sees it. With no limit in force
 // anywhere that is a few relaxed loads.
 #include "vgpu/limiter.h"
-#include "vgpu/runtime.h"
+#include "vgpu/prologue.h"
 
 using hami::vgpu::PaceLaunch;
 
@@ -13,7 +13,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
                                 void** extra) {
-  HAMI_CUDA_REAL(cuLaunchKernel, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                     blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
@@ -25,7 +26,8 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                      unsigned int blockDimY, unsigned int blockDimZ,
                                      unsigned int sharedMemBytes, CUstream hStream,
                                      void** kernelParams, void** extra) {
-  HAMI_CUDA_REAL(cuLaunchKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                     blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
@@ -34,7 +36,7 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
                                   void** extra) {
-  HAMI_CUDA_REAL(cuLaunchKernelEx, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuLaunchKernelEx, config, f, kernelParams, extra);
   if (config != nullptr) {
     PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
                uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
@@ -44,7 +46,7 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, vo
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
                                        void** kernelParams, void** extra) {
-  HAMI_CUDA_REAL(cuLaunchKernelEx_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
   if (config != nullptr) {
     PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
                uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
@@ -57,7 +59,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
                                            unsigned int blockDimX, unsigned int blockDimY,
                                            unsigned int blockDimZ, unsigned int sharedMemBytes,
                                            CUstream hStream, void** kernelParams) {
-  HAMI_CUDA_REAL(cuLaunchCooperativeKernel, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                     blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
@@ -69,7 +72,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int blockDimX, unsigned int blockDimY,
                                                 unsigned int blockDimZ, unsigned int sharedMemBytes,
                                                 CUstream hStream, void** kernelParams) {
-  HAMI_CUDA_REAL(cuLaunchCooperativeKernel_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                     blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
   PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,

@@ -1,5 +1,6 @@
 // Stream-ordered allocation and memory pools: the hooks (the policy is pools.h).
 #include "vgpu/pools.h"
+#include "vgpu/prologue.h"
 
 using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
@@ -7,8 +8,8 @@ using namespace hami::vgpu;  // NOLINT
 namespace {
 
 // After a synchronization: pools may have released memory down to their threshold.
-CUresult AfterSync(CUresult r, const HookScope& scope) {
-  if (!scope.nested()) ReconcilePools();
+CUresult AfterSync(CUresult r) {
+  ReconcilePools();
   return r;
 }
 
@@ -17,108 +18,77 @@ CUresult AfterSync(CUresult r, const HookScope& scope) {
 extern "C" {
 
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemAllocAsync, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return drv.cuda.cuMemAllocAsync(dptr, bytesize, hStream); };
-  if (scope.nested()) return call();
-  return PoolAlloc(dptr, bytesize, nullptr, hStream, false, call);
+  HAMI_CUDA_PROLOGUE(cuMemAllocAsync, dptr, bytesize, hStream);
+  return PoolAlloc(dptr, bytesize, nullptr, hStream, false,
+                   [&] { return drv.cuda.cuMemAllocAsync(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemAllocAsync_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  auto call = [&] { return drv.cuda.cuMemAllocAsync_ptsz(dptr, bytesize, hStream); };
-  if (scope.nested()) return call();
-  return PoolAlloc(dptr, bytesize, nullptr, hStream, true, call);
+  HAMI_CUDA_PROLOGUE(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
+  return PoolAlloc(dptr, bytesize, nullptr, hStream, true,
+                   [&] { return drv.cuda.cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                          CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemAllocFromPoolAsync, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
   auto call = [&] { return drv.cuda.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); };
-  if (scope.nested() || pool == nullptr) return call();
+  if (pool == nullptr) return call();  // the driver's own answer
   return PoolAlloc(dptr, bytesize, pool, hStream, false, call);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                               CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemAllocFromPoolAsync_ptsz, CUDA_ERROR_NOT_INITIALIZED);
+  HAMI_CUDA_PROLOGUE(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
   auto call = [&] { return drv.cuda.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); };
-  if (scope.nested() || pool == nullptr) return call();
+  if (pool == nullptr) return call();  // the driver's own answer
   return PoolAlloc(dptr, bytesize, pool, hStream, true, call);
 }
 
-// A new pool holds nothing yet; remember its device (host pools are not charged).
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemPoolCreate, CUDA_ERROR_NOT_INITIALIZED);
-  Runtime& rt = Rt();
+  HAMI_CUDA_PROLOGUE(cuMemPoolCreate, pool, poolProps);
   CUresult r = drv.cuda.cuMemPoolCreate(pool, poolProps);
-  if (r != CUDA_SUCCESS || scope.nested() || pool == nullptr || poolProps == nullptr) return r;
-  int device =
-      poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? poolProps->location.id : -1;
-  MutexLock l(&rt.pool_mu);
-  rt.pools[*pool] = Runtime::PoolCharge{device, 0};
-  rt.any_pools.store(true, std::memory_order_relaxed);
+  if (r == CUDA_SUCCESS && pool != nullptr && poolProps != nullptr) PoolCreated(*pool, *poolProps);
   return r;
 }
 
 CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemPoolTrimTo, CUDA_ERROR_NOT_INITIALIZED);
-  Runtime& rt = Rt();
+  HAMI_CUDA_PROLOGUE(cuMemPoolTrimTo, pool, minBytesToKeep);
   CUresult r = drv.cuda.cuMemPoolTrimTo(pool, minBytesToKeep);
-  if (r != CUDA_SUCCESS || scope.nested()) return r;
-  MutexLock l(&rt.pool_mu);
-  if (auto it = rt.pools.find(pool); it != rt.pools.end()) ReconcilePoolLocked(it);
+  if (r == CUDA_SUCCESS) PoolTrimmed(pool);
   return r;
 }
 
-// A destroyed pool's memory goes back to the device with it.
 CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuMemPoolDestroy, CUDA_ERROR_NOT_INITIALIZED);
-  Runtime& rt = Rt();
+  HAMI_CUDA_PROLOGUE(cuMemPoolDestroy, pool);
   CUresult r = drv.cuda.cuMemPoolDestroy(pool);
-  if (r != CUDA_SUCCESS || scope.nested()) return r;
-  MutexLock l(&rt.pool_mu);
-  if (auto it = rt.pools.find(pool); it != rt.pools.end()) {
-    Return(it->second.device, it->second.charged, UsageKind::kPool);
-    rt.pools.erase(it);
-  }
+  if (r == CUDA_SUCCESS) PoolDestroyed(pool);
   return r;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuCtxSynchronize, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(drv.cuda.cuCtxSynchronize(), scope);
+  HAMI_CUDA_PROLOGUE(cuCtxSynchronize);
+  return AfterSync(drv.cuda.cuCtxSynchronize());
 }
 
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuCtxSynchronize_v2, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(drv.cuda.cuCtxSynchronize_v2(ctx), scope);
+  HAMI_CUDA_PROLOGUE(cuCtxSynchronize_v2, ctx);
+  return AfterSync(drv.cuda.cuCtxSynchronize_v2(ctx));
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuStreamSynchronize, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(drv.cuda.cuStreamSynchronize(hStream), scope);
+  HAMI_CUDA_PROLOGUE(cuStreamSynchronize, hStream);
+  return AfterSync(drv.cuda.cuStreamSynchronize(hStream));
 }
 
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuStreamSynchronize_ptsz, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(drv.cuda.cuStreamSynchronize_ptsz(hStream), scope);
+  HAMI_CUDA_PROLOGUE(cuStreamSynchronize_ptsz, hStream);
+  return AfterSync(drv.cuda.cuStreamSynchronize_ptsz(hStream));
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
-  HookScope scope;
-  HAMI_CUDA_REAL(cuEventSynchronize, CUDA_ERROR_NOT_INITIALIZED);
-  return AfterSync(drv.cuda.cuEventSynchronize(hEvent), scope);
+  HAMI_CUDA_PROLOGUE(cuEventSynchronize, hEvent);
+  return AfterSync(drv.cuda.cuEventSynchronize(hEvent));
 }
 
 }  // extern "C"

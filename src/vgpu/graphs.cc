@@ -103,6 +103,25 @@ bool NeedsAdmission(Runtime& rt, CUgraphExec exec) REQUIRES(rt.graph_mu) {
   return false;
 }
 
+void GraphExecDestroyed(CUgraphExec exec) {
+  ForgetGraphKernels(exec);
+  Runtime& rt = Rt();
+  if (!rt.any_graph_memory.load()) return;
+  {
+    MutexLock l(&rt.graph_mu);
+    rt.graph_execs.erase(exec);
+  }
+  ReconcileGraphMemory(-1);
+}
+
+void GraphMemTrimmed(CUdevice device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Runtime& rt = Rt();
+  MutexLock l(&rt.graph_mu);
+  for (auto& [exec, needs] : rt.graph_execs) needs.resident[size_t(device)] = false;
+  ReconcileLocked(rt, device);
+}
+
 void ReconcileGraphMemory(int ordinal) {
   Runtime& rt = Rt();
   if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return;

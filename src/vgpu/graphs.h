@@ -35,6 +35,12 @@ void ReconcileLocked(Runtime& rt, int device) REQUIRES(rt.graph_mu);
 void TrimLocked(Runtime& rt, int device) REQUIRES(rt.graph_mu);
 // Records what a new executable graph will need.
 void Instantiated(CUresult r, CUgraphExec* exec, CUgraph graph);
+// After a successful cuGraphExecDestroy: what the graph needed is forgotten, and the graph
+// memory charge brought to what the driver still reserves.
+void GraphExecDestroyed(CUgraphExec exec);
+// After a successful cuDeviceGraphMemTrim on CUDA device `device`: no graph's memory is
+// resident there any more, and the charge is brought to what the driver still reserves.
+void GraphMemTrimmed(CUdevice device);
 // Whether a launch of `exec` makes graph memory resident that is not yet admitted.
 bool NeedsAdmission(Runtime& rt, CUgraphExec exec) REQUIRES(rt.graph_mu);
 

@@ -14,14 +14,14 @@ Ledger::SmallPages& Ledger::PagesOf(CUcontext ctx, int device, uint64_t granule)
 uint64_t Ledger::PagesNeeded(CUcontext ctx, int device, uint64_t size, uint64_t granule) {
   MutexLock l(&mu_);
   SmallPages& sp = PagesOf(ctx, device, granule);
-  const uint64_t pages = RoundUp(sp.bytes + size, sp.granule) / sp.granule;
+  const uint64_t pages = CeilDiv(sp.bytes + size, sp.granule);
   return pages > sp.pages ? pages - sp.pages : 0;
 }
 
 bool Ledger::TakeSmall(CUcontext ctx, int device, uint64_t size, uint64_t granule) {
   MutexLock l(&mu_);
   SmallPages& sp = PagesOf(ctx, device, granule);
-  if (RoundUp(sp.bytes + size, sp.granule) / sp.granule > sp.pages) return false;
+  if (CeilDiv(sp.bytes + size, sp.granule) > sp.pages) return false;
   sp.bytes += size;
   return true;
 }
@@ -33,7 +33,7 @@ Returns Ledger::TakeSmallWithPages(CUcontext ctx, int device, uint64_t size, uin
   sp.bytes += size;
   sp.pages += pages;
   Returns out;
-  const uint64_t needed = RoundUp(sp.bytes, sp.granule) / sp.granule;
+  const uint64_t needed = CeilDiv(sp.bytes, sp.granule);
   if (sp.pages > needed) {
     out.Add(device, (sp.pages - needed) * sp.granule, UsageKind::kData);
     sp.pages = needed;
@@ -50,7 +50,7 @@ void Ledger::ReleaseLocked(const Allocation& a, Returns* out) {
   for (SmallPages& sp : small_pages_) {
     if (sp.ctx != a.ctx) continue;
     sp.bytes -= std::min(sp.bytes, a.charge);
-    const uint64_t pages = RoundUp(sp.bytes, sp.granule) / sp.granule;
+    const uint64_t pages = CeilDiv(sp.bytes, sp.granule);
     if (pages < sp.pages) {
       out->Add(sp.device, (sp.pages - pages) * sp.granule, UsageKind::kData);
       sp.pages = pages;

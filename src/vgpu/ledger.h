@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/strings.h"
 #include "common/thread_annotations.h"
 #include "region/region.h"
 #include "vgpu/config.h"
@@ -106,8 +107,6 @@ struct ContextCharge {
 
 // Small allocations are rounded to this before they share pages.
 inline constexpr uint64_t kSmallAlign = 512;
-
-inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 class Ledger {
  public:

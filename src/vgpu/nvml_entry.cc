@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "vgpu/runtime.h"
+#include "vgpu/prologue.h"
 
 using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
@@ -149,72 +149,66 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
 
 extern "C" {
 
-// Without a real NVML the answer is the one NVML's own loader gives: no library.
+// Without a real NVML the answer is the one NVML's own loader gives: no library (prologue.h).
 nvmlReturn_t nvmlInit_v2(void) {
-  const NvmlDriver* n = Nvml();
-  if (n == nullptr || n->nvml.nvmlInit_v2 == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  const NvmlDriver& nv = *n;
+  HAMI_NVML_PROLOGUE(nvmlInit_v2);
   return AfterInit(nv.nvml.nvmlInit_v2());
 }
 
 nvmlReturn_t nvmlInit(void) {
-  const NvmlDriver* n = Nvml();
-  if (n == nullptr || n->nvml.nvmlInit == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  const NvmlDriver& nv = *n;
+  HAMI_NVML_PROLOGUE(nvmlInit);
   return AfterInit(nv.nvml.nvmlInit());
 }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-  const NvmlDriver* n = Nvml();
-  if (n == nullptr || n->nvml.nvmlInitWithFlags == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  const NvmlDriver& nv = *n;
+  HAMI_NVML_PROLOGUE(nvmlInitWithFlags, flags);
   return AfterInit(nv.nvml.nvmlInitWithFlags(flags));
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
-  HAMI_NVML_REAL(nvmlDeviceGetCount_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetCount_v2, count);
   return Count(count, nv.nvml.nvmlDeviceGetCount_v2(count));
 }
 
 nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
-  HAMI_NVML_REAL(nvmlDeviceGetCount);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetCount, count);
   return Count(count, nv.nvml.nvmlDeviceGetCount(count));
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
-  HAMI_NVML_REAL(nvmlDeviceGetHandleByIndex_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByIndex_v2, index, device);
   return ByIndex(index, device,
                  [&](unsigned i) { return nv.nvml.nvmlDeviceGetHandleByIndex_v2(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
-  HAMI_NVML_REAL(nvmlDeviceGetHandleByIndex);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByIndex, index, device);
   return ByIndex(index, device,
                  [&](unsigned i) { return nv.nvml.nvmlDeviceGetHandleByIndex(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
-  HAMI_NVML_REAL(nvmlDeviceGetHandleByUUID);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByUUID, uuid, device);
   return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByUUID(uuid, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* device) {
-  HAMI_NVML_REAL(nvmlDeviceGetHandleByPciBusId_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByPciBusId_v2, bus_id, device);
   return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* device) {
-  HAMI_NVML_REAL(nvmlDeviceGetHandleByPciBusId);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByPciBusId, bus_id, device);
   return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* device) {
-  HAMI_NVML_REAL(nvmlDeviceGetHandleBySerial);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleBySerial, serial, device);
   return OnlyVisible(nv.nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
-  HAMI_NVML_REAL(nvmlDeviceGetIndex);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetIndex, device, index);
   nvmlReturn_t r = nv.nvml.nvmlDeviceGetIndex(device, index);
   if (r != NVML_SUCCESS || index == nullptr) return r;
   int ordinal = NvmlOrdinalOf(device);
@@ -224,7 +218,7 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
-  HAMI_NVML_REAL(nvmlDeviceGetMemoryInfo);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetMemoryInfo, device, memory);
   nvmlReturn_t r = nv.nvml.nvmlDeviceGetMemoryInfo(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;
@@ -237,7 +231,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
-  HAMI_NVML_REAL(nvmlDeviceGetMemoryInfo_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetMemoryInfo_v2, device, memory);
   nvmlReturn_t r = nv.nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;
@@ -256,49 +250,49 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                   nvmlProcessInfo_v1_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetComputeRunningProcesses, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kCompute,
                           nv.nvml.nvmlDeviceGetComputeRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_v2_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetComputeRunningProcesses_v2, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kCompute,
                           nv.nvml.nvmlDeviceGetComputeRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v3);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetComputeRunningProcesses_v3, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kCompute,
                           nv.nvml.nvmlDeviceGetComputeRunningProcesses_v3);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                    nvmlProcessInfo_v1_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetGraphicsRunningProcesses, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kGraphics,
                           nv.nvml.nvmlDeviceGetGraphicsRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                       nvmlProcessInfo_v2_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetGraphicsRunningProcesses_v2, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kGraphics,
                           nv.nvml.nvmlDeviceGetGraphicsRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                       nvmlProcessInfo_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetGraphicsRunningProcesses_v3);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetGraphicsRunningProcesses_v3, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kGraphics,
                           nv.nvml.nvmlDeviceGetGraphicsRunningProcesses_v3);
 }
 
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_v1_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses);
 }
@@ -306,7 +300,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsign
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
                                                         unsigned int* infoCount,
                                                         nvmlProcessInfo_v2_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses_v2);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses_v2, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v2);
 }
@@ -314,7 +308,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
                                                         unsigned int* infoCount,
                                                         nvmlProcessInfo_t* infos) {
-  HAMI_NVML_REAL(nvmlDeviceGetMPSComputeRunningProcesses_v3);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses_v3, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
 }
@@ -323,7 +317,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
 // of a version whose layout we do not know (none newer exists yet) is the driver's alone.
 nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
                                                    nvmlProcessDetailList_t* plist) {
-  HAMI_NVML_REAL(nvmlDeviceGetRunningProcessDetailList);
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetRunningProcessDetailList, device, plist);
   if (plist == nullptr || plist->version != nvmlProcessDetailList_v1) {
     return nv.nvml.nvmlDeviceGetRunningProcessDetailList(device, plist);
   }

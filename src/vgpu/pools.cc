@@ -64,6 +64,29 @@ void TrimIdlePoolsLocked(Runtime& rt, int device, CUmemoryPool except) REQUIRES(
   }
 }
 
+void PoolCreated(CUmemoryPool pool, const CUmemPoolProps& props) {
+  Runtime& rt = Rt();
+  const int device = props.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props.location.id : -1;
+  MutexLock l(&rt.pool_mu);
+  rt.pools[pool] = Runtime::PoolCharge{device, 0};
+  rt.any_pools.store(true, std::memory_order_relaxed);
+}
+
+void PoolTrimmed(CUmemoryPool pool) {
+  Runtime& rt = Rt();
+  MutexLock l(&rt.pool_mu);
+  if (auto it = rt.pools.find(pool); it != rt.pools.end()) ReconcilePoolLocked(it);
+}
+
+void PoolDestroyed(CUmemoryPool pool) {
+  Runtime& rt = Rt();
+  MutexLock l(&rt.pool_mu);
+  if (auto it = rt.pools.find(pool); it != rt.pools.end()) {
+    Return(it->second.device, it->second.charged, UsageKind::kPool);
+    rt.pools.erase(it);
+  }
+}
+
 void ReconcilePools() {
   Runtime& rt = Rt();
   if (!rt.any_pools.load(std::memory_order_relaxed)) return;

@@ -38,6 +38,14 @@ void ReconcilePoolLocked(PoolIt it);
 // Asks every other pool of this process on `device` to give back what it caches.
 void TrimIdlePoolsLocked(Runtime& rt, int device, CUmemoryPool except) REQUIRES(rt.pool_mu);
 
+// A pool this process created (after a successful cuMemPoolCreate): it holds nothing yet;
+// its device is remembered (a pool of host memory is not charged).
+void PoolCreated(CUmemoryPool pool, const CUmemPoolProps& props);
+// After a successful cuMemPoolTrimTo: the pool's charge is brought to what it still holds.
+void PoolTrimmed(CUmemoryPool pool);
+// After a successful cuMemPoolDestroy: what the pool held goes back with it.
+void PoolDestroyed(CUmemoryPool pool);
+
 // Admission + driver call + reconciliation of a stream-ordered allocation.
 template <typename Call>
 CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream,

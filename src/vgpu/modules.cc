@@ -1,0 +1,29 @@
+#include "vgpu/modules.h"
+
+namespace hami::vgpu {
+
+bool BeginLoad(LoadScope scope, LoadWindow* w) {
+  if (CudaOrEmpty().cuda.cuMemGetInfo_v2 == nullptr) return false;
+  CUcontext ctx = nullptr;
+  if (CurrentDevice(&w->device, &ctx) != CUDA_SUCCESS) return false;
+  w->ctx = scope == LoadScope::kContext ? ctx : nullptr;
+  return true;
+}
+
+void ReadBefore(Runtime& rt, LoadWindow* w) {
+  size_t total = 0;
+  w->calls = rt.allocation_calls.load();
+  // Nothing allocating or freeing may be in flight while the load is measured.
+  w->measured = (w->calls & 0xffffffffu) == 0 &&
+                CudaOrEmpty().cuda.cuMemGetInfo_v2(&w->before, &total) == CUDA_SUCCESS;
+}
+
+void ReadAfter(Runtime& rt, LoadWindow* w) {
+  size_t after = 0, total = 0;
+  // Nothing else of this process allocated or freed in between (none in flight, none begun).
+  w->measured = w->measured && CudaOrEmpty().cuda.cuMemGetInfo_v2(&after, &total) == CUDA_SUCCESS &&
+                rt.allocation_calls.load() == w->calls;
+  w->bytes = w->measured && after < w->before ? w->before - after : 0;
+}
+
+}  // namespace hami::vgpu

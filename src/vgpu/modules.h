@@ -1,0 +1,71 @@
+// Modules and libraries (cuModuleLoad*, cuLibraryLoad*).
+//
+// What is charged: the device memory a load takes, measured as the drop in the device's free
+// memory across the load, and admitted like any allocation once the load is done: past the
+// limit the load is undone (the module or library unloaded) and the call fails with
+// CUDA_ERROR_OUT_OF_MEMORY. Loads are measured one at a time (module_mu, held across the
+// load); a load that overlapped another allocating or freeing call of this process (counted
+// by Allocating) is not measured, and so not charged. A module goes with its context; a
+// library is tied to none. Given back when it is unloaded (or its context ends). A NULL
+// output, no current context, or a driver that cannot say its free memory goes to the driver
+// alone.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "vgpu/accounting.h"
+
+namespace hami::vgpu {
+
+// Whether a load is tied to the context current when it was made.
+enum class LoadScope { kContext, kProcess };
+
+// One load's measurement.
+struct LoadWindow {
+  int device = -1;
+  CUcontext ctx = nullptr;  // what the charge goes with (null: the process)
+  uint64_t calls = 0;       // Runtime::allocation_calls at the first reading
+  size_t before = 0;        // free bytes before the load
+  bool measured = false;    // both readings were made, with no other call in between
+  uint64_t bytes = 0;       // what the load took (0: nothing to charge)
+};
+
+// Before the lock: the current context's device. False: nothing can be measured (no current
+// context, or the driver cannot say its free memory).
+bool BeginLoad(LoadScope scope, LoadWindow* w);
+// With module_mu held, before the load: the first reading.
+void ReadBefore(Runtime& rt, LoadWindow* w) REQUIRES(rt.module_mu);
+// With module_mu held, after a successful load: the second reading and what the load took.
+void ReadAfter(Runtime& rt, LoadWindow* w) REQUIRES(rt.module_mu);
+
+// Load + measurement + admission. `unload(handle)` undoes a load past the limit; a load that
+// could not be undone (a null `unload`: the driver lacks it) is not measured.
+template <typename Handle, typename Call, typename Unload>
+CUresult MeasuredLoad(Handle* out, LoadScope scope, Call call, Unload unload) {
+  if constexpr (std::is_pointer_v<Unload>) {
+    if (unload == nullptr) return call();
+  }
+  Runtime& rt = Rt();
+  LoadWindow w;
+  if (out == nullptr || !BeginLoad(scope, &w)) return call();
+  {
+    MutexLock l(&rt.module_mu);
+    ReadBefore(rt, &w);
+    CUresult r = call();
+    if (r != CUDA_SUCCESS) return r;
+    ReadAfter(rt, &w);
+  }
+  if (w.bytes == 0) return CUDA_SUCCESS;
+  // Admitted with module_mu released: the region's mutex is never taken under it.
+  if (!Admit(w.device, w.bytes, UsageKind::kModule)) {
+    unload(*out);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  TrackObject(*out, Held{w.device, w.bytes, UsageKind::kModule, w.ctx});
+  return CUDA_SUCCESS;
+}
+
+}  // namespace hami::vgpu

@@ -1,0 +1,78 @@
+// Virtual memory management (cuMemCreate and the calls that map what it made).
+//
+// What is charged: a physical allocation on a device, its size, admitted before the driver
+// allocates and refused with CUDA_ERROR_OUT_OF_MEMORY past the limit (the driver is not
+// asked). It stays charged while any handle to it is unreleased (cuMemCreate's and each
+// cuMemRetainAllocationHandle's) or any mapping of it is in place (cuMemMap), and is given
+// back when the last of those goes. Host allocations are not charged. A NULL handle or
+// property, or a size of 0, goes to the driver, which answers.
+#pragma once
+
+#include <cuda.h>
+
+#include "vgpu/accounting.h"
+
+namespace hami::vgpu {
+
+// The CUDA ordinal a physical allocation of `prop` is charged to; -1: not charged (a NULL
+// property or a host allocation).
+int PhysicalDevice(const CUmemAllocationProp* prop);
+
+template <typename Call>
+CUresult CreatePhysical(CUmemGenericAllocationHandle* handle, size_t size,
+                        const CUmemAllocationProp* prop, Call call) {
+  const int device = PhysicalDevice(prop);
+  if (handle == nullptr || size == 0 || device < 0) return call();
+  if (!Admit(device, size, UsageKind::kVmm)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
+  if (r != CUDA_SUCCESS) {
+    Return(device, size, UsageKind::kVmm);
+    return r;
+  }
+  Rt().ledger.AddPhysical(*handle, device, size);
+  return r;
+}
+
+template <typename Call>
+CUresult ReleasePhysical(CUmemGenericAllocationHandle handle, Call call) {
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
+  if (r == CUDA_SUCCESS) Apply(Rt().ledger.ReleasePhysical(handle));
+  return r;
+}
+
+// Another handle to the same memory: it must be released too.
+template <typename Call>
+CUresult RetainPhysical(CUmemGenericAllocationHandle* handle, Call call) {
+  CUresult r = call();
+  if (r == CUDA_SUCCESS && handle != nullptr) Rt().ledger.RetainPhysical(*handle);
+  return r;
+}
+
+template <typename Call>
+CUresult MapPhysical(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle, Call call) {
+  CUresult r = call();
+  if (r == CUDA_SUCCESS) Rt().ledger.Map(ptr, size, handle);
+  return r;
+}
+
+// Every mapping that starts inside [ptr, ptr + size) is gone.
+template <typename Call>
+CUresult UnmapPhysical(CUdeviceptr ptr, size_t size, Call call) {
+  CUresult r;
+  {
+    Allocating allocating;
+    r = call();
+  }
+  if (r == CUDA_SUCCESS) Apply(Rt().ledger.Unmap(ptr, size));
+  return r;
+}
+
+}  // namespace hami::vgpu
