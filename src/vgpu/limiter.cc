@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -19,10 +20,6 @@ namespace {
 using region::LimiterMode;
 using region::layout::kMilliUnitsPerWave;
 using region::layout::LimiterDevice;
-
-// Before the first measurement a milli-unit is taken to cost this much device time: a
-// 100 us wave, longer than most, so that a new container starts under its limit.
-constexpr double kInitialNsPerMilliUnit = 100.0;
 
 struct DeviceShape {
   uint32_t sms = 0;
@@ -48,28 +45,6 @@ DeviceShape ShapeOf(int ordinal) {
   return {uint32_t(packed >> 32), uint32_t(packed)};
 }
 
-uint64_t InitialRate(uint32_t limit_percent) {
-  return uint64_t(double(limit_percent) / 100.0 * 1e9 / kInitialNsPerMilliUnit);
-}
-
-// Adds what the rate has earned since the latest refill, up to kBurstNs of it.
-void Refill(LimiterDevice& lim, int64_t now) {
-  int64_t last = lim.refill_ns.load(std::memory_order_relaxed);
-  if (now <= last || !lim.refill_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    return;
-  }
-  const uint64_t rate = lim.rate.load(std::memory_order_relaxed);
-  const int64_t elapsed = std::min<int64_t>(now - last, 10'000'000'000);
-  const int64_t earned = int64_t(double(elapsed) * double(rate) / 1e9);
-  const int64_t cap = int64_t(double(rate) * double(kBurstNs) / 1e9);
-  int64_t t = lim.tokens.load(std::memory_order_relaxed);
-  for (;;) {
-    if (t >= cap) return;
-    const int64_t next = std::min(t + earned, cap);
-    if (lim.tokens.compare_exchange_weak(t, next, std::memory_order_relaxed)) return;
-  }
-}
-
 // ---- graph kernels ----
 
 using KernelShape = std::pair<uint64_t, uint64_t>;  // blocks, threads per block
@@ -90,13 +65,17 @@ void AddKernels(CUgraph graph, std::vector<KernelShape>* out) {
 
 // ---- the controller ----
 
+constexpr unsigned kMaxSamples = 256;  // NVML samples read per period
+
 struct ControllerDevice {
   bool leading = false;
   int64_t prev_ns = 0;
   uint64_t prev_admitted = 0;
   unsigned long long last_seen_us = 0;
-  double ns_per_mu = 0;  // 0: not measured yet
+  ControlEstimate estimate;
   bool warned_open = false;
+  std::vector<ContainerProcess> processes;  // reused from period to period
+  std::vector<double> sm_percent;
 };
 
 // The CUDA ordinal this process sees region device `index` as, or -1.
@@ -107,7 +86,7 @@ int OrdinalOf(int index) {
   return -1;
 }
 
-// One period of device `index`: measure, estimate, set the rate.
+// One period of device `index`: gather the samples, take the step, publish its decision.
 void Control(region::Region* reg, int index, ControllerDevice& c) {
   const NvmlDriver* nvml = NvmlIfLoaded();
   if (nvml == nullptr) return;
@@ -115,8 +94,9 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
   LimiterDevice& lim = reg->Limiter(index);
   const uint32_t limit = reg->SmLimitInForce(index);
   if (limit == 0) {
-    lim.mode.store(uint32_t(LimiterMode::kOff), std::memory_order_relaxed);
-    c.ns_per_mu = 0;
+    ControlInput off;
+    const ControlDecision d = ControlStep(off, &c.estimate);
+    lim.mode.store(uint32_t(d.mode), std::memory_order_relaxed);
     c.prev_ns = 0;
     return;
   }
@@ -137,21 +117,24 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
     lim.controller_pid.store(getpid(), std::memory_order_relaxed);
     return;
   }
-  const int64_t period = now - c.prev_ns;
-  const uint64_t launched = admitted - c.prev_admitted;
+  ControlInput in;
+  in.limit_percent = limit;
+  in.period_ns = now - c.prev_ns;
+  in.launched_mu = admitted - c.prev_admitted;
+  in.admitted_mu = admitted;
 
-  // The period's SM utilization by process (averaged over each process's samples).
-  nvmlProcessUtilizationSample_t samples[256];
-  unsigned n = 256;
+  // The period's SM utilization by process.
+  nvmlProcessUtilizationSample_t raw[kMaxSamples];
+  unsigned n = kMaxSamples;
   nvmlReturn_t r = nv.aux.nvmlDeviceGetProcessUtilization != nullptr
-                       ? nv.aux.nvmlDeviceGetProcessUtilization(h, samples, &n, c.last_seen_us)
+                       ? nv.aux.nvmlDeviceGetProcessUtilization(h, raw, &n, c.last_seen_us)
                        : NVML_ERROR_FUNCTION_NOT_FOUND;
   c.prev_ns = now;
   c.prev_admitted = admitted;
   c.last_seen_us = now_us;
   // Without per-process samples (a driver or mode that has none), the device's utilization
   // stands in, as in open loop.
-  double device_rate = -1;
+  double device_percent = -1;
   if (r == NVML_ERROR_NOT_FOUND) {
     n = 0;  // nobody ran
   } else if (r != NVML_SUCCESS) {
@@ -161,77 +144,45 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
       return;
     }
     n = 0;
-    device_rate = u.gpu;
+    device_percent = u.gpu;
   }
-  struct PidUse {
-    unsigned pid;
-    double sum;
-    int count;
-  };
-  std::vector<PidUse> uses;
-  for (unsigned i = 0; i < std::min(n, 256u); ++i) {
-    auto it = std::find_if(uses.begin(), uses.end(),
-                           [&](const PidUse& u) { return u.pid == samples[i].pid; });
-    if (it == uses.end()) {
-      uses.push_back({samples[i].pid, double(samples[i].smUtil), 1});
-    } else {
-      it->sum += samples[i].smUtil;
-      it->count += 1;
-    }
-  }
-  double device_total = 0, container_total = 0;
-  bool closed = true;
-  int unknown_pid = 0;
+  UtilSample samples[kMaxSamples];
+  n = std::min(n, kMaxSamples);
+  for (unsigned i = 0; i < n; ++i) samples[i] = {raw[i].pid, raw[i].smUtil};
+  c.processes.clear();
   const region::layout::File& f = reg->file();
-  for (const PidUse& u : uses) device_total += u.sum / u.count;
   for (int s = 0; s < region::kMaxSlots; ++s) {
     const region::layout::Slot& slot = f.slots[s];
     if (slot.state.load(std::memory_order_acquire) != uint32_t(region::layout::SlotState::kLive)) {
       continue;
     }
-    const pid_t host = slot.host_pid.load(std::memory_order_relaxed);
-    if (host == 0) {
-      if (slot.launches.load(std::memory_order_relaxed) != 0) {
-        closed = false;
-        unknown_pid = slot.pid;
-      }
-      continue;
-    }
-    for (const PidUse& u : uses) {
-      if (u.pid == unsigned(host)) {
-        container_total += u.sum / u.count;
-        reg->RecordSlotSmUtil(s, index, uint32_t(u.sum / u.count + 0.5));
-      }
+    c.processes.push_back({s, slot.pid, slot.host_pid.load(std::memory_order_relaxed),
+                           slot.launches.load(std::memory_order_relaxed) != 0});
+  }
+  c.sm_percent.assign(c.processes.size(), -1);
+  in.use = MeasurePeriod(std::span(samples, n), c.processes, device_percent, c.sm_percent);
+  for (size_t i = 0; i < c.processes.size(); ++i) {
+    if (c.sm_percent[i] >= 0) {
+      reg->RecordSlotSmUtil(c.processes[i].slot, index, uint32_t(c.sm_percent[i] + 0.5));
     }
   }
-  if (device_rate >= 0) {
-    closed = false;
-    device_total = device_rate;
-  }
-  const double used = (closed ? container_total : device_total) / 100.0;  // fraction
-  if (launched > 0 && used > 0.005 && period > 0) {
-    const double sample = used * double(period) / double(launched);
-    c.ns_per_mu = c.ns_per_mu == 0 ? sample : 0.5 * c.ns_per_mu + 0.5 * sample;
-  }
-  if (admitted == 0) return;  // nothing launched on it yet: nothing to say
-  const double per_mu = c.ns_per_mu > 0 ? c.ns_per_mu : kInitialNsPerMilliUnit;
-  lim.rate.store(uint64_t(double(limit) / 100.0 * 1e9 / per_mu), std::memory_order_relaxed);
-  lim.measured.store(uint32_t(used * 10000 + 0.5), std::memory_order_relaxed);
-  lim.mode.store(uint32_t(c.ns_per_mu == 0 ? LimiterMode::kStarting
-                          : closed         ? LimiterMode::kClosedLoop
-                                           : LimiterMode::kOpenLoop),
-                 std::memory_order_relaxed);
+
+  const ControlDecision d = ControlStep(in, &c.estimate);
+  if (!d.publish) return;  // nothing launched on it yet: nothing to say
+  lim.rate.store(d.rate, std::memory_order_relaxed);
+  lim.measured.store(d.measured, std::memory_order_relaxed);
+  lim.mode.store(uint32_t(d.mode), std::memory_order_relaxed);
   lim.updated_ns.store(now, std::memory_order_relaxed);
   lim.controller_pid.store(getpid(), std::memory_order_relaxed);
-  reg->RecordDeviceSmUtil(index, uint32_t(used * 100 + 0.5));
-  if (!closed && !c.warned_open) {
+  reg->RecordDeviceSmUtil(index, uint32_t(in.use.used * 100 + 0.5));
+  if (!in.use.closed && !c.warned_open) {
     c.warned_open = true;
     g_log.Log(LogLevel::kWarn,
               "compute limit on device %d: the host PID of pid %d is unknown, so the whole "
               "device's utilization stands in for the container's (open loop: it can only "
               "limit more)",
-              index, unknown_pid);
-  } else if (closed) {
+              index, int(in.use.unknown_pid));
+  } else if (in.use.closed) {
     c.warned_open = false;
   }
 }
@@ -269,13 +220,112 @@ void EnsureController() {
 
 }  // namespace
 
-int64_t LaunchCost(int ordinal, uint64_t blocks, uint64_t threads) {
-  const DeviceShape shape = ShapeOf(ordinal);
+int64_t WaveCost(uint32_t sms, uint32_t threads_per_sm, uint64_t blocks, uint64_t threads) {
   const uint64_t warp_threads = std::max<uint64_t>(32, (threads + 31) / 32 * 32);
-  const uint64_t per_sm = std::max<uint64_t>(1, shape.threads_per_sm / warp_threads);
-  const uint64_t per_wave = std::max<uint64_t>(1, uint64_t(shape.sms) * per_sm);
+  const uint64_t per_sm = std::max<uint64_t>(1, threads_per_sm / warp_threads);
+  const uint64_t per_wave = std::max<uint64_t>(1, uint64_t(sms) * per_sm);
   const uint64_t waves = std::max<uint64_t>(1, (blocks + per_wave - 1) / per_wave);
   return int64_t(waves) * kMilliUnitsPerWave;
+}
+
+int64_t LaunchCost(int ordinal, uint64_t blocks, uint64_t threads) {
+  const DeviceShape shape = ShapeOf(ordinal);
+  return WaveCost(shape.sms, shape.threads_per_sm, blocks, threads);
+}
+
+PeriodUse MeasurePeriod(std::span<const UtilSample> samples,
+                        std::span<const ContainerProcess> processes, double device_percent,
+                        std::span<double> sm_percent_out) {
+  struct PidUse {
+    unsigned pid;
+    double sum;
+    int count;
+  };
+  PidUse uses[kMaxSamples];
+  size_t distinct = 0;
+  for (const UtilSample& s : samples.first(std::min<size_t>(samples.size(), kMaxSamples))) {
+    PidUse* u =
+        std::find_if(uses, uses + distinct, [&](const PidUse& x) { return x.pid == s.pid; });
+    if (u == uses + distinct) {
+      uses[distinct++] = {s.pid, double(s.sm_percent), 1};
+    } else {
+      u->sum += s.sm_percent;
+      u->count += 1;
+    }
+  }
+  PeriodUse out;
+  double device_total = 0, container_total = 0;
+  for (size_t i = 0; i < distinct; ++i) device_total += uses[i].sum / uses[i].count;
+  for (size_t p = 0; p < processes.size(); ++p) {
+    const ContainerProcess& proc = processes[p];
+    if (p < sm_percent_out.size()) sm_percent_out[p] = -1;
+    if (proc.host_pid == 0) {
+      if (proc.launched) {
+        out.closed = false;
+        out.unknown_pid = proc.pid;
+      }
+      continue;
+    }
+    for (size_t i = 0; i < distinct; ++i) {
+      if (uses[i].pid == unsigned(proc.host_pid)) {
+        const double average = uses[i].sum / uses[i].count;
+        container_total += average;
+        if (p < sm_percent_out.size()) sm_percent_out[p] = average;
+      }
+    }
+  }
+  if (device_percent >= 0) {
+    out.closed = false;
+    device_total = device_percent;
+  }
+  out.used = (out.closed ? container_total : device_total) / 100.0;
+  return out;
+}
+
+ControlDecision ControlStep(const ControlInput& in, ControlEstimate* estimate) {
+  ControlDecision d;
+  if (in.limit_percent == 0) {
+    estimate->ns_per_mu = 0;
+    return d;  // kOff
+  }
+  const double used = in.use.used;
+  if (in.launched_mu > 0 && used > kMinMeasurableUse && in.period_ns > 0) {
+    const double sample = used * double(in.period_ns) / double(in.launched_mu);
+    estimate->ns_per_mu = estimate->ns_per_mu == 0
+                              ? sample
+                              : (1 - kEstimateGain) * estimate->ns_per_mu + kEstimateGain * sample;
+  }
+  if (in.admitted_mu == 0) return d;  // nothing launched on it yet: nothing to say
+  const double per_mu = estimate->ns_per_mu > 0 ? estimate->ns_per_mu : kInitialNsPerMilliUnit;
+  d.publish = true;
+  // At least 1: to the launch path, 0 means no rate yet (and starts over at InitialRate).
+  d.rate = std::max<uint64_t>(1, uint64_t(double(in.limit_percent) / 100.0 * 1e9 / per_mu));
+  d.measured = uint32_t(used * 10000 + 0.5);
+  d.mode = estimate->ns_per_mu == 0 ? LimiterMode::kStarting
+           : in.use.closed          ? LimiterMode::kClosedLoop
+                                    : LimiterMode::kOpenLoop;
+  return d;
+}
+
+uint64_t InitialRate(uint32_t limit_percent) {
+  return uint64_t(double(limit_percent) / 100.0 * 1e9 / kInitialNsPerMilliUnit);
+}
+
+void RefillBucket(LimiterDevice& lim, int64_t now) {
+  int64_t last = lim.refill_ns.load(std::memory_order_relaxed);
+  if (now <= last || !lim.refill_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    return;
+  }
+  const uint64_t rate = lim.rate.load(std::memory_order_relaxed);
+  const int64_t elapsed = std::min<int64_t>(now - last, 10'000'000'000);
+  const int64_t earned = int64_t(double(elapsed) * double(rate) / 1e9);
+  const int64_t cap = int64_t(double(rate) * double(kBurstNs) / 1e9);
+  int64_t t = lim.tokens.load(std::memory_order_relaxed);
+  for (;;) {
+    if (t >= cap) return;
+    const int64_t next = std::min(t + earned, cap);
+    if (lim.tokens.compare_exchange_weak(t, next, std::memory_order_relaxed)) return;
+  }
 }
 
 bool AnyLimitSlow(region::Region* reg, uint64_t generation) {
@@ -310,15 +360,17 @@ void WaitWhileHeld(region::Region* reg, bool launch) {
   }
 }
 
-void PaceSlow(region::Region* reg, int index, int64_t cost) {
-  EnsureController();
+int64_t PayForLaunch(region::Region* reg, int index, int64_t cost, const PaceClock& clock) {
+  auto now_ns = [&clock] {
+    return clock.now_ns != nullptr ? clock.now_ns(clock.arg) : MonotonicNs();
+  };
   LimiterDevice& lim = reg->Limiter(index);
   uint64_t expected = 0;
   const uint32_t limit = reg->SmLimitInForce(index);
   lim.rate.compare_exchange_strong(expected, InitialRate(limit), std::memory_order_relaxed);
-  const int64_t start = MonotonicNs();
+  const int64_t start = now_ns();
   int64_t now = start;
-  Refill(lim, now);
+  RefillBucket(lim, now);
   const uint64_t rate0 = std::max<uint64_t>(1, lim.rate.load(std::memory_order_relaxed));
   const int64_t allowed_debt = int64_t(double(rate0) * double(kDebtNs) / 1e9);
   if (lim.tokens.load(std::memory_order_relaxed) < -allowed_debt) {
@@ -328,18 +380,30 @@ void PaceSlow(region::Region* reg, int index, int64_t cost) {
       if (tokens >= 0 || reg->SmLimitInForce(index) == 0) break;
       const uint64_t rate = std::max<uint64_t>(1, lim.rate.load(std::memory_order_relaxed));
       const int64_t need = int64_t(double(-tokens) * 1e9 / double(rate));
-      SleepForNs(std::clamp<int64_t>(need, 20'000, kMaxSleepNs));
+      const int64_t sleep = std::clamp<int64_t>(need, kMinSleepNs, kMaxSleepNs);
+      if (clock.sleep_ns != nullptr) {
+        clock.sleep_ns(clock.arg, sleep);
+      } else {
+        SleepForNs(sleep);
+      }
       if (reg->PausedWord().load(std::memory_order_relaxed) != 0) WaitWhileHeld(reg, true);
-      now = MonotonicNs();
-      Refill(lim, now);
+      now = now_ns();
+      RefillBucket(lim, now);
     }
   }
   lim.admitted.fetch_add(uint64_t(cost), std::memory_order_relaxed);
+  const int64_t waited = std::max<int64_t>(0, now - start);
   if (region::layout::Slot* slot = reg->OwnSlot()) {
     slot->sm_mode.store(lim.mode.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    if (now > start) slot->sm_waited_ns.fetch_add(now - start, std::memory_order_relaxed);
+    if (waited > 0) slot->sm_waited_ns.fetch_add(waited, std::memory_order_relaxed);
   }
-  if (now > start) lim.waited_ns.fetch_add(now - start, std::memory_order_relaxed);
+  if (waited > 0) lim.waited_ns.fetch_add(waited, std::memory_order_relaxed);
+  return waited;
+}
+
+void PaceSlow(region::Region* reg, int index, int64_t cost) {
+  EnsureController();
+  PayForLaunch(reg, index, cost);
 }
 
 int64_t GraphLaunchCost(CUgraphExec exec, int ordinal) {

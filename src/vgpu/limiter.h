@@ -24,14 +24,18 @@
 // cost. When a process of the container has no host PID, the whole device's utilization
 // stands in (open loop: it can only over-estimate the container's use, so it limits more).
 // NVML is queried only there: never on a launch path, never under a cross-process lock.
+// The arithmetic of a period is pure (MeasurePeriod, ControlStep below): the thread only
+// gathers its inputs and publishes its decision.
 //
 // Pause and suspend: a launch waits (futex, no CPU) while the region's `paused` flag is set or
 // this process's slot is suspended; an allocation waits while suspended.
 #pragma once
 
 #include <cuda.h>
+#include <sys/types.h>
 
 #include <cstdint>
+#include <span>
 
 #include "vgpu/accounting.h"
 #include "vgpu/runtime.h"
@@ -42,12 +46,118 @@ inline constexpr int64_t kPeriodNs = 100'000'000;
 inline constexpr int64_t kBurstNs = 50'000'000;
 inline constexpr int64_t kDebtNs = 2'000'000;
 inline constexpr int64_t kMaxSleepNs = 5'000'000;
+inline constexpr int64_t kMinSleepNs = 20'000;
 
-// The cost of a launch of `blocks` blocks of `threads` threads on CUDA ordinal `ordinal`.
+// Before the first measurement a milli-unit is taken to cost this much device time: a
+// 100 us wave, longer than most, so that a new container starts under its limit.
+inline constexpr double kInitialNsPerMilliUnit = 100.0;
+// A period whose utilization is below this fraction of the device says nothing about cost.
+inline constexpr double kMinMeasurableUse = 0.005;
+// Each period's cost sample moves the estimate this far (an exponential average).
+inline constexpr double kEstimateGain = 0.5;
+
+// ---- cost (pure) ----
+
+// The cost in milli-units of a launch of `blocks` blocks of `threads` threads on a device of
+// `sms` SMs of `threads_per_sm` threads each. A device shape of 0 counts as 1 SM of one block;
+// every launch costs at least one wave.
+int64_t WaveCost(uint32_t sms, uint32_t threads_per_sm, uint64_t blocks, uint64_t threads);
+
+// The cost of a launch of `blocks` blocks of `threads` threads on CUDA ordinal `ordinal`: its
+// WaveCost on the device's shape, asked of the driver once per ordinal and cached (1 SM of 32
+// threads when the driver cannot say).
 int64_t LaunchCost(int ordinal, uint64_t blocks, uint64_t threads);
+
+// ---- the controller's step (pure: the controller thread feeds it NVML's samples) ----
+
+// One NVML utilization sample: a process, by host PID, and its SM utilization in percent.
+struct UtilSample {
+  unsigned pid = 0;
+  unsigned sm_percent = 0;
+};
+
+// A live process of the container, by its region slot.
+struct ContainerProcess {
+  int slot = -1;
+  pid_t pid = 0;       // in its own PID namespace
+  pid_t host_pid = 0;  // 0: unknown
+  bool launched = false;
+};
+
+// The period's use of the device as the controller measures it.
+struct PeriodUse {
+  double used = 0;        // fraction of the device: the container's (closed) or the device's
+  bool closed = true;     // false: open loop, the whole device's utilization stands in
+  pid_t unknown_pid = 0;  // open loop: a launching process without a host PID (0: none)
+};
+
+// Adds up the period's samples (the first 256): each process's samples are averaged, the
+// container's total is the sum over its processes joined by host PID, and `sm_percent_out` (one per
+// process, same order) gets each process's average (-1 when it has no sample). The loop is open
+// when a process that launched has no host PID, or when per-process samples are missing and
+// `device_percent` (the whole device's utilization, >= 0) stands in. `device_percent` < 0:
+// per-process samples exist.
+PeriodUse MeasurePeriod(std::span<const UtilSample> samples,
+                        std::span<const ContainerProcess> processes, double device_percent,
+                        std::span<double> sm_percent_out);
+
+// What the controller knows between periods: what a milli-unit costs in device time.
+struct ControlEstimate {
+  double ns_per_mu = 0;  // 0: not measured yet
+};
+
+// One period's inputs.
+struct ControlInput {
+  uint32_t limit_percent = 0;  // the limit in force (0: none)
+  int64_t period_ns = 0;       // since the previous step
+  uint64_t launched_mu = 0;    // milli-units admitted during the period
+  uint64_t admitted_mu = 0;    // milli-units admitted ever (0: nothing launched yet)
+  PeriodUse use;
+};
+
+// What the controller publishes for the period.
+struct ControlDecision {
+  bool publish = false;  // false: the bucket is left as it is (no limit, or nothing launched)
+  uint64_t rate = 0;     // milli-units per second
+  region::LimiterMode mode = region::LimiterMode::kOff;
+  uint32_t measured = 0;  // `use.used` in percent x 100
+};
+
+// The controller's step: a period that used some of the device and launched something
+// gives a cost sample (used x period / launched), averaged into `estimate` with kEstimateGain;
+// the rate is the limit over the estimate (kInitialNsPerMilliUnit before any sample), at
+// least 1 (0 is "no rate yet" to the launch path). No limit: the estimate is forgotten and
+// the mode is kOff. Pure.
+ControlDecision ControlStep(const ControlInput& in, ControlEstimate* estimate);
+
+// The rate a bucket starts at before the controller's first decision.
+uint64_t InitialRate(uint32_t limit_percent);
+
+// ---- the budget (a token bucket in the region) ----
+
+// Where the budget's wait reads the time and sleeps. Null functions: CLOCK_MONOTONIC and
+// clock_nanosleep. Tests inject their own.
+struct PaceClock {
+  int64_t (*now_ns)(void* arg) = nullptr;
+  void (*sleep_ns)(void* arg, int64_t ns) = nullptr;
+  void* arg = nullptr;
+};
+
+// Adds what the rate has earned since the bucket's latest refill at `now_ns`, up to kBurstNs
+// of it (elapsed time counts at most 10 s). Only the caller that moves refill_ns forward adds.
+void RefillBucket(region::layout::LimiterDevice& lim, int64_t now_ns);
+
+// A launch of `cost` on region device `index` whose charge left the bucket owed or found no
+// rate: sets the first rate (InitialRate) when none is set, refills, and when the bucket is
+// owed past kDebtNs of the rate, sleeps (each sleep the time the refill needs to pay the debt
+// back, between kMinSleepNs and kMaxSleepNs) until the debt is paid or the limit is lifted, waiting
+// while the container is paused. Then counts `cost` as admitted, and the time waited in the
+// bucket and this process's slot. Returns the time waited (by `clock`). Starts no thread.
+int64_t PayForLaunch(region::Region* reg, int index, int64_t cost, const PaceClock& clock = {});
 
 // The slow paths.
 void WaitWhileHeld(region::Region* reg, bool launch);
+// PayForLaunch, after starting the process's controller thread if it is not running.
 void PaceSlow(region::Region* reg, int index, int64_t cost);
 
 // Whether any device of the region may be limited (cached per policy generation).
