@@ -18,9 +18,6 @@ using region::IdentityTier;
 // Set while this thread runs an attempt: the probe's own driver calls must not start another.
 constinit thread_local bool t_resolving = false;
 
-constexpr int64_t kFirstBackoffNs = 1'000'000'000;
-constexpr int64_t kMaxBackoffNs = 60'000'000'000;
-
 bool Enabled(const Config& c, IdentityTier tier) {
   return (c.identity_tiers & (1u << unsigned(tier))) != 0;
 }
@@ -42,9 +39,10 @@ bool DescribeReasons(const std::array<IdentityReason, region::kIdentityTiers>& r
   return used != 0;
 }
 
-void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready) REQUIRES(rt.identity_mu) {
+void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready, IdentityClock now_ns)
+    REQUIRES(rt.identity_mu) {
   const Config& c = rt.config;
-  const int64_t start = MonotonicNs();
+  const int64_t start = now_ns();
   std::array<IdentityReason, region::kIdentityTiers> reasons;
   reasons.fill(IdentityReason::kDisabled);
   TierOutcome found;
@@ -82,7 +80,7 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready) REQUIRES(rt.iden
       run(IdentityTier::kProbe, IdentitySource::kNvmlProbe, [&c] { return ProbeTier(c); });
     }
   }
-  const int64_t duration = MonotonicNs() - start;
+  const int64_t duration = now_ns() - start;
 
   char why[256];
   if (found.host_pid > 0) {
@@ -113,10 +111,8 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready) REQUIRES(rt.iden
               "as always");
     return;
   }
-  rt.identity_backoff_ns = rt.identity_backoff_ns == 0
-                               ? kFirstBackoffNs
-                               : std::min(kMaxBackoffNs, rt.identity_backoff_ns * 2);
-  rt.identity_retry_ns.store(MonotonicNs() + rt.identity_backoff_ns, std::memory_order_relaxed);
+  rt.identity_backoff_ns = NextIdentityBackoffNs(rt.identity_backoff_ns);
+  rt.identity_retry_ns.store(now_ns() + rt.identity_backoff_ns, std::memory_order_relaxed);
   rt.identity_state.store(int(IdentityState::kRetryLater), std::memory_order_release);
   if (!rt.identity_logged) {
     if (!DescribeReasons(reasons, why, sizeof(why))) {
@@ -148,7 +144,7 @@ void BeginIdentity() {
   rt.identity_mu.Unlock();
 }
 
-void ResolveIdentity(bool cuda_ready) {
+void ResolveIdentity(bool cuda_ready, IdentityClock now_ns) {
   if (t_resolving) return;
   Runtime& rt = Rt();
   const int settled = rt.identity_state.load(std::memory_order_acquire);
@@ -162,19 +158,19 @@ void ResolveIdentity(bool cuda_ready) {
   const bool due = state != int(IdentityState::kResolved) && state != int(IdentityState::kOff) &&
                    !(state == int(IdentityState::kAwaitingCuda) && !cuda_ready) &&
                    !(state == int(IdentityState::kRetryLater) &&
-                     MonotonicNs() < rt.identity_retry_ns.load(std::memory_order_relaxed));
+                     now_ns() < rt.identity_retry_ns.load(std::memory_order_relaxed));
   if (due) {
     t_resolving = true;
-    Attempt(rt, reg, cuda_ready);
+    Attempt(rt, reg, cuda_ready, now_ns);
     t_resolving = false;
   }
   rt.identity_mu.Unlock();
 }
 
-void RetryIdentitySlow() {
+void RetryIdentitySlow(IdentityClock now_ns) {
   Runtime& rt = Rt();
-  if (MonotonicNs() < rt.identity_retry_ns.load(std::memory_order_relaxed)) return;
-  ResolveIdentity(rt.cuda_initialized.load(std::memory_order_acquire));
+  if (now_ns() < rt.identity_retry_ns.load(std::memory_order_relaxed)) return;
+  ResolveIdentity(rt.cuda_initialized.load(std::memory_order_acquire), now_ns);
 }
 
 }  // namespace hami::vgpu

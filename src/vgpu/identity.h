@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/clock.h"
 #include "region/layout.h"
 #include "vgpu/runtime.h"
 
@@ -56,14 +57,30 @@ enum class IdentityState : int {
 // initializes, and the attempt reads it without waiting.
 void BeginIdentity();
 
-// An attempt, when one is due: at registration, after the real cuInit, and on retries.
-// Requires a registered region (does nothing otherwise). `cuda_ready`: the real cuInit has
-// succeeded in this process, so the probe may run.
-void ResolveIdentity(bool cuda_ready);
+// Where the retry schedule reads the time: CLOCK_MONOTONIC in the library; an in-process test
+// passes its own, so that it moves past a backoff without waiting it out.
+using IdentityClock = int64_t (*)();
+
+// The backoff after a failed attempt, given the one before it (0: this is the first failure):
+// kFirstIdentityBackoffNs doubling to kMaxIdentityBackoffNs.
+inline constexpr int64_t kFirstIdentityBackoffNs = 1'000'000'000;
+inline constexpr int64_t kMaxIdentityBackoffNs = 60'000'000'000;
+constexpr int64_t NextIdentityBackoffNs(int64_t previous_ns) {
+  return previous_ns <= 0                           ? kFirstIdentityBackoffNs
+         : previous_ns >= kMaxIdentityBackoffNs / 2 ? kMaxIdentityBackoffNs
+                                                    : previous_ns * 2;
+}
+
+// An attempt, when one is due: at registration, after the real cuInit, and on retries (due
+// once `now_ns()` reaches the end of the backoff that followed the latest failure, measured
+// on the same clock from the end of that attempt). Requires a registered region (does nothing
+// otherwise). `cuda_ready`: the real cuInit has succeeded in this process, so the probe may
+// run.
+void ResolveIdentity(bool cuda_ready, IdentityClock now_ns = MonotonicNs);
 
 // Cheap unless a retry is due; call from paths that run often but are not hot (admission,
 // context creation).
-void RetryIdentitySlow();
+void RetryIdentitySlow(IdentityClock now_ns = MonotonicNs);
 inline void MaybeRetryIdentity() {
   if (Rt().identity_state.load(std::memory_order_relaxed) == int(IdentityState::kRetryLater)) {
     RetryIdentitySlow();
