@@ -42,14 +42,21 @@ ProbeLockOptions Patient() {
   return o;
 }
 
-// A clock that counts the waiter's tries and otherwise tells the real time.
+// A clock that counts the waiter's tries (waking whoever awaits a count) and otherwise tells
+// the real time.
 struct CountingClock {
   std::atomic<int> calls{0};
   static int64_t Now(void* arg) {
-    static_cast<CountingClock*>(arg)->calls.fetch_add(1);
+    auto* self = static_cast<CountingClock*>(arg);
+    self->calls.fetch_add(1);
+    self->calls.notify_all();
     return MonotonicNs();
   }
   ProbeLockClock clock() { return {&CountingClock::Now, this}; }
+  // Returns once the waiter has tried at least `n` times.
+  void AwaitCalls(int n) const {
+    for (int c = calls.load(); c < n; c = calls.load()) calls.wait(c);
+  }
 };
 
 // A clock the test steps: each call (one per try of the waiter) blocks until the test
@@ -110,8 +117,10 @@ bool InFutex(pid_t tid) {
 
 // Waits until the waiter has tried at least once and sleeps in its futex wait.
 void AwaitSleepingWaiter(const CountingClock& clock, const std::atomic<pid_t>& tid) {
-  while (clock.calls.load() < 1 || tid.load() == 0 || !InFutex(tid.load())) {
-    SleepForNs(1'000'000);  // polling an observable state, not ordering anything
+  clock.AwaitCalls(1);  // it has tried (and stored its tid before that)
+  while (!InFutex(tid.load())) {
+    // The kernel announces no entry into futex(2): a poll of its view of the thread.
+    SleepForNs(1'000'000);
   }
 }
 
@@ -395,7 +404,7 @@ TEST_F(ProbeLockTest, FileTruncatedUnderTheWaiterDoesNotCrashIt) {
   ASSERT_EQ(truncate(path_.c_str(), 0), 0);
   // The waiter's next recheck sleeps on a word past the file's end (refused, not SIGBUS).
   const int seen = clock.calls.load();
-  while (clock.calls.load() < seen + 2) SleepForNs(1'000'000);
+  clock.AwaitCalls(seen + 2);
   holder.Release();
   waiter.Join();
   EXPECT_TRUE(waiter.held_after);
