@@ -1,6 +1,8 @@
 // The policy in-process, against a fake driver: the driver's typed tables (driver.h) are
 // filled with functions of this test, and the region is a real one in a temporary file. No
-// process is started and nothing sleeps.
+// process is started and nothing sleeps. Each family's charge and refusal: linear and
+// pitched memory, arrays (every format and shape), VMM, modules and libraries, pools,
+// contexts, and the CUDA memory views.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -8,8 +10,13 @@
 
 #include "common/temp_dir.h"
 #include "vgpu/accounting.h"
+#include "vgpu/arrays.h"
 #include "vgpu/limiter.h"
+#include "vgpu/modules.h"
+#include "vgpu/pools.h"
 #include "vgpu/runtime.h"
+#include "vgpu/views.h"
+#include "vgpu/vmm.h"
 
 namespace hami::vgpu {
 namespace {
@@ -45,6 +52,35 @@ CUresult FakeUuid(CUuuid* u, CUdevice) {
   std::memset(u->bytes, 0x5a, sizeof(u->bytes));
   return CUDA_SUCCESS;
 }
+// The device's free memory as the driver reports it (modules are measured by it).
+constexpr uint64_t kPhysical = 16ull << 30;
+uint64_t g_free = 8ull << 30;
+CUresult FakeMemGetInfo(size_t* free, size_t* total) {
+  *free = g_free;
+  *total = kPhysical;
+  return CUDA_SUCCESS;
+}
+// Frees the driver was asked for.
+std::vector<CUdeviceptr> g_freed;
+CUresult FakeMemFree(CUdeviceptr p) {
+  g_freed.push_back(p);
+  return CUDA_SUCCESS;
+}
+// One pool's figures as the driver reports them.
+uint64_t g_pool_reserved = 0;
+uint64_t g_pool_used = 0;
+CUresult FakePoolAttribute(CUmemoryPool, CUmemPool_attribute attr, void* value) {
+  *static_cast<cuuint64_t*>(value) =
+      attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? g_pool_reserved : g_pool_used;
+  return CUDA_SUCCESS;
+}
+// Whether device 0's primary context is active.
+bool g_primary_active = false;
+CUresult FakePrimaryState(CUdevice, unsigned* flags, int* active) {
+  *flags = 0;
+  *active = g_primary_active ? 1 : 0;
+  return CUDA_SUCCESS;
+}
 
 class PolicyTest : public ::testing::Test {
  protected:
@@ -61,6 +97,10 @@ class PolicyTest : public ::testing::Test {
     fake.aux.cuDeviceGetCount = FakeDeviceGetCount;
     fake.aux.cuDeviceGet = FakeDeviceGet;
     fake.aux.cuDeviceGetUuid_v2 = FakeUuid;
+    fake.aux.cuDevicePrimaryCtxGetState = FakePrimaryState;
+    fake.aux.cuMemPoolGetAttribute = FakePoolAttribute;
+    fake.cuda.cuMemGetInfo_v2 = FakeMemGetInfo;
+    fake.cuda.cuMemFree_v2 = FakeMemFree;
     internal::g_cuda.store(&fake);
     internal::g_nvml.store(&internal::kNoNvml);
     LearnDevicesFromCuda();
@@ -68,6 +108,15 @@ class PolicyTest : public ::testing::Test {
   }
 
   static uint64_t Used() { return ViewRegion()->UsedBytes(RegionIndex(0)); }
+  // What this process is charged on device 0 under `kind`.
+  static uint64_t Kind(UsageKind kind) {
+    uint64_t sum = 0;
+    for (const auto& [slot, kinds] : ViewRegion()->Snapshot(RegionIndex(0)).slots) {
+      sum += kinds[size_t(kind)];
+    }
+    return sum;
+  }
+  static uint64_t Room() { return kLimit - Used(); }
 
   // An allocation through the admission path, with the driver call faked.
   static CUresult Alloc(CUdeviceptr* p, uint64_t bytes, CUresult driver = CUDA_SUCCESS) {
@@ -197,6 +246,545 @@ TEST_F(PolicyTest, WithoutACurrentContextTheDriverAnswers) {
   g_current = saved;
   EXPECT_EQ(r, CUDA_ERROR_INVALID_CONTEXT);
   EXPECT_TRUE(asked);
+}
+
+// ---- pitched memory ----
+
+// The driver's pitched allocation, faked: the pitch it chose.
+CUresult FakePitched(CUdeviceptr* p, size_t* pitch, size_t chosen) {
+  *p = (g_next += 0x10000000);
+  *pitch = chosen;
+  return CUDA_SUCCESS;
+}
+
+TEST_F(PolicyTest, APitchedAllocationIsChargedItsRealPitchTimesItsHeight) {
+  EXPECT_EQ(PitchEstimate(1000, 3000), 1024u * 3000) << "the width rounded to 512 bytes";
+  const uint64_t before = Kind(UsageKind::kData);
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  ASSERT_EQ(AllocPitch(&p, &pitch, 1000, 3000, [&] { return FakePitched(&p, &pitch, 1024); }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData) - before, RoundUp(1024 * 3000, kGranule));
+  Free(p);
+  EXPECT_EQ(Kind(UsageKind::kData), before);
+}
+
+TEST_F(PolicyTest, APitchWiderThanEstimatedIsChargedWhatItReallyTook) {
+  const uint64_t before = Kind(UsageKind::kData);
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  // Estimated at 1 MiB (half a granule: a share of a page), taken at 2 MiB: a whole granule.
+  ASSERT_EQ(AllocPitch(&p, &pitch, 1000, 1024, [&] { return FakePitched(&p, &pitch, 2048); }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData) - before, kGranule);
+  Free(p);
+  EXPECT_EQ(Kind(UsageKind::kData), before);
+}
+
+TEST_F(PolicyTest, APitchWiderThanTheRoomLeftIsFreedAndRefused) {
+  const uint64_t before = Used();
+  std::vector<CUdeviceptr> fill;
+  while (Room() > kGranule) {
+    CUdeviceptr f = 0;
+    ASSERT_EQ(Alloc(&f, kGranule), CUDA_SUCCESS);
+    fill.push_back(f);
+  }
+  ASSERT_EQ(Room(), kGranule);
+  g_freed.clear();
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  // Estimated at 2 MiB, which fits; the driver took 4 MiB, which does not.
+  EXPECT_EQ(AllocPitch(&p, &pitch, 2048, 1024, [&] { return FakePitched(&p, &pitch, 4096); }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(g_freed, std::vector<CUdeviceptr>{p}) << "the memory went back to the driver";
+  EXPECT_EQ(Room(), kGranule) << "and nothing stays charged";
+  for (CUdeviceptr f : fill) Free(f);
+  EXPECT_EQ(Used(), before);
+}
+
+TEST_F(PolicyTest, APitchedAllocationPastTheLimitIsRefusedBeforeTheDriver) {
+  const uint64_t before = Used();
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  bool asked = false;
+  EXPECT_EQ(AllocPitch(&p, &pitch, 1 << 20, kLimit,
+                       [&] {
+                         asked = true;
+                         return CUDA_SUCCESS;
+                       }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(asked);
+  // A width times height that does not fit in 64 bits saturates instead of wrapping.
+  EXPECT_EQ(PitchEstimate(uint64_t(1) << 40, uint64_t(1) << 40), UINT64_MAX);
+  EXPECT_EQ(AllocPitch(&p, &pitch, uint64_t(1) << 40, uint64_t(1) << 40,
+                       [&] {
+                         asked = true;
+                         return CUDA_SUCCESS;
+                       }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(Used(), before);
+}
+
+// ---- arrays ----
+
+CUDA_ARRAY_DESCRIPTOR Desc2D(size_t w, size_t h, CUarray_format f, unsigned channels) {
+  CUDA_ARRAY_DESCRIPTOR d{};
+  d.Width = w;
+  d.Height = h;
+  d.Format = f;
+  d.NumChannels = channels;
+  return d;
+}
+
+CUDA_ARRAY3D_DESCRIPTOR Desc3D(size_t w, size_t h, size_t depth, CUarray_format f,
+                               unsigned channels, unsigned flags = 0) {
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = w;
+  d.Height = h;
+  d.Depth = depth;
+  d.Format = f;
+  d.NumChannels = channels;
+  d.Flags = flags;
+  return d;
+}
+
+TEST(ArrayBytes, EveryFormatAndShape) {
+  struct Row {
+    const char* what;
+    ArrayShape shape;
+    unsigned levels;
+    uint64_t bytes;
+  };
+  const Row rows[] = {
+      {"2D float4", ShapeOf(Desc2D(1024, 1024, CU_AD_FORMAT_FLOAT, 4)), 1, 16ull << 20},
+      {"1D half2 (height 0)", ShapeOf(Desc2D(4096, 0, CU_AD_FORMAT_HALF, 2)), 1, 4096 * 4},
+      {"3D uint8", ShapeOf(Desc3D(1000, 1000, 3, CU_AD_FORMAT_UNSIGNED_INT8, 1)), 1, 3'000'000},
+      {"int16 x2 channels", ShapeOf(Desc2D(100, 100, CU_AD_FORMAT_SIGNED_INT16, 2)), 1, 40'000},
+      {"int32 x1", ShapeOf(Desc2D(100, 100, CU_AD_FORMAT_SIGNED_INT32, 1)), 1, 40'000},
+      {"BC1: at most a byte a texel", ShapeOf(Desc2D(1024, 1024, CU_AD_FORMAT_BC1_UNORM, 1)), 1,
+       1ull << 20},
+      {"packed 8x4: channels do not multiply",
+       ShapeOf(Desc2D(256, 256, CU_AD_FORMAT_UNORM_INT8X4, 4)), 1, 256 * 256 * 4},
+      {"NV12", ShapeOf(Desc2D(256, 256, CU_AD_FORMAT_NV12, 3)), 1, 256 * 256 * 2},
+      {"16x4", ShapeOf(Desc2D(16, 16, CU_AD_FORMAT_UNORM_INT16X4, 1)), 1, 16 * 16 * 8},
+      {"a format this build does not know: 16 bytes",
+       ShapeOf(Desc2D(16, 16, CUarray_format(0x7777), 1)), 1, 16 * 16 * 16},
+      {"mip levels halve every dimension",
+       ShapeOf(Desc3D(64, 64, 64, CU_AD_FORMAT_UNSIGNED_INT8, 1)), 2, 64 * 64 * 64 + 32 * 32 * 32},
+      {"at least 1 in each dimension", ShapeOf(Desc3D(4, 1, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1)), 4,
+       4 + 2 + 1 + 1},
+      {"a layered array keeps its layers",
+       ShapeOf(Desc3D(256, 256, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)), 3,
+       (256 * 256 + 128 * 128 + 64 * 64) * 6 * 4},
+      {"so does a cube map",
+       ShapeOf(Desc3D(64, 64, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)), 2,
+       (64 * 64 + 32 * 32) * 6 * 4},
+      {"no level, nothing", ShapeOf(Desc2D(64, 64, CU_AD_FORMAT_FLOAT, 1)), 0, 0},
+      {"too large for any device",
+       ShapeOf(Desc3D(size_t(1) << 40, size_t(1) << 40, 1, CU_AD_FORMAT_FLOAT, 4)), 1,
+       kUnfittableBytes},
+  };
+  for (const Row& r : rows) EXPECT_EQ(ArrayBytes(r.shape, r.levels), r.bytes) << r.what;
+  CUDA_ARRAY_DESCRIPTOR_v1 v1{};
+  v1.Width = 10;
+  v1.Height = 10;
+  v1.Format = CU_AD_FORMAT_FLOAT;
+  v1.NumChannels = 2;
+  EXPECT_EQ(ArrayBytes(ShapeOf(v1), 1), 800u) << "the 32-bit descriptor";
+}
+
+// The driver's array creation, faked: a new handle.
+template <typename Handle>
+CUresult FakeCreate(Handle* h) {
+  *h = reinterpret_cast<Handle>(g_next += 0x1000);
+  return CUDA_SUCCESS;
+}
+
+TEST_F(PolicyTest, AnArrayIsChargedItsBytesInWholeGranulesUntilDestroyed) {
+  const uint64_t before = Kind(UsageKind::kData);
+  const CUDA_ARRAY3D_DESCRIPTOR d = Desc3D(1000, 1000, 3, CU_AD_FORMAT_UNSIGNED_INT8, 1);
+  CUarray a = nullptr;
+  ASSERT_EQ(CreateArray(&a, &d, 1, [&] { return FakeCreate(&a); }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData) - before, RoundUp(3'000'000, kGranule));
+  CUmipmappedArray m = nullptr;
+  const CUDA_ARRAY3D_DESCRIPTOR md = Desc3D(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1);
+  ASSERT_EQ(CreateArray(&m, &md, 11, [&] { return FakeCreate(&m); }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData) - before,
+            RoundUp(3'000'000, kGranule) + RoundUp(ArrayBytes(ShapeOf(md), 11), kGranule));
+  ASSERT_EQ(DestroyObject(a, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(DestroyObject(m, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kData), before);
+  // Destroying it again is the driver's business only.
+  EXPECT_EQ(DestroyObject(a, [] { return CUDA_ERROR_INVALID_HANDLE; }), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(Kind(UsageKind::kData), before);
+}
+
+TEST_F(PolicyTest, AnArrayPastTheLimitIsRefusedAndTheDriverIsNotAsked) {
+  const uint64_t before = Used();
+  const CUDA_ARRAY3D_DESCRIPTOR d = Desc3D(1 << 16, 1 << 14, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1);
+  CUarray a = nullptr;
+  bool asked = false;
+  EXPECT_EQ(CreateArray(&a, &d, 1,
+                        [&] {
+                          asked = true;
+                          return CUDA_SUCCESS;
+                        }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(asked);
+  const CUDA_ARRAY3D_DESCRIPTOR huge =
+      Desc3D(size_t(1) << 40, size_t(1) << 40, 1 << 20, CU_AD_FORMAT_FLOAT, 4);
+  EXPECT_EQ(CreateArray(&a, &huge, 1,
+                        [&] {
+                          asked = true;
+                          return CUDA_SUCCESS;
+                        }),
+            CUDA_ERROR_OUT_OF_MEMORY)
+      << "a size past 64 bits does not wrap to a small charge";
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(Used(), before);
+}
+
+TEST_F(PolicyTest, AnArrayTheDriverRefusesIsNotCharged) {
+  const uint64_t before = Used();
+  const CUDA_ARRAY_DESCRIPTOR d = Desc2D(1024, 1024, CU_AD_FORMAT_FLOAT, 4);
+  CUarray a = nullptr;
+  EXPECT_EQ(CreateArray(&a, &d, 1, [] { return CUDA_ERROR_INVALID_VALUE; }),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Used(), before);
+  // No descriptor: the driver answers, nothing is charged.
+  const CUDA_ARRAY_DESCRIPTOR* none = nullptr;
+  EXPECT_EQ(CreateArray(&a, none, 1, [] { return CUDA_ERROR_INVALID_VALUE; }),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Used(), before);
+}
+
+// ---- VMM ----
+
+CUmemAllocationProp OnDevice(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+CUresult FakePhysical(CUmemGenericAllocationHandle* h) {
+  *h = (g_next += 0x1000);
+  return CUDA_SUCCESS;
+}
+
+TEST_F(PolicyTest, PhysicalMemoryIsChargedUntilReleasedAndUnmapped) {
+  const CUmemAllocationProp prop = OnDevice(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(CreatePhysical(&h, 8ull << 20, &prop, [&] { return FakePhysical(&h); }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 8ull << 20) << "its size, as asked";
+  const CUdeviceptr va = 0x7000000000;
+  ASSERT_EQ(MapPhysical(va, 4ull << 20, h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(MapPhysical(va + (4ull << 20), 4ull << 20, h, [] { return CUDA_SUCCESS; }),
+            CUDA_SUCCESS);
+  ASSERT_EQ(ReleasePhysical(h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 8ull << 20) << "still mapped twice";
+  ASSERT_EQ(UnmapPhysical(va, 4ull << 20, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 8ull << 20) << "still mapped once";
+  ASSERT_EQ(UnmapPhysical(va + (4ull << 20), 4ull << 20, [] { return CUDA_SUCCESS; }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 0u) << "released and unmapped";
+}
+
+TEST_F(PolicyTest, ARetainedHandleMustBeReleasedToo) {
+  const CUmemAllocationProp prop = OnDevice(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(CreatePhysical(&h, 4ull << 20, &prop, [&] { return FakePhysical(&h); }), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle again = 0;
+  ASSERT_EQ(RetainPhysical(&again,
+                           [&] {
+                             again = h;
+                             return CUDA_SUCCESS;
+                           }),
+            CUDA_SUCCESS);
+  ASSERT_EQ(ReleasePhysical(h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 4ull << 20) << "one handle is left";
+  // A release the driver refuses changes nothing.
+  EXPECT_EQ(ReleasePhysical(again, [] { return CUDA_ERROR_INVALID_VALUE; }),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 4ull << 20);
+  ASSERT_EQ(ReleasePhysical(again, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 0u);
+}
+
+TEST_F(PolicyTest, PhysicalMemoryPastTheLimitIsRefusedAndHostMemoryIsNotCharged) {
+  const uint64_t before = Used();
+  const CUmemAllocationProp prop = OnDevice(0);
+  CUmemGenericAllocationHandle h = 0;
+  bool asked = false;
+  EXPECT_EQ(CreatePhysical(&h, Room() + kGranule, &prop,
+                           [&] {
+                             asked = true;
+                             return CUDA_SUCCESS;
+                           }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(CreatePhysical(&h, 8ull << 20, &prop, [] { return CUDA_ERROR_OUT_OF_MEMORY; }),
+            CUDA_ERROR_OUT_OF_MEMORY)
+      << "the driver's own refusal";
+  EXPECT_EQ(Used(), before) << "gives the reservation back";
+  CUmemAllocationProp host = prop;
+  host.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  EXPECT_EQ(PhysicalDevice(&host), -1);
+  ASSERT_EQ(CreatePhysical(&h, kLimit * 2, &host, [&] { return FakePhysical(&h); }), CUDA_SUCCESS);
+  EXPECT_EQ(Used(), before) << "host memory is not the device's";
+  ASSERT_EQ(ReleasePhysical(h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Used(), before);
+}
+
+// ---- modules and libraries ----
+
+// A load that takes `bytes` of the device's free memory.
+template <typename Handle>
+auto Load(Handle* h, uint64_t bytes) {
+  return [h, bytes] {
+    g_free -= bytes;
+    return FakeCreate(h);
+  };
+}
+
+TEST_F(PolicyTest, AModuleIsChargedWhatItsLoadTookUntilUnloaded) {
+  const uint64_t free_before = g_free;
+  CUmodule m = nullptr;
+  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 3ull << 20),
+                         [](CUmodule) {
+                           ADD_FAILURE() << "unloaded";
+                           return CUDA_SUCCESS;
+                         }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 3ull << 20) << "the drop in free memory, as measured";
+  ASSERT_EQ(DestroyObject(m, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  g_free = free_before;
+}
+
+TEST_F(PolicyTest, AModulePastTheLimitIsUnloadedAndRefused) {
+  const uint64_t free_before = g_free;
+  const uint64_t before = Used();
+  CUmodule m = nullptr;
+  std::vector<CUmodule> unloaded;
+  EXPECT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, Room() + kGranule),
+                         [&](CUmodule u) {
+                           unloaded.push_back(u);
+                           return CUDA_SUCCESS;
+                         }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(unloaded, std::vector<CUmodule>{m});
+  EXPECT_EQ(Used(), before);
+  g_free = free_before;
+}
+
+TEST_F(PolicyTest, ALoadThatOverlappedAnAllocationIsNotCharged) {
+  const uint64_t free_before = g_free;
+  CUmodule m = nullptr;
+  auto unload = [](CUmodule) { return CUDA_SUCCESS; };
+  // Another allocating call began (and ended) while the load ran: the drop is not the load's.
+  ASSERT_EQ(MeasuredLoad(
+                &m, LoadScope::kContext,
+                [&] {
+                  { Allocating other; }
+                  return Load(&m, 4ull << 20)();
+                },
+                unload),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  // A load that took nothing, or that failed, is not charged either.
+  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 0), unload), CUDA_SUCCESS);
+  EXPECT_EQ(MeasuredLoad(
+                &m, LoadScope::kContext, [] { return CUDA_ERROR_INVALID_IMAGE; }, unload),
+            CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  // Nor one that could not be undone (the driver lacks the unload).
+  using Unload = CUresult (*)(CUmodule);
+  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 4ull << 20), Unload{nullptr}),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  g_free = free_before;
+}
+
+TEST_F(PolicyTest, AModuleGoesWithItsContextALibraryWithTheProcess) {
+  const uint64_t free_before = g_free;
+  CUmodule m = nullptr;
+  CUlibrary lib = nullptr;
+  auto unload_module = [](CUmodule) { return CUDA_SUCCESS; };
+  auto unload_library = [](CUlibrary) { return CUDA_SUCCESS; };
+  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 2ull << 20), unload_module),
+            CUDA_SUCCESS);
+  ASSERT_EQ(MeasuredLoad(&lib, LoadScope::kProcess, Load(&lib, 6ull << 20), unload_library),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 8ull << 20);
+  ContextEnded(g_current);
+  EXPECT_EQ(Kind(UsageKind::kModule), 6ull << 20) << "the library stays";
+  ASSERT_EQ(DestroyObject(lib, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  g_free = free_before;
+}
+
+// ---- contexts ----
+
+constexpr uint64_t kContextBytes = 5ull << 20;
+
+CUresult FakeContext(CUcontext* ctx) {
+  *ctx = reinterpret_cast<CUcontext>(g_next += 0x1000);
+  return CUDA_SUCCESS;
+}
+
+TEST_F(PolicyTest, EveryContextIsChargedTheMeasuredSizeUntilItEnds) {
+  Rt().ledger.SetContextBytes(0, kContextBytes);
+  const uint64_t before = Kind(UsageKind::kContext);
+  CUcontext a = nullptr, b = nullptr;
+  ASSERT_EQ(CreateContext(0, &a, false, [&] { return FakeContext(&a); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateContext(0, &b, false, [&] { return FakeContext(&b); }), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kContext) - before, 2 * kContextBytes);
+  ContextEnded(a);
+  EXPECT_EQ(Kind(UsageKind::kContext) - before, kContextBytes);
+  ContextEnded(b);
+  EXPECT_EQ(Kind(UsageKind::kContext), before);
+  // A creation the driver refuses charges nothing.
+  CUcontext c = nullptr;
+  EXPECT_EQ(CreateContext(0, &c, false, [] { return CUDA_ERROR_OUT_OF_MEMORY; }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Kind(UsageKind::kContext), before);
+}
+
+TEST_F(PolicyTest, APrimaryContextIsChargedOnceAndReleasedWhenItEnds) {
+  Rt().ledger.SetContextBytes(0, kContextBytes);
+  const uint64_t before = Kind(UsageKind::kContext);
+  g_primary_active = false;
+  CUcontext primary = nullptr;
+  ASSERT_EQ(CreateContext(0, &primary, true, [&] { return FakeContext(&primary); }), CUDA_SUCCESS);
+  g_primary_active = true;
+  CUcontext again = nullptr;
+  ASSERT_EQ(CreateContext(0, &again, true,
+                          [&] {
+                            again = primary;
+                            return CUDA_SUCCESS;
+                          }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kContext) - before, kContextBytes) << "a retain of an active one";
+  PrimaryMayHaveEnded(0);
+  EXPECT_EQ(Kind(UsageKind::kContext) - before, kContextBytes) << "still active";
+  g_primary_active = false;
+  PrimaryMayHaveEnded(0);
+  EXPECT_EQ(Kind(UsageKind::kContext), before) << "its last release";
+}
+
+TEST_F(PolicyTest, AContextIsCountedButNeverRefused) {
+  Rt().ledger.SetContextBytes(0, kContextBytes);
+  const uint64_t before = Used();
+  std::vector<CUdeviceptr> fill;
+  for (;;) {
+    CUdeviceptr f = 0;
+    if (Alloc(&f, kGranule) != CUDA_SUCCESS) break;
+    fill.push_back(f);
+  }
+  ASSERT_EQ(Used(), kLimit);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(CreateContext(0, &ctx, false, [&] { return FakeContext(&ctx); }), CUDA_SUCCESS);
+  EXPECT_EQ(Used(), kLimit + kContextBytes) << "the truth is recorded";
+  CUdeviceptr p = 0;
+  EXPECT_EQ(Alloc(&p, 4096), CUDA_ERROR_OUT_OF_MEMORY) << "and counts against the budget";
+  ContextEnded(ctx);
+  for (CUdeviceptr f : fill) Free(f);
+  EXPECT_EQ(Used(), before);
+}
+
+// ---- pools ----
+
+TEST_F(PolicyTest, APoolIsChargedWhatItReservesUntilTrimmedOrDestroyed) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = reinterpret_cast<CUmemoryPool>(0x5000);
+  PoolCreated(pool, props);
+  EXPECT_EQ(Kind(UsageKind::kPool), 0u) << "a new pool holds nothing";
+  CUdeviceptr p = 0;
+  ASSERT_EQ(PoolAlloc(&p, 3ull << 20, pool, nullptr, false,
+                      [&] {
+                        g_pool_reserved = 4ull << 20;  // grown by whole granules
+                        g_pool_used = 3ull << 20;
+                        p = (g_next += 0x10000000);
+                        return CUDA_SUCCESS;
+                      }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kPool), 4ull << 20);
+  bool asked = false;
+  ASSERT_EQ(PoolAlloc(&p, 1ull << 20, pool, nullptr, false,
+                      [&] {
+                        asked = true;
+                        g_pool_used = 4ull << 20;
+                        return CUDA_SUCCESS;
+                      }),
+            CUDA_SUCCESS);
+  EXPECT_TRUE(asked);
+  EXPECT_EQ(Kind(UsageKind::kPool), 4ull << 20) << "what the pool caches costs nothing new";
+  asked = false;
+  EXPECT_EQ(PoolAlloc(&p, Room() + kGranule, pool, nullptr, false,
+                      [&] {
+                        asked = true;
+                        return CUDA_SUCCESS;
+                      }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(asked) << "the growth past the limit is refused before the driver";
+  EXPECT_EQ(Kind(UsageKind::kPool), 4ull << 20);
+  g_pool_used = 0;
+  g_pool_reserved = 2ull << 20;
+  PoolTrimmed(pool);
+  EXPECT_EQ(Kind(UsageKind::kPool), 2ull << 20) << "a trim gives back all but what it keeps";
+  PoolDestroyed(pool);
+  EXPECT_EQ(Kind(UsageKind::kPool), 0u);
+  g_pool_reserved = 0;
+}
+
+TEST_F(PolicyTest, APoolOfHostMemoryIsNotCharged) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemoryPool pool = reinterpret_cast<CUmemoryPool>(0x6000);
+  PoolCreated(pool, props);
+  const uint64_t before = Used();
+  CUdeviceptr p = 0;
+  bool asked = false;
+  ASSERT_EQ(PoolAlloc(&p, kLimit * 2, pool, nullptr, false,
+                      [&] {
+                        asked = true;
+                        g_pool_reserved = kLimit * 2;
+                        return CUDA_SUCCESS;
+                      }),
+            CUDA_SUCCESS);
+  EXPECT_TRUE(asked);
+  EXPECT_EQ(Used(), before);
+  PoolDestroyed(pool);
+  EXPECT_EQ(Used(), before);
+  g_pool_reserved = 0;
+}
+
+// ---- views ----
+
+TEST_F(PolicyTest, CudaSeesTheLimitAsItsTotalAndWhatIsLeftOfItAsFree) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(Alloc(&p, 8ull << 20), CUDA_SUCCESS);
+  size_t free = 8ull << 30, total = kPhysical;
+  ASSERT_EQ(ContainerMemInfo(&free, &total, CUDA_SUCCESS), CUDA_SUCCESS);
+  EXPECT_EQ(total, kLimit);
+  EXPECT_EQ(free, kLimit - Used());
+  free = 1ull << 20;
+  total = kPhysical;
+  ASSERT_EQ(ContainerMemInfo(&free, &total, CUDA_SUCCESS), CUDA_SUCCESS);
+  EXPECT_EQ(free, 1ull << 20) << "never more than the device has free";
+  EXPECT_EQ(ContainerMemInfo(&free, &total, CUDA_ERROR_INVALID_CONTEXT),
+            CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(ContainerTotalMem(0, kPhysical), kLimit);
+  EXPECT_EQ(ContainerTotalMem(0, 1ull << 20), 1ull << 20);
+  EXPECT_EQ(ContainerTotalMem(5, kPhysical), kPhysical) << "a device the region does not hold";
+  Free(p);
 }
 
 }  // namespace
