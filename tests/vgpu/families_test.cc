@@ -4,6 +4,10 @@
 // that has the ABI used. Each family checks that what it allocates is charged to this
 // process's slot under the right kind, refused past the limit with nothing left behind,
 // and returned when freed.
+//
+// The families run are those the hook list reaches: every row of cuda_hooks.def with an
+// accounting policy (kContext, kAdmit, kRelease, kReconcile) is mapped in kCoverage to the
+// family case that exercises it, and a row without one fails FamilyCoverage by name.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -11,9 +15,12 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/strings.h"
 #include "region/region.h"
+#include "vgpu/hooks.h"
 #include "vgpu_fixture.h"
 
 namespace hami::testing {
@@ -22,8 +29,7 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGranule = 2 * kMiB;  // the simulated devices' allocation granularity
 using region::UsageKind;
-
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+using vgpu::Policy;
 
 // The driver functions the families call, each with the base name cuGetProcAddress takes
 // and the version that introduced the ABI used (its newest).
@@ -45,6 +51,7 @@ uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
   X(cuMemAddressReserve, cuMemAddressReserve, 10020)                 \
   X(cuMemAddressFree, cuMemAddressFree, 10020)                       \
   X(cuMemMap, cuMemMap, 10020)                                       \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000) \
   X(cuMemUnmap, cuMemUnmap, 10020)                                   \
   X(cuArrayCreate_v2, cuArrayCreate, 3020)                           \
   X(cuArray3DCreate_v2, cuArray3DCreate, 3020)                       \
@@ -62,10 +69,13 @@ uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
   X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010)            \
   X(cuStreamEndCapture, cuStreamEndCapture, 10000)                   \
   X(cuModuleLoadData, cuModuleLoadData, 2000)                        \
+  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010)                    \
   X(cuModuleUnload, cuModuleUnload, 2000)                            \
   X(cuMemAllocHost_v2, cuMemAllocHost, 3020)                         \
   X(cuMemFreeHost, cuMemFreeHost, 2000)                              \
   X(cuCtxCreate_v4, cuCtxCreate, 12050)                              \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000)        \
+  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000)  \
   X(cuCtxDestroy_v2, cuCtxDestroy, 4000)                             \
   X(cuCtxSetCurrent, cuCtxSetCurrent, 4000)
 
@@ -272,9 +282,13 @@ void VirtualMemory(const Api& api, uint64_t free_bytes) {
   CUdeviceptr va = 0;
   ASSERT_EQ(api.cuMemAddressReserve(&va, 32 * kMiB, 0, 0, 0), CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemMap(va, 32 * kMiB, 0, h, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle again = 0;
+  ASSERT_EQ(api.cuMemRetainAllocationHandle(&again, reinterpret_cast<void*>(va)), CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemRelease(h), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 32 * kMiB) << "still mapped: the memory is still held";
   ASSERT_EQ(api.cuMemUnmap(va, 32 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 32 * kMiB) << "a retained handle is still unreleased";
+  ASSERT_EQ(api.cuMemRelease(again), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 0u) << "released and unmapped";
   EXPECT_EQ(api.cuMemAddressFree(va, 32 * kMiB), CUDA_SUCCESS);
 }
@@ -392,6 +406,11 @@ void Module(const Api& api, uint64_t) {
   EXPECT_EQ(Kind(UsageKind::kModule), kGranule) << "what the load took from the device";
   ASSERT_EQ(api.cuModuleUnload(m), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  ASSERT_EQ(api.cuModuleLoadDataEx(&m, "hami-sim-module\nkernel busy\n", 0, nullptr, nullptr),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), kGranule);
+  ASSERT_EQ(api.cuModuleUnload(m), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
 }
 
 void HostPinned(const Api& api, uint64_t free_bytes) {
@@ -412,6 +431,14 @@ void Context(const Api& api, uint64_t free_bytes) {
   ASSERT_EQ(api.cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kContext), contexts);
   ASSERT_EQ(api.cuCtxSetCurrent(current), CUDA_SUCCESS);
+  // The primary context is active (the fixture holds it): retained again and released, it is
+  // charged once all along.
+  CUcontext primary = nullptr;
+  ASSERT_EQ(api.cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+  EXPECT_EQ(primary, current);
+  EXPECT_EQ(Kind(UsageKind::kContext), contexts);
+  ASSERT_EQ(api.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kContext), contexts);
 }
 
 const Case kCases[] = {
@@ -423,6 +450,209 @@ const Case kCases[] = {
     {"Module", Module},           {"HostPinned", HostPinned},
     {"Context", Context},
 };
+
+// Families of functions that are not hooked: run whatever the lists say.
+constexpr const char* kUnhookedFamilies[] = {"HostPinned"};
+
+// ---- the rows, from the hook list ----
+
+struct ListedHook {
+  const char* name;
+  Policy policy;
+};
+
+constexpr ListedHook kListed[] = {
+#define HAMI_CUDA_HOOK(name, policy, version) {#name, Policy::policy},
+#include "vgpu/hooks/cuda_hooks.def"
+#undef HAMI_CUDA_HOOK
+};
+
+constexpr bool Accounting(Policy p) {
+  return p == Policy::kContext || p == Policy::kAdmit || p == Policy::kRelease ||
+         p == Policy::kReconcile;
+}
+
+// Every function a family calls through the routes (HAMI_FAMILY_API).
+constexpr const char* kCalled[] = {
+#define HAMI_NAME(name, base, version) #name,
+    HAMI_FAMILY_API(HAMI_NAME)
+#undef HAMI_NAME
+};
+
+// Which family cases exercise each accounting hook (one row per case). `stand_in` null: the case
+// calls the hook itself, through every route. Otherwise the case calls `stand_in`, which shares the
+// hook's policy code (another ABI of the same function, or a sibling the same policy template
+// serves), and the hook is reached through the routes by vgpu_routes_test.
+struct Coverage {
+  const char* hook;
+  const char* family;
+  const char* stand_in;
+};
+
+constexpr Coverage kCoverage[] = {
+    // Contexts.
+    {"cuDevicePrimaryCtxRetain", "Context", nullptr},
+    {"cuDevicePrimaryCtxRelease", "Context", "cuDevicePrimaryCtxRelease_v2"},
+    {"cuDevicePrimaryCtxRelease_v2", "Context", nullptr},
+    {"cuDevicePrimaryCtxReset", "Context", "cuDevicePrimaryCtxRelease_v2"},
+    {"cuDevicePrimaryCtxReset_v2", "Context", "cuDevicePrimaryCtxRelease_v2"},
+    {"cuCtxCreate", "Context", "cuCtxCreate_v4"},
+    {"cuCtxCreate_v2", "Context", "cuCtxCreate_v4"},
+    {"cuCtxCreate_v3", "Context", "cuCtxCreate_v4"},
+    {"cuCtxCreate_v4", "Context", nullptr},
+    {"cuCtxDestroy", "Context", "cuCtxDestroy_v2"},
+    {"cuCtxDestroy_v2", "Context", nullptr},
+    // Linear memory.
+    {"cuMemAlloc", "Linear", "cuMemAlloc_v2"},
+    {"cuMemAlloc_v2", "Linear", nullptr},
+    {"cuMemAllocPitch", "Pitched", "cuMemAllocPitch_v2"},
+    {"cuMemAllocPitch_v2", "Pitched", nullptr},
+    {"cuMemAllocManaged", "Managed", nullptr},
+    {"cuMemFree", "Linear", "cuMemFree_v2"},
+    {"cuMemFree_v2", "Linear", nullptr},
+    // Stream-ordered allocation and pools.
+    {"cuMemAllocAsync", "StreamOrdered", nullptr},
+    {"cuMemAllocAsync", "CapturedAllocation", nullptr},  // on a capturing stream
+    {"cuMemAllocAsync_ptsz", "StreamOrdered", "cuMemAllocAsync"},
+    {"cuMemAllocFromPoolAsync", "OwnPool", nullptr},
+    {"cuMemAllocFromPoolAsync_ptsz", "OwnPool", "cuMemAllocFromPoolAsync"},
+    {"cuMemPoolCreate", "OwnPool", nullptr},
+    {"cuMemPoolTrimTo", "OwnPool", nullptr},
+    {"cuMemPoolDestroy", "OwnPool", nullptr},
+    {"cuCtxSynchronize", "StreamOrdered", "cuStreamSynchronize"},
+    {"cuCtxSynchronize_v2", "StreamOrdered", "cuStreamSynchronize"},
+    {"cuStreamSynchronize", "StreamOrdered", nullptr},
+    {"cuStreamSynchronize_ptsz", "StreamOrdered", "cuStreamSynchronize"},
+    {"cuEventSynchronize", "StreamOrdered", "cuStreamSynchronize"},
+    // VMM.
+    {"cuMemCreate", "VirtualMemory", nullptr},
+    {"cuMemRelease", "VirtualMemory", nullptr},
+    {"cuMemRetainAllocationHandle", "VirtualMemory", nullptr},
+    {"cuMemMap", "VirtualMemory", nullptr},
+    {"cuMemUnmap", "VirtualMemory", nullptr},
+    // Arrays.
+    {"cuArrayCreate", "Arrays", "cuArrayCreate_v2"},
+    {"cuArrayCreate_v2", "Arrays", nullptr},
+    {"cuArray3DCreate", "Arrays", "cuArray3DCreate_v2"},
+    {"cuArray3DCreate_v2", "Arrays", nullptr},
+    {"cuArrayDestroy", "Arrays", nullptr},
+    {"cuMipmappedArrayCreate", "Mipmapped", nullptr},
+    {"cuMipmappedArrayDestroy", "Mipmapped", nullptr},
+    // Graphs.
+    {"cuGraphInstantiate", "GraphMemory", "cuGraphInstantiateWithFlags"},
+    {"cuGraphInstantiate_v2", "GraphMemory", "cuGraphInstantiateWithFlags"},
+    {"cuGraphInstantiateWithFlags", "GraphMemory", nullptr},
+    {"cuGraphInstantiateWithParams", "GraphMemory", "cuGraphInstantiateWithFlags"},
+    {"cuGraphInstantiateWithParams_ptsz", "GraphMemory", "cuGraphInstantiateWithFlags"},
+    {"cuGraphExecDestroy", "GraphMemory", nullptr},
+    {"cuGraphLaunch", "GraphMemory", nullptr},
+    {"cuGraphLaunch_ptsz", "GraphMemory", "cuGraphLaunch"},
+    {"cuDeviceGraphMemTrim", "GraphMemory", nullptr},
+    {"cuGraphUpload", "GraphMemory", "cuGraphLaunch"},
+    {"cuGraphUpload_ptsz", "GraphMemory", "cuGraphLaunch"},
+    // Modules and libraries.
+    {"cuModuleLoad", "Module", "cuModuleLoadData"},
+    {"cuModuleLoadData", "Module", nullptr},
+    {"cuModuleLoadDataEx", "Module", nullptr},
+    {"cuModuleLoadFatBinary", "Module", "cuModuleLoadData"},
+    {"cuModuleUnload", "Module", nullptr},
+    {"cuLibraryLoadData", "Module", "cuModuleLoadData"},
+    {"cuLibraryLoadFromFile", "Module", "cuModuleLoadData"},
+    {"cuLibraryUnload", "Module", "cuModuleUnload"},
+};
+
+std::string_view View(const char* s) { return s != nullptr ? s : ""; }
+
+const ListedHook* Listed(std::string_view name) {
+  for (const ListedHook& h : kListed) {
+    if (name == h.name) return &h;
+  }
+  return nullptr;
+}
+
+const Coverage* CoverageOf(std::string_view hook) {
+  for (const Coverage& c : kCoverage) {
+    if (hook == c.hook) return &c;
+  }
+  return nullptr;
+}
+
+const Case* CaseNamed(std::string_view family) {
+  for (const Case& c : kCases) {
+    if (family == c.family) return &c;
+  }
+  return nullptr;
+}
+
+bool Called(std::string_view name) {
+  for (const char* c : kCalled) {
+    if (name == c) return true;
+  }
+  return false;
+}
+
+// The family cases to run: those the accounting rows reach, in list order, then the
+// unhooked ones.
+std::vector<Case> FamiliesFromTheLists() {
+  std::vector<Case> out;
+  auto add = [&](std::string_view family) {
+    const Case* c = CaseNamed(family);
+    if (c == nullptr) return;
+    for (const Case& have : out) {
+      if (family == have.family) return;
+    }
+    out.push_back(*c);
+  };
+  for (const ListedHook& h : kListed) {
+    if (!Accounting(h.policy)) continue;
+    for (const Coverage& c : kCoverage) {
+      if (std::string_view(c.hook) == h.name) add(c.family);
+    }
+  }
+  for (const char* f : kUnhookedFamilies) add(f);
+  return out;
+}
+
+TEST(FamilyCoverage, EveryAccountingHookOfTheListHasAFamilyCase) {
+  int rows = 0;
+  for (const ListedHook& h : kListed) {
+    if (!Accounting(h.policy)) continue;
+    ++rows;
+    EXPECT_NE(CoverageOf(h.name), nullptr)
+        << h.name << " (an accounting row of cuda_hooks.def) has no family case: map it in "
+        << "kCoverage to the case that exercises it";
+  }
+  EXPECT_GT(rows, 50);
+  for (const Coverage& c : kCoverage) {
+    const ListedHook* h = Listed(c.hook);
+    if (h == nullptr || !Accounting(h->policy)) {
+      ADD_FAILURE() << c.hook << " is mapped but is not an accounting row of cuda_hooks.def";
+      continue;
+    }
+    EXPECT_NE(CaseNamed(c.family), nullptr) << c.hook << ": no family case " << c.family;
+    if (c.stand_in == nullptr) {
+      EXPECT_TRUE(Called(c.hook)) << c.hook << ": the " << c.family
+                                  << " case does not call it (add it to HAMI_FAMILY_API)";
+      continue;
+    }
+    EXPECT_NE(View(c.stand_in), View(c.hook)) << c.hook << " stands in for itself";
+    EXPECT_TRUE(Called(c.stand_in))
+        << c.hook << ": its stand-in " << c.stand_in << " is not called by any family";
+    const ListedHook* s = Listed(c.stand_in);
+    if (s == nullptr) {
+      ADD_FAILURE() << c.hook << ": its stand-in " << c.stand_in << " is not a hook";
+      continue;
+    }
+    EXPECT_EQ(int(s->policy), int(h->policy))
+        << c.hook << ": its stand-in " << c.stand_in << " has another policy";
+  }
+  const std::vector<Case> run = FamiliesFromTheLists();
+  for (const Case& c : kCases) {
+    bool reached = false;
+    for (const Case& r : run) reached |= std::string_view(r.family) == c.family;
+    EXPECT_TRUE(reached) << "the " << c.family << " case is reached by no row and never runs";
+  }
+}
 
 constexpr Route kRoutes[] = {
     Route::kDirect,
@@ -451,7 +681,7 @@ TEST_P(FamilyTest, IsChargedRefusedPastTheLimitAndReturned) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryRoute, FamilyTest,
-                         ::testing::Combine(::testing::ValuesIn(kCases),
+                         ::testing::Combine(::testing::ValuesIn(FamiliesFromTheLists()),
                                             ::testing::ValuesIn(kRoutes)),
                          [](const ::testing::TestParamInfo<std::tuple<Case, Route>>& p) {
                            return std::string(std::get<0>(p.param).family) + "_" +
