@@ -1,8 +1,13 @@
 #include "sim/cuda/image.h"
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstring>
 #include <optional>
 #include <string_view>
+
+#include "common/strings.h"
 
 namespace hami::sim {
 
@@ -26,8 +31,11 @@ constexpr uint8_t kEiattrRegcount = 0x2f;
 
 // Fat binary entries.
 constexpr size_t kFatbinHeaderSize = 16;
+constexpr uint16_t kEntryPtx = 1;
 constexpr uint16_t kEntryElf = 2;
-constexpr uint64_t kEntryCompressed = 0x2000 | 0x8000;  // LZ4 or Zstandard payload
+constexpr uint64_t kEntryLz4 = 0x2000;   // the payload is LZ4-compressed
+constexpr uint64_t kEntryZstd = 0x8000;  // the payload is Zstandard-compressed
+constexpr uint64_t kEntryCompressed = kEntryLz4 | kEntryZstd;
 
 template <typename T>
 T Load(const uint8_t* p) {
@@ -232,6 +240,328 @@ Status ReadElf(std::span<const uint8_t> bytes, ImageInfo* info) {
   return OkStatus();
 }
 
+// ---- LZ4 (the block format: sequences of literals and back-references) ----
+
+// The bytes `in` decodes to; `expected` is the size the fat-binary entry declares, which the
+// output must reach exactly. Every length and offset is checked against what exists.
+Result<std::vector<uint8_t>> Lz4Decode(std::span<const uint8_t> in, uint64_t expected) {
+  // A sequence of n bytes yields at most 255 * n of output: a larger claim is not LZ4.
+  if (expected > uint64_t(in.size()) * 255 + 16) {
+    return Error(ErrorCode::kInvalidArgument, "LZ4 payload: " + std::to_string(in.size()) +
+                                                  " bytes cannot decode to the " +
+                                                  std::to_string(expected) + " the entry declares");
+  }
+  std::vector<uint8_t> out;
+  out.reserve(size_t(expected));
+  auto bad = [&](const char* what, size_t at) {
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string("LZ4 payload: ") + what + " at byte " + std::to_string(at));
+  };
+  size_t p = 0;
+  // A length continued by bytes of 255 (each adds itself; the first below 255 ends it).
+  auto length = [&](size_t base, size_t* n) -> bool {
+    *n = base;
+    if (base != 15) return true;
+    for (;;) {
+      if (p >= in.size()) return false;
+      uint8_t b = in[p++];
+      *n += b;
+      if (b != 255) return true;
+    }
+  };
+  while (p < in.size()) {
+    uint8_t token = in[p++];
+    size_t literals;
+    if (!length(token >> 4, &literals)) return bad("a literal length runs past the end", p);
+    if (literals > in.size() - p) return bad("literals run past the end", p);
+    if (literals > expected - out.size()) return bad("output beyond the declared size", p);
+    out.insert(out.end(), in.begin() + ptrdiff_t(p), in.begin() + ptrdiff_t(p + literals));
+    p += literals;
+    // The last sequence has literals only; a fat binary may pad the payload after it.
+    if (p == in.size() || out.size() == expected) break;
+    if (in.size() - p < 2) return bad("a match offset runs past the end", p);
+    size_t offset = size_t(in[p]) | size_t(in[p + 1]) << 8;
+    p += 2;
+    if (offset == 0 || offset > out.size()) return bad("a match refers before the output", p);
+    size_t match;
+    if (!length(token & 15, &match)) return bad("a match length runs past the end", p);
+    match += 4;
+    if (match > expected - out.size()) return bad("output beyond the declared size", p);
+    size_t from = out.size() - offset;
+    for (size_t i = 0; i < match; ++i) out.push_back(out[from + i]);  // may overlap itself
+  }
+  if (out.size() != expected) {
+    return Error(ErrorCode::kInvalidArgument, "LZ4 payload: decodes to " +
+                                                  std::to_string(out.size()) +
+                                                  " bytes, the entry "
+                                                  "declares " +
+                                                  std::to_string(expected));
+  }
+  return out;
+}
+
+// ---- PTX text ----
+
+// Kernel parameter space, in bytes (CUDA 12.1's limit).
+constexpr uint64_t kMaxParamBytes = 32764;
+// No global of a simulated device is larger.
+constexpr uint64_t kMaxPtxGlobalBytes = uint64_t(1) << 40;
+
+Error PtxError(const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument, "PTX: " + what);
+}
+
+Error PtxErrorAt(const std::string& what, std::string_view text, size_t at) {
+  size_t line = 1 + size_t(std::count(text.begin(), text.begin() + ptrdiff_t(at), '\n'));
+  return PtxError(what + " (line " + std::to_string(line) + ")");
+}
+
+// PTX split into tokens: directives and identifiers (".entry", "_Z1kPi", "%r1"), numbers,
+// quoted strings and single punctuation characters; comments dropped.
+Result<std::vector<std::string_view>> PtxSplit(std::string_view text) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  auto word = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%' ||
+           c == '.';
+  };
+  while (i < text.size()) {
+    char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (text.substr(i, 2) == "//") {
+      size_t end = text.find('\n', i);
+      i = end == std::string_view::npos ? text.size() : end;
+    } else if (text.substr(i, 2) == "/*") {
+      size_t end = text.find("*/", i + 2);
+      if (end == std::string_view::npos) return PtxErrorAt("a comment is not closed", text, i);
+      i = end + 2;
+    } else if (c == '"') {
+      size_t end = text.find('"', i + 1);
+      if (end == std::string_view::npos) return PtxErrorAt("a string is not closed", text, i);
+      out.push_back(text.substr(i, end + 1 - i));
+      i = end + 1;
+    } else if (word(c)) {
+      size_t start = i;
+      while (i < text.size() && word(text[i])) ++i;
+      out.push_back(text.substr(start, i - start));
+    } else {
+      out.push_back(text.substr(i++, 1));
+    }
+  }
+  return out;
+}
+
+// The bytes of one element of a fundamental type (".u64"), 0 for a token that is none.
+uint64_t PtxTypeBytes(std::string_view t) {
+  if (t == ".b8" || t == ".u8" || t == ".s8" || t == ".pred") return 1;
+  if (t == ".b16" || t == ".u16" || t == ".s16" || t == ".f16" || t == ".bf16") return 2;
+  if (t == ".b32" || t == ".u32" || t == ".s32" || t == ".f32" || t == ".f16x2" || t == ".bf16x2" ||
+      t == ".tf32") {
+    return 4;
+  }
+  if (t == ".b64" || t == ".u64" || t == ".s64" || t == ".f64") return 8;
+  if (t == ".b128") return 16;
+  return 0;
+}
+
+std::optional<uint64_t> PtxNumber(std::string_view t) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+  return v;
+}
+
+// One declaration: [.align N] [.vN] type [qualifiers] name [dims]..., from tokens [b, e).
+struct PtxVariable {
+  std::string_view name;
+  uint64_t align = 0;
+  uint64_t bytes = 0;
+  uint64_t element = 0;         // bytes of one value
+  bool typed = false;           // of a fundamental type (not a texture reference, say)
+  bool open_dimension = false;  // "[]": the size comes from the initializer
+  size_t end = 0;               // the first token after the declaration's dimensions
+};
+
+Result<PtxVariable> PtxDeclaration(const std::vector<std::string_view>& t, size_t b, size_t e,
+                                   const char* what) {
+  PtxVariable v;
+  uint64_t element = 0, vector = 1;
+  size_t i = b;
+  for (; i < e; ++i) {
+    std::string_view tok = t[i];
+    if (tok == ".align") {
+      if (i + 1 >= e) return PtxError(std::string(what) + ": .align without a value");
+      auto n = PtxNumber(t[++i]);
+      if (!n || *n == 0 || *n > 4096 || (*n & (*n - 1)) != 0) {
+        return PtxError(std::string(what) + ": bad alignment '" + std::string(t[i]) + "'");
+      }
+      v.align = *n;
+    } else if (tok == ".v2" || tok == ".v4" || tok == ".v8") {
+      vector = uint64_t(tok[2] - '0');
+    } else if (uint64_t n = PtxTypeBytes(tok); n != 0) {
+      element = n;
+    } else if (!tok.empty() && tok[0] == '.') {
+      continue;  // a state space or qualifier (.param, .ptr, .global, .const, .visible ...)
+    } else {
+      break;
+    }
+  }
+  if (element == 0) return v;
+  v.typed = true;
+  v.element = element;
+  if (i >= e) return PtxError(std::string(what) + " has no name");
+  v.name = t[i++];
+  if (!std::isalpha(static_cast<unsigned char>(v.name[0])) && v.name[0] != '_' &&
+      v.name[0] != '$' && v.name[0] != '%') {
+    return PtxError(std::string(what) + ": '" + std::string(v.name) + "' is not a name");
+  }
+  uint64_t count = 1;
+  while (i < e && t[i] == "[") {
+    if (i + 1 < e && t[i + 1] == "]") {
+      v.open_dimension = true;
+      i += 2;
+      continue;
+    }
+    auto n = i + 2 < e && t[i + 2] == "]" ? PtxNumber(t[i + 1]) : std::nullopt;
+    if (!n) return PtxError(std::string(what) + " " + std::string(v.name) + ": bad dimension");
+    if (*n != 0 && count > kMaxPtxGlobalBytes / *n) {
+      return PtxError(std::string(what) + " " + std::string(v.name) + " is too large");
+    }
+    count *= *n;
+    i += 3;
+  }
+  v.bytes = element * vector * count;
+  if (v.bytes > kMaxPtxGlobalBytes) {
+    return PtxError(std::string(what) + " " + std::string(v.name) + " is too large");
+  }
+  if (v.align == 0) v.align = element * vector;
+  v.end = i;
+  return v;
+}
+
+// One value of an initializer: an integer (decimal or 0x hex) or a float as its bits (0f
+// followed by 8 hex digits, 0d by 16).
+std::optional<uint64_t> PtxValue(std::string_view t, bool negative) {
+  auto hex = [](std::string_view digits) -> std::optional<uint64_t> {
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+    if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+    return v;
+  };
+  if (!t.empty() && (t.back() == 'U' || t.back() == 'u')) t.remove_suffix(1);
+  std::optional<uint64_t> v;
+  if (t.size() == 10 && (t.starts_with("0f") || t.starts_with("0F"))) {
+    v = negative ? std::nullopt : hex(t.substr(2));
+  } else if (t.size() == 18 && (t.starts_with("0d") || t.starts_with("0D"))) {
+    v = negative ? std::nullopt : hex(t.substr(2));
+  } else if (t.size() > 2 && (t.starts_with("0x") || t.starts_with("0X"))) {
+    v = hex(t.substr(2));
+  } else {
+    v = PtxNumber(t);
+  }
+  if (v && negative) *v = ~*v + 1;
+  return v;
+}
+
+// The initial bytes of a variable whose values are the tokens [b, e) (braces and commas
+// included), little-endian, `element` bytes each; empty when a value is not a number (an
+// address, say: the model leaves such a variable zero).
+std::vector<uint8_t> PtxInitializer(const std::vector<std::string_view>& t, size_t b, size_t e,
+                                    uint64_t element, uint64_t bytes) {
+  std::vector<uint8_t> init;
+  bool negative = false;
+  for (size_t i = b; i < e; ++i) {
+    if (t[i] == "{" || t[i] == "}" || t[i] == ",") continue;
+    if (t[i] == "-") {
+      negative = true;
+      continue;
+    }
+    auto v = PtxValue(t[i], negative);
+    negative = false;
+    if (!v || init.size() + element > bytes) return {};
+    for (uint64_t k = 0; k < element; ++k) init.push_back(uint8_t(k < 8 ? *v >> (8 * k) : 0));
+  }
+  return init;
+}
+
+// Reads a PTX module: its kernels (.entry, with the layout of their .param lists) and its
+// globals (.global and .const variables at module scope, with initial values written as
+// numbers).
+// False when the text is no PTX (it declares no .version).
+Result<bool> ReadPtx(std::string_view text, ImageInfo* info) {
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) text = text.substr(0, nul);
+  if (text.find(".version") == std::string_view::npos) return false;
+  auto tokens = HAMI_TRY(PtxSplit(text));
+  const auto& t = tokens;
+  if (std::find(t.begin(), t.end(), ".version") == t.end()) return false;
+  int braces = 0, parens = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == "{") {
+      ++braces;
+    } else if (t[i] == "}") {
+      if (--braces < 0) return PtxError("'}' closes no block");
+    } else if (t[i] == "(") {
+      ++parens;
+    } else if (t[i] == ")") {
+      if (--parens < 0) return PtxError("')' closes nothing");
+    }
+    if (braces != 0 || parens != 0) continue;
+    if (t[i] == ".entry") {
+      if (i + 1 >= t.size()) return PtxError(".entry has no name");
+      std::string name(t[++i]);
+      ImageKernel kernel;
+      kernel.params_known = true;
+      if (i + 1 < t.size() && t[i + 1] == "(") {
+        size_t close = i + 2;
+        while (close < t.size() && t[close] != ")") ++close;
+        if (close == t.size()) return PtxError("the parameters of " + name + " are not closed");
+        uint64_t offset = 0;
+        for (size_t b = i + 2; b < close;) {
+          size_t e = b;
+          while (e < close && t[e] != ",") ++e;
+          auto p = HAMI_TRY(PtxDeclaration(t, b, e, "a parameter"));
+          if (!p.typed) return PtxError("a parameter of " + name + " has no type");
+          offset = RoundUp(offset, p.align);
+          if (p.bytes > kMaxParamBytes || offset + p.bytes > kMaxParamBytes) {
+            return PtxError("the parameters of " + name + " take more than " +
+                            std::to_string(kMaxParamBytes) + " bytes");
+          }
+          kernel.params.push_back({uint32_t(offset), uint32_t(p.bytes)});
+          offset += p.bytes;
+          b = e + 1;
+        }
+        i = close;
+      }
+      info->kernels.insert_or_assign(std::move(name), std::move(kernel));
+    } else if ((t[i] == ".global" || t[i] == ".const") && (i == 0 || t[i - 1] != ".extern")) {
+      size_t e = i;
+      while (e < t.size() && t[e] != ";" && t[e] != "=") ++e;
+      auto v = HAMI_TRY(PtxDeclaration(t, i, e, "a global"));
+      if (!v.typed) {  // a texture, sampler or surface reference: no memory of its own
+        while (e < t.size() && t[e] != ";") ++e;
+        i = e;
+        continue;
+      }
+      uint64_t bytes = v.bytes;
+      if (v.open_dimension) {  // one element per initializer value
+        uint64_t values = 1;
+        size_t j = e;
+        while (j < t.size() && t[j] != ";") values += t[j++] == "," ? 1 : 0;
+        bytes *= values;
+      }
+      ImageGlobal& g = info->globals[std::string(v.name)];
+      g.bytes = bytes;
+      size_t end = e;
+      while (end < t.size() && t[end] != ";") ++end;
+      if (e < t.size() && t[e] == "=") g.init = PtxInitializer(t, e + 1, end, v.element, bytes);
+      i = end;
+    }
+  }
+  if (braces != 0 || parens != 0) return PtxError("a block is not closed");
+  return true;
+}
+
 Status ReadFatbin(std::span<const uint8_t> bytes, ImageInfo* info) {
   Reader fatbin(bytes, "fat binary");
   uint16_t header_size = HAMI_TRY(fatbin.At<uint16_t>(6, "header size"));
@@ -242,7 +572,14 @@ Status ReadFatbin(std::span<const uint8_t> bytes, ImageInfo* info) {
   }
   auto entries = HAMI_TRY(fatbin.Span(header_size, size, "entries"));
   Reader r(entries, "fat binary entry");
-  bool any = false;  // one readable cubin lists what every entry holds
+  bool cubin = false;   // one readable cubin lists what every entry holds
+  bool unread = false;  // an entry the model cannot see into
+  struct Ptx {
+    std::span<const uint8_t> payload;
+    uint64_t flags;
+    uint64_t decoded_size;
+  };
+  std::vector<Ptx> ptx;
   for (uint64_t p = 0; p < entries.size();) {
     uint16_t kind = HAMI_TRY(r.At<uint16_t>(p, "kind"));
     uint32_t entry_header = HAMI_TRY(r.At<uint32_t>(p + 4, "header size"));
@@ -253,16 +590,42 @@ Status ReadFatbin(std::span<const uint8_t> bytes, ImageInfo* info) {
           "fat binary entry: header size " + std::to_string(entry_header) + " (at least 16)");
     }
     uint64_t flags = entry_header >= 48 ? HAMI_TRY(r.At<uint64_t>(p + 40, "flags")) : 0;
+    uint64_t decoded_size =
+        entry_header >= 64 ? HAMI_TRY(r.At<uint64_t>(p + 56, "uncompressed size")) : 0;
     auto payload = HAMI_TRY(r.Span(p + entry_header, payload_size, "payload"));
-    if (kind == kEntryElf) {
-      if ((flags & kEntryCompressed) == 0 && IsElf(payload)) {
-        HAMI_TRY(ReadElf(payload, info));
-        any = true;
-      }
+    if (kind == kEntryElf && (flags & kEntryCompressed) == 0 && IsElf(payload)) {
+      HAMI_TRY(ReadElf(payload, info));
+      cubin = true;
+    } else if (kind == kEntryPtx && (flags & kEntryZstd) == 0) {
+      ptx.push_back({payload, flags, decoded_size});
+    } else {
+      unread = true;
     }
     p += entry_header + payload_size;
   }
-  info->complete = any;
+  if (cubin) {
+    info->complete = true;
+    return OkStatus();
+  }
+  // No cubin: the kernels are those of the PTX the driver would compile, when nothing else
+  // in the fat binary could hold more.
+  bool read_ptx = false;
+  for (const Ptx& e : ptx) {
+    std::vector<uint8_t> decoded;
+    std::span<const uint8_t> text = e.payload;
+    if ((e.flags & kEntryLz4) != 0) {
+      decoded = HAMI_TRY(Lz4Decode(e.payload, e.decoded_size));
+      text = decoded;
+    }
+    bool is_ptx = HAMI_TRY(
+        ReadPtx(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), info));
+    if (is_ptx) {
+      read_ptx = true;
+    } else {
+      unread = true;
+    }
+  }
+  info->complete = read_ptx && !unread;
   return OkStatus();
 }
 
@@ -347,6 +710,9 @@ Result<ImageInfo> ReadImage(std::span<const uint8_t> bytes) {
     HAMI_TRY(ReadFatbin(bytes, &info));
   } else if (!bytes.empty() && bytes[0] != 0 && bytes[0] < 0x80) {
     info.format = ImageFormat::kText;
+    bool is_ptx = HAMI_TRY(ReadPtx(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), &info));
+    info.complete = is_ptx;
   }
   return info;
 }

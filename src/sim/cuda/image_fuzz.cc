@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [name, kernel] : info->kernels) {
     if (name.empty()) std::abort();
     for (const auto& p : kernel.params) {
-      if (p.size > 0x3fff) std::abort();
+      if (p.size > 32764) std::abort();  // a kernel's parameter space
     }
   }
   for (const auto& [name, global] : info->globals) {
