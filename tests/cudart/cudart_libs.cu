@@ -133,9 +133,20 @@ void Curand() {
 void Cufft() {
 #if HAMI_HAVE_CUFFT
   Line l("cufft");
+  const int n = 256, batch = 4;
+  cufftComplex* d = nullptr;
+  l.Add("malloc", cudaMalloc(&d, sizeof(cufftComplex) * n * batch));
   cufftHandle plan;
-  l.Add("plan", cufftPlan1d(&plan, 256, CUFFT_C2C, 1));
-  l.Add("destroy", cufftDestroy(plan));
+  l.Add("plan", cufftPlan1d(&plan, n, CUFFT_C2C, 1));
+  l.Add("exec", cufftExecC2C(plan, d, d, CUFFT_FORWARD));
+  int dims[1] = {n};
+  cufftHandle many;
+  l.Add("plan_many",
+        cufftPlanMany(&many, 1, dims, nullptr, 1, n, nullptr, 1, n, CUFFT_C2C, batch));
+  l.Add("exec_many", cufftExecC2C(many, d, d, CUFFT_INVERSE));
+  l.Add("sync", cudaDeviceSynchronize());
+  l.Add("destroy", cufftDestroy(plan) | cufftDestroy(many));
+  l.Add("free", cudaFree(d));
 #else
   Skipped("cufft");
 #endif

@@ -144,6 +144,15 @@ TEST_F(CudartVgpuTest, ACublasWorkspaceLargerThanTheBudgetFailsCleanly) {
                   "cublas with its own workspace");
 }
 
+TEST_F(CudartVgpuTest, CufftPlansAndExecutesUnderTheInterposer) {
+  CudartRun r = HamiRun({CudartProgram("cudart_libs"), "cufft"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto f = CaseFields(r.out, "cufft");
+  if (f.count("skipped") != 0) GTEST_SKIP() << "cuFFT is not installed";
+  ExpectSucceeded(
+      f, {"malloc", "plan", "exec", "plan_many", "exec_many", "sync", "destroy", "free"}, "cufft");
+}
+
 TEST_F(CudartVgpuTest, TwoRuntimeProcessesSharingOneRegionNeverExceedTheBudgetTogether) {
   const std::string client = CudartProgram("cudart_client_shared");
   // Held while the test holds this lock: both processes' memory is measured together.

@@ -36,6 +36,8 @@ const CUuuid kIntegrity = Uuid({0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 
                                 0x12, 0x3c, 0x66, 0xe1, 0xf2});
 const CUuuid kToolsCallbacks = Uuid({0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2,
                                      0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66});
+const CUuuid kToolsModule = Uuid({0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1,
+                                  0x82, 0xaf, 0xf1, 0x99, 0x1e});
 const CUuuid kUnknownTable = Uuid({0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb,
                                    0x46, 0x9e, 0x7c, 0x0d, 0xd9});
 
@@ -58,6 +60,7 @@ TEST_F(ExportTableTest, AnUnknownTableIsNotFoundAndKnownOnesStartWithTheirSize) 
   EXPECT_EQ(reinterpret_cast<uintptr_t>(Table(kToolsCallbacks)[0]), 7u * 8);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(Table(kContextChecks)[0]), 4u * 8);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(Table(kIntegrity)[0]), 3u * 8);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(Table(kToolsModule)[0]), 64u * 8);
   EXPECT_EQ(Table(kContextStorage)[3], nullptr) << "no size word: three functions and NULL";
 }
 
@@ -142,6 +145,87 @@ TEST_F(ExportTableTest, ContextChecksReportNothingSpecialAndTheIntegrityConstant
   reinterpret_cast<void (*)(void**, size_t*)>(Table(kToolsCallbacks)[2])(&buf, &n);
   EXPECT_NE(buf, nullptr);
   EXPECT_EQ(n, 1024u);
+}
+
+struct Visited {
+  std::vector<CUfunction> functions;
+  std::vector<CUmodule> owners;
+};
+void Visit(void* opaque, CUfunction f, CUmodule owner) {
+  auto* v = static_cast<Visited*>(opaque);
+  v->functions.push_back(f);
+  v->owners.push_back(owner);
+}
+
+// As cuFFT uses it: a module of PTX with one kernel, whose function it takes from the walk.
+TEST_F(ExportTableTest, TheToolsModuleTableWalksTheFunctionsOfAModule) {
+  void* const* t = Table(kToolsModule);
+  ASSERT_GT(reinterpret_cast<uintptr_t>(t[0]), 7u * 8) << "cuFFT requires slot 7";
+  using Walk = unsigned (*)(CUcontext, CUmodule, void (*)(void*, CUfunction, CUmodule), void*);
+  auto walk = reinterpret_cast<Walk>(t[7]);
+  auto fatbin = ReadFileToString(HAMI_IMAGE_CORPUS "/kernels_ptx_lz4.fatbin", 1 << 20);
+  ASSERT_TRUE(fatbin.ok());
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, fatbin->data()), CUDA_SUCCESS);
+  Visited v;
+  EXPECT_EQ(walk(ctx_, m, &Visit, &v), 2u);
+  CUfunction k, k2;
+  ASSERT_EQ(cuModuleGetFunction(&k, m, "_Z1kPi"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&k2, m, "_Z2k2Pfi"), CUDA_SUCCESS);
+  EXPECT_EQ(v.functions, (std::vector<CUfunction>{k, k2})) << "the handles the module gives";
+  EXPECT_EQ(v.owners, (std::vector<CUmodule>{m, m}));
+  EXPECT_EQ(walk(nullptr, m, nullptr, nullptr), 2u) << "NULL context: the module's own";
+  void* params[] = {nullptr};
+  CUdeviceptr p;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 256), CUDA_SUCCESS);
+  params[0] = &p;
+  EXPECT_EQ(cuLaunchKernel(v.functions[0], 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  CUcontext other;
+  ASSERT_EQ(cuCtxCreate(&other, nullptr, 0, 1), CUDA_SUCCESS);
+  EXPECT_EQ(walk(other, m, &Visit, &v), 0u) << "not a module of that context";
+  ASSERT_EQ(cuCtxDestroy_v2(other), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+  EXPECT_EQ(walk(ctx_, m, &Visit, &v), 0u) << "an unloaded module";
+  // An image the model cannot see into lists nothing.
+  auto zstd = ReadFileToString(HAMI_IMAGE_CORPUS "/kernels_ptx_zstd.fatbin", 1 << 20);
+  ASSERT_TRUE(zstd.ok());
+  ASSERT_EQ(cuModuleLoadData(&m, zstd->data()), CUDA_SUCCESS);
+  v = {};
+  EXPECT_EQ(walk(ctx_, m, &Visit, &v), 0u);
+  EXPECT_TRUE(v.functions.empty());
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+TEST_F(ExportTableTest, APtxModuleHasTheKernelsAndGlobalsItsTextDeclares) {
+  const char* ptx =
+      ".version 8.0\n.target sm_80\n.address_size 64\n"
+      ".global .align 4 .u32 counter[2] = {5, 6};\n"
+      ".visible .entry only(.param .u64 only_param_0)\n{\n\tret;\n}\n";
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, ptx), CUDA_SUCCESS);
+  CUfunction f;
+  EXPECT_EQ(cuModuleGetFunction(&f, m, "other"), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(cuModuleGetFunction(&f, m, "only"), CUDA_SUCCESS);
+  size_t offset = 1, size = 0;
+  ASSERT_EQ(cuFuncGetParamInfo(f, 0, &offset, &size), CUDA_SUCCESS);
+  EXPECT_EQ(offset, 0u);
+  EXPECT_EQ(size, 8u);
+  unsigned count = 0;
+  ASSERT_EQ(cuModuleGetFunctionCount(&count, m), CUDA_SUCCESS);
+  EXPECT_EQ(count, 1u);
+  CUdeviceptr g;
+  size_t bytes = 0;
+  ASSERT_EQ(cuModuleGetGlobal_v2(&g, &bytes, m, "counter"), CUDA_SUCCESS);
+  EXPECT_EQ(bytes, 8u);
+  uint32_t values[2] = {};
+  ASSERT_EQ(cuMemcpyDtoH_v2(values, g, sizeof(values)), CUDA_SUCCESS);
+  EXPECT_EQ(values[0], 5u);
+  EXPECT_EQ(values[1], 6u);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
 // ---- libraries and kernels ----

@@ -38,6 +38,8 @@ constexpr Uuid kContextChecksId = {0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x4
                                    0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e};
 constexpr Uuid kToolsContextId = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
                                   0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+constexpr Uuid kToolsModuleId = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
 constexpr Uuid kIntegrityId = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
                                0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
 
@@ -48,6 +50,7 @@ enum class Table {
   kContextChecks,
   kIntegrity,
   kToolsContext,
+  kToolsModule,
 };
 
 const char* TableName(Table t) {
@@ -64,6 +67,8 @@ const char* TableName(Table t) {
       return "integrity";
     case Table::kToolsContext:
       return "tools-context";
+    case Table::kToolsModule:
+      return "tools-module";
   }
   return "?";
 }
@@ -81,12 +86,13 @@ std::string UuidText(const CUuuid* id) {
 // A slot whose meaning the model does not know: logged, CUDA_ERROR_NOT_SUPPORTED. Called
 // with whatever arguments the caller passes (the C calling convention ignores them).
 template <Table kTable, int kSlot>
-CUresult UnknownSlot(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+CUresult UnknownSlot(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f) {
   g_log.Log(LogLevel::kInfo,
             "export table %s slot %d is not modelled by the simulated GPU: "
-            "CUDA_ERROR_NOT_SUPPORTED (arguments %llx %llx %llx %llx)",
+            "CUDA_ERROR_NOT_SUPPORTED (arguments %llx %llx %llx %llx %llx %llx)",
             TableName(kTable), kSlot, (unsigned long long)a, (unsigned long long)b,
-            (unsigned long long)c, (unsigned long long)d);
+            (unsigned long long)c, (unsigned long long)d, (unsigned long long)e,
+            (unsigned long long)f);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -328,19 +334,73 @@ CUresult ToolsContextObject(void*, uint64_t key, void** out) {
   return CUDA_SUCCESS;
 }
 
-template <size_t... I>
+template <Table kTable, size_t... I>
 constexpr std::array<void*, sizeof...(I) + 1> UnknownSlots(std::index_sequence<I...>) {
-  return {Word(8 * (sizeof...(I) + 1)), Unknown<Table::kToolsContext, int(I) + 1>()...};
+  return {Word(8 * (sizeof...(I) + 1)), Unknown<kTable, int(I) + 1>()...};
 }
 
 std::array<void*, 95> MakeToolsContext() {
-  auto t = UnknownSlots(std::make_index_sequence<94>());
+  auto t = UnknownSlots<Table::kToolsContext>(std::make_index_sequence<94>());
   t[4] = Fn(&ToolsContextFlag);
   t[39] = Fn(&ToolsContextQuery);
   t[51] = Fn(&ToolsContextObject);
   return t;
 }
 const std::array<void*, 95> kToolsContext = MakeToolsContext();
+
+// ---- tools module (cuFFT asks for it) ----
+//
+// Slot 7 walks the functions of a module. cuFFT loads each kernel it generates as a module
+// of PTX holding that one kernel, asks this slot for "the" function (its visitor keeps the
+// last function it is given) and requires the count to be exactly 1; then it queries the
+// function's attributes and launches it with cuLaunchKernel, as any CUfunction.
+
+// Called once per function: (opaque, function, the module it belongs to).
+using FunctionVisitor = void (*)(void* opaque, CUfunction f, CUmodule owner);
+
+// (ctx, module, visitor, opaque) -> how many functions were visited: the module's kernels in
+// name order. 0 for a module that is not live or not of `ctx` (NULL: any), and for one
+// whose image the model cannot list (compressed with Zstandard, say). The visitor runs with
+// the driver unlocked.
+unsigned ToolsModuleEachFunction(CUcontext ctx, CUmodule m, FunctionVisitor visit, void* opaque) {
+  std::vector<CUfunction> functions;
+  {
+    ApiLock api;
+    if (RequireInit() != CUDA_SUCCESS || !D().Live(m, HandleKind::kModule) ||
+        (ctx != nullptr && ctx != m->ctx)) {
+      g_log.Log(LogLevel::kInfo, "export table tools-module slot 7: %p is no module of context %p",
+                static_cast<void*>(m), static_cast<void*>(ctx));
+      return 0;
+    }
+    if (!m->image->complete) {
+      g_log.Log(LogLevel::kInfo,
+                "export table tools-module slot 7: the model cannot list the functions of "
+                "module %p (its image is one it cannot see into)",
+                static_cast<void*>(m));
+      return 0;
+    }
+    for (const auto& [name, k] : m->image->kernels) {
+      CUfunction f;
+      if (ModuleFunctionLocked(m, name, &f) != CUDA_SUCCESS) return 0;
+      functions.push_back(f);
+    }
+  }
+  g_log.Log(LogLevel::kDebug, "export table tools-module slot 7: module %p has %zu functions",
+            static_cast<void*>(m), functions.size());
+  if (visit != nullptr) {
+    for (CUfunction f : functions) visit(opaque, f, m);
+  }
+  return unsigned(functions.size());
+}
+
+// 64 words: the real table's size is not known (cuFFT requires more than 7); its other
+// slots are not modelled.
+std::array<void*, 64> MakeToolsModule() {
+  auto t = UnknownSlots<Table::kToolsModule>(std::make_index_sequence<63>());
+  t[7] = Fn(&ToolsModuleEachFunction);
+  return t;
+}
+const std::array<void*, 64> kToolsModule = MakeToolsModule();
 
 struct TableEntry {
   const uint8_t* id;
@@ -356,6 +416,7 @@ const TableEntry kTables[] = {
     {kContextChecksId, kContextChecks, "context-checks"},
     {kIntegrityId, kIntegrity, "integrity"},
     {kToolsContextId, kToolsContext.data(), "tools-context"},
+    {kToolsModuleId, kToolsModule.data(), "tools-module"},
 };
 
 }  // namespace
