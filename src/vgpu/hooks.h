@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "nvml/nvml.h"
+#include "vgpu/export.h"
 
 namespace hami::vgpu {
 
