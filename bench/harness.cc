@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/parse.h"
+#include "common/strings.h"
 
 extern char** environ;
 
@@ -441,9 +442,14 @@ std::optional<std::vector<int>> ParseNumberList(std::string_view text, std::stri
                                                 int min, int max, const char* program) {
   const int f = int(flag.size());
   std::vector<int> out;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    auto n = ParseUint64(text.substr(0, comma), flag);
+  const std::vector<std::string_view> items =
+      text.empty() ? std::vector<std::string_view>() : SplitString(text, ',', false);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0 && i + 1 == items.size() && items[i].empty()) {
+      std::fprintf(stderr, "%s: %.*s ends with a comma\n", program, f, flag.data());
+      return std::nullopt;
+    }
+    auto n = ParseUint64(items[i], flag);
     if (!n.ok()) {
       std::fprintf(stderr, "%s: %s\n", program, n.error().message().c_str());
       return std::nullopt;
@@ -454,12 +460,6 @@ std::optional<std::vector<int>> ParseNumberList(std::string_view text, std::stri
       return std::nullopt;
     }
     out.push_back(int(*n));
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-    if (text.empty()) {
-      std::fprintf(stderr, "%s: %.*s ends with a comma\n", program, f, flag.data());
-      return std::nullopt;
-    }
   }
   if (out.empty()) {
     std::fprintf(stderr, "%s: %.*s is empty\n", program, f, flag.data());
@@ -474,9 +474,7 @@ std::optional<std::vector<size_t>> ParseNameList(std::string_view text, std::str
                                                  const std::vector<std::string>& names,
                                                  std::string_view expected, const char* program) {
   std::vector<bool> chosen(names.size(), false);
-  while (true) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
+  for (const std::string_view item : SplitString(text, ',', false)) {
     auto it = std::find(names.begin(), names.end(), item);
     if (it == names.end()) {
       std::fprintf(stderr, "%s: %.*s '%.*s' is not %.*s\n", program, int(flag.size()), flag.data(),
@@ -484,8 +482,6 @@ std::optional<std::vector<size_t>> ParseNameList(std::string_view text, std::str
       return std::nullopt;
     }
     chosen[size_t(it - names.begin())] = true;
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
   }
   std::vector<size_t> out;
   for (size_t i = 0; i < names.size(); ++i) {

@@ -1,7 +1,12 @@
 #include "common/visible_devices.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/strings.h"
 
 namespace hami {
 
@@ -12,11 +17,10 @@ VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
     for (size_t i = 0; i < uuids.size(); ++i) out.physical.push_back(int(i));
     return out;
   }
-  std::string_view rest = *value;
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    std::string_view tok = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  // A trailing comma ends the list; an empty entry before it is an unknown device.
+  std::vector<std::string_view> entries = SplitString(*value, ',', false);
+  if (entries.back().empty()) entries.pop_back();
+  for (std::string_view tok : entries) {
     while (!tok.empty() && (tok.front() == ' ' || tok.front() == '\t')) tok.remove_prefix(1);
     while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\t')) tok.remove_suffix(1);
     int found = -1;
@@ -43,13 +47,10 @@ VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
 }
 
 std::string GpuUuidText(const void* bytes16) {
-  const auto* b = static_cast<const unsigned char*>(bytes16);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return buf;
+  const std::span<const uint8_t> b(static_cast<const uint8_t*>(bytes16), 16);
+  return "GPU-" + HexEncode(b.subspan(0, 4)) + "-" + HexEncode(b.subspan(4, 2)) + "-" +
+         HexEncode(b.subspan(6, 2)) + "-" + HexEncode(b.subspan(8, 2)) + "-" +
+         HexEncode(b.subspan(10, 6));
 }
 
 }  // namespace hami

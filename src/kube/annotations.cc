@@ -5,8 +5,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <utility>
+#include <vector>
 
+#include "common/strings.h"
 #include "kube/quote.h"
 
 namespace hami::kube {
@@ -69,27 +72,6 @@ Error Bad(std::string_view annotation, std::string_view detail) {
   return Error(ErrorCode::kInvalidArgument, std::move(msg));
 }
 
-// Splits `s` at every `sep`: "a:b:" is {"a", "b", ""}.
-template <typename F>
-void ForEachPart(std::string_view s, char sep, F&& f) {
-  size_t begin = 0;
-  while (true) {
-    size_t end = s.find(sep, begin);
-    if (end == std::string_view::npos) {
-      f(s.substr(begin));
-      return;
-    }
-    f(s.substr(begin, end - begin));
-    begin = end + 1;
-  }
-}
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  ForEachPart(s, sep, [&](std::string_view p) { parts.push_back(p); });
-  return parts;
-}
-
 // Decimal digits (a leading '-' when `allow_negative`) within int32; nullopt otherwise.
 std::optional<int32_t> ParseInt32(std::string_view s, bool allow_negative) {
   bool negative = false;
@@ -137,7 +119,6 @@ std::optional<WallTime> ToWallTime(int64_t unix_seconds, int64_t nanos) {
 // ---- node inventory ----
 
 void AppendJsonString(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
   *out += '"';
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
@@ -147,8 +128,7 @@ void AppendJsonString(std::string_view s, std::string* out) {
       ++i;
     } else if (c < 0x20) {
       *out += "\\u00";
-      *out += kHex[c >> 4];
-      *out += kHex[c & 15];
+      *out += HexEncode(std::span<const uint8_t>(&c, 1));
       ++i;
     } else if (size_t n = Utf8Length(s, i); n != 0) {
       out->append(s.substr(i, n));
@@ -251,7 +231,7 @@ Result<std::vector<NodeDevice>> DecodeInventoryJson(std::string_view value) {
 }
 
 Result<std::vector<NodeDevice>> DecodeInventoryLegacy(std::string_view value) {
-  std::vector<std::string_view> entries = Split(value, ':');
+  std::vector<std::string_view> entries = SplitString(value, ':', false);
   if (entries.size() > 1 && entries.back().empty()) entries.pop_back();
   std::vector<NodeDevice> devices;
   devices.reserve(entries.size());
@@ -259,7 +239,7 @@ Result<std::vector<NodeDevice>> DecodeInventoryLegacy(std::string_view value) {
     std::string_view entry = entries[i];
     auto where = [&] { return "legacy entry " + std::to_string(i) + " " + Quote(entry) + ": "; };
     if (entry.empty()) return Bad(kNodeRegisterAnnotation, where() + "is empty");
-    std::vector<std::string_view> f = Split(entry, ',');
+    std::vector<std::string_view> f = SplitString(entry, ',', false);
     if (f.size() != 7) {
       std::string problem = where() + "expected 7 comma-separated fields " +
                             "(id,count,devmem,devcore,type,numa,health), got " +
@@ -373,16 +353,11 @@ std::string_view DeviceTextProblem(std::string_view s) {
 Result<ContainerDevice> DecodeDevice(std::string_view entry, std::string_view annotation,
                                      size_t container, size_t device) {
   if (entry.empty()) return BadDevice(annotation, container, device, entry, "empty device entry");
-  std::string_view f[4];
-  size_t n = 0;
-  ForEachPart(entry, ',', [&](std::string_view p) {
-    if (n < 4) f[n] = p;
-    ++n;
-  });
-  if (n != 4) {
-    return BadDevice(
-        annotation, container, device, entry,
-        "expected 4 comma-separated fields (uuid,type,memMiB,cores), got " + std::to_string(n));
+  const std::vector<std::string_view> f = SplitString(entry, ',', false);
+  if (f.size() != 4) {
+    return BadDevice(annotation, container, device, entry,
+                     "expected 4 comma-separated fields (uuid,type,memMiB,cores), got " +
+                         std::to_string(f.size()));
   }
   ContainerDevice d;
   if (std::string_view p = DeviceTextProblem(f[0]); !p.empty()) {
@@ -414,17 +389,9 @@ Result<ContainerDevices> DecodeContainer(std::string_view text, std::string_view
   if (text.empty()) return devices;
   if (text.back() == ':') text.remove_suffix(1);
   size_t device = 0;
-  std::optional<Error> failure;
-  ForEachPart(text, ':', [&](std::string_view entry) {
-    if (failure) return;
-    Result<ContainerDevice> d = DecodeDevice(entry, annotation, container, device++);
-    if (!d.ok()) {
-      failure.emplace(std::move(d).error());
-      return;
-    }
-    devices.push_back(std::move(d).value());
-  });
-  if (failure) return std::move(*failure);
+  for (std::string_view entry : SplitString(text, ':', false)) {
+    devices.push_back(HAMI_TRY(DecodeDevice(entry, annotation, container, device++)));
+  }
   return devices;
 }
 
@@ -639,17 +606,9 @@ Result<PodDevices> DecodePodDevices(std::string_view value, std::string_view ann
   if (value.empty()) return pod;
   if (value.back() == ';') value.remove_suffix(1);
   size_t container = 0;
-  std::optional<Error> failure;
-  ForEachPart(value, ';', [&](std::string_view text) {
-    if (failure) return;
-    Result<ContainerDevices> c = DecodeContainer(text, annotation, container++);
-    if (!c.ok()) {
-      failure.emplace(std::move(c).error());
-      return;
-    }
-    pod.push_back(std::move(c).value());
-  });
-  if (failure) return std::move(*failure);
+  for (std::string_view text : SplitString(value, ';', false)) {
+    pod.push_back(HAMI_TRY(DecodeContainer(text, annotation, container++)));
+  }
   return pod;
 }
 
@@ -672,7 +631,7 @@ Result<std::string> EncodeNodeLock(const NodeLock& lock) {
 }
 
 Result<NodeLock> DecodeNodeLock(std::string_view value) {
-  std::vector<std::string_view> f = Split(value, ',');
+  std::vector<std::string_view> f = SplitString(value, ',', false);
   if (f.size() != 1 && f.size() != 3) {
     return Bad(kNodeLockAnnotation, Quote(value) +
                                         ": expected '<RFC 3339 time>,<namespace>,<pod>' or a "

@@ -3,21 +3,23 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+
+#include "common/strings.h"
 
 namespace hami::kube {
 
 inline std::string QuoteInput(std::string_view text, size_t max_bytes = 80) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "'";
   const size_t shown = text.size() > max_bytes ? max_bytes : text.size();
   for (size_t i = 0; i < shown; ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c >= 0x7f || c == '\\') {
       out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      out += HexEncode(std::span<const uint8_t>(&c, 1));
     } else {
       out += static_cast<char>(c);
     }

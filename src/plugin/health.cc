@@ -10,6 +10,7 @@
 
 #include "common/parse.h"
 #include "common/raw_log.h"
+#include "common/strings.h"
 #include "nvml/nvml.h"
 
 namespace hami::plugin {
@@ -25,11 +26,7 @@ constexpr unsigned long long kWatchedEvents =
 bool ParseXidList(const char* value, const char* variable, std::set<uint64_t>* ids,
                   std::vector<std::string>* warnings) {
   if (value == nullptr) return false;
-  std::string_view rest = value;
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  for (std::string_view item : SplitString(value, ',', true)) {
     while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
     while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
     if (item.empty()) continue;

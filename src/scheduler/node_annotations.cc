@@ -3,6 +3,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "kube/quote.h"
 
 namespace hami::scheduler {
@@ -46,14 +47,10 @@ Result<PairScores> DecodePairScores(std::string_view value) {
 
 std::vector<std::string> DecodeCordonList(std::string_view value) {
   std::vector<std::string> out;
-  while (!value.empty()) {
-    size_t comma = value.find(',');
-    std::string_view part = value.substr(0, comma);
+  for (std::string_view part : SplitString(value, ',', true)) {
     while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
     while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
     if (!part.empty()) out.emplace_back(part);
-    if (comma == std::string_view::npos) break;
-    value.remove_prefix(comma + 1);
   }
   return out;
 }

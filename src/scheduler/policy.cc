@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/strings.h"
 #include "kube/annotations.h"
 #include "kube/quote.h"
 #include "scheduler/request.h"
@@ -17,13 +18,8 @@ std::string_view Trim(std::string_view s) {
 }
 
 std::vector<std::string_view> SplitComma(std::string_view s) {
-  std::vector<std::string_view> out;
-  while (true) {
-    size_t comma = s.find(',');
-    out.push_back(Trim(s.substr(0, comma)));
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
+  std::vector<std::string_view> out = SplitString(s, ',', false);
+  for (std::string_view& part : out) part = Trim(part);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/strings.h"
 #include "common/visible_devices.h"
 
 namespace hami::sim {
@@ -90,11 +91,7 @@ Result<std::vector<DeviceSpec>> ParseProfileSpec(std::string_view spec, std::str
   std::vector<DeviceSpec> out;
   if (spec == "none") return out;
   if (spec.empty()) return bad("empty device list (use e.g. h100-80g:2, or none)");
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string_view entry =
-        spec.substr(pos, comma == std::string_view::npos ? spec.npos : comma - pos);
+  for (std::string_view entry : SplitString(spec, ',', false)) {
     if (entry.empty()) return bad("empty entry in the device list");
     std::string_view key = entry;
     int count = 1;
@@ -124,8 +121,6 @@ Result<std::vector<DeviceSpec>> ParseProfileSpec(std::string_view spec, std::str
       d.index = int(out.size());
       out.push_back(d);
     }
-    if (comma == std::string_view::npos) break;
-    pos = comma + 1;
   }
   for (DeviceSpec& d : out) FillIdentity(&d, node, int(out.size()));
   return out;

@@ -5,6 +5,9 @@
 
 #include <regex>
 #include <set>
+#include <span>
+
+#include "common/strings.h"
 
 namespace hami::sim {
 namespace {
@@ -39,9 +42,8 @@ TEST(ParseProfileSpec, GivesEachDeviceARandomLookingVersion4Uuid) {
   std::set<std::string> seen;
   for (const DeviceSpec& s : d) {
     EXPECT_TRUE(std::regex_match(s.uuid, form)) << s.uuid;
-    char hex[3];
-    std::snprintf(hex, sizeof(hex), "%02x", s.uuid_bytes[0]);
-    EXPECT_EQ(s.uuid.substr(4, 2), hex) << "the text and the bytes are the same UUID";
+    EXPECT_EQ(s.uuid.substr(4, 2), HexEncode(std::span<const uint8_t>(s.uuid_bytes, 1)))
+        << "the text and the bytes are the same UUID";
     seen.insert(s.uuid);
   }
   EXPECT_EQ(seen.size(), d.size());

@@ -13,7 +13,9 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
+#include "common/strings.h"
 #include "common/unique_fd.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -53,12 +55,12 @@ void Log(const std::string& line) {
   std::fflush(stderr);
 }
 
+// `n` random bytes as 2n hex digits.
 std::string RandomHex(size_t n) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) out += kDigits[rng() % 16];
-  return out;
+  std::vector<uint8_t> bytes(n);
+  for (uint8_t& b : bytes) b = uint8_t(rng());
+  return HexEncode(bytes);
 }
 
 int PidfdOpen(pid_t pid) { return int(syscall(SYS_pidfd_open, pid, 0)); }
@@ -591,7 +593,7 @@ void PodWorker::RunContainer(size_t i, const plugin::ContainerResponse& response
         s.will_restart = false;
         s.reason.clear();
         s.message.clear();
-        s.container_id = "sim://" + RandomHex(64);
+        s.container_id = "sim://" + RandomHex(32);
         s.started_at = Now();
         pidfds_[i] = UniqueFd(PidfdOpen(container->pid()));
         if (terminating_ && pidfds_[i].valid()) PidfdSignal(pidfds_[i].get(), SIGTERM);

@@ -8,6 +8,8 @@
 #include <span>
 #include <tuple>
 
+#include "common/strings.h"
+
 namespace hami::sim::kube {
 
 namespace {
@@ -84,10 +86,9 @@ struct MediaRange {
 
 std::vector<MediaRange> ParseAccept(std::string_view accept) {
   std::vector<MediaRange> out;
-  while (!accept.empty()) {
-    size_t comma = accept.find(',');
-    std::string_view entry = accept.substr(0, comma);
-    accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
+  std::vector<std::string_view> entries = SplitString(accept, ',', false);
+  if (entries.back().empty()) entries.pop_back();  // "" and a trailing ','
+  for (std::string_view entry : entries) {
     size_t semi = entry.find(';');
     MediaRange m;
     m.type = Trim(entry.substr(0, semi));
@@ -401,8 +402,8 @@ json OpenApiDocument(std::string_view group, std::string_view version) {
 
 std::string ContentHash(std::string_view text) {
   uint64_t h = 14695981039346656037ull;  // FNV-1a
-  for (unsigned char c : text) {
-    h ^= c;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
     h *= 1099511628211ull;
   }
   char buf[17];
