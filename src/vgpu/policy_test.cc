@@ -1,8 +1,8 @@
 // The policy in-process, against a fake driver: the driver's typed tables (driver.h) are
 // filled with functions of this test, and the region is a real one in a temporary file. No
 // process is started and nothing sleeps. Each family's charge and refusal: linear and
-// pitched memory, arrays (every format and shape), VMM, modules and libraries, pools,
-// contexts, and the CUDA memory views.
+// pitched memory, arrays (every format and shape), VMM, modules and libraries, pools, graph
+// memory, contexts, and the CUDA memory views.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -11,6 +11,7 @@
 #include "common/temp_dir.h"
 #include "vgpu/accounting.h"
 #include "vgpu/arrays.h"
+#include "vgpu/graphs.h"
 #include "vgpu/limiter.h"
 #include "vgpu/modules.h"
 #include "vgpu/pools.h"
@@ -74,6 +75,36 @@ CUresult FakePoolAttribute(CUmemoryPool, CUmemPool_attribute attr, void* value) 
       attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? g_pool_reserved : g_pool_used;
   return CUDA_SUCCESS;
 }
+// Graphs of one memory-allocation node on device 0, of g_graph_bytes; the device's graph
+// memory as the driver reports it.
+uint64_t g_graph_bytes = 0;
+uint64_t g_graph_reserved = 0;
+int g_graph_trims = 0;
+CUresult FakeGraphNodes(CUgraph, CUgraphNode* nodes, size_t* n) {
+  if (nodes != nullptr && *n >= 1) nodes[0] = reinterpret_cast<CUgraphNode>(0x900);
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+CUresult FakeNodeType(CUgraphNode, CUgraphNodeType* type) {
+  *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  return CUDA_SUCCESS;
+}
+CUresult FakeAllocNode(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  *p = CUDA_MEM_ALLOC_NODE_PARAMS{};
+  p->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p->poolProps.location.id = 0;
+  p->bytesize = g_graph_bytes;
+  return CUDA_SUCCESS;
+}
+CUresult FakeGraphMem(CUdevice, CUgraphMem_attribute, void* value) {
+  *static_cast<cuuint64_t*>(value) = g_graph_reserved;
+  return CUDA_SUCCESS;
+}
+CUresult FakeGraphTrim(CUdevice) {
+  ++g_graph_trims;
+  g_graph_reserved = 0;  // nothing of it was in use
+  return CUDA_SUCCESS;
+}
 // Whether device 0's primary context is active.
 bool g_primary_active = false;
 CUresult FakePrimaryState(CUdevice, unsigned* flags, int* active) {
@@ -99,6 +130,11 @@ class PolicyTest : public ::testing::Test {
     fake.aux.cuDeviceGetUuid_v2 = FakeUuid;
     fake.aux.cuDevicePrimaryCtxGetState = FakePrimaryState;
     fake.aux.cuMemPoolGetAttribute = FakePoolAttribute;
+    fake.aux.cuGraphGetNodes = FakeGraphNodes;
+    fake.aux.cuGraphNodeGetType = FakeNodeType;
+    fake.aux.cuGraphMemAllocNodeGetParams = FakeAllocNode;
+    fake.aux.cuDeviceGetGraphMemAttribute = FakeGraphMem;
+    fake.cuda.cuDeviceGraphMemTrim = FakeGraphTrim;
     fake.cuda.cuMemGetInfo_v2 = FakeMemGetInfo;
     fake.cuda.cuMemFree_v2 = FakeMemFree;
     internal::g_cuda.store(&fake);
@@ -764,6 +800,55 @@ TEST_F(PolicyTest, APoolOfHostMemoryIsNotCharged) {
   PoolDestroyed(pool);
   EXPECT_EQ(Used(), before);
   g_pool_reserved = 0;
+}
+
+// ---- graph memory ----
+
+TEST_F(PolicyTest, AGraphsMemoryIsAdmittedAtItsFirstLaunchAndGivenBackAtATrim) {
+  CUgraphExec exec = reinterpret_cast<CUgraphExec>(0xa000);
+  g_graph_bytes = 3ull << 20;
+  Instantiated(CUDA_SUCCESS, &exec, reinterpret_cast<CUgraph>(0xb000));
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u) << "nothing is resident before a launch";
+  int launches = 0;
+  auto launch = [&] {
+    ++launches;
+    g_graph_reserved = 4ull << 20;  // the node's 3 MiB in whole granules
+    return CUDA_SUCCESS;
+  };
+  ASSERT_EQ(LaunchWithMemory(exec, launch), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 4ull << 20);
+  ASSERT_EQ(LaunchWithMemory(exec, launch), CUDA_SUCCESS);
+  EXPECT_EQ(launches, 2);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 4ull << 20) << "a relaunch reuses it";
+  g_graph_reserved = 0;
+  GraphMemTrimmed(0);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
+  ASSERT_EQ(LaunchWithMemory(exec, launch), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 4ull << 20) << "admitted again after the trim";
+  g_graph_reserved = 0;
+  GraphExecDestroyed(exec);
+  EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
+  g_graph_bytes = 0;
+}
+
+TEST_F(PolicyTest, AGraphWhoseMemoryPassesTheLimitFailsToLaunchAndRunsNothing) {
+  const uint64_t before = Used();
+  CUgraphExec exec = reinterpret_cast<CUgraphExec>(0xa100);
+  g_graph_bytes = Room() + kGranule;
+  Instantiated(CUDA_SUCCESS, &exec, reinterpret_cast<CUgraph>(0xb100));
+  g_graph_trims = 0;
+  bool launched = false;
+  EXPECT_EQ(LaunchWithMemory(exec,
+                             [&] {
+                               launched = true;
+                               return CUDA_SUCCESS;
+                             }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(launched);
+  EXPECT_EQ(g_graph_trims, 1) << "the device's unused graph memory was trimmed once first";
+  EXPECT_EQ(Used(), before);
+  GraphExecDestroyed(exec);
+  g_graph_bytes = 0;
 }
 
 // ---- views ----
