@@ -22,8 +22,8 @@ constexpr std::string_view kSeedToAllocateDone = ";";
 constexpr std::string_view kSeedBindTime = "1716199325";
 
 WallTime At(int y, unsigned mo, unsigned d, int h, int mi, int s) {
-  return WallTime(sys_days(std::chrono::year(y) / mo / d) + std::chrono::hours(h) +
-                  std::chrono::minutes(mi) + seconds(s));
+  return WallTime(sys_days(std::chrono::year(y) / std::chrono::month(mo) / std::chrono::day(d)) +
+                  std::chrono::hours(h) + std::chrono::minutes(mi) + seconds(s));
 }
 
 std::vector<NodeDevice> SeedDevices() {

@@ -315,7 +315,7 @@ TEST_F(ClientTest, ListAllFollowsContinueAndKeepsTheFirstPagesVersion) {
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_EQ((*r)["items"].size(), 5u);
   for (int i = 0; i < 5; ++i)
-    EXPECT_EQ((*r)["items"][i]["metadata"]["name"], "p" + std::to_string(i));
+    EXPECT_EQ((*r)["items"][size_t(i)]["metadata"]["name"], "p" + std::to_string(i));
   EXPECT_EQ((*r)["metadata"]["resourceVersion"], "rv0");
   EXPECT_FALSE((*r)["metadata"].contains("continue"));
   EXPECT_EQ(server_.requests(), 3);

@@ -11,8 +11,9 @@ namespace {
 using nlohmann::json;
 
 WallTime At(int y, unsigned mo, unsigned d, int h, int mi, int s) {
-  return WallTime(std::chrono::sys_days(std::chrono::year(y) / mo / d) + std::chrono::hours(h) +
-                  std::chrono::minutes(mi) + std::chrono::seconds(s));
+  return WallTime(
+      std::chrono::sys_days(std::chrono::year(y) / std::chrono::month(mo) / std::chrono::day(d)) +
+      std::chrono::hours(h) + std::chrono::minutes(mi) + std::chrono::seconds(s));
 }
 
 json SamplePod() {

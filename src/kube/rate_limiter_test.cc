@@ -60,7 +60,7 @@ TEST(RateLimiter, ThreadsShareOneBucketAndEachGetsADistinctSlot) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) delays[t].push_back(limiter.Reserve());
+      for (int i = 0; i < kPerThread; ++i) delays[size_t(t)].push_back(limiter.Reserve());
     });
   }
   for (auto& t : threads) t.join();

@@ -153,7 +153,7 @@ TEST(Time, FormatsAndParsesFromManyThreadsAtOnce) {
       for (int i = 0; i < 2000; ++i) {
         const WallTime when = Example(microseconds((t * 7919 + i) * 1'000'003LL));
         auto back = ParseTime(FormatMicroTime(when));
-        if (!back.ok() || *back != when) ++failures[t];
+        if (!back.ok() || *back != when) ++failures[size_t(t)];
       }
     });
   }

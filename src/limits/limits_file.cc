@@ -31,7 +31,7 @@ std::string TempName(std::string_view base) {
   if (getrandom(bytes, sizeof(bytes), GRND_NONBLOCK) != ssize_t(sizeof(bytes))) {
     // No entropy yet (early boot): the PID and the address of a local still differ between
     // writers, and O_EXCL settles the rest.
-    uint64_t v = uint64_t(getpid()) * 0x9e3779b97f4a7c15ull ^ uint64_t(uintptr_t(&bytes));
+    uint64_t v = uint64_t(getpid()) * uint64_t{0x9e3779b97f4a7c15} ^ uint64_t(uintptr_t(&bytes));
     for (unsigned char& b : bytes) b = static_cast<unsigned char>(v >>= 8);
   }
   std::string name = "." + std::string(base) + ".tmp-";

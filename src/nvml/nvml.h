@@ -31,8 +31,14 @@ extern "C" {
 
 // The "version" word of a versioned struct: its size in the low bits, the version number in the
 // top byte. `data` is the struct name without the nvml prefix and _vN_t suffix.
+#ifdef __cplusplus
+#define NVML_STRUCT_VERSION(data, ver)                        \
+  static_cast<unsigned int>(sizeof(nvml##data##_v##ver##_t) | \
+                            (static_cast<unsigned int>(ver) << 24U))
+#else
 #define NVML_STRUCT_VERSION(data, ver) \
   ((unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((unsigned int)(ver) << 24U)))
+#endif
 
 // Marks a field value that the driver could not provide.
 #define NVML_VALUE_NOT_AVAILABLE (-1)

@@ -63,8 +63,8 @@ std::string Base64UrlEncode(std::string_view in) {
   std::string out;
   uint32_t acc = 0;
   int bits = 0;
-  for (unsigned char c : in) {
-    acc = (acc << 8) | c;
+  for (char ch : in) {
+    acc = (acc << 8) | static_cast<unsigned char>(ch);
     bits += 8;
     while (bits >= 6) {
       bits -= 6;
