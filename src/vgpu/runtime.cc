@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/check.h"
 #include "common/proc.h"
 #include "common/visible_devices.h"
 #include "vgpu/identity.h"
@@ -53,7 +54,7 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   if (rt.region) {
     Status s = rt.region->ReopenAfterFork();
     if (!s.ok()) {
-      g_log.Log(LogLevel::kError, "after fork: %s", s.error().message().c_str());
+      g_log.Log(LogLevel::kError, "after fork: %s", s.error().c_str());
       rt.region_fast.store(nullptr);
       rt.region.reset();
     }
@@ -196,6 +197,7 @@ void EnsureConfigured() {
   Resolution res = ResolveConfig(file, [](const char* name) { return std::getenv(name); });
   rt.config = std::move(res.config);
   g_log.set_level(LogLevel(rt.config.log_level));
+  SetCheckLogger(&g_log);  // HAMI_BUG lines carry this library's tag and level
   for (const std::string& p : res.problems) g_log.Log(LogLevel::kError, "%s", p.c_str());
   for (const std::string& n : res.notes) g_log.Log(LogLevel::kInfo, "%s", n.c_str());
   // The driver reads CUDA_VISIBLE_DEVICES from the environment when it starts (after this):
@@ -314,7 +316,7 @@ std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::Policy
     g_log.Log(LogLevel::kError,
               "%s; this process's limits are enforced for it alone, not shared with the "
               "container",
-              opened.error().message().c_str());
+              opened.error().c_str());
     char tmpl[] = "/tmp/hami-vgpu-private-XXXXXX";
     int fd = mkstemp(tmpl);
     if (fd >= 0) {
@@ -327,7 +329,7 @@ std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::Policy
       g_log.Log(LogLevel::kError,
                 "cannot make a private region either: %s; every allocation on a limited "
                 "device is refused",
-                opened.error().message().c_str());
+                opened.error().c_str());
       return nullptr;
     }
   }
@@ -376,7 +378,7 @@ JoinState Join(Runtime& rt) {
               "%s; this process could not register in the shared region %s, so every "
               "allocation it makes on an accounted device is refused "
               "(CUDA_ERROR_OUT_OF_MEMORY)",
-              slot.error().message().c_str(), rt.config.shared_cache.c_str());
+              slot.error().c_str(), rt.config.shared_cache.c_str());
     return JoinState::kRefused;
   }
   return JoinState::kJoined;
@@ -398,6 +400,9 @@ JoinState JoinRegion() {
         break;  // this thread joins
       }
       continue;
+    }
+    if (HAMI_BUG(state != uint32_t(JoinState::kJoining), "join state holds no JoinState")) {
+      return JoinState::kRefused;  // fail closed: refuse rather than wait on a value nobody sets
     }
     rt.join_state.wait(state, std::memory_order_acquire);  // another thread is joining
     state = rt.join_state.load(std::memory_order_acquire);
