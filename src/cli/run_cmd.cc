@@ -25,6 +25,7 @@
 
 #include "cli/commands.h"
 #include "cli/paths.h"
+#include "common/exit_status.h"
 #include "common/file.h"
 #include "common/parse.h"
 #include "common/proc.h"
@@ -43,11 +44,8 @@ namespace hami::cli {
 
 namespace {
 
-// Exit statuses of hami itself; any other status is the command's.
-constexpr int kExitSetupFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitCannotExecute = 126;
-constexpr int kExitNotFound = 127;
+// Exit statuses of hami itself (common/exit_status.h); any other status is the command's.
+constexpr int kExitSetupFailed = kExitFailure;
 
 struct RunOptions {
   std::string sim_profile;

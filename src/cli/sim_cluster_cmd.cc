@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/paths.h"
+#include "common/exit_status.h"
 #include "common/proc.h"
 #include "common/stop_signals.h"
 #include "sim/cluster/cluster.h"
@@ -76,13 +77,13 @@ int RunNode(const NodeFlags& f) {
   }
   if (auto blocked = BlockStopSignals(); !blocked.ok()) {
     std::fprintf(stderr, "hami sim node: %s\n", blocked.error().message().c_str());
-    return 1;
+    return ExitStatusOf(blocked.error());
   }
   signal(SIGPIPE, SIG_IGN);
   auto agent = cl::NodeAgent::Start(o);
   if (!agent.ok()) {
     std::fprintf(stderr, "hami sim node: %s\n", agent.error().message().c_str());
-    return 1;
+    return ExitStatusOf(agent.error());
   }
   std::printf("hami sim node: %s serving %s\n", f.name.c_str(), o.device_plugin_dir.c_str());
   std::fflush(stdout);
@@ -129,7 +130,7 @@ int ClusterUp(const ClusterFlags& f) {
   auto up = cl::Up(o, stdout);
   if (!up.ok()) {
     std::fprintf(stderr, "hami sim cluster up: %s\n", up.error().message().c_str());
-    return 1;
+    return ExitStatusOf(up.error());
   }
   std::printf(
       "\nThe simulated cluster is up: %zu node(s), API server %s, hami-scheduler %s.\n"
@@ -156,7 +157,7 @@ int ClusterDown(const std::string& dir) {
   }
   if (Status s = cl::Down(DirOrDefault(dir), std::chrono::seconds(15), stdout); !s.ok()) {
     std::fprintf(stderr, "hami sim cluster down: %s\n", s.error().message().c_str());
-    return 1;
+    return ExitStatusOf(s.error());
   }
   return 0;
 }
@@ -165,7 +166,7 @@ int ClusterStatus(const std::string& dir, bool json) {
   auto info = cl::ReadClusterInfo(DirOrDefault(dir));
   if (!info.ok()) {
     std::fprintf(stderr, "hami sim cluster status: %s\n", info.error().message().c_str());
-    return 1;
+    return ExitStatusOf(info.error());
   }
   if (json) {
     nlohmann::json j = cl::ClusterInfoToJson(*info);

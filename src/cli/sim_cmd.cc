@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "common/clock.h"
+#include "common/exit_status.h"
 #include "common/parse.h"
 #include "sim/kube/api_server.h"
 #include "sim/options.h"
@@ -67,7 +68,7 @@ int PrintStatus(const std::string& path, bool json) {
   auto state = sim::SharedState::OpenExisting(path);
   if (!state.ok()) {
     std::fprintf(stderr, "hami sim status: %s\n", state.error().message().c_str());
-    return 1;
+    return ExitStatusOf(state.error());
   }
   sim::SharedState& s = **state;
   s.SweepDead();  // processes that died still hold memory until someone reclaims it
@@ -129,7 +130,7 @@ int InjectXid(const std::string& path, const std::string& device, const std::str
   auto state = sim::SharedState::OpenExisting(path);
   if (!state.ok()) {
     std::fprintf(stderr, "hami sim xid: %s\n", state.error().message().c_str());
-    return 1;
+    return ExitStatusOf(state.error());
   }
   sim::SharedState& s = **state;
   auto code = ParseUint64(code_text, "Xid code");
@@ -152,7 +153,7 @@ int InjectXid(const std::string& path, const std::string& device, const std::str
   }
   if (Status st = s.RecordXid(target->index, *code); !st.ok()) {
     std::fprintf(stderr, "hami sim xid: %s\n", st.error().message().c_str());
-    return 1;
+    return ExitStatusOf(st.error());
   }
   std::printf("Xid %llu recorded on GPU %d (%s)\n", static_cast<unsigned long long>(*code),
               target->index, target->uuid.c_str());
@@ -211,13 +212,13 @@ int ServeApiServer(const ApiServerFlags& f) {
   auto started = sim::kube::ApiServer::Start(o);
   if (!started.ok()) {
     std::fprintf(stderr, "hami sim apiserver: %s\n", started.error().message().c_str());
-    return 1;
+    return ExitStatusOf(started.error());
   }
   std::unique_ptr<sim::kube::ApiServer> server = std::move(started).value();
   if (!f.kubeconfig_out.empty()) {
     if (Status s = server->WriteKubeconfig(f.kubeconfig_out); !s.ok()) {
       std::fprintf(stderr, "hami sim apiserver: %s\n", s.error().message().c_str());
-      return 1;
+      return ExitStatusOf(s.error());
     }
   }
   std::fprintf(stderr,

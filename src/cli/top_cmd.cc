@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/region_report.h"
 #include "common/clock.h"
+#include "common/exit_status.h"
 #include "common/parse.h"
 #include "node/paths.h"
 
@@ -192,7 +193,7 @@ int Top(const TopOptions& o) {
   auto interval_ns = ParseInterval(o.interval);
   if (!interval_ns.ok()) {
     std::fprintf(stderr, "hami top: %s\n", interval_ns.error().message().c_str());
-    return 2;
+    return ExitStatusOf(interval_ns.error());
   }
   std::string source = o.target;
   if (source.empty()) {
