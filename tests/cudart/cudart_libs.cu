@@ -144,9 +144,16 @@ void Cufft() {
   l.Add("plan_many",
         cufftPlanMany(&many, 1, dims, nullptr, 1, n, nullptr, 1, n, CUFFT_C2C, batch));
   l.Add("exec_many", cufftExecC2C(many, d, d, CUFFT_INVERSE));
+  // A large size takes kernels the library ships as compressed cubins.
+  const int large = 1 << 20;
+  cufftComplex* big = nullptr;
+  l.Add("malloc_large", cudaMalloc(&big, sizeof(cufftComplex) * large));
+  cufftHandle plan_large;
+  l.Add("plan_large", cufftPlan1d(&plan_large, large, CUFFT_C2C, 1));
+  l.Add("exec_large", cufftExecC2C(plan_large, big, big, CUFFT_FORWARD));
   l.Add("sync", cudaDeviceSynchronize());
-  l.Add("destroy", cufftDestroy(plan) | cufftDestroy(many));
-  l.Add("free", cudaFree(d));
+  l.Add("destroy", cufftDestroy(plan) | cufftDestroy(many) | cufftDestroy(plan_large));
+  l.Add("free", cudaFree(d) | cudaFree(big));
 #else
   Skipped("cufft");
 #endif

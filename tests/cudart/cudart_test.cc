@@ -304,13 +304,15 @@ TEST_F(CudartLibsTest, CurandGeneratesIntoDeviceMemory) {
   ExpectSucceeded(f, {"create", "seed", "malloc", "generate", "sync", "destroy", "free"}, "curand");
 }
 
-// cuFFT loads each kernel it generates as a module of compressed PTX and takes its function
-// from the tools-module table (slot 7), which walks the module's functions.
+// cuFFT loads each kernel it uses as a module of LZ4-compressed PTX or cubin and takes its
+// function from the tools-module table (slot 7), which walks the module's functions.
 TEST_F(CudartLibsTest, CufftMakesPlansAndExecutesThem) {
   auto f = Library({"cufft"}, "cufft");
   HAMI_SKIP_IF_MISSING();
-  ExpectSucceeded(
-      f, {"malloc", "plan", "exec", "plan_many", "exec_many", "sync", "destroy", "free"}, "cufft");
+  ExpectSucceeded(f,
+                  {"malloc", "plan", "exec", "plan_many", "exec_many", "malloc_large", "plan_large",
+                   "exec_large", "sync", "destroy", "free"},
+                  "cufft");
 }
 
 TEST_F(CudartLibsTest, CusparseAndCusolverHandlesAreCreatedAndDestroyed) {

@@ -149,8 +149,10 @@ TEST_F(CudartVgpuTest, CufftPlansAndExecutesUnderTheInterposer) {
   ASSERT_EQ(r.status, 0) << r.out;
   auto f = CaseFields(r.out, "cufft");
   if (f.count("skipped") != 0) GTEST_SKIP() << "cuFFT is not installed";
-  ExpectSucceeded(
-      f, {"malloc", "plan", "exec", "plan_many", "exec_many", "sync", "destroy", "free"}, "cufft");
+  ExpectSucceeded(f,
+                  {"malloc", "plan", "exec", "plan_many", "exec_many", "malloc_large", "plan_large",
+                   "exec_large", "sync", "destroy", "free"},
+                  "cufft");
 }
 
 TEST_F(CudartVgpuTest, TwoRuntimeProcessesSharingOneRegionNeverExceedTheBudgetTogether) {

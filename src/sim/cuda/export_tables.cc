@@ -16,6 +16,7 @@
 #include <ctime>
 #include <utility>
 
+#include "common/visible_devices.h"
 #include "sim/cuda/integrity.h"
 #include "sim/cuda/model.h"
 
@@ -73,15 +74,8 @@ const char* TableName(Table t) {
   return "?";
 }
 
-std::string UuidText(const CUuuid* id) {
-  char buf[40];
-  const auto* b = reinterpret_cast<const uint8_t*>(id->bytes);
-  std::snprintf(buf, sizeof(buf),
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                b[15]);
-  return buf;
-}
+// 8-4-4-4-12 lower-case hex digits, as NVIDIA's tools print a UUID.
+std::string UuidText(const CUuuid* id) { return GpuUuidText(id->bytes).substr(4); }
 
 // A slot whose meaning the model does not know: logged, CUDA_ERROR_NOT_SUPPORTED. Called
 // with whatever arguments the caller passes (the C calling convention ignores them).
@@ -350,10 +344,11 @@ const std::array<void*, 95> kToolsContext = MakeToolsContext();
 
 // ---- tools module (cuFFT asks for it) ----
 //
-// Slot 7 walks the functions of a module. cuFFT loads each kernel it generates as a module
-// of PTX holding that one kernel, asks this slot for "the" function (its visitor keeps the
-// last function it is given) and requires the count to be exactly 1; then it queries the
-// function's attributes and launches it with cuLaunchKernel, as any CUfunction.
+// Slot 7 walks the functions of a module. cuFFT loads each kernel it uses as a module
+// holding that one kernel (LZ4-compressed PTX, or an LZ4-compressed cubin for large sizes),
+// asks this slot for "the" function (its visitor keeps the last function it is given) and
+// requires the count to be exactly 1; then it queries the function's attributes and
+// launches it with cuLaunchKernel, as any CUfunction.
 
 // Called once per function: (opaque, function, the module it belongs to).
 using FunctionVisitor = void (*)(void* opaque, CUfunction f, CUmodule owner);

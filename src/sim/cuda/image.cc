@@ -287,8 +287,14 @@ Result<std::vector<uint8_t>> Lz4Decode(std::span<const uint8_t> in, uint64_t exp
     if (!length(token & 15, &match)) return bad("a match length runs past the end", p);
     match += 4;
     if (match > expected - out.size()) return bad("output beyond the declared size", p);
-    size_t from = out.size() - offset;
-    for (size_t i = 0; i < match; ++i) out.push_back(out[from + i]);  // may overlap itself
+    const size_t at = out.size();
+    out.resize(at + match);  // within the reserved size: no reallocation
+    uint8_t* o = out.data();
+    if (offset >= match) {
+      std::memcpy(o + at, o + at - offset, match);
+    } else {
+      for (size_t i = 0; i < match; ++i) o[at + i] = o[at - offset + i];  // repeats itself
+    }
   }
   if (out.size() != expected) {
     return Error(ErrorCode::kInvalidArgument, "LZ4 payload: decodes to " +
@@ -596,6 +602,14 @@ Status ReadFatbin(std::span<const uint8_t> bytes, ImageInfo* info) {
     if (kind == kEntryElf && (flags & kEntryCompressed) == 0 && IsElf(payload)) {
       HAMI_TRY(ReadElf(payload, info));
       cubin = true;
+    } else if (kind == kEntryElf && (flags & kEntryCompressed) == kEntryLz4) {
+      auto decoded = HAMI_TRY(Lz4Decode(payload, decoded_size));
+      if (IsElf(decoded)) {
+        HAMI_TRY(ReadElf(decoded, info));
+        cubin = true;
+      } else {
+        unread = true;
+      }
     } else if (kind == kEntryPtx && (flags & kEntryZstd) == 0) {
       ptx.push_back({payload, flags, decoded_size});
     } else {

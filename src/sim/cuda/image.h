@@ -1,14 +1,14 @@
 // What a module image declares, read from the image itself: the kernels (with their
 // parameter layouts and register counts) and the global variables (with their sizes) of a
-// cubin (ELF), of a fat binary holding cubins, or of the runtime's fat-binary wrapper; and
-// the kernels and globals of PTX (no register counts), as text or as the entries of a fat
-// binary without a readable cubin, plain or LZ4-compressed.
+// cubin (ELF), of a fat binary holding cubins (plain or LZ4-compressed), or of the runtime's
+// fat-binary wrapper; and the kernels and globals of PTX (no register counts), as text or as
+// the entries of a fat binary without a readable cubin, plain or LZ4-compressed.
 //
 // Images are outside input: ReadImage reads only the bytes it is given, checks every
 // offset, and refuses a malformed header, payload or PTX text with an error naming the
-// format and the field. An image it cannot see into (compressed cubins, Zstandard payloads,
-// text that is no PTX, other formats) is accepted as incomplete: the simulated driver then
-// lets any kernel or global name resolve, since the image may hold it.
+// format and the field. An image it cannot see into (Zstandard-compressed payloads, text
+// that is no PTX, other formats) is accepted as incomplete: the simulated driver then lets
+// any kernel or global name resolve, since the image may hold it.
 //
 // Pure functions; thread-safe.
 #pragma once

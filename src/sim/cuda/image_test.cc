@@ -69,6 +69,14 @@ TEST(ModuleImage, AFatBinaryIsReadThroughItsCubin) {
   EXPECT_EQ(ImageExtent(fatbin.data()), fatbin.size());
 }
 
+TEST(ModuleImage, AnLz4CompressedCubinIsReadToo) {
+  std::string fatbin = Corpus("kernels_lz4.fatbin");
+  auto info = Read(fatbin);
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  ExpectKernelsOfTheCorpus(*info);
+  EXPECT_EQ(ImageExtent(fatbin.data()), fatbin.size());
+}
+
 TEST(ModuleImage, TheRuntimesWrapperPointsAtItsFatBinary) {
   std::string fatbin = Corpus("kernels.fatbin");
   struct {

@@ -3,6 +3,7 @@
 //   --no-compress -o kernels_ptx.fatbin,
 //   --compress-mode=speed -Xfatbin -compress-all -o kernels_ptx_lz4.fatbin (LZ4),
 //   --compress-mode=default -Xfatbin -compress-all -o kernels_ptx_zstd.fatbin (Zstandard)
+// LZ4: nvcc -fatbin -arch=sm_80 --compress-mode=speed -Xfatbin -compress-all -o kernels_lz4.fatbin
 __device__ int table[100];
 __constant__ float coef[16] = {1, 2, 3};
 __device__ __noinline__ int helper(int x) { return x * 3; }
