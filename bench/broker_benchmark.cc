@@ -173,14 +173,10 @@ class BareServer {
       if (getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
       uint8_t req[broker::kRequestSize];
       size_t got = 0;
-      int err = 0;
       const int64_t deadline = MonotonicNs() + 1'000'000'000;
-      if (broker::ReadFull(c.get(), req, sizeof(req), deadline, &got, &err) !=
-          broker::IoResult::kOk) {
-        continue;
-      }
+      if (!broker::ReadFull(c.get(), req, sizeof(req), deadline, &got).ok()) continue;
       const broker::ResponseFrame f = broker::EncodeSuccess(uint32_t(cred.pid));
-      (void)broker::WriteFull(c.get(), f.data(), f.size(), deadline, &err);
+      (void)broker::WriteFull(c.get(), f.data(), f.size(), deadline);
     }
   }
 
@@ -203,14 +199,11 @@ SeriesResult RunBaseline(const std::string& path, int round_trips) {
   auto one = [&]() -> bool {
     UniqueFd fd = BareServer::BareConnect(path);
     if (!fd.valid()) return false;
-    int err = 0;
     size_t got = 0;
     const int64_t deadline = MonotonicNs() + 1'000'000'000;
     broker::ResponseFrame f{};
-    return broker::WriteFull(fd.get(), request.data(), request.size(), deadline, &err) ==
-               broker::IoResult::kOk &&
-           broker::ReadFull(fd.get(), f.data(), f.size(), deadline, &got, &err) ==
-               broker::IoResult::kOk &&
+    return broker::WriteFull(fd.get(), request.data(), request.size(), deadline).ok() &&
+           broker::ReadFull(fd.get(), f.data(), f.size(), deadline, &got).ok() &&
            broker::DecodeResponse(f).response.pid == uint32_t(self);
   };
   for (int i = 0; i < 50; ++i) (void)one();

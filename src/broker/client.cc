@@ -28,6 +28,19 @@ ClientResult Fail(ClientFailure f, int err = 0, FrameError fe = FrameError::kNon
   return r;
 }
 
+// A failed WriteFull or ReadFull as the client's result; `closed_errno` is what a closed
+// peer reports (EPIPE for a write, 0 for a read).
+ClientResult FailIo(const Error& e, int closed_errno) {
+  switch (e.code()) {
+    case ErrorCode::kTimeout:
+      return Fail(ClientFailure::kTimeout, ETIMEDOUT);
+    case ErrorCode::kUnavailable:
+      return Fail(ClientFailure::kClosed, closed_errno);
+    default:
+      return Fail(ClientFailure::kIo, e.sys_errno());
+  }
+}
+
 bool Writable(mode_t mode) { return (mode & (S_IWGRP | S_IWOTH)) != 0; }
 
 // Connects a non-blocking socket to `addr` before the deadline. A full backlog (EAGAIN on
@@ -169,14 +182,9 @@ PendingQuery BeginQuery(const ClientOptions& o) {
   }
 
   const RequestFrame request = EncodeRequest();
-  int err = 0;
-  IoResult w = WriteFull(fd.get(), request.data(), request.size(), q.deadline_ns, &err);
-  if (w == IoResult::kTimeout) {
-    q.result = Fail(ClientFailure::kTimeout, ETIMEDOUT);
-  } else if (w == IoResult::kClosed) {
-    q.result = Fail(ClientFailure::kClosed, EPIPE);
-  } else if (w != IoResult::kOk) {
-    q.result = Fail(ClientFailure::kIo, err);
+  hami::Status w = WriteFull(fd.get(), request.data(), request.size(), q.deadline_ns);
+  if (!w.ok()) {
+    q.result = FailIo(w.error(), EPIPE);
   } else {
     q.fd = fd.Release();
   }
@@ -189,12 +197,9 @@ ClientResult FinishQuery(PendingQuery* q, int64_t grace_ns) {
   q->fd = -1;
   ResponseFrame response{};
   size_t got = 0;
-  int err = 0;
   const int64_t deadline_ns = std::max(q->deadline_ns, MonotonicNs() + grace_ns);
-  IoResult r = ReadFull(fd.get(), response.data(), response.size(), deadline_ns, &got, &err);
-  if (r == IoResult::kTimeout) return q->result = Fail(ClientFailure::kTimeout, ETIMEDOUT);
-  if (r == IoResult::kClosed) return q->result = Fail(ClientFailure::kClosed);
-  if (r != IoResult::kOk) return q->result = Fail(ClientFailure::kIo, err);
+  hami::Status r = ReadFull(fd.get(), response.data(), response.size(), deadline_ns, &got);
+  if (!r.ok()) return q->result = FailIo(r.error(), 0);
 
   DecodedResponse d = DecodeResponse(response);
   if (d.error == FrameError::kRefused) {

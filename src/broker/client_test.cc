@@ -125,10 +125,9 @@ std::function<void(int)> Replying(std::vector<uint8_t> reply,
   return [reply, request_seen](int fd) {
     uint8_t req[kRequestSize];
     size_t got = 0;
-    int err = 0;
-    ReadFull(fd, req, sizeof(req), MonotonicNs() + 2'000'000'000, &got, &err);
+    (void)ReadFull(fd, req, sizeof(req), MonotonicNs() + 2'000'000'000, &got);
     if (request_seen != nullptr) request_seen->assign(req, req + got);
-    WriteFull(fd, reply.data(), reply.size(), MonotonicNs() + 2'000'000'000, &err);
+    (void)WriteFull(fd, reply.data(), reply.size(), MonotonicNs() + 2'000'000'000);
   };
 }
 
@@ -214,8 +213,7 @@ TEST_F(ClientTest, AResponseArrivingOneByteAtATimeIsAssembled) {
   FakeServer server(path_, [](int fd) {
     uint8_t req[kRequestSize];
     size_t got = 0;
-    int err = 0;
-    ReadFull(fd, req, sizeof(req), MonotonicNs() + 2'000'000'000, &got, &err);
+    (void)ReadFull(fd, req, sizeof(req), MonotonicNs() + 2'000'000'000, &got);
     SendOneByteAtATime(fd, golden::kResponsePid8011);
   });
   EXPECT_EQ(Query().pid, 8011);
@@ -380,8 +378,7 @@ TEST(FullIo, MovesAFrameSentOneByteAtATime) {
   UniqueFd a(sv[0]), b(sv[1]);
   std::thread writer([&] {
     for (uint8_t byte : golden::kRequestV1) {
-      int err = 0;
-      EXPECT_EQ(WriteFull(a.get(), &byte, 1, MonotonicNs() + 2'000'000'000, &err), IoResult::kOk);
+      EXPECT_TRUE(WriteFull(a.get(), &byte, 1, MonotonicNs() + 2'000'000'000).ok());
       // The next byte only once the reader has this one (SIOCOUTQ: no event says so).
       hami::testing::PollUntil(
           [&a] {
@@ -393,10 +390,8 @@ TEST(FullIo, MovesAFrameSentOneByteAtATime) {
   });
   uint8_t got_bytes[kRequestSize];
   size_t got = 0;
-  int err = 0;
-  EXPECT_EQ(
-      ReadFull(b.get(), got_bytes, sizeof(got_bytes), MonotonicNs() + 5'000'000'000, &got, &err),
-      IoResult::kOk);
+  EXPECT_TRUE(
+      ReadFull(b.get(), got_bytes, sizeof(got_bytes), MonotonicNs() + 5'000'000'000, &got).ok());
   writer.join();
   EXPECT_EQ(std::vector<uint8_t>(got_bytes, got_bytes + got), golden::kRequestV1);
 }
@@ -407,17 +402,22 @@ TEST(FullIo, ReportsEndOfStreamTimeoutAndAClosedPeerWithoutSigpipe) {
   UniqueFd a(sv[0]), b(sv[1]);
   uint8_t buf[12];
   size_t got = 0;
-  int err = 0;
-  EXPECT_EQ(ReadFull(b.get(), buf, sizeof(buf), MonotonicNs() + 50'000'000, &got, &err),
-            IoResult::kTimeout);
+  hami::Status timed_out = ReadFull(b.get(), buf, sizeof(buf), MonotonicNs() + 50'000'000, &got);
+  ASSERT_FALSE(timed_out.ok());
+  EXPECT_EQ(timed_out.error().code(), ErrorCode::kTimeout);
+  EXPECT_EQ(timed_out.error().sys_errno(), ETIMEDOUT);
   send(a.get(), "HPID", 4, MSG_NOSIGNAL);
   a.Reset();
-  EXPECT_EQ(ReadFull(b.get(), buf, sizeof(buf), MonotonicNs() + 1'000'000'000, &got, &err),
-            IoResult::kClosed);
+  hami::Status ended = ReadFull(b.get(), buf, sizeof(buf), MonotonicNs() + 1'000'000'000, &got);
+  ASSERT_FALSE(ended.ok());
+  EXPECT_EQ(ended.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(ended.error().text(), "the peer closed the stream");
   EXPECT_EQ(got, 4u);
   // Writing to a closed peer: an error result, and the process is still here (no SIGPIPE).
-  EXPECT_EQ(WriteFull(b.get(), buf, sizeof(buf), MonotonicNs() + 1'000'000'000, &err),
-            IoResult::kClosed);
+  hami::Status closed = WriteFull(b.get(), buf, sizeof(buf), MonotonicNs() + 1'000'000'000);
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.error().code(), ErrorCode::kUnavailable);
+  EXPECT_TRUE(closed.error().sys_errno() == EPIPE || closed.error().sys_errno() == ECONNRESET);
 }
 
 }  // namespace

@@ -6,19 +6,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/result.h"
+
 namespace hami::broker {
 
-enum class IoResult : uint8_t {
-  kOk,       // all bytes moved
-  kClosed,   // the peer closed (or reset) before all bytes moved
-  kTimeout,  // the deadline passed first
-  kError,    // a system call failed; see *err
-};
+// Each returns OkStatus() once all bytes moved, or an Error (bounded: it never allocates):
+//   kTimeout      the deadline passed first (sys_errno ETIMEDOUT);
+//   kUnavailable  the peer closed or reset the stream first (sys_errno EPIPE or ECONNRESET, or
+//                 0 for the end of the stream);
+//   kIo           a system call failed (sys_errno says which).
 
 // Writes `size` bytes or fails. `deadline_ns` is on the CLOCK_MONOTONIC scale (MonotonicNs()).
-IoResult WriteFull(int fd, const void* data, size_t size, int64_t deadline_ns, int* err);
+::hami::Status WriteFull(int fd, const void* data, size_t size, int64_t deadline_ns);
 // Reads exactly `size` bytes or fails; *got says how many arrived (a partial frame is never
 // used by callers).
-IoResult ReadFull(int fd, void* data, size_t size, int64_t deadline_ns, size_t* got, int* err);
+::hami::Status ReadFull(int fd, void* data, size_t size, int64_t deadline_ns, size_t* got);
 
 }  // namespace hami::broker

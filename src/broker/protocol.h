@@ -51,7 +51,11 @@ struct Response {
 using RequestFrame = std::array<uint8_t, kRequestSize>;
 using ResponseFrame = std::array<uint8_t, kResponseSize>;
 
-// Why a frame was not accepted.
+// Why a frame was not accepted. This stays a codec-level enum instead of the project's Error:
+// the codec is constexpr (frames are encoded and checked at compile time) and an Error is not a
+// literal type; each value names one rule of the wire format, which the client reports as is
+// (ClientResult::frame_error) and the fuzz targets check exactly. Callers that need an Error
+// make one from FrameErrorName.
 enum class FrameError : uint8_t {
   kNone = 0,
   kTruncated,   // fewer bytes than a frame

@@ -41,9 +41,9 @@ TierOutcome ProcfsTier(const char* root) {
   }
   pid_t pids[kMaxPidNamespaceLevels];
   size_t count = 0;
-  NsPidsError e = ParseNStgid(std::string_view(text, size), pids, kMaxPidNamespaceLevels, &count);
-  if (e != NsPidsError::kNone) {
-    g_log.Log(LogLevel::kDebug, "%s: %s", path, NsPidsErrorName(e));
+  Status parsed = ParseNStgid(std::string_view(text, size), pids, kMaxPidNamespaceLevels, &count);
+  if (!parsed.ok()) {
+    g_log.Log(LogLevel::kDebug, "%s: %s", path, parsed.error().c_str());
     o.reason = IdentityReason::kMalformed;
     return o;
   }

@@ -11,29 +11,7 @@ bool IsSeparator(char c) { return c == '\t' || c == ' '; }
 
 }  // namespace
 
-const char* NsPidsErrorName(NsPidsError e) {
-  switch (e) {
-    case NsPidsError::kNone:
-      return "none";
-    case NsPidsError::kNoField:
-      return "no NStgid field";
-    case NsPidsError::kRepeated:
-      return "NStgid field repeated";
-    case NsPidsError::kEmpty:
-      return "NStgid field empty";
-    case NsPidsError::kJunk:
-      return "NStgid field holds something other than PIDs";
-    case NsPidsError::kNotPositive:
-      return "NStgid field holds PID 0";
-    case NsPidsError::kTooLarge:
-      return "NStgid field holds a PID above INT_MAX";
-    case NsPidsError::kTooManyLevels:
-      return "NStgid field lists more PID namespace levels than fit";
-  }
-  return "unknown";
-}
-
-NsPidsError ParseNStgid(std::string_view text, pid_t* pids, size_t capacity, size_t* count) {
+Status ParseNStgid(std::string_view text, pid_t* pids, size_t capacity, size_t* count) {
   *count = 0;
   // Find the one line that starts with the field name.
   std::string_view line;
@@ -44,14 +22,14 @@ NsPidsError ParseNStgid(std::string_view text, pid_t* pids, size_t capacity, siz
     if (end == std::string_view::npos) end = text.size();
     std::string_view l = text.substr(pos, end - pos);
     if (l.substr(0, kField.size()) == kField) {
-      if (found) return NsPidsError::kRepeated;
+      if (found) return Error(ErrorCode::kInvalidArgument, "NStgid field repeated");
       found = true;
       line = l.substr(kField.size());
     }
     if (end == text.size()) break;
     pos = end + 1;
   }
-  if (!found) return NsPidsError::kNoField;
+  if (!found) return Error(ErrorCode::kInvalidArgument, "no NStgid field");
 
   size_t n = 0;
   size_t i = 0;
@@ -60,28 +38,34 @@ NsPidsError ParseNStgid(std::string_view text, pid_t* pids, size_t capacity, siz
       ++i;
       continue;
     }
-    if (line[i] < '0' || line[i] > '9') return NsPidsError::kJunk;
+    if (line[i] < '0' || line[i] > '9')
+      return Error(ErrorCode::kInvalidArgument, "NStgid field holds something other than PIDs");
     if (line[i] == '0') {
       // "0" alone is PID 0; "0" followed by more digits is a leading zero.
       if (i + 1 < line.size() && line[i + 1] >= '0' && line[i + 1] <= '9') {
-        return NsPidsError::kJunk;
+        return Error(ErrorCode::kInvalidArgument, "NStgid field holds something other than PIDs");
       }
-      if (i + 1 < line.size() && !IsSeparator(line[i + 1])) return NsPidsError::kJunk;
-      return NsPidsError::kNotPositive;
+      if (i + 1 < line.size() && !IsSeparator(line[i + 1]))
+        return Error(ErrorCode::kInvalidArgument, "NStgid field holds something other than PIDs");
+      return Error(ErrorCode::kInvalidArgument, "NStgid field holds PID 0");
     }
     long long v = 0;
     while (i < line.size() && line[i] >= '0' && line[i] <= '9') {
       v = v * 10 + (line[i] - '0');
-      if (v > INT_MAX) return NsPidsError::kTooLarge;
+      if (v > INT_MAX)
+        return Error(ErrorCode::kInvalidArgument, "NStgid field holds a PID above INT_MAX");
       ++i;
     }
-    if (i < line.size() && !IsSeparator(line[i])) return NsPidsError::kJunk;
-    if (n == capacity) return NsPidsError::kTooManyLevels;
+    if (i < line.size() && !IsSeparator(line[i]))
+      return Error(ErrorCode::kInvalidArgument, "NStgid field holds something other than PIDs");
+    if (n == capacity)
+      return Error(ErrorCode::kUnsupported,
+                   "NStgid field lists more PID namespace levels than fit");
     pids[n++] = pid_t(v);
   }
-  if (n == 0) return NsPidsError::kEmpty;
+  if (n == 0) return Error(ErrorCode::kInvalidArgument, "NStgid field empty");
   *count = n;
-  return NsPidsError::kNone;
+  return OkStatus();
 }
 
 }  // namespace hami::vgpu

@@ -14,23 +14,16 @@
 #include <cstddef>
 #include <string_view>
 
+#include "common/result.h"
+
 namespace hami::vgpu {
 
-enum class NsPidsError {
-  kNone = 0,
-  kNoField,        // no line starts with "NStgid:"
-  kRepeated,       // more than one such line
-  kEmpty,          // the field lists no PID
-  kJunk,           // a character that is not a digit or a separator, or a leading zero
-  kNotPositive,    // 0 (a negative number is junk: no sign is accepted)
-  kTooLarge,       // above INT_MAX
-  kTooManyLevels,  // more numbers than `capacity`
-};
-
-const char* NsPidsErrorName(NsPidsError e);
-
-// Fills pids[0..*count) from the NStgid line of `status_text`. On error *count is 0.
-NsPidsError ParseNStgid(std::string_view status_text, pid_t* pids, size_t capacity, size_t* count);
+// Fills pids[0..*count) from the NStgid line of `status_text`. On error *count is 0 and the
+// Error (bounded, never allocating) is kInvalidArgument naming what was wrong ("no NStgid
+// field", "NStgid field repeated", "NStgid field empty", "NStgid field holds something other
+// than PIDs", "NStgid field holds PID 0", "NStgid field holds a PID above INT_MAX"), or
+// kUnsupported for "NStgid field lists more PID namespace levels than fit".
+Status ParseNStgid(std::string_view status_text, pid_t* pids, size_t capacity, size_t* count);
 
 // The kernel nests PID namespaces at most this deep.
 inline constexpr size_t kMaxPidNamespaceLevels = 32;

@@ -12,13 +12,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   pid_t pids[4];
   size_t n = 0;
-  NsPidsError e = ParseNStgid(text, pids, 4, &n);
-  if (e == NsPidsError::kNone) {
+  hami::Status s = ParseNStgid(text, pids, 4, &n);
+  if (s.ok()) {
     if (n == 0 || n > 4) std::abort();
     for (size_t i = 0; i < n; ++i) {
       if (pids[i] <= 0) std::abort();
     }
-  } else if (n != 0) {
+  } else if (n != 0 || s.error().text().empty()) {
     std::abort();
   }
   return 0;
