@@ -235,7 +235,8 @@ TEST(Informer, WatchCutAfterEveryFewEventsResumesWithoutDuplicatesOrLosses) {
   std::vector<std::string> lines = log.lines();
   std::vector<std::string> after_sync(lines.begin() + 10, lines.end());
   ASSERT_EQ(after_sync.size(), expected.size() + deleted.size());
-  std::vector<std::string> changes(after_sync.begin(), after_sync.begin() + expected.size());
+  std::vector<std::string> changes(after_sync.begin(),
+                                   after_sync.begin() + std::ptrdiff_t(expected.size()));
   EXPECT_EQ(changes, expected);  // in order, each once
   for (size_t i = 0; i < deleted.size(); ++i) {
     EXPECT_EQ(after_sync[expected.size() + i].rfind(deleted[i], 0), 0u)

@@ -156,7 +156,9 @@ RegionView ReadRegion(const OpenedRegion& r, const NodeSample* sample, int64_t n
   v.priority = p.priority;
   v.core_policy = p.core_policy;
   const int64_t last = f.policy.last_kernel_ns.load(std::memory_order_relaxed);
-  if (last > 0) v.last_kernel_elapsed_seconds = std::max<int64_t>(0, now_mono_ns - last) / 1e9;
+  if (last > 0) {
+    v.last_kernel_elapsed_seconds = double(std::max<int64_t>(0, now_mono_ns - last)) / 1e9;
+  }
   for (int s = 0; s < region::layout::kIdentitySources; ++s) {
     v.identity_by_source[size_t(s)] =
         f.header.identity_by_source[s].load(std::memory_order_relaxed);

@@ -239,7 +239,8 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
     if (in.known_chunks != nullptr) {
       auto it = in.known_chunks->find(cp.request_key);
       if (it != in.known_chunks->end() && it->second >= 0 &&
-          (static_cast<size_t>(it->second) >= pending.size() || pending[it->second].empty())) {
+          (static_cast<size_t>(it->second) >= pending.size() ||
+           pending[static_cast<size_t>(it->second)].empty())) {
         HAMI_TRY(load_allocated());
         const size_t j = static_cast<size_t>(it->second);
         if (j < allocated->size() && (*allocated)[j].size() == req.device_ids.size()) {

@@ -174,8 +174,8 @@ TEST(Health, StartFailsNamingTheLibraryThatCannotBeOpenedOrInitialized) {
 
 TEST(XidPolicy, IgnoresNvidiasApplicationXidsByDefault) {
   XidPolicy p;
-  for (uint64_t x : {13, 31, 43, 45, 68, 109}) EXPECT_TRUE(p.Ignores(x)) << x;
-  for (uint64_t x : {48, 62, 63, 64, 74, 79, 92, 94, 95}) EXPECT_FALSE(p.Ignores(x)) << x;
+  for (uint64_t x : {13u, 31u, 43u, 45u, 68u, 109u}) EXPECT_TRUE(p.Ignores(x)) << x;
+  for (uint64_t x : {48u, 62u, 63u, 64u, 74u, 79u, 92u, 94u, 95u}) EXPECT_FALSE(p.Ignores(x)) << x;
   EXPECT_FALSE(p.all_disabled());
   EXPECT_EQ(p.Describe(), "ignored Xids: 13,31,43,45,68,109");
   EXPECT_THAT(p.warnings(), IsEmpty());
