@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 WERROR := $(if $(HAMI_WERROR),ON,OFF)
 
-.PHONY: all setup configure build test demo bench asan ubsan tsan check-thread-safety tsan-concurrency fuzz format tidy clean
+.PHONY: all setup configure build test demo bench asan ubsan tsan check-thread-safety tsan-concurrency tsan-concurrency-build fuzz format tidy clean
 
 all: build
 
@@ -34,13 +34,21 @@ asan ubsan tsan:
 	@$(MAKE) --no-print-directory test PRESET=$@
 
 # The clang build of libvgpu, whose thread-safety analysis checks the lock annotations
-# (GUARDED_BY, REQUIRES) as errors; CI runs it after `make test`. The concurrent parts' tests
-# alone under ThreadSanitizer: `make tsan-concurrency`.
+# (GUARDED_BY, REQUIRES) as errors; CI runs it after `make test`.
 check-thread-safety: setup
 	@cmake --preset clang >/dev/null && cmake --build --preset clang --target vgpu
 
-tsan-concurrency: setup
-	@cmake --preset tsan >/dev/null && cmake --build --preset tsan --target concurrency_tests
+# The concurrent parts' tests alone (hami_cc_test CONCURRENT: region, broker, libvgpu,
+# ledger, policy, probe lock, ...) built and run under ThreadSanitizer; CI runs it last.
+# `make tsan-concurrency-build` only builds them.
+TSAN_CTEST := ctest --test-dir build-tsan/concurrency -j2 -LE gpu --output-on-failure --no-tests=error
+
+tsan-concurrency: tsan-concurrency-build
+	@TSAN_OPTIONS="suppressions=$(CURDIR)/cmake/tsan.supp $(TSAN_OPTIONS)" $(TSAN_CTEST)
+
+tsan-concurrency-build: setup
+	@cmake --preset tsan -DHAMI_WERROR=$(WERROR) >/dev/null
+	@cmake --build --preset tsan --target concurrency_tests
 
 fuzz: setup
 	@cmake --preset fuzz >/dev/null && cmake --build --preset fuzz
