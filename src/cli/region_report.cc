@@ -6,11 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 
 #include "common/parse.h"
+#include "common/strings.h"
 
 namespace hami::cli {
 
@@ -21,12 +20,6 @@ using region::layout::File;
 using region::layout::SlotState;
 
 std::string FixedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
-  return buf;
-}
 
 // The open failed only because this user may not write the file.
 bool NoWriteAccess(const Error& e) {
@@ -134,7 +127,7 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
   out["access"] = AccessName(opened.access);
   out["layout"] = {{"major", f.header.major},
                    {"minor", f.header.minor},
-                   {"fingerprint", Hex(f.header.fingerprint)}};
+                   {"fingerprint", FormatHex64(f.header.fingerprint)}};
   out["creator"] = {{"pid", f.header.creator_pid},
                     {"comm", FixedString(f.header.creator_comm, sizeof(f.header.creator_comm))},
                     {"created", When(f.header.created_realtime_ns)}};

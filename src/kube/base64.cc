@@ -2,7 +2,10 @@
 
 #include <array>
 #include <cstdint>
-#include <cstdio>
+#include <span>
+#include <string>
+
+#include "common/strings.h"
 
 namespace hami::kube {
 namespace {
@@ -23,13 +26,9 @@ Error NotBase64(std::string_view why) {
 }
 
 std::string DescribeChar(char c) {
-  char buf[16];
-  if (uint8_t(c) >= 0x20 && uint8_t(c) < 0x7f) {
-    std::snprintf(buf, sizeof buf, "'%c'", c);
-  } else {
-    std::snprintf(buf, sizeof buf, "byte 0x%02x", unsigned(uint8_t(c)));
-  }
-  return buf;
+  const auto u = uint8_t(c);
+  if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
+  return "byte 0x" + HexEncode(std::span<const uint8_t>(&u, 1));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "monitor/attribution.h"
 
 #include "common/file.h"
+#include "common/strings.h"
 #include "node/paths.h"
 
 namespace hami::monitor {
@@ -18,15 +19,9 @@ std::string_view NextLine(std::string_view text, size_t& pos) {
 
 // The `n`th (0-based) space-separated field of `line`, or nullopt.
 std::optional<std::string_view> Field(std::string_view line, int n) {
-  size_t pos = 0;
-  for (int i = 0;; ++i) {
-    while (pos < line.size() && line[pos] == ' ') ++pos;
-    if (pos >= line.size()) return std::nullopt;
-    size_t end = line.find(' ', pos);
-    if (end == std::string_view::npos) end = line.size();
-    if (i == n) return line.substr(pos, end - pos);
-    pos = end;
-  }
+  const std::vector<std::string_view> fields = SplitString(line, ' ', true);
+  if (n < 0 || size_t(n) >= fields.size()) return std::nullopt;
+  return fields[size_t(n)];
 }
 
 // mountinfo's octal escapes (\040 space, \011 tab, \012 newline, \134 backslash).

@@ -1,6 +1,9 @@
 #include "node/paths.h"
 
-#include <cstdio>
+#include <cstdint>
+#include <span>
+
+#include "common/strings.h"
 
 namespace hami::node {
 
@@ -11,9 +14,7 @@ Error Bad(std::string_view what, std::string_view value, std::string_view why) {
   for (char c : value) {
     auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", u);
-      shown += hex;
+      shown += "\\x" + HexEncode(std::span<const uint8_t>(&u, 1));
     } else {
       shown += c;
     }

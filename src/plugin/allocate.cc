@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/strings.h"
 #include "kube/quote.h"
 #include "kube/time.h"
 
@@ -110,17 +111,12 @@ Result<kube::Pod> FindPendingPod(std::string_view node_name, const std::string* 
 
 std::string NormalizePath(std::string_view path) {
   std::vector<std::string_view> parts;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    std::string_view part = path.substr(i, j - i);
+  for (std::string_view part : SplitString(path, '/', true)) {
     if (part == "..") {
       if (!parts.empty()) parts.pop_back();
-    } else if (!part.empty() && part != ".") {
+    } else if (part != ".") {
       parts.push_back(part);
     }
-    i = j + 1;
   }
   std::string out;
   for (std::string_view p : parts) {

@@ -12,6 +12,7 @@
 #include "common/file.h"
 #include "common/raw_log.h"
 #include "common/stop_signals.h"
+#include "common/strings.h"
 #include "common/unique_fd.h"
 
 namespace hami::plugin {
@@ -93,13 +94,12 @@ std::string DaemonCounters::ToKeyValues() const {
                     " register_errors=" + std::to_string(register_loop.errors);
   if (broker) {
     // Each broker counter prefixed, so that the line stays one flat key space.
-    std::string kv = broker->ToKeyValues();
-    size_t start = 0;
-    while (start < kv.size()) {
-      size_t end = kv.find(' ', start);
-      if (end == std::string::npos) end = kv.size();
-      out += " broker_" + kv.substr(start, end - start);
-      start = end + 1;
+    const std::string kv = broker->ToKeyValues();
+    std::vector<std::string_view> pairs = SplitString(kv, ' ', false);
+    if (pairs.back().empty()) pairs.pop_back();  // "" and a trailing ' '
+    for (std::string_view pair : pairs) {
+      out += " broker_";
+      out += pair;
     }
   }
   return out;

@@ -14,14 +14,13 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/strings.h"
 #include "sim/cuda/model.h"
 #include "sim/manifest.h"
 
 namespace hami::sim {
 
 namespace {
-
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 CUresult CheckDims(const DeviceSpec& spec, const unsigned grid[3], const unsigned block[3],
                    unsigned shared_mem, int max_dynamic_smem) {

@@ -17,13 +17,12 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "common/strings.h"
 #include "sim/cuda/model.h"
 
 namespace hami::sim {
 
 namespace {
-
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 CUresult CheckDeps(CUgraph g, const CUgraphNode* deps, size_t n) {
   if (n > 0 && deps == nullptr) return CUDA_ERROR_INVALID_VALUE;

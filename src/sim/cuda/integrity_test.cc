@@ -4,21 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
+
+#include "common/strings.h"
 
 namespace hami::sim {
 namespace {
 
-std::string Hex(const Md2Digest& d) {
-  std::string out;
-  char buf[3];
-  for (uint8_t b : d) {
-    std::snprintf(buf, sizeof(buf), "%02x", b);
-    out += buf;
-  }
-  return out;
-}
+std::string Hex(const Md2Digest& d) { return HexEncode(d); }
 
 Md2Digest Md2Of(const std::string& s) {
   return Md2(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/strings.h"
 #include "sim/cuda/model.h"
 
 namespace hami::sim {
@@ -25,8 +26,6 @@ namespace hami::sim {
 namespace {
 
 constexpr size_t kSmallAlign = 512;
-
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 size_t PageSize() {
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));

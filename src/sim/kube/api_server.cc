@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/file.h"
+#include "common/strings.h"
 #include "kube/patch.h"
 #include "kube/selector.h"
 #include "kube/time.h"
@@ -155,18 +156,6 @@ struct Target {
   Subresource sub = Subresource::kNone;
 };
 
-std::vector<std::string_view> Split(std::string_view path) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    out.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
 const Resource* Lookup(std::string_view group, std::string_view version, std::string_view plural) {
   for (const Resource& r : hami::kube::AllResources()) {
     if (r.group == group && r.version == version && r.plural == plural) return &r;
@@ -181,7 +170,8 @@ std::optional<Target> ParseTarget(std::string_view path, bool* unserved) {
   if (path.empty() || path[0] != '/') return std::nullopt;
   path.remove_prefix(1);
   if (!path.empty() && path.back() == '/') path.remove_suffix(1);
-  std::vector<std::string_view> s = Split(path);
+  std::vector<std::string_view> s = SplitString(path, '/', false);
+  if (s.back().empty()) s.pop_back();  // "" and "a/" (a trailing '/' was removed above)
   if (std::any_of(s.begin(), s.end(), [](std::string_view p) { return p.empty(); })) {
     return std::nullopt;
   }
@@ -312,15 +302,10 @@ std::string Base64(std::string_view in) {
 
 std::vector<std::string> SplitList(std::string_view text) {
   std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= text.size()) {
-    size_t j = text.find(',', i);
-    if (j == std::string_view::npos) j = text.size();
-    std::string_view item = text.substr(i, j - i);
+  for (std::string_view item : SplitString(text, ',', true)) {
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (!item.empty()) out.emplace_back(item);
-    i = j + 1;
   }
   return out;
 }

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/strings.h"
+
 namespace hami::sim::runtime {
 
 namespace {
@@ -331,12 +333,8 @@ void MakeContainer(ShimPlan& plan, int report_fd) {
 // ---- the parent ----
 
 bool HasDotDot(std::string_view path) {
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string_view::npos) slash = path.size();
-    if (path.substr(start, slash - start) == "..") return true;
-    start = slash + 1;
+  for (std::string_view part : SplitString(path, '/', false)) {
+    if (part == "..") return true;
   }
   return false;
 }
@@ -468,13 +466,8 @@ Status PlanCommand(const std::vector<std::string>& command, const Env& env,
     std::string_view dirs = path != env.end()
                                 ? std::string_view(path->second)
                                 : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    size_t start = 0;
-    while (start <= dirs.size()) {
-      size_t colon = dirs.find(':', start);
-      if (colon == std::string_view::npos) colon = dirs.size();
-      std::string_view dir = dirs.substr(start, colon - start);
+    for (std::string_view dir : SplitString(dirs, ':', false)) {
       plan->candidates.push_back((dir.empty() ? std::string(".") : std::string(dir)) + "/" + name);
-      start = colon + 1;
     }
   }
   plan->argv_store = command;
