@@ -461,9 +461,9 @@ int Main(const Options& opt) {
                       " / " + Duration(burst.completion_ns.max),
                   "", ""});
   rows.push_back({"burst: wall span (release to last reaped)", Ms(burst.wall_span_ns), "", ""});
-  rows.push_back({"server: accepted / ok / rejected / timeouts",
+  rows.push_back({"server: accepted / ok / evicted / timeouts",
                   std::to_string(counters.accepted) + " / " + std::to_string(counters.ok) + " / " +
-                      std::to_string(counters.rejected) + " / " + std::to_string(counters.timeouts),
+                      std::to_string(counters.evicted) + " / " + std::to_string(counters.timeouts),
                   "", ""});
   std::printf("\n");
   PrintTable(rows);

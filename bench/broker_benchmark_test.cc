@@ -57,14 +57,14 @@ TEST(BrokerBenchmarkTest, QuickRunServesEveryClientAndReportsEveryFigure) {
   // The server answered every query of all three phases (warm-up included), and nothing else.
   const Json& c = j["server_counters"];
   for (const char* name : {"accepted", "ok", "bad_magic", "bad_version", "bad_command", "truncated",
-                           "peer_credential_failures", "timeouts", "rejected", "write_failures",
+                           "peer_credential_failures", "timeouts", "evicted", "write_failures",
                            "accept_failures", "active"}) {
     ASSERT_TRUE(c.contains(name)) << name;
     EXPECT_TRUE(c[name].is_number_unsigned()) << name;
   }
   EXPECT_EQ(c.value("ok", 0), 50 + 200 + 50);
   EXPECT_EQ(c.value("accepted", 0), c.value("ok", 0));
-  EXPECT_EQ(c.value("rejected", 1), 0);
+  EXPECT_EQ(c.value("evicted", 1), 0);
   EXPECT_EQ(c.value("timeouts", 1), 0);
 
   ExpectGoals(j["goals"], 2, kGoalFields, GoalsMeasured::kEvery);

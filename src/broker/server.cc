@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -27,6 +28,8 @@ constexpr int kAcceptBatch = 256;  // accepts per wake-up, so reads keep pace wi
 constexpr int64_t kAcceptPauseNs = 10'000'000;  // after EMFILE and friends
 constexpr uint64_t kListenTag = ~uint64_t(0);
 constexpr uint64_t kWakeTag = ~uint64_t(0) - 1;
+// The per-UID bucket of connections whose credentials could not be read (not a valid UID).
+constexpr uid_t kUnknownUid = uid_t(-1);
 
 // "/a//b/./c" -> "/a/b/c" (lexical only: symlinks are not resolved).
 std::string Normalize(std::string_view path) {
@@ -139,15 +142,26 @@ std::string ServerCounters::ToKeyValues() const {
 
 // One thread's state: the epoll set and the table of open connections. Connections sit on
 // a list in accept order, which is also deadline order (one timeout for all), so expiring
-// them is a walk from the head.
+// them is a walk from the head, and the head is the oldest when room must be made. Each also
+// sits on its peer UID's list, in the same order; `uids` holds each UID's count and list ends.
 struct Server::Loop {
   struct Conn {
     int fd = -1;
     uint32_t generation = 0;  // tells a stale epoll event from the slot's next connection
     uint32_t got = 0;
     std::array<uint8_t, kRequestSize> bytes{};
+    PeerCredentials peer;  // read at accept
+    uid_t uid = kUnknownUid;
     int64_t deadline_ns = 0;
-    int prev = -1, next = -1;
+    int prev = -1, next = -1;          // the accept-order list
+    int uid_prev = -1, uid_next = -1;  // the list of this UID's connections
+  };
+
+  // The open connections of one UID. count == 0 marks a free cell.
+  struct UidEntry {
+    uid_t uid = 0;
+    int count = 0;
+    int oldest = -1, newest = -1;
   };
 
   Server* server;
@@ -156,6 +170,10 @@ struct Server::Loop {
   std::vector<int> free_slots;
   int head = -1, tail = -1;
   int64_t accept_paused_until_ns = 0;
+  // Open addressing with linear probing, sized once to at least twice max_active cells: at
+  // most max_active UIDs hold connections, so it is never full and never allocates.
+  std::vector<UidEntry> uids;
+  int uid_shift = 63;  // Fibonacci hashing: the top log2(uids.size()) bits of the product
 
   explicit Loop(Server* s) : server(s) {}
 
@@ -171,6 +189,12 @@ struct Server::Loop {
     conns.resize(size_t(server->options_.max_active));
     free_slots.reserve(conns.size());
     for (int i = int(conns.size()) - 1; i >= 0; --i) free_slots.push_back(i);
+    size_t cells = 2;
+    while (cells < 2 * conns.size()) {
+      cells *= 2;
+      uid_shift--;
+    }
+    uids.resize(cells);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kWakeTag;
@@ -182,6 +206,79 @@ struct Server::Loop {
       return Error::FromErrno("epoll_ctl (listen)");
     }
     return OkStatus();
+  }
+
+  // ---- the UID table ----
+
+  size_t Home(uid_t uid) const {
+    return size_t((uint64_t(uid) * 0x9E3779B97F4A7C15ull) >> uid_shift);
+  }
+  size_t NextCell(size_t i) const { return (i + 1) & (uids.size() - 1); }
+
+  // The cell holding `uid`, or nullptr when it has no open connection.
+  UidEntry* FindUid(uid_t uid) {
+    for (size_t i = Home(uid); uids[i].count != 0; i = NextCell(i)) {
+      if (uids[i].uid == uid) return &uids[i];
+    }
+    return nullptr;
+  }
+
+  UidEntry& FindOrAddUid(uid_t uid) {
+    size_t i = Home(uid);
+    for (; uids[i].count != 0; i = NextCell(i)) {
+      if (uids[i].uid == uid) return uids[i];
+    }
+    uids[i] = UidEntry{uid, 0, -1, -1};
+    return uids[i];
+  }
+
+  // Frees `e`'s cell, moving later cells of its probe run back so that every lookup still
+  // finds its UID (no tombstones).
+  void EraseUid(UidEntry* e) {
+    size_t hole = size_t(e - uids.data());
+    for (size_t j = NextCell(hole); uids[j].count != 0; j = NextCell(j)) {
+      const size_t mask = uids.size() - 1;
+      const size_t home = Home(uids[j].uid);
+      if (((j - home) & mask) >= ((j - hole) & mask)) {  // the hole lies on j's probe path
+        uids[hole] = uids[j];
+        hole = j;
+      }
+    }
+    uids[hole].count = 0;
+  }
+
+  // ---- the connection table ----
+
+  // Puts `fd` in a free slot at the tail of both lists (a slot must be free).
+  int Add(int fd, const PeerCredentials& peer, uid_t uid) {
+    const int slot = free_slots.back();
+    free_slots.pop_back();
+    Conn& c = conns[size_t(slot)];
+    c.fd = fd;
+    c.got = 0;
+    c.peer = peer;
+    c.uid = uid;
+    c.deadline_ns = MonotonicNs() + server->options_.transaction_timeout_ns;
+    c.prev = tail;
+    c.next = -1;
+    if (tail >= 0) {
+      conns[size_t(tail)].next = slot;
+    } else {
+      head = slot;
+    }
+    tail = slot;
+    UidEntry& e = FindOrAddUid(uid);
+    c.uid_prev = e.newest;
+    c.uid_next = -1;
+    if (e.newest >= 0) {
+      conns[size_t(e.newest)].uid_next = slot;
+    } else {
+      e.oldest = slot;
+    }
+    e.newest = slot;
+    e.count++;
+    server->active_.fetch_add(1, std::memory_order_relaxed);
+    return slot;
   }
 
   void Close(int slot) {
@@ -201,6 +298,19 @@ struct Server::Loop {
       tail = c.prev;
     }
     c.prev = c.next = -1;
+    UidEntry* e = FindUid(c.uid);  // always there: Add counted this connection
+    if (c.uid_prev >= 0) {
+      conns[size_t(c.uid_prev)].uid_next = c.uid_next;
+    } else {
+      e->oldest = c.uid_next;
+    }
+    if (c.uid_next >= 0) {
+      conns[size_t(c.uid_next)].uid_prev = c.uid_prev;
+    } else {
+      e->newest = c.uid_prev;
+    }
+    c.uid_prev = c.uid_next = -1;
+    if (--e->count == 0) EraseUid(e);
     free_slots.push_back(slot);
     server->active_.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -209,53 +319,56 @@ struct Server::Loop {
     while (head >= 0) Close(head);
   }
 
-  // Whether a connection is in the epoll set yet.
-  enum class Watched { kNotYet, kYes };
-
-  // Reads what has arrived (never past the request) and acts on it.
-  void Service(int slot, Watched watched) {
-    Conn& c = conns[size_t(slot)];
-    StreamEnd end = StreamEnd::kOpen;
-    while (c.got < kRequestSize) {
-      ssize_t n = recv(c.fd, c.bytes.data() + c.got, kRequestSize - c.got, MSG_DONTWAIT);
+  // Reads what has arrived on `fd` after the `*got` bytes already in `bytes`, never past the
+  // request. kEnded: the peer has ended its side, or reset; nothing more will arrive.
+  static StreamEnd ReadAvailable(int fd, std::array<uint8_t, kRequestSize>& bytes, uint32_t* got) {
+    while (*got < kRequestSize) {
+      ssize_t n = recv(fd, bytes.data() + *got, kRequestSize - *got, MSG_DONTWAIT);
       if (n > 0) {
-        c.got += uint32_t(n);
+        *got += uint32_t(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) break;
-      end = StreamEnd::kEnded;  // EOF, or a reset: nothing more will arrive
-      break;
+      if (n < 0 && errno == EAGAIN) return StreamEnd::kOpen;
+      return StreamEnd::kEnded;
     }
-    const int fd = c.fd;
+    return StreamEnd::kOpen;
+  }
+
+  // Carries out `a` (kAnswer or kClose) on `fd` and counts it; the caller then closes `fd`.
+  // The count comes before the close, so a client that sees EOF sees it counted.
+  void Respond(int fd, const Answer& a) {
+    if (a.action == Action::kAnswer) {
+      ssize_t n;
+      do {
+        n = send(fd, a.frame.data(), a.frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      } while (n < 0 && errno == EINTR);
+      Bump(n == ssize_t(a.frame.size()) ? a.outcome : Counter::kWriteFailures);
+    } else {
+      Bump(a.outcome);
+    }
+  }
+
+  // Reads what has arrived on the connection at `slot` and acts on it.
+  void Service(int slot) {
+    Conn& c = conns[size_t(slot)];
+    const StreamEnd end = ReadAvailable(c.fd, c.bytes, &c.got);
+    const PeerCredentials peer = c.peer;
     const Answer a = HandleRequestBytes(std::span<const uint8_t>(c.bytes.data(), c.got), end,
-                                        [fd] { return ReadPeer(fd); });
-    switch (a.action) {
-      case Action::kReadMore:
-        if (watched == Watched::kNotYet) {
-          epoll_event ev{};
-          ev.events = EPOLLIN | EPOLLRDHUP;
-          ev.data.u64 = Tag(slot, c.generation);
-          if (epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, c.fd, &ev) != 0) {
-            Bump(Counter::kAcceptFailures);  // could not watch it: as if never accepted
-            Close(slot);
-          }
-        }
-        return;
-      case Action::kAnswer: {
-        ssize_t n;
-        do {
-          n = send(c.fd, a.frame.data(), a.frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        } while (n < 0 && errno == EINTR);
-        Bump(n == ssize_t(a.frame.size()) ? a.outcome : Counter::kWriteFailures);
-        Close(slot);
-        return;
-      }
-      case Action::kClose:
-        Bump(a.outcome);
-        Close(slot);
-        return;
-    }
+                                        [&peer] { return peer; });
+    if (a.action == Action::kReadMore) return;
+    Respond(c.fd, a);
+    Close(slot);
+  }
+
+  // Frees the slot of the connection at `slot` for a newer one: a last read first (its
+  // request may have arrived since its last event), then, if that did not end it, it is
+  // closed unanswered.
+  void Evict(int slot) {
+    Service(slot);
+    if (conns[size_t(slot)].fd < 0) return;
+    Bump(Counter::kEvicted);
+    Close(slot);
   }
 
   void PauseAccept(int64_t now_ns) {
@@ -298,27 +411,37 @@ struct Server::Loop {
         }
       }
       Bump(Counter::kAccepted);
-      if (free_slots.empty()) {
-        Bump(Counter::kRejected);  // before the close, so a client that sees EOF sees it
+      // The request has usually arrived with the connection: then it needs no slot.
+      const PeerCredentials peer = ReadPeer(fd);
+      std::array<uint8_t, kRequestSize> bytes{};
+      uint32_t got = 0;
+      const StreamEnd end = ReadAvailable(fd, bytes, &got);
+      const Answer a = HandleRequestBytes(std::span<const uint8_t>(bytes.data(), got), end,
+                                          [&peer] { return peer; });
+      if (a.action != Action::kReadMore) {
+        Respond(fd, a);
         ::close(fd);
         continue;
       }
-      const int slot = free_slots.back();
-      free_slots.pop_back();
-      Conn& c = conns[size_t(slot)];
-      c.fd = fd;
-      c.got = 0;
-      c.deadline_ns = MonotonicNs() + server->options_.transaction_timeout_ns;
-      c.prev = tail;
-      c.next = -1;
-      if (tail >= 0) {
-        conns[size_t(tail)].next = slot;
-      } else {
-        head = slot;
+      // It must wait for its request: make room if its UID holds its cap, or every slot is
+      // taken (the oldest first; see the top of server.h).
+      const uid_t uid = peer.known ? peer.uid : kUnknownUid;
+      if (const UidEntry* e = FindUid(uid);
+          e != nullptr && e->count >= server->options_.max_per_uid) {
+        Evict(e->oldest);
       }
-      tail = slot;
-      server->active_.fetch_add(1, std::memory_order_relaxed);
-      Service(slot, Watched::kNotYet);  // the request has usually arrived already
+      if (free_slots.empty()) Evict(head);
+      const int slot = Add(fd, peer, uid);
+      Conn& c = conns[size_t(slot)];
+      c.bytes = bytes;
+      c.got = got;
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = Tag(slot, c.generation);
+      if (epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        Bump(Counter::kAcceptFailures);  // could not watch it: as if never accepted
+        Close(slot);
+      }
     }
     return OkStatus();
   }
@@ -364,7 +487,7 @@ struct Server::Loop {
           if (size_t(slot) >= conns.size()) continue;
           const Conn& c = conns[size_t(slot)];
           if (c.fd < 0 || c.generation != generation) continue;  // closed earlier in this batch
-          Service(slot, Watched::kYes);
+          Service(slot);
         }
       }
       if (stop) return OkStatus();
@@ -417,6 +540,13 @@ hami::Status Server::Prepare() {
     return Error(ErrorCode::kInvalidArgument, "max_active " + std::to_string(options_.max_active) +
                                                   " is not from 1 to " +
                                                   std::to_string(kMaxActiveLimit));
+  }
+  if (options_.max_per_uid == 0) options_.max_per_uid = std::max(1, options_.max_active / 4);
+  if (options_.max_per_uid < 1 || options_.max_per_uid > options_.max_active) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "max_per_uid " + std::to_string(options_.max_per_uid) + " is not from 1 to " +
+                     std::to_string(options_.max_active) +
+                     " (max_active), or 0 for max_active / 4");
   }
   if (options_.transaction_timeout_ns <= 0) {
     return Error(ErrorCode::kInvalidArgument, "the transaction timeout must be positive");

@@ -17,12 +17,23 @@
 // Stop() removes the socket path only while its device and inode are still those of the
 // socket Start() bound.
 //
-// Serving: one thread with epoll and non-blocking sockets. Per connection it reads exactly
-// kRequestSize bytes (never more) before one deadline counted from accept, validates them,
-// and only then reads the peer's credentials and answers (HandleRequestBytes below is the
-// whole decision). At most max_active connections are open at once; one accepted beyond that
-// is closed at once and counted as rejected. A connection past its deadline is closed and
-// counted as a timeout.
+// Serving: one thread with epoll and non-blocking sockets. At accept the server reads the
+// peer's credentials (SO_PEERCRED: fixed by the kernel at connect) and what has arrived; per
+// connection it reads exactly kRequestSize bytes (never more) before one deadline counted from
+// accept, validates them, and only then uses the peer's PID to answer (HandleRequestBytes
+// below is the whole decision). A connection answered (or ended) at accept takes no slot.
+// A connection past its deadline is closed and counted as a timeout.
+//
+// Fairness: a connection waiting for its request holds a slot; at most max_active do, and at
+// most max_per_uid of one peer UID. Every open connection is one that has not yet delivered a
+// whole request (answered ones close at once), so a newcomer that must wait is never refused:
+//   - when its UID already holds max_per_uid, that UID's own oldest connection makes room;
+//   - else, when max_active are open, the oldest connection of any UID makes room.
+// The connection making room gets one last read: if its whole request has arrived it is
+// answered as usual; otherwise it is closed unanswered and counted as evicted. So a UID that
+// floods the socket with silent connections evicts its own, and the slots other UIDs hold are
+// taken only once max_active are open. All processes of one host UID share its cap (root in
+// most containers): the cap bounds a UID, not a container.
 //
 // Thread safety: Counters(), Stop(), Wait() and done_fd() may be called from any thread;
 // Stop() is idempotent and also run by the destructor. The serving thread inherits the signal
@@ -73,7 +84,9 @@ inline constexpr mode_t kSocketMode = 0666;
   X(kPeerCredentialFailures, peer_credential_failures,                                   \
     "valid requests whose peer PID was unknown (closed, no answer)")                     \
   X(kTimeouts, timeouts, "connections closed at their deadline")                         \
-  X(kRejected, rejected, "connections closed at once: max_active were open")             \
+  X(kEvicted, evicted,                                                                   \
+    "connections closed unanswered to make room for a newer one (max_active or the "     \
+    "per-UID cap reached), oldest first")                                                \
   X(kWriteFailures, write_failures, "answers that could not be written whole")           \
   X(kAcceptFailures, accept_failures,                                                    \
     "accept() calls that failed, or connections that could not be watched (descriptors, memory)")
@@ -178,7 +191,10 @@ Answer HandleRequestBytes(std::span<const uint8_t> received, StreamEnd end, Read
 
 struct ServerOptions {
   std::string socket_path = kDefaultSocketPath;
-  int max_active = 512;                            // open connections at once (>= 1)
+  int max_active = 512;  // connections waiting for their request at once, 1 to 65536
+  // Of those, at most this many of one peer UID, 1 to max_active; 0: max_active / 4 (at
+  // least 1). Start() resolves 0 (max_per_uid() reports the value in use).
+  int max_per_uid = 0;
   int64_t transaction_timeout_ns = 1'000'000'000;  // from accept to the answer
   int listen_backlog = 1024;
   // The UID that must own the directory, lock file and socket: the server's effective UID
@@ -209,6 +225,8 @@ class Server {
   ServerCounters Counters() const;
   const std::string& path() const { return options_.socket_path; }
   const std::string& lock_path() const { return lock_path_; }
+  // The per-UID cap in use (ServerOptions::max_per_uid, 0 resolved).
+  int max_per_uid() const { return options_.max_per_uid; }
 
  private:
   struct Loop;

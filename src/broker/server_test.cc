@@ -8,12 +8,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -284,7 +287,7 @@ TEST_F(BrokerServerTest, AnswersEveryGoldenRequestWithTheDocumentedFrame) {
   EXPECT_EQ(n.bad_version, 1u);
   EXPECT_EQ(n.bad_command, 1u);
   EXPECT_EQ(n.truncated, 1u);
-  EXPECT_EQ(n.timeouts + n.rejected + n.write_failures + n.peer_credential_failures, 0u);
+  EXPECT_EQ(n.timeouts + n.evicted + n.write_failures + n.peer_credential_failures, 0u);
   EXPECT_TRUE(WaitUntil([&] { return server->Counters().active == 0; }));
 }
 
@@ -375,42 +378,366 @@ TEST_F(BrokerServerTest, ASilentClientIsClosedAtTheDeadlineAndCounted) {
   EXPECT_EQ(n.ok, 0u);
 }
 
-TEST_F(BrokerServerTest, ConnectionsBeyondMaxActiveAreRejectedAndServiceResumes) {
+// Whether the server has closed `fd` (EOF or a reset, no bytes) within `timeout_ms`.
+bool ClosedUnanswered(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) != 1) return false;
+  uint8_t byte;
+  const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+// Whether `fd` is still open with nothing to read (the server holds it).
+bool StillHeld(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 0;
+}
+
+TEST_F(BrokerServerTest, AtMaxActiveTheOldestSilentConnectionMakesRoomForANewcomer) {
   ServerOptions o = Options();
-  o.max_active = 4;
-  o.transaction_timeout_ns = 60'000'000'000;  // the silent ones stay until closed
+  o.max_active = 2;
+  o.max_per_uid = 2;                          // only max_active applies
+  o.transaction_timeout_ns = 60'000'000'000;  // the silent ones stay until evicted
   auto server = StartOrDie(o);
   ASSERT_NE(server, nullptr);
-  std::vector<UniqueFd> silent;
-  for (int i = 0; i < 4; ++i) {
-    silent.push_back(Connect(server->path()));
-    ASSERT_TRUE(silent.back().valid());
-  }
-  ASSERT_TRUE(WaitUntil([&] { return server->Counters().active == 4; }));
-  for (int i = 0; i < 3; ++i) {
-    UniqueFd extra = Connect(server->path());
-    ASSERT_TRUE(extra.valid());
-    std::optional<Bytes> got = ReadToEof(extra.get());
-    ASSERT_TRUE(got.has_value()) << "an excess connection was kept open";
-    EXPECT_TRUE(got->empty()) << "an excess connection was answered";
-  }
-  EXPECT_EQ(server->Counters().rejected, 3u);
-  EXPECT_EQ(server->Counters().active, 4u);
+  UniqueFd oldest = Connect(server->path());
+  ASSERT_TRUE(oldest.valid());
+  ASSERT_TRUE(WaitUntil([&] { return server->Counters().active == 1; }));
+  UniqueFd second = Connect(server->path());
+  ASSERT_TRUE(second.valid());
+  ASSERT_TRUE(WaitUntil([&] { return server->Counters().active == 2; }));
 
-  silent.clear();  // they end without a request
-  ASSERT_TRUE(WaitUntil([&] { return server->Counters().active == 0; }));
+  // A newcomer that has sent nothing yet must wait: it takes the oldest one's slot.
+  UniqueFd newcomer = Connect(server->path());
+  ASSERT_TRUE(newcomer.valid());
+  ASSERT_TRUE(WaitUntil([&] { return server->Counters().evicted == 1; }));
+  EXPECT_TRUE(ClosedUnanswered(oldest.get(), kWaitMs)) << "the oldest was not closed";
+  EXPECT_TRUE(StillHeld(second.get())) << "a newer connection was closed";
+  Send(newcomer.get(), golden::kRequestV1);
+  std::optional<Bytes> got = ReadToEof(newcomer.get());
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, GoldenSuccessFor(getpid()));
+
+  // A query through the client is answered too.
   const ClientResult r = QueryHostPid(TrustMe(server->path()));
   EXPECT_EQ(r.failure, ClientFailure::kNone) << ClientFailureName(r.failure);
   EXPECT_EQ(r.pid, getpid());
-  // The client may have its answer before the server has counted it.
-  EXPECT_TRUE(WaitUntil([&] { return server->Counters().ok == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return server->Counters().ok == 2; }));
   const ServerCounters n = server->Counters();
-  EXPECT_EQ(n.truncated, 4u);
-  EXPECT_EQ(n.ok, 1u);
-  EXPECT_EQ(n.accepted, 8u);
+  EXPECT_EQ(n.accepted, 4u);
+  EXPECT_EQ(n.evicted, 1u);  // the query found a free slot, if it needed one
+  EXPECT_EQ(n.timeouts + n.truncated + n.write_failures + n.accept_failures, 0u);
+  EXPECT_TRUE(WaitUntil([&] { return server->Counters().active == 1; }));  // `second`
+  EXPECT_TRUE(StillHeld(second.get()));
 }
 
-// ---- the endpoint ----
+TEST_F(BrokerServerTest, ThePerUidCapDefaultsToAQuarterOfMaxActive) {
+  for (int max_active : {512, 64, 3}) {
+    ServerOptions o = Options();
+    o.max_active = max_active;
+    auto server = StartOrDie(o);
+    ASSERT_NE(server, nullptr);
+    EXPECT_EQ(server->max_per_uid(), std::max(1, max_active / 4)) << max_active;
+  }
+}
+
+TEST_F(BrokerServerTest, AUidAtItsCapEvictsItsOwnOldestAndOthersAreStillServed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: a client of another UID (setresuid)";
+  constexpr int kCap = 4;
+  constexpr int kOpened = 10;
+  ServerOptions o = Options();
+  o.max_active = 16;
+  o.max_per_uid = kCap;
+  o.transaction_timeout_ns = 60'000'000'000;
+  auto server = StartOrDie(o);
+  ASSERT_NE(server, nullptr);
+  // Root's silent connection: the oldest of all, but not nobody's to evict.
+  UniqueFd root_silent = Connect(server->path());
+  ASSERT_TRUE(root_silent.valid());
+  ASSERT_TRUE(WaitUntil([&] { return server->Counters().active == 1; }));
+
+  int go[2], result[2];
+  ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(result, O_CLOEXEC), 0);
+  UniqueFd go_rd(go[0]), go_wr(go[1]), result_rd(result[0]), result_wr(result[1]);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, server->path().c_str(), server->path().size() + 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Async-signal-safe calls only (the parent has threads). Connects one at a time, so the
+    // server accepts them in this order; then, when told, reports which ones it closed.
+    if (setresuid(kNobody, kNobody, kNobody) != 0) _exit(3);
+    int fds[kOpened];
+    for (int& fd : fds) {
+      fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+        _exit(4);
+      }
+    }
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(5);
+    char closed[kOpened];
+    for (int i = 0; i < kOpened; ++i) {
+      // The evicted ones were closed before the parent said go; wait a little for them only.
+      closed[i] = ClosedUnanswered(fds[i], i < kOpened - kCap ? kWaitMs : 0) ? 'x' : '-';
+    }
+    _exit(write(result[1], closed, sizeof(closed)) == ssize_t(sizeof(closed)) ? 0 : 6);
+  }
+  go_rd.Reset();
+  result_wr.Reset();
+
+  // Nobody's connections beyond its cap evict its own oldest: root's stays, nobody never
+  // holds more than kCap.
+  uint64_t most_active = 0;
+  const bool settled = WaitUntil([&] {
+    const ServerCounters n = server->Counters();
+    most_active = std::max(most_active, n.active);
+    return n.accepted == 1 + kOpened && n.evicted == kOpened - kCap;
+  });
+  const ServerCounters n = server->Counters();
+  EXPECT_TRUE(settled) << n.ToKeyValues();
+  EXPECT_LE(most_active, uint64_t(1 + kCap)) << "nobody held more than its cap";
+  EXPECT_EQ(n.active, uint64_t(1 + kCap));
+  EXPECT_TRUE(StillHeld(root_silent.get())) << "root's connection was evicted for nobody's";
+
+  // Root is still served.
+  const ClientResult r = QueryHostPid(TrustMe(server->path()));
+  EXPECT_EQ(r.failure, ClientFailure::kNone) << ClientFailureName(r.failure);
+  EXPECT_EQ(r.pid, getpid());
+
+  ASSERT_EQ(write(go_wr.get(), "g", 1), 1);
+  char closed[kOpened + 1] = {};
+  EXPECT_EQ(read(result_rd.get(), closed, kOpened), ssize_t(kOpened));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_STREQ(closed, "xxxxxx----") << "x: closed by the server, oldest first";
+  EXPECT_TRUE(WaitUntil([&] { return server->Counters().truncated == uint64_t(kCap); }));
+  EXPECT_EQ(server->Counters().evicted, uint64_t(kOpened - kCap));
+}
+
+// Raises the soft descriptor limit to at least `needed` (up to the hard limit); false when
+// the hard limit is lower.
+bool RaiseDescriptorLimit(rlim_t needed) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
+  if (r.rlim_cur >= needed) return true;
+  if (r.rlim_max != RLIM_INFINITY && r.rlim_max < needed) return false;
+  r.rlim_cur = r.rlim_max == RLIM_INFINITY ? needed : r.rlim_max;
+  return setrlimit(RLIMIT_NOFILE, &r) == 0;
+}
+
+// Holds `count` silent connections to `path` until stopped: each one the server closes is
+// opened again at once, and one refused by a full listen queue is tried again on the next
+// round (every millisecond at most).
+class Flood {
+ public:
+  Flood(const std::string& path, int count) : fds_(size_t(count), -1) {
+    addr_.sun_family = AF_UNIX;
+    std::memcpy(addr_.sun_path, path.c_str(), path.size() + 1);
+    epoll_.Reset(epoll_create1(EPOLL_CLOEXEC));
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Flood() {
+    stop_.store(true);
+    thread_.join();
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  uint64_t reopened() const { return reopened_.load(); }
+  bool failed() const { return failed_.load(); }
+
+ private:
+  // Opens connection `i` (a new socket unless one is waiting for the listen queue).
+  void Open(size_t i, std::vector<size_t>* waiting) {
+    if (fds_[i] < 0) {
+      fds_[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fds_[i] < 0) {
+        failed_.store(true);
+        return;
+      }
+    }
+    if (connect(fds_[i], reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_)) == 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = i;
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fds_[i], &ev) != 0) failed_.store(true);
+      return;
+    }
+    if (errno == EAGAIN || errno == EINTR) {
+      waiting->push_back(i);  // the listen queue is full: next round
+    } else {
+      failed_.store(true);
+    }
+  }
+
+  void Run() {
+    std::vector<size_t> waiting, retry;
+    for (size_t i = 0; i < fds_.size(); ++i) Open(i, &waiting);
+    epoll_event events[256];
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const int n = epoll_wait(epoll_.get(), events, 256, 1);
+      for (int k = 0; k < n; ++k) {
+        const size_t i = size_t(events[k].data.u64);
+        ::close(fds_[i]);  // closed by the server: open it again
+        fds_[i] = -1;
+        reopened_.fetch_add(1, std::memory_order_relaxed);
+        Open(i, &waiting);
+      }
+      retry.swap(waiting);
+      waiting.clear();
+      for (size_t i : retry) Open(i, &waiting);
+    }
+  }
+
+  sockaddr_un addr_{};
+  std::vector<int> fds_;
+  UniqueFd epoll_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> reopened_{0};
+  std::thread thread_;
+};
+
+TEST_F(BrokerServerTest, LegitimateClientsAreServedThroughAFloodOfSilentConnections) {
+  constexpr int kFlood = 2000;
+  constexpr int kClients = 80;
+  constexpr int kQueriesEach = 5;
+  constexpr int kQueries = kClients * kQueriesEach;
+  const ServerOptions o = Options();  // the defaults: max_active 512, a quarter per UID
+  if (!RaiseDescriptorLimit(rlim_t(kFlood + o.max_active + kClients + 256))) {
+    GTEST_SKIP() << "needs " << kFlood + o.max_active + kClients + 256
+                 << " descriptors: the hard RLIMIT_NOFILE is lower";
+  }
+  auto server = StartOrDie(o);
+  ASSERT_NE(server, nullptr);
+  Flood flood(server->path(), kFlood);
+  // The flood is on: the server holds its cap of silent connections and evicts for newer ones.
+  ASSERT_TRUE(WaitUntil([&] {
+    const ServerCounters n = server->Counters();
+    return n.active >= uint64_t(server->max_per_uid()) && n.evicted >= uint64_t(kFlood);
+  })) << server->Counters().ToKeyValues();
+  const uint64_t evicted_before = server->Counters().evicted;
+
+  // The clients use the client's real deadline.
+  ClientOptions client = TrustMe(server->path());
+  client.timeout_ns = kClientTimeoutNs;
+  std::atomic<int> answered{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kClients);
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&] {
+      for (int q = 0; q < kQueriesEach; ++q) {
+        const ClientResult r = QueryHostPid(client);
+        if (r.failure == ClientFailure::kNone && r.pid == getpid()) {
+          answered.fetch_add(1);
+        } else if (r.failure == ClientFailure::kNone) {
+          wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const ServerCounters n = server->Counters();
+  EXPECT_FALSE(flood.failed());
+  EXPECT_GT(n.evicted, evicted_before) << "the flood stopped before the clients were done";
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GE(answered.load() * 100, kQueries * 99)
+      << answered.load() << " of " << kQueries << " queries answered; " << n.ToKeyValues()
+      << " reopened=" << flood.reopened();
+}
+
+TEST_F(BrokerServerTest, AFloodFromOneUidLeavesRoomForAnotherUidsSlowClients) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: a flood from another UID (setresuid)";
+  constexpr int kFlood = 2000;
+  constexpr int kClients = 80;
+  ServerOptions o = Options();  // the defaults: max_active 512, a quarter per UID
+  o.transaction_timeout_ns = int64_t(kWaitMs) * 1'000'000;  // the slow clients never reach it
+  if (!RaiseDescriptorLimit(rlim_t(kFlood + o.max_active + kClients + 256))) {
+    GTEST_SKIP() << "needs " << kFlood + o.max_active + kClients + 256
+                 << " descriptors: the hard RLIMIT_NOFILE is lower";
+  }
+  // The flood runs in a child of UID 65534, forked while this process has one thread.
+  int go[2];
+  ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+  UniqueFd go_rd(go[0]), go_wr(go[1]);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    go_wr.Reset();
+    if (setresuid(kNobody, kNobody, kNobody) != 0) _exit(3);
+    char c;
+    if (read(go_rd.get(), &c, 1) != 1) _exit(4);  // the server is listening
+    bool failed;
+    {
+      Flood flood(socket_path_, kFlood);
+      while (read(go_rd.get(), &c, 1) > 0) {  // until the test closes its end
+      }
+      failed = flood.failed();
+    }
+    _exit(failed ? 5 : 0);
+  }
+  go_rd.Reset();
+  auto server = StartOrDie(o);
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(write(go_wr.get(), "g", 1), 1);
+  const bool flooding = WaitUntil([&] {
+    const ServerCounters n = server->Counters();
+    return n.active >= uint64_t(server->max_per_uid()) && n.evicted >= uint64_t(kFlood);
+  });
+
+  // Each client connects, then sends its request only once the server has evicted more
+  // connections than its listen queue and its table hold together: the client's connection
+  // has been held through a whole turnover of the table. Without the per-UID cap the flood
+  // would have evicted it.
+  const uint64_t turnover = uint64_t(o.listen_backlog) + 2 * uint64_t(o.max_active);
+  std::atomic<int> answered{0}, not_connected{0}, stalled{0};
+  std::vector<std::thread> threads;
+  if (flooding) {
+    threads.reserve(kClients);
+    for (int i = 0; i < kClients; ++i) {
+      threads.emplace_back([&] {
+        UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+        int rc = -1;
+        WaitUntil([&] {  // a full listen queue refuses a non-blocking connect: try again
+          rc = connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+          return rc == 0 || errno != EAGAIN;
+        });
+        if (rc != 0) {
+          not_connected.fetch_add(1);
+          return;
+        }
+        const uint64_t at_connect = server->Counters().evicted;
+        if (!WaitUntil([&] { return server->Counters().evicted >= at_connect + turnover; })) {
+          stalled.fetch_add(1);
+        }
+        std::optional<Bytes> got;
+        if (send(fd.get(), golden::kRequestV1.data(), golden::kRequestV1.size(), MSG_NOSIGNAL) ==
+            ssize_t(golden::kRequestV1.size())) {
+          got = ReadToEof(fd.get());
+        }
+        if (got == GoldenSuccessFor(getpid())) answered.fetch_add(1);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  const ServerCounters n = server->Counters();
+  go_wr.Reset();  // the flood ends
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(flooding) << "the flood never filled its cap: " << n.ToKeyValues();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(not_connected.load(), 0);
+  EXPECT_EQ(stalled.load(), 0) << "the flood stopped evicting";
+  EXPECT_EQ(answered.load(), kClients) << n.ToKeyValues();
+}
 
 TEST_F(BrokerServerTest, SetsDirectoryLockAndSocketModesWhateverTheUmask) {
   const std::string nested = dir_.File("a/b/broker.sock");
@@ -674,6 +1001,13 @@ TEST_F(BrokerServerTest, OptionsOutOfRangeAreRefused) {
   ServerOptions o = Options();
   o.max_active = 0;
   EXPECT_THAT(Server::Start(o).error().message(), HasSubstr("max_active 0 is not from 1 to"));
+  for (int per_uid : {-1, 513}) {
+    o = Options();
+    o.max_per_uid = per_uid;
+    EXPECT_EQ(Server::Start(o).error().message(),
+              "max_per_uid " + std::to_string(per_uid) +
+                  " is not from 1 to 512 (max_active), or 0 for max_active / 4");
+  }
   o = Options();
   o.transaction_timeout_ns = 0;
   EXPECT_THAT(Server::Start(o).error().message(), HasSubstr("timeout must be positive"));

@@ -118,7 +118,7 @@ TEST_F(BrokerCliTest, LogsCountersPeriodically) {
     if (line->find(" ok=1 ") != std::string::npos) break;
   }
   EXPECT_THAT(*line, HasSubstr("accepted=1 ok=1 "));
-  EXPECT_THAT(*line, HasSubstr(" timeouts=0 rejected=0 "));
+  EXPECT_THAT(*line, HasSubstr(" timeouts=0 evicted=0 "));
   serve->Kill(SIGTERM);
   EXPECT_EQ(serve->Wait(20000), 0);
 }
