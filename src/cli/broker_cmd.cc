@@ -30,6 +30,7 @@ constexpr int kExitUsage = 2;
 struct ServeOptions {
   std::string socket = broker::kDefaultSocketPath;
   std::string max_active = "512";
+  std::string max_per_uid = "0";  // 0: a quarter of max_active
   std::string timeout_ms = "1000";
   std::string report_every = "60";  // seconds; 0: only at exit
 };
@@ -78,6 +79,8 @@ int Usage(const char* command, const Error& e) {
 int Serve(const ServeOptions& o) {
   auto max_active = ParseRange(o.max_active, "--max-active", 1, 65536);
   if (!max_active.ok()) return Usage("serve", max_active.error());
+  auto max_per_uid = ParseRange(o.max_per_uid, "--max-per-uid", 0, *max_active);
+  if (!max_per_uid.ok()) return Usage("serve", max_per_uid.error());
   auto timeout_ms = ParseRange(o.timeout_ms, "--timeout-ms", 1, 3'600'000);
   if (!timeout_ms.ok()) return Usage("serve", timeout_ms.error());
   auto report_s = ParseRange(o.report_every, "--report-every", 0, 86'400);
@@ -102,6 +105,7 @@ int Serve(const ServeOptions& o) {
   broker::ServerOptions so;
   so.socket_path = o.socket;
   so.max_active = int(*max_active);
+  so.max_per_uid = int(*max_per_uid);
   so.transaction_timeout_ns = int64_t(*timeout_ms) * 1'000'000;
   auto started = broker::Server::Start(so);
   if (!started.ok()) {
@@ -110,8 +114,9 @@ int Serve(const ServeOptions& o) {
   }
   std::unique_ptr<broker::Server> server = std::move(started).value();
   Log("event=start socket=" + Value(server->path()) + " lock=" + Value(server->lock_path()) +
-      " max_active=" + std::to_string(*max_active) + " timeout_ms=" + std::to_string(*timeout_ms) +
-      " pid=" + std::to_string(getpid()));
+      " max_active=" + std::to_string(*max_active) +
+      " max_per_uid=" + std::to_string(server->max_per_uid()) +
+      " timeout_ms=" + std::to_string(*timeout_ms) + " pid=" + std::to_string(getpid()));
 
   const int64_t report_ns = int64_t(*report_s) * 1'000'000'000;
   int64_t next_report_ns = MonotonicNs() + report_ns;
@@ -199,7 +204,13 @@ void AddBrokerCommand(CLI::App& app) {
       ->type_name("PATH");
   serve
       ->add_option("--max-active", serve_options.max_active,
-                   "connections served at once; more are closed at once (default 512)")
+                   "connections waiting for their request at once; a newer one takes the "
+                   "oldest one's place (default 512)")
+      ->type_name("N");
+  serve
+      ->add_option("--max-per-uid", serve_options.max_per_uid,
+                   "of those, at most N of one peer UID, 1 to --max-active; a newer one takes "
+                   "its UID's oldest one's place (default 0: a quarter of --max-active)")
       ->type_name("N");
   serve
       ->add_option("--timeout-ms", serve_options.timeout_ms,

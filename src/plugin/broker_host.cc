@@ -44,6 +44,7 @@ Result<std::unique_ptr<BrokerHost>> StartBrokerHost(const BrokerHostOptions& opt
   broker::ServerOptions so;
   so.socket_path = dir + "/" + node::kBrokerSocketName;
   so.max_active = options.max_active;
+  so.max_per_uid = options.max_per_uid;
   so.transaction_timeout_ns = options.transaction_timeout_ns;
   so.expected_uid = options.expected_uid;
   auto server = broker::Server::Start(so);

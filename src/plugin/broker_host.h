@@ -50,6 +50,7 @@ struct BrokerHostOptions {
   std::string socket_dir = node::kBrokerHostDir;  // the socket is <socket_dir>/broker.sock
   uid_t expected_uid = 0;  // must own the directory, lock and socket (the server's rule)
   int max_active = 512;
+  int max_per_uid = 0;  // 0: max_active / 4 (broker/server.h)
   int64_t transaction_timeout_ns = 1'000'000'000;
   // The PID namespace the plugin must run in: the initial one. Tests of the refusal keep it.
   uint64_t host_pid_namespace_inode = kInitialPidNamespaceInode;

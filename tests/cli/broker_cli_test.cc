@@ -157,6 +157,7 @@ TEST_F(BrokerCliTest, BadServeArgumentsExitTwoNamingTheOption) {
   const Case cases[] = {
       {{"--max-active", "0"}, "--max-active 0: not from 1 to 65536"},
       {{"--max-active", "many"}, "--max-active"},
+      {{"--max-active", "8", "--max-per-uid", "9"}, "--max-per-uid 9: not from 0 to 8"},
       {{"--timeout-ms", "0"}, "--timeout-ms 0: not from 1 to 3600000"},
       {{"--timeout-ms", "-5"}, "--timeout-ms"},
       {{"--report-every", "1x"}, "--report-every"},
