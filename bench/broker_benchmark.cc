@@ -11,17 +11,27 @@
 //    with its own PID. Reported: served / failed (by failure name), latency of each query
 //    (p50/p99/max), completion from the barrier's release, and the wall span (release to the
 //    last client reaped).
-// 4. A table on stdout and the same figures as JSON (<this binary's dir>/broker.json, or
-//    --json PATH), with the server's counters.
+// 4. Flood: a second broker (its defaults: max_active 512, a quarter of that per UID) while a
+//    thread holds F silent connections to it, opening each one again as soon as the server
+//    closes it, for the whole phase; meanwhile 8 threads make L QueryHostPid calls with the
+//    client's real deadline. Reported: answered / total beside the goal (>= 99% answered),
+//    failures by name, latency, and what the flood cost the server (evictions, re-opens).
+//    Everything here runs as one UID: the flood competes with the clients for their own UID's
+//    slots, the hardest case for the per-UID cap.
+// 5. A table on stdout and the same figures as JSON (<this binary's dir>/broker.json, or
+//    --json PATH), with the server's counters (the flood's broker's in "flood").
 //
 // Goals are reported (meets: yes/no), never enforced: the exit status is 0 when every phase
-// ran and no query failed, 1 otherwise, 2 on bad flags.
+// ran and no query failed (in the flood: fewer than 1% failed), 1 otherwise, 2 on bad flags.
 //
-// usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH] [--deadline-s S]
+// usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--flood N]
+//                          [--flood-queries N] [--json PATH] [--deadline-s S]
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -63,13 +73,19 @@ constexpr char kProgram[] = "hami_bench_broker";
 // The goals.
 constexpr double kGoalSequentialP99Us = 100.0;
 constexpr int kGoalBurstClients = 300;
+constexpr double kGoalFloodAnsweredPct = 99.0;
+constexpr int kGoalFloodConnections = 2000;
+constexpr int kFloodThreads = 8;
 
 constexpr char kUsage[] =
-    "usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--json PATH]\n"
-    "                         [--deadline-s S]\n"
-    "  --quick         a short run: 200 queries, a burst of 50 (the smoke test)\n"
+    "usage: hami_bench_broker [--quick] [--queries N] [--clients N] [--flood N]\n"
+    "                         [--flood-queries N] [--json PATH] [--deadline-s S]\n"
+    "  --quick         a short run: 200 queries, a burst of 50, 200 queries through the\n"
+    "                  flood (the smoke test)\n"
     "  --queries N     sequential queries, and bare round trips (default 2000)\n"
     "  --clients N     clients in the burst (default 300)\n"
+    "  --flood N       silent connections held open through the flood (default 2000)\n"
+    "  --flood-queries N  queries made through the flood (default 2000)\n"
     "  --json PATH     where to write the JSON (default: broker.json beside this binary)\n"
     "  --deadline-s S  seconds for the burst; past it every client is killed and the run\n"
     "                  fails (default 60; --quick: 30)\n";
@@ -77,6 +93,8 @@ constexpr char kUsage[] =
 struct Options : CommonOptions {
   int queries = 2000;
   int clients = 300;
+  int flood = 2000;
+  int flood_queries = 2000;
   int deadline_s = 60;  // per phase
 };
 
@@ -367,7 +385,197 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
   return res;
 }
 
-// ---- 4. report ----
+// ---- 4. the flood ----
+
+// Holds `count` silent connections to `path` until destroyed: each one the server closes is
+// opened again at once; one refused by a full listen queue (EAGAIN) is tried again on the next
+// round (every millisecond at most).
+class Flood {
+ public:
+  Flood(const std::string& path, int count) : fds_(size_t(count), -1) {
+    addr_.sun_family = AF_UNIX;
+    std::memcpy(addr_.sun_path, path.c_str(), path.size() + 1);
+    epoll_.Reset(epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_.valid()) {
+      failed_.store(true);
+      return;
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Flood() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    for (int fd : fds_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  Flood(const Flood&) = delete;
+  Flood& operator=(const Flood&) = delete;
+
+  uint64_t reopened() const { return reopened_.load(std::memory_order_relaxed); }
+  bool failed() const { return failed_.load(); }
+
+ private:
+  void Open(size_t i, std::vector<size_t>* waiting) {
+    if (fds_[i] < 0) {
+      fds_[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fds_[i] < 0) {
+        failed_.store(true);
+        return;
+      }
+    }
+    if (connect(fds_[i], reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_)) == 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = i;
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fds_[i], &ev) != 0) failed_.store(true);
+    } else if (errno == EAGAIN || errno == EINTR) {
+      waiting->push_back(i);
+    } else {
+      failed_.store(true);
+    }
+  }
+
+  void Run() {
+    std::vector<size_t> waiting, retry;
+    for (size_t i = 0; i < fds_.size(); ++i) Open(i, &waiting);
+    epoll_event events[256];
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const int n = epoll_wait(epoll_.get(), events, 256, 1);
+      for (int k = 0; k < n; ++k) {
+        const size_t i = size_t(events[k].data.u64);
+        close(fds_[i]);  // closed by the server: open it again
+        fds_[i] = -1;
+        reopened_.fetch_add(1, std::memory_order_relaxed);
+        Open(i, &waiting);
+      }
+      retry.swap(waiting);
+      waiting.clear();
+      for (size_t i : retry) Open(i, &waiting);
+    }
+  }
+
+  sockaddr_un addr_{};
+  std::vector<int> fds_;
+  UniqueFd epoll_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> reopened_{0};
+  std::thread thread_;
+};
+
+// Raises the soft descriptor limit to `needed` (up to the hard limit); false when it cannot.
+bool RaiseDescriptorLimit(rlim_t needed) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
+  if (r.rlim_cur >= needed) return true;
+  if (r.rlim_max != RLIM_INFINITY && r.rlim_max < needed) return false;
+  r.rlim_cur = needed;
+  return setrlimit(RLIMIT_NOFILE, &r) == 0;
+}
+
+struct FloodResult {
+  int connections = 0;
+  int queries = 0;
+  int ok = 0;
+  int failed = 0;
+  std::string error;
+  std::map<std::string, int> failures;
+  Percentiles latency_ns;
+  uint64_t evicted = 0;   // by the server while the queries ran
+  uint64_t reopened = 0;  // by the flood while the queries ran
+  int max_per_uid = 0;
+  broker::ServerCounters counters;  // the flood's broker, at the end
+};
+
+FloodResult RunFlood(const std::string& path, int connections, int queries, int deadline_s) {
+  FloodResult res;
+  res.connections = connections;
+  res.queries = queries;
+  broker::ServerOptions so;
+  so.socket_path = path;
+  const rlim_t needed = rlim_t(connections) + rlim_t(so.max_active) + kFloodThreads + 256;
+  if (!RaiseDescriptorLimit(needed)) {
+    res.error = "needs " + std::to_string(needed) + " descriptors: RLIMIT_NOFILE is lower";
+    res.failed = queries;
+    return res;
+  }
+  auto started = broker::Server::Start(so);
+  if (!started.ok()) {
+    res.error = started.error().message();
+    res.failed = queries;
+    return res;
+  }
+  std::unique_ptr<broker::Server> server = std::move(started).value();
+  res.max_per_uid = server->max_per_uid();
+  const int64_t deadline = MonotonicNs() + int64_t(deadline_s) * 1'000'000'000;
+  {
+    Flood flood(server->path(), connections);
+    // The flood is on once the server holds its cap and has evicted as many as were opened.
+    for (;;) {
+      const broker::ServerCounters n = server->Counters();
+      if (n.active >= uint64_t(res.max_per_uid) && n.evicted >= uint64_t(connections)) break;
+      if (flood.failed() || MonotonicNs() > deadline) {
+        res.error = flood.failed() ? "the flood could not open its connections"
+                                   : "deadline: the flood never filled the server";
+        res.failed = queries;
+        return res;
+      }
+      SleepForNs(1'000'000);
+    }
+    const uint64_t evicted0 = server->Counters().evicted;
+    const uint64_t reopened0 = flood.reopened();
+    const broker::ClientOptions options = ClientFor(server->path());  // the real deadline
+    const pid_t self = getpid();
+    std::vector<std::vector<int64_t>> samples(kFloodThreads);
+    std::vector<std::map<std::string, int>> failures(kFloodThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kFloodThreads; ++t) {
+      const int share = queries / kFloodThreads + (t < queries % kFloodThreads ? 1 : 0);
+      threads.emplace_back([&, t, share] {
+        samples[size_t(t)].reserve(size_t(share));
+        for (int i = 0; i < share; ++i) {
+          const int64_t t0 = MonotonicNs();
+          const broker::ClientResult c = broker::QueryHostPid(options);
+          samples[size_t(t)].push_back(MonotonicNs() - t0);
+          if (c.failure != broker::ClientFailure::kNone || c.pid != self) {
+            failures[size_t(t)][c.failure == broker::ClientFailure::kNone
+                                    ? "wrong_pid"
+                                    : broker::ClientFailureName(c.failure)]++;
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    res.evicted = server->Counters().evicted - evicted0;
+    res.reopened = flood.reopened() - reopened0;
+    if (flood.failed()) res.error = "the flood could not re-open its connections";
+    std::vector<int64_t> all;
+    for (const auto& v : samples) all.insert(all.end(), v.begin(), v.end());
+    for (const auto& m : failures) {
+      for (const auto& [name, n] : m) {
+        res.failures[name] += n;
+        res.failed += n;
+      }
+    }
+    res.ok = queries - res.failed;
+    res.latency_ns = NearestRank(std::move(all));
+  }
+  res.counters = server->Counters();
+  server->Stop();
+  return res;
+}
+
+Json CountersJson(const broker::ServerCounters& counters) {
+  Json j = Json::object();
+  for (size_t i = 0; i < broker::kCounterCount; ++i) {
+    j[broker::CounterName(broker::Counter(i))] = counters.Get(broker::Counter(i));
+  }
+  j["active"] = counters.active;
+  return j;
+}
+
+// ---- 5. report ----
 
 std::string FailureText(const std::map<std::string, int>& failures) {
   std::string s;
@@ -388,8 +596,10 @@ int Main(const Options& opt) {
   const std::string json_path =
       opt.json_path.empty() ? ExecutableDir() + "/broker.json" : opt.json_path;
   const int cpus = CpuCount();
-  std::printf("hami_bench_broker: %d sequential queries, a burst of %d clients, %d CPUs%s\n",
-              opt.queries, opt.clients, cpus, opt.quick ? " (quick)" : "");
+  std::printf(
+      "hami_bench_broker: %d sequential queries, a burst of %d clients, %d queries through a "
+      "flood of %d, %d CPUs%s\n",
+      opt.queries, opt.clients, opt.flood_queries, opt.flood, cpus, opt.quick ? " (quick)" : "");
 
   TempDir dir("hbb");  // short: sun_path holds 107 bytes
   if (!dir.ok()) {
@@ -414,6 +624,8 @@ int Main(const Options& opt) {
   SleepForNs(10'000'000);
   const broker::ServerCounters counters = server->Counters();
   server->Stop();
+  const FloodResult flood =
+      RunFlood(dir.File("flood/broker.sock"), opt.flood, opt.flood_queries, opt.deadline_s);
 
   const bool seq_valid = seq.latency_ns.count > 0;
   const bool burst_valid = burst.error.empty() && burst.spawned == burst.clients;
@@ -429,6 +641,20 @@ int Main(const Options& opt) {
                         .meets = burst_valid && burst.failed == 0,
                         .conditions = std::to_string(kGoalBurstClients) + " clients",
                         .conditions_match = opt.clients >= kGoalBurstClients};
+
+  const bool flood_valid = flood.error.empty() && flood.latency_ns.count > 0;
+  const double flood_pct =
+      flood.queries > 0 ? 100.0 * double(flood.ok) / double(flood.queries) : 0.0;
+  const Goal flood_goal{.name = "flood: queries answered",
+                        .measured = flood_pct,
+                        .unit = "%",
+                        .goal = ">= 99",
+                        .bound = kGoalFloodAnsweredPct,
+                        .measured_ok = flood_valid,
+                        .meets = flood_valid && flood_pct >= kGoalFloodAnsweredPct,
+                        .conditions = std::to_string(kGoalFloodConnections) +
+                                      " silent connections re-opened as they close",
+                        .conditions_match = opt.flood >= kGoalFloodConnections};
 
   std::vector<Row> rows;
   rows.push_back({"sequential QueryHostPid: ok / failed",
@@ -465,23 +691,33 @@ int Main(const Options& opt) {
                   std::to_string(counters.accepted) + " / " + std::to_string(counters.ok) + " / " +
                       std::to_string(counters.evicted) + " / " + std::to_string(counters.timeouts),
                   "", ""});
+  rows.push_back({"flood: queries answered / total",
+                  std::to_string(flood.ok) + " / " + std::to_string(flood.queries) + " (" +
+                      Fixed(flood_pct, 1) + "%)",
+                  ">= 99% answered", MeetsText(flood_goal)});
+  rows.push_back({"flood: failures", FailureText(flood.failures), "", ""});
+  rows.push_back({"flood: query latency p50 / p99 / max",
+                  Duration(flood.latency_ns.p50) + " / " + Duration(flood.latency_ns.p99) + " / " +
+                      Duration(flood.latency_ns.max),
+                  "", ""});
+  rows.push_back({"flood: evicted / re-opened while querying",
+                  std::to_string(flood.evicted) + " / " + std::to_string(flood.reopened), "", ""});
   std::printf("\n");
   PrintTable(rows);
   if (!burst.error.empty()) std::printf("burst failed: %s\n", burst.error.c_str());
   if (seq.failed != 0) std::printf("sequential failures: %s\n", FailureText(seq.failures).c_str());
   if (base.failed != 0) std::printf("baseline failures: %s\n", FailureText(base.failures).c_str());
+  if (!flood.error.empty()) std::printf("flood failed: %s\n", flood.error.c_str());
 
-  Json counters_json = Json::object();
-  for (size_t i = 0; i < broker::kCounterCount; ++i) {
-    counters_json[broker::CounterName(broker::Counter(i))] = counters.Get(broker::Counter(i));
-  }
-  counters_json["active"] = counters.active;
   Json doc = {
       {"benchmark", "broker"},
       {"config",
        {{"quick", opt.quick},
         {"queries", opt.queries},
         {"burst_clients", opt.clients},
+        {"flood_connections", opt.flood},
+        {"flood_queries", opt.flood_queries},
+        {"flood_threads", kFloodThreads},
         {"cpus", cpus},
         {"deadline_s", opt.deadline_s},
         {"max_active", so.max_active},
@@ -509,30 +745,51 @@ int Main(const Options& opt) {
         {"latency_ns", ToJson(burst.latency_ns)},
         {"completion_ns", ToJson(burst.completion_ns)},
         {"wall_span_ns", burst.wall_span_ns}}},
-      {"server_counters", counters_json},
-      {"goals", Json::array({ToJson(seq_goal), ToJson(burst_goal)})},
+      {"flood",
+       {{"connections", flood.connections},
+        {"queries", flood.queries},
+        {"ok", flood.ok},
+        {"failed", flood.failed},
+        {"answered_pct", flood_pct},
+        {"error", flood.error},
+        {"failures", FailuresJson(flood.failures)},
+        {"latency_ns", ToJson(flood.latency_ns)},
+        {"evicted_while_querying", flood.evicted},
+        {"reopened_while_querying", flood.reopened},
+        {"max_per_uid", flood.max_per_uid},
+        {"server_counters", CountersJson(flood.counters)}}},
+      {"server_counters", CountersJson(counters)},
+      {"goals", Json::array({ToJson(seq_goal), ToJson(burst_goal), ToJson(flood_goal)})},
   };
   if (!WriteJson(json_path, doc, kProgram)) return 1;
   std::printf("\njson: %s\n", json_path.c_str());
-  const bool all_ran = seq_valid && base.latency_ns.count > 0 && burst_valid;
-  return all_ran && seq.failed == 0 && base.failed == 0 && burst.failed == 0 ? 0 : 1;
+  const bool all_ran = seq_valid && base.latency_ns.count > 0 && burst_valid && flood_valid;
+  return all_ran && seq.failed == 0 && base.failed == 0 && burst.failed == 0 &&
+                 flood_pct >= kGoalFloodAnsweredPct
+             ? 0
+             : 1;
 }
 
 std::optional<Options> ParseFlags(int argc, char** argv) {
   Options o;
   bool queries_set = false, clients_set = false, deadline_set = false;
+  bool flood_queries_set = false;
   FlagReader flags(argc, argv, kProgram, kUsage, &o);
   while (flags.Next()) {
     const std::string_view flag = flags.flag();
     std::string_view value;
-    if (flag == "--queries" || flag == "--clients" || flag == "--deadline-s") {
+    if (flag == "--queries" || flag == "--clients" || flag == "--deadline-s" || flag == "--flood" ||
+        flag == "--flood-queries") {
       if (!flags.TakeValue(&value)) return std::nullopt;
       auto n = ParseUint64(value, flag);
       if (!n.ok()) {
         std::fprintf(stderr, "hami_bench_broker: %s\n", n.error().message().c_str());
         return std::nullopt;
       }
-      const uint64_t max = flag == "--queries" ? 1'000'000 : flag == "--clients" ? 4096 : 3600;
+      const uint64_t max = flag == "--queries" || flag == "--flood-queries" ? 1'000'000
+                           : flag == "--clients"                            ? 4096
+                           : flag == "--flood"                              ? 100'000
+                                                                            : 3600;
       if (*n < 1 || *n > max) {
         std::fprintf(stderr, "hami_bench_broker: %.*s %" PRIu64 " is not from 1 to %" PRIu64 "\n",
                      int(flag.size()), flag.data(), *n, max);
@@ -544,6 +801,11 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
       } else if (flag == "--clients") {
         o.clients = int(*n);
         clients_set = true;
+      } else if (flag == "--flood") {
+        o.flood = int(*n);
+      } else if (flag == "--flood-queries") {
+        o.flood_queries = int(*n);
+        flood_queries_set = true;
       } else {
         o.deadline_s = int(*n);
         deadline_set = true;
@@ -557,6 +819,7 @@ std::optional<Options> ParseFlags(int argc, char** argv) {
   if (o.quick) {
     if (!queries_set) o.queries = 200;
     if (!clients_set) o.clients = 50;
+    if (!flood_queries_set) o.flood_queries = 200;
     if (!deadline_set) o.deadline_s = 30;
   }
   return o;

@@ -1,5 +1,6 @@
 // Smoke test of hami_bench_broker: a --quick run finishes, every query and every burst client
-// is answered with its own PID, and the JSON carries every field. The speed goals are reported
+// is answered with its own PID, at least 99% of the queries through the flood are, and the
+// JSON carries every field. The speed goals are reported
 // by the benchmark, never tested here (they depend on the machine).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -25,6 +26,8 @@ TEST(BrokerBenchmarkTest, QuickRunServesEveryClientAndReportsEveryFigure) {
   EXPECT_EQ(j["config"].value("quick", false), true);
   EXPECT_EQ(j["config"].value("queries", 0), 200);
   EXPECT_EQ(j["config"].value("burst_clients", 0), 50);
+  EXPECT_EQ(j["config"].value("flood_connections", 0), 2000);
+  EXPECT_EQ(j["config"].value("flood_queries", 0), 200);
 
   for (const char* series : {"sequential", "baseline"}) {
     SCOPED_TRACE(series);
@@ -67,7 +70,21 @@ TEST(BrokerBenchmarkTest, QuickRunServesEveryClientAndReportsEveryFigure) {
   EXPECT_EQ(c.value("evicted", 1), 0);
   EXPECT_EQ(c.value("timeouts", 1), 0);
 
-  ExpectGoals(j["goals"], 2, kGoalFields, GoalsMeasured::kEvery);
+  // The flood's broker: its own counters; the queries were answered through the flood.
+  const Json& f = j["flood"];
+  EXPECT_EQ(f.value("connections", 0), 2000);
+  EXPECT_EQ(f.value("queries", 0), 200);
+  EXPECT_EQ(f.value("error", std::string("missing")), "");
+  EXPECT_EQ(f.value("ok", 0) + f.value("failed", 0), 200);
+  EXPECT_GE(f.value("ok", 0) * 100, 200 * 99) << f.dump();
+  EXPECT_GT(f.value("evicted_while_querying", uint64_t(0)), 0u) << "the flood was not on";
+  EXPECT_EQ(f.value("max_per_uid", 0), 128);
+  EXPECT_EQ(f["latency_ns"].value("count", 0), 200);
+  const Json& fc = f["server_counters"];
+  ASSERT_TRUE(fc.contains("evicted"));
+  EXPECT_GE(fc.value("ok", 0), f.value("ok", 0));
+
+  ExpectGoals(j["goals"], 3, kGoalFields, GoalsMeasured::kEvery);
 }
 
 }  // namespace
