@@ -184,12 +184,14 @@ function(hami_cc_test)
 endfunction()
 
 # hami_fuzz_target(NAME n SRCS ... [DEPS ...] CORPUS dir)
+# Its sources see the entry point's declaration (cmake/fuzz_entry.h, included first).
 # With the fuzz preset: a libFuzzer binary. Otherwise: the same LLVMFuzzerTestOneInput
 # linked with a replay main, run by CTest over every file of the corpus (label unit).
 function(hami_fuzz_target)
   cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;CORPUS" "SRCS;DEPS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
   hami_target_options(${A_NAME} PRIVATE ${ARGN})
+  target_compile_options(${A_NAME} PRIVATE -include ${CMAKE_SOURCE_DIR}/cmake/fuzz_entry.h)
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HAMI_TEST_BIN_DIR})
   if(HAMI_SANITIZE STREQUAL "fuzzer")

@@ -308,8 +308,9 @@ Fitter::Choice Fitter::Select(const ContainerRequest& c, const std::vector<Devic
     if (group.size() < count) {
       size_t best_static = 0;
       for (int32_t numa : static_ok_numa) {
-        best_static = std::max<size_t>(
-            best_static, std::count(static_ok_numa.begin(), static_ok_numa.end(), numa));
+        best_static = std::max(
+            best_static,
+            static_cast<size_t>(std::count(static_ok_numa.begin(), static_ok_numa.end(), numa)));
       }
       out.unresolvable = best_static < count;
       out.why =
