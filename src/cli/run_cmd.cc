@@ -500,6 +500,9 @@ Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, const Bloc
   }
   report_write.Reset();
 
+  // A hangup of the terminal reaches its session's leader alone (the kernel sends it, with
+  // SI_KERNEL, to no one else): when hami leads its session, the command has not had it.
+  const bool session_leader = getsid(0) == getpid();
   int status = 0;
   for (;;) {
     pid_t done = waitpid(pid, &status, WNOHANG);
@@ -512,9 +515,10 @@ Result<int> SpawnAndWait(ChildPlan& plan, const std::string& command, const Bloc
     siginfo_t info;
     int sig = sigwaitinfo(&waited, &info);
     if (sig < 0 || sig == SIGCHLD) continue;
-    // The terminal sends its signals (Ctrl-C, hangup) to the whole foreground process group,
-    // which includes the command: sending it again would deliver it twice.
-    if (info.si_code == SI_KERNEL) continue;
+    // The terminal sends Ctrl-C and Ctrl-\ (and, when its controlling process ends, the
+    // hangup) to the whole foreground process group, which includes the command: sending it
+    // again would deliver it twice.
+    if (info.si_code == SI_KERNEL && !(sig == SIGHUP && session_leader)) continue;
     kill(pid, sig);
   }
   restore();

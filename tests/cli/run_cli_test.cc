@@ -2,19 +2,24 @@
 // under --memory, --devices and --limits-file-mount, the messages that name bad input, the
 // exit status, signals and the private region's cleanup.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "node/paths.h"
 #include "support/sim_env.h"
 #include "support/subprocess.h"
@@ -171,11 +176,11 @@ TEST_F(RunCliTest, DevicesNarrowsTheDevicesByIndexOrUuid) {
   ASSERT_EQ(lines.size(), 1u) << by_index.out;
   EXPECT_THAT(lines[0], HasSubstr("device 0 " + uuids[1]));
 
-  Outcome by_uuid = Run({"run", "-q", "--devices", uuids[1].substr(0, 12), "--memory", "256m", "--",
+  Outcome by_uuid = Run({"run", "-q", "--devices", uuids[1].substr(0, 12), "--memory", "1g", "--",
                          Worker(), "print-devices", "context", "meminfo"});
   ASSERT_EQ(by_uuid.status, 0) << by_uuid.out;
   EXPECT_THAT(Lines(by_uuid.out, "device "), ContainerEq(lines));
-  EXPECT_THAT(Totals(by_uuid.out), ContainerEq(std::vector<uint64_t>{256 * kMiB}));
+  EXPECT_THAT(Totals(by_uuid.out), ContainerEq(std::vector<uint64_t>{kGiB}));
 }
 
 TEST_F(RunCliTest, DevicesIgnoresTheCallersOwnNarrowing) {
@@ -279,6 +284,37 @@ TEST_F(RunCliTest, ForwardsTerminationToTheCommandAndStillCleansUp) {
   EXPECT_TRUE(p.WaitForLine("terminated").has_value());
   EXPECT_EQ(p.Wait(), 3);
   EXPECT_FALSE(Exists(Dirname(region)));
+}
+
+// When hami leads its session, a hangup of the terminal reaches hami alone (the kernel sends
+// it to the session leader only): hami must pass it on, or the command outlives its terminal.
+TEST_F(RunCliTest, ForwardsTheTerminalsHangupWhenItLeadsTheSession) {
+  UniqueFd master(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  ASSERT_TRUE(master.valid()) << "posix_openpt: " << std::strerror(errno);
+  ASSERT_EQ(grantpt(master.get()), 0);
+  ASSERT_EQ(unlockpt(master.get()), 0);
+  const std::string slave = ptsname(master.get());
+  // setsid -c makes hami a session leader whose controlling terminal is the pty on its stdin.
+  std::vector<std::string> argv = {
+      "/bin/sh",
+      "-c",
+      "exec setsid -c -w \"$0\" \"$@\" <\"$PTY\"",
+      Hami(),
+      "run",
+      "-q",
+      "--memory",
+      "1g",
+      "--",
+      "/bin/sh",
+      "-c",
+      "trap 'echo hung up; exit 4' HUP; echo started; while :; do sleep 0.05; done"};
+  auto env = Env();
+  env["PTY"] = slave;
+  Subprocess p(argv, env);
+  ASSERT_TRUE(p.WaitForLine("started").has_value());
+  master.Reset();  // the terminal goes away: the kernel hangs up the pty's session
+  EXPECT_TRUE(p.WaitForLine("hung up").has_value()) << "the command did not get the hangup";
+  EXPECT_EQ(p.Wait(), 4);
 }
 
 // A thread that a loaded library starts in hami (the simulated NVML's host-PID resolver, a
