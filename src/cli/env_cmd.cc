@@ -46,6 +46,7 @@ struct Row {
   std::string name;
   std::optional<std::string> value;
   Source source = Source::kDefault;
+  bool closed = false;  // the value could not be read; the limit is held closed
   std::string resolved;
   json extra = json::object();  // "bytes" or "percent" for the limits
 };
@@ -83,7 +84,7 @@ void Describe(size_t row, const Config& c, int device, Row* out) {
     }
   }
   vgpu::OptionValue v = vgpu::DescribeOption(c, row, device);
-  out->resolved = std::move(v.text);
+  out->resolved = out->closed ? "could not be read; held closed: " + v.text : std::move(v.text);
   if (v.number_key != nullptr) out->extra[v.number_key] = v.number;
 }
 
@@ -100,6 +101,7 @@ std::vector<Row> Rows(const Config& c) {
       if (const Setting* s = FindSetting(c, info.name)) {
         row.value = s->value;
         row.source = s->source;
+        row.closed = s->closed;
       }
       Describe(i, c, -1, &row);
       rows.push_back(std::move(row));
@@ -114,6 +116,7 @@ std::vector<Row> Rows(const Config& c) {
       row.name = s->name;
       row.value = s->value;
       row.source = s->source;
+      row.closed = s->closed;
       Describe(i, c, d, &row);
       rows.push_back(std::move(row));
       any = true;
@@ -139,6 +142,10 @@ void PrintText(const vgpu::LimitsFile& file, const vgpu::Resolution& r,
     std::printf("%-32s %-12s %s\n", row.name.c_str(), vgpu::SourceName(row.source),
                 Printable(shown).c_str());
   }
+  if (!r.closed.empty()) {
+    std::printf("\nlimits that could not be read, held closed (%zu):\n", r.closed.size());
+    for (const std::string& c : r.closed) std::printf("  %s\n", Printable(c).c_str());
+  }
   if (r.problems.empty()) {
     std::printf("\nproblems: none\n");
   } else {
@@ -158,12 +165,14 @@ json ToJson(const vgpu::LimitsFile& file, const vgpu::Resolution& r, const std::
               {"value", row.value ? json(*row.value) : json(nullptr)},
               {"source", vgpu::SourceName(row.source)},
               {"resolved", row.resolved}};
+    if (row.closed) o["closed"] = true;
     o.update(row.extra);
     options.push_back(std::move(o));
   }
   return {{"limits_file",
            {{"path", file.path}, {"present", file.present}, {"entries", file.entries.size()}}},
           {"options", std::move(options)},
+          {"closed", r.closed},
           {"problems", r.problems},
           {"notes", r.notes}};
 }
@@ -210,7 +219,7 @@ int Env(const EnvOptions& o) {
   } else {
     PrintText(file, r, rows);
   }
-  return r.problems.empty() ? kExitClean : kExitProblems;
+  return r.problems.empty() && r.closed.empty() ? kExitClean : kExitProblems;
 }
 
 }  // namespace
@@ -226,7 +235,8 @@ void AddEnvCommand(CLI::App& app) {
           "notes the library would log.\n"
           "Exit status: 0 no problems; 1 a problem was found (a malformed limits-file line, "
           "a malformed value, an unreadable limits file, or a --limits-file that does not "
-          "exist).");
+          "exist). A memory or SM limit that could not be read is held closed (a zero memory "
+          "budget, a 1% compute share), as libvgpu.so holds it, and listed as such.");
   env->add_option("--limits-file", options.limits_file,
                   std::string("read this limits file instead of ") + node::kLimitsFilePath +
                       " (to check a file before deploying it)");

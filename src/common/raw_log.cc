@@ -36,7 +36,17 @@ void RawLogger::Log(LogLevel level, const char* fmt, ...) const {
 }
 
 void RawLogger::VLog(LogLevel level, const char* fmt, va_list args) const {
-  if (!Enabled(level)) return;
+  if (Enabled(level)) Write(level, fmt, args);
+}
+
+void RawLogger::Always(LogLevel level, const char* fmt, ...) const {
+  va_list args;
+  va_start(args, fmt);
+  Write(level, fmt, args);
+  va_end(args);
+}
+
+void RawLogger::Write(LogLevel level, const char* fmt, va_list args) const {
   char line[kMaxLine];
   int n =
       std::snprintf(line, sizeof(line), "[%s pid=%d %s] ", tag_, int(getpid()), LevelName(level));

@@ -30,11 +30,17 @@ class RawLogger {
   void Log(LogLevel level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
   void VLog(LogLevel level, const char* fmt, va_list args) const
       __attribute__((format(printf, 3, 0)));
+  // Written whatever the level, even 0 (off), tagged `level`: for what a user must not miss
+  // by turning the log down (a limit that could not be read and fails closed).
+  void Always(LogLevel level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
 
   // Where lines go; tests point it at a pipe. Default: 2 (stderr).
   void set_fd(int fd) { fd_.store(fd, std::memory_order_relaxed); }
 
  private:
+  void Write(LogLevel level, const char* fmt, va_list args) const
+      __attribute__((format(printf, 3, 0)));
+
   const char* tag_;
   std::atomic<int> level_;
   std::atomic<int> fd_{2};

@@ -57,5 +57,14 @@ TEST_F(RawLogTest, LevelCanBeChanged) {
   EXPECT_THAT(Drain(fds_[0]), HasSubstr("DEBUG] now visible"));
 }
 
+TEST_F(RawLogTest, AlwaysWritesEvenWhenTheLogIsOff) {
+  logger_.set_level(LogLevel::kOff);
+  logger_.Log(LogLevel::kError, "dropped");
+  logger_.Always(LogLevel::kError, "limit %s unreadable", "X");
+  std::string out = Drain(fds_[0]);
+  EXPECT_THAT(out, HasSubstr("ERROR] limit X unreadable\n"));
+  EXPECT_EQ(out.find("dropped"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hami

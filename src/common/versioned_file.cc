@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,14 +83,27 @@ Status CheckHeader(int fd, off_t size, const std::string& path, const VersionedF
   return OkStatus();
 }
 
+// Sizes a file of size 0 to spec.size with its blocks reserved: a mapping of a sparse file
+// on a full file system faults (SIGBUS) at the first write to a page that has no block, so
+// the space must be had now, or the file refused. A failure leaves the file empty again.
+Status SizeWithBlocks(int fd, const std::string& path, const VersionedFileSpec& spec) {
+  if (ftruncate(fd, off_t(spec.size)) != 0) return Error::FromErrno("ftruncate " + path);
+  if (int err = posix_fallocate(fd, 0, off_t(spec.size)); err != 0) {
+    (void)ftruncate(fd, 0);
+    return Error::FromErrno("reserving " + std::to_string(spec.size) + " bytes for " +
+                                Name(spec, path) + " (its file system is full or too small?)",
+                            err);
+  }
+  return OkStatus();
+}
+
 // Zero-fills, sizes, fills and publishes the file. The caller holds the init lock exclusively.
 Status Initialize(int fd, const std::string& path, const VersionedFileSpec& spec,
                   const VersionedFileFormat& format) {
   // Truncating to zero first zero-fills what an earlier, unfinished attempt wrote.
   const off_t size = HAMI_TRY(FileSize(fd, path));
-  if ((size != 0 && ftruncate(fd, 0) != 0) || ftruncate(fd, off_t(spec.size)) != 0) {
-    return Error::FromErrno("ftruncate " + path);
-  }
+  if (size != 0 && ftruncate(fd, 0) != 0) return Error::FromErrno("ftruncate " + path);
+  HAMI_TRY(SizeWithBlocks(fd, path, spec));
   MappedFile map = HAMI_TRY(MappedFile::Map(fd, spec.size, true, path));
   HAMI_TRY(format.Fill(map.data()));
   InitializedWord(map.data(), spec)->store(spec.initialized_value, std::memory_order_release);
@@ -192,6 +206,20 @@ Result<VersionedFile> OpenVersionedFile(const std::string& path, const Versioned
       spec.initialized_value) {
     return NotPublished(spec, path);
   }
+  return out;
+}
+
+Result<VersionedFile> CreateAnonymousVersionedFile(const char* name, const VersionedFileSpec& spec,
+                                                   const VersionedFileFormat& format) {
+  const std::string path = std::string("memfd:") + name;
+  VersionedFile out;
+  out.fd.Reset(memfd_create(name, MFD_CLOEXEC));
+  if (!out.fd.valid()) return Error::FromErrno("memfd_create for " + Name(spec, path));
+  HAMI_TRY(SizeWithBlocks(out.fd.get(), path, spec));
+  out.map = HAMI_TRY(MappedFile::Map(out.fd.get(), spec.size, true, path));
+  HAMI_TRY(format.Fill(out.map.data()));
+  InitializedWord(out.map.data(), spec)->store(spec.initialized_value, std::memory_order_release);
+  out.initialized_here = true;
   return out;
 }
 

@@ -113,6 +113,13 @@ Result<VersionedFile> OpenVersionedFile(const std::string& path, const Versioned
                                         const VersionedFileFormat& format, FileCreate create,
                                         MapAccess access);
 
+// Makes a new file of the format in memory (memfd_create, named `name` in /proc/PID/fd and
+// "memfd:<name>" in messages): sized with its memory reserved, filled and published, mapped
+// read-write. It is on no file system (nobody else can open it by a path), so it needs no
+// writable directory and no lock.
+Result<VersionedFile> CreateAnonymousVersionedFile(const char* name, const VersionedFileSpec& spec,
+                                                   const VersionedFileFormat& format);
+
 // Makes an open file again from scratch for `format` and maps it again. The caller holds the
 // init lock exclusively (a kEveryOpener file's `init_lock`) and has made sure no other
 // process uses the file (it is zeroed under their mappings otherwise).

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -120,6 +123,58 @@ TEST_F(VersionedFileTest, CreatesFillsAndPublishesAMissingFile) {
   ASSERT_EQ(fstat(f->fd.get(), &st), 0);
   EXPECT_EQ(st.st_size, off_t(sizeof(TestFile)));
   EXPECT_EQ(st.st_mode & 0777, 0666u) << "a new file is for every user";
+  EXPECT_EQ(fcntl(f->fd.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+}
+
+TEST_F(VersionedFileTest, ANewFileHasItsBlocksReserved) {
+  auto f = Open(FileCreate::kIfMissing);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  struct stat st;
+  ASSERT_EQ(fstat(f->fd.get(), &st), 0);
+  // Not sparse: a write to any page of the mapping has its block already.
+  EXPECT_GE(uint64_t(st.st_blocks) * 512, sizeof(TestFile));
+}
+
+// On a full file system the file cannot be made: an error naming it, never a mapping that
+// faults at its first write (SIGBUS), and nothing half-made left behind.
+TEST_F(VersionedFileTest, AFullFileSystemIsAnErrorNamingTheFileNotAFault) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: mounts a one-page tmpfs";
+  // A mount namespace of this test process's own (CTest runs each case as a process).
+  ASSERT_EQ(unshare(CLONE_NEWNS), 0) << std::strerror(errno);
+  ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
+  const std::string dir = tmp_.File("tiny");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=4k"), 0) << std::strerror(errno);
+  {
+    // Fill it: its one page goes to another file.
+    UniqueFd fill(::open((dir + "/fill").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    ASSERT_TRUE(fill.valid());
+    ASSERT_EQ(posix_fallocate(fill.get(), 0, 4096), 0);
+  }
+  const std::string path = dir + "/f";
+  auto f = OpenVersionedFile(path, Spec(InitLocking::kCreatorsOnly), format_,
+                             FileCreate::kIfMissing, MapAccess::kReadWrite);
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.error().message(), HasSubstr("reserving 4096 bytes for test file " + path));
+  EXPECT_EQ(f.error().sys_errno(), ENOSPC);
+  EXPECT_EQ(format_.fills(), 0);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "an empty file: the next opener tries again from scratch";
+  umount2(dir.c_str(), MNT_DETACH);
+}
+
+TEST_F(VersionedFileTest, AnAnonymousFileIsMadeInMemoryWithNoPath) {
+  auto f = CreateAnonymousVersionedFile("hami-test", Spec(InitLocking::kCreatorsOnly), format_);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_TRUE(f->initialized_here);
+  const auto* t = static_cast<const TestFile*>(f->map.data());
+  EXPECT_EQ(t->initialized.load(), kReady);
+  EXPECT_EQ(t->config, 7u);
+  char target[256] = {};
+  const std::string link = "/proc/self/fd/" + std::to_string(f->fd.get());
+  ASSERT_GT(readlink(link.c_str(), target, sizeof(target) - 1), 0);
+  EXPECT_THAT(std::string(target), ::testing::StartsWith("/memfd:hami-test"));
   EXPECT_EQ(fcntl(f->fd.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 }
 

@@ -62,6 +62,9 @@ LimitsFile ParseLimitsFile(std::string_view text, std::string_view path) {
     if (line.empty()) continue;
     auto problem = [&](const std::string& why) {
       std::string shown(line.substr(0, std::min<size_t>(80, line.find('\0'))));
+      size_t name_end = 0;
+      while (name_end < line.size() && IsValidKey(line.substr(name_end, 1))) ++name_end;
+      out.skipped.emplace_back(std::string(line.substr(0, name_end)), shown);
       out.problems.push_back(std::string(path) + " line " + std::to_string(number) + " '" + shown +
                              "': " + why + "; skipped");
     };
@@ -91,6 +94,7 @@ LimitsFile ReadLimitsFile(const std::string& path) {
     LimitsFile absent;
     absent.path = path;
     if (!text.ok() && text.error().sys_errno() != ENOENT) {
+      absent.unreadable = true;
       absent.problems.push_back(text.error().message());
     }
     return absent;

@@ -47,9 +47,16 @@ using Entry = std::pair<std::string, std::string>;  // key, value
 // A limits file as read.
 struct LimitsFile {
   bool present = false;  // false: absent, empty or unreadable (see problems)
+  // The file is there but could not be read whole (not a regular file, a symlink, no
+  // permission, larger than kMaxFileBytes): whatever it says is unknown.
+  bool unreadable = false;
   std::string path;
   std::vector<Entry> entries;         // in file order
   std::vector<std::string> problems;  // "/overrideEnv line 3 'x': not KEY=VALUE; skipped"
+  // Each skipped line's leading name (its [A-Z0-9_] prefix, when it has one) and the line as
+  // shown in its problem: a consumer that must not lose a limit learns which variable a
+  // skipped line was meant to set.
+  std::vector<Entry> skipped;
 };
 
 // Whether `key` may be a key: non-empty, [A-Z0-9_] only.
@@ -62,8 +69,8 @@ LimitsFile ParseLimitsFile(std::string_view text, std::string_view path);
 
 // Reads and parses `path`, opened without following a symlink. An absent or empty file is
 // `present == false` with no problem; any other failure to read it (not a regular file, a
-// symlink, unreadable, larger than kMaxFileBytes) is `present == false` with one problem
-// naming the path.
+// symlink, unreadable, larger than kMaxFileBytes) is `present == false`, `unreadable`, with
+// one problem naming the path.
 LimitsFile ReadLimitsFile(const std::string& path);
 
 // The text of a file holding `entries` (in any order) and the format line: sorted by key.

@@ -157,6 +157,18 @@ TEST(LimitsReader, SkipsBadLinesNamingTheirNumberAndKeepsTheRest) {
   EXPECT_THAT(f.problems,
               ElementsAre("/overrideEnv line 2 'not a line': not KEY=VALUE; skipped",
                           "/overrideEnv line 4 'b=2': the key is not a variable name; skipped"));
+  // No leading name for either: "not" and "b" are not keys.
+  EXPECT_THAT(f.skipped, ElementsAre(Pair("", "not a line"), Pair("", "b=2")));
+}
+
+// A consumer that must not lose a limit learns what a skipped line was meant to set.
+TEST(LimitsReader, NamesTheVariableASkippedLineWasMeantToSet) {
+  using namespace std::string_literals;
+  LimitsFile f = ParseLimitsFile("LIMIT_0 3g\nLIMIT_1=2\0g\nLIMIT_2 =1\nOK=1\n"s, "/f");
+  EXPECT_THAT(f.entries, ElementsAre(Pair("OK", "1")));
+  EXPECT_THAT(f.skipped, ElementsAre(Pair("LIMIT_0", "LIMIT_0 3g"), Pair("LIMIT_1", "LIMIT_1=2"),
+                                     Pair("LIMIT_2", "LIMIT_2 =1")));
+  EXPECT_FALSE(f.unreadable);
 }
 
 TEST(LimitsReader, ASymlinkIsRefusedNamingThePath) {
@@ -166,6 +178,7 @@ TEST(LimitsReader, ASymlinkIsRefusedNamingThePath) {
   ASSERT_EQ(symlink(dir.File("real").c_str(), dir.File("link").c_str()), 0);
   LimitsFile f = ReadLimitsFile(dir.File("link"));
   EXPECT_FALSE(f.present);
+  EXPECT_TRUE(f.unreadable) << "a file is there: what it says is unknown";
   EXPECT_THAT(f.problems, ElementsAre(AllOf(HasSubstr(dir.File("link")), HasSubstr("symbolic"))));
 }
 
@@ -175,7 +188,9 @@ TEST(LimitsReader, AFileLargerThanTheLimitIsRefused) {
   Put(dir.File("big"), std::string(kMaxFileBytes + 1, 'x'));
   LimitsFile f = ReadLimitsFile(dir.File("big"));
   EXPECT_FALSE(f.present);
+  EXPECT_TRUE(f.unreadable);
   EXPECT_THAT(f.problems, ElementsAre(HasSubstr("larger than 65536 bytes")));
+  EXPECT_FALSE(ReadLimitsFile(dir.File("absent")).unreadable) << "no file is not unreadable";
 }
 
 // --- Publication -------------------------------------------------------------------------

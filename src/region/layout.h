@@ -152,6 +152,12 @@ struct Header {
   uint8_t reserved[3736];
 };
 
+// The limits a device gets when its own could not be read (fail closed): the smallest memory
+// limit the policy can hold (0 means unlimited), under which no allocation fits, and the
+// smallest compute share.
+inline constexpr uint64_t kZeroBudgetBytes = 1;
+inline constexpr uint32_t kStrictestSmPercent = 1;
+
 struct Policy {
   std::atomic<uint64_t> generation;  // bumped by every change after creation
   uint32_t device_count;

@@ -419,12 +419,13 @@ Status ValidateHeader(const layout::Header& h, uint64_t file_size, const std::st
   return OkStatus();
 }
 
-Region::Region(std::string path, UniqueFd fd, MappedFile map, Access access)
+Region::Region(std::string path, UniqueFd fd, MappedFile map, Access access, bool anonymous)
     : path_(std::move(path)),
       fd_(std::move(fd)),
       map_(std::move(map)),
       file_(static_cast<File*>(map_.data())),
       access_(access),
+      anonymous_(anonymous),
       opener_forks_(ForkCount()) {}
 
 Region::~Region() {
@@ -452,6 +453,20 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
   std::unique_ptr<Region> r(new Region(path, std::move(file.fd), std::move(file.map), access));
   if (stamp != nullptr && differences != nullptr) Compare(r->file_->policy, *stamp, differences);
   return r;
+}
+
+Result<std::unique_ptr<Region>> Region::CreatePrivate(const PolicySpec& stamp) {
+  if (stamp.device_count < 0 || stamp.device_count > kMaxDevices) {
+    return Error(ErrorCode::kInvalidArgument, "a private shared region: device count " +
+                                                  std::to_string(stamp.device_count) +
+                                                  " is not from 0 to 16");
+  }
+  static constexpr char kName[] = "hami-vgpu-private";
+  const std::string path = std::string("memfd:") + kName;
+  const RegionFormat format(path, &stamp);
+  VersionedFile file = HAMI_TRY(CreateAnonymousVersionedFile(kName, kRegionFile, format));
+  return std::unique_ptr<Region>(
+      new Region(path, std::move(file.fd), std::move(file.map), Access::kReadWrite, true));
 }
 
 // The file's word, bounded: every loop over devices indexes fixed arrays.
@@ -608,8 +623,18 @@ Status Region::ReopenAfterFork() {
   // The inherited mapping is of the same file and stays valid; only the open file (whose
   // locks are the parent's) must be our own. Until it is, the handle can read but not
   // register.
-  fd_.Reset();
-  fd_ = HAMI_TRY(OpenRegularFile(path_, access_ == Access::kReadOnly ? O_RDONLY : O_RDWR));
+  const int flags = access_ == Access::kReadOnly ? O_RDONLY : O_RDWR;
+  if (anonymous_) {
+    // An open file of its own on the same memory: through the inherited descriptor's entry
+    // in /proc (a link that must be followed), before that descriptor is let go.
+    const std::string inherited = "/proc/self/fd/" + std::to_string(fd_.get());
+    UniqueFd own(open(inherited.c_str(), flags | O_CLOEXEC));
+    if (!own.valid()) return Error::FromErrno("reopening the private region " + inherited);
+    fd_ = std::move(own);
+  } else {
+    fd_.Reset();
+    fd_ = HAMI_TRY(OpenRegularFile(path_, flags));
+  }
   opener_forks_ = ForkCount();
   return OkStatus();
 }
@@ -627,7 +652,7 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind, Enforce en
       if (!lock.locked()) return Admission::kOverLimit;
       // Unregister (another thread) may have let the slot go since it was read.
       if (slot_.load(std::memory_order_acquire) != slot) return Admission::kNotRegistered;
-      uint64_t limit = file_->policy.memory_limit[device].load(std::memory_order_relaxed);
+      uint64_t limit = EffectiveMemoryLimit(device);
       uint64_t used = a.used_bytes.load(std::memory_order_relaxed);
       if (limit == 0 || enforce == Enforce::kNone || (used <= limit && bytes <= limit - used)) {
         BeginWrite(a);
@@ -775,10 +800,16 @@ std::vector<Inconsistency> Region::Check() const {
                          std::to_string(snap.used_bytes)});
     }
     if (snap.limit_bytes != 0 && snap.used_bytes > snap.limit_bytes) {
+      // Every allocation and context is admitted under the limit; what can pass it is named.
+      const bool changed = file_->policy.changed_realtime_ns.load(std::memory_order_relaxed) != 0;
       out.push_back({Inconsistency::Kind::kOverLimit, d, -1,
                      "device " + std::to_string(d) + ": " + std::to_string(snap.used_bytes) +
                          " bytes in use, above the limit of " + std::to_string(snap.limit_bytes) +
-                         " (lowered while in use?)"});
+                         (changed ? " (the policy was changed by hami region set while the "
+                                    "memory was in use)"
+                                  : " (memory the driver had already handed out, a stream-ordered "
+                                    "pool's or a graph's growth, was recorded past the limit; or "
+                                    "the file was edited)")});
     }
   }
   for (const SlotView& s : Slots()) {

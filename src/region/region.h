@@ -6,6 +6,7 @@
 //   file and waits on the init lock only while the file is not yet published. A published
 //   file is never rewritten; a file a creator left half-done (full size with no magic yet,
 //   or a valid header never published) is made again by the next opener that may create.
+//   This is common/versioned_file.h's kCreatorsOnly discipline.
 // - Membership (lock-free): to claim slot i a process first takes the OFD byte lock of
 //   slot i (so at most one process can be claiming it and a dead claimer's lock is gone),
 //   then CASes the slot from free to claiming, fills it and stores live. The lock, held for
@@ -158,6 +159,12 @@ class Region {
                                               Create create,
                                               std::vector<PolicyDifference>* differences,
                                               Access access = Access::kReadWrite);
+  // A region of this process alone, made in memory (memfd_create) and stamped with `stamp`:
+  // for a process whose container configured no region and whose default one cannot be had
+  // (a read-only /tmp). Fork children share it (ReopenAfterFork reopens the inherited memory
+  // file); nothing else can open it. path() is "memfd:hami-vgpu-private".
+  static Result<std::unique_ptr<Region>> CreatePrivate(const PolicySpec& stamp);
+
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
@@ -180,9 +187,30 @@ class Region {
   // and its slot locks are the parent's).
   Status ReopenAfterFork();
 
+  // ---- this process's own limits ----
+  // A process never enforces more than it was given: a reservation must fit under the
+  // region's memory limit and under the one this process resolved itself (0 = none of its
+  // own). Process-local, never written to the file; set before the first reservation.
+  void SetOwnMemoryLimit(int device, uint64_t bytes) {
+    if (device >= 0 && device < kMaxDevices) {
+      own_memory_limit_[size_t(device)].store(bytes, std::memory_order_relaxed);
+    }
+  }
+  // The limit in force for this process on `device`: the stricter of the two (0 = unlimited).
+  uint64_t EffectiveMemoryLimit(int device) const {
+    if (device < 0 || device >= kMaxDevices) return 0;
+    return StricterLimit(MemoryLimit(device),
+                         own_memory_limit_[size_t(device)].load(std::memory_order_relaxed));
+  }
+  // The stricter of two memory limits, where 0 is none.
+  static constexpr uint64_t StricterLimit(uint64_t a, uint64_t b) {
+    return a == 0 ? b : b == 0 ? a : std::min(a, b);
+  }
+
   // ---- admission ----
   // kNone records the bytes whatever the limit (memory the process cannot do without, such
-  // as a context's own); everything else is refused past the limit.
+  // as a context's own); everything else is refused past the limit in force
+  // (EffectiveMemoryLimit).
   enum class Enforce { kLimit, kNone };
   Admission Reserve(int device, uint64_t bytes, UsageKind kind, Enforce enforce = Enforce::kLimit);
   void Release(int device, uint64_t bytes, UsageKind kind);
@@ -293,7 +321,7 @@ class Region {
   const layout::File& file() const { return *file_; }
 
  private:
-  Region(std::string path, UniqueFd fd, MappedFile map, Access access);
+  Region(std::string path, UniqueFd fd, MappedFile map, Access access, bool anonymous = false);
   bool OwnerAlive(int slot) const;
   bool Inherited() const;      // fd_ is a fork parent's (no ReopenAfterFork() yet)
   int SweepDeadLocked();       // the caller holds membership_mu_
@@ -307,7 +335,9 @@ class Region {
   MappedFile map_;  // the whole file
   layout::File* file_;
   Access access_;
+  bool anonymous_;  // made by CreatePrivate: on no file system
   std::atomic<int> slot_{-1};
+  std::array<std::atomic<uint64_t>, kMaxDevices> own_memory_limit_{};
   uint64_t opener_forks_;  // ForkCount() when fd_ was opened: fd_ is this process's own
                            // while the count is unchanged (cheaper than getpid())
   // Every thread of the process shares one open file description, so the slot byte locks do

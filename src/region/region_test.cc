@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
 #include "common/file.h"
 #include "common/temp_dir.h"
 
@@ -86,6 +85,33 @@ TEST_F(RegionTest, ALaterProcessWithOtherLimitsIsToldTheDifferencesAndTheRegionS
   EXPECT_EQ(diffs[0].region, std::to_string(1ull << 30));
   EXPECT_EQ(diffs[0].mine, std::to_string(2ull << 30));
   EXPECT_EQ(b->Policy().memory_limit[0], 1ull << 30);
+}
+
+// A process never enforces more than it was given: its own limit holds with the region's,
+// and the stricter of the two decides (the container's total counts against both).
+TEST_F(RegionTest, AProcesssOwnLimitHoldsWithTheRegionsAndTheStricterDecides) {
+  auto r = MustOpen(TwoDevices(100 << 20, 0));
+  ASSERT_TRUE(r->Register().ok());
+  r->SetOwnMemoryLimit(0, 50 << 20);  // stricter than the region's 100 MiB
+  r->SetOwnMemoryLimit(1, 8 << 20);   // the region's device 1 is unlimited
+  EXPECT_EQ(r->EffectiveMemoryLimit(0), 50u << 20);
+  EXPECT_EQ(r->EffectiveMemoryLimit(1), 8u << 20);
+  EXPECT_EQ(r->MemoryLimit(0), 100u << 20) << "the region's own limit is unchanged";
+  EXPECT_EQ(r->Reserve(0, 40 << 20, UsageKind::kData), Admission::kOk);
+  EXPECT_EQ(r->Reserve(0, 20 << 20, UsageKind::kData), Admission::kOverLimit);
+  EXPECT_EQ(r->Reserve(1, 9 << 20, UsageKind::kData), Admission::kOverLimit);
+  EXPECT_EQ(r->Reserve(1, 8 << 20, UsageKind::kData), Admission::kOk);
+  // Looser than the region's: the region's decides.
+  r->SetOwnMemoryLimit(0, 1ull << 40);
+  EXPECT_EQ(r->EffectiveMemoryLimit(0), 100u << 20);
+  EXPECT_EQ(r->Reserve(0, 61 << 20, UsageKind::kData), Admission::kOverLimit);
+  EXPECT_EQ(r->Reserve(0, 60 << 20, UsageKind::kData), Admission::kOk);
+  // The zero budget of a limit that could not be read admits nothing.
+  r->SetOwnMemoryLimit(1, layout::kZeroBudgetBytes);
+  EXPECT_EQ(r->Reserve(1, 4096, UsageKind::kData), Admission::kOverLimit);
+  r->Unregister();
+  static_assert(Region::StricterLimit(0, 0) == 0 && Region::StricterLimit(0, 5) == 5 &&
+                Region::StricterLimit(7, 0) == 7 && Region::StricterLimit(7, 5) == 5);
 }
 
 TEST_F(RegionTest, ReservationsStayWithinTheLimitAndReleasesReturnIt) {
@@ -191,18 +217,23 @@ TEST_F(RegionTest, AForkChildMustReopenBeforeItRegistersOrSweeps) {
 
 TEST_F(RegionTest, ThreadsMayRegisterReserveSweepAndUnregisterTogether) {
   auto r = MustOpen(TwoDevices(1 << 20));
+  // A fixed amount of work, not a duration: the registering thread runs kCycles cycles and
+  // each worker goes on until it has seen them end and done kRounds rounds of its own.
+  constexpr int kCycles = 2000;
+  constexpr int kRounds = 2000;
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
-    while (!stop.load()) {
+    for (int i = 0; i < kCycles; ++i) {
       (void)r->Register();
       std::this_thread::yield();
       r->Unregister();
     }
+    stop = true;
   });
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
-      while (!stop.load()) {
+      for (int round = 0; round < kRounds || !stop.load(); ++round) {
         if (r->Reserve(t % 2, 4096, UsageKind::kData) == Admission::kOk) {
           r->Release(t % 2, 4096, UsageKind::kData);
         }
@@ -211,8 +242,6 @@ TEST_F(RegionTest, ThreadsMayRegisterReserveSweepAndUnregisterTogether) {
       }
     });
   }
-  SleepForNs(300'000'000);
-  stop = true;
   for (auto& t : threads) t.join();
   r->Unregister();
   EXPECT_TRUE(r->Slots().empty());

@@ -25,14 +25,10 @@ Books BooksFor(int ordinal) {
     rt.join_state.wait(state, std::memory_order_acquire);
     state = rt.join_state.load(std::memory_order_acquire);
   }
+  // Refused: no region at all, no slot, no initialization through cuInit, or a device the
+  // container's region was not made for (MapToRegionLocked said which).
   const bool in_region = RegionIndex(ordinal) >= 0;
-  if (state == uint32_t(JoinState::kJoined)) {
-    return in_region ? Books::kAccounted : Books::kNotAccounted;
-  }
-  // Not joined: a device the region is known not to hold stays the driver's alone; any other
-  // is refused (no region at all, no slot, or no initialization through cuInit).
-  if (ViewRegion() != nullptr && !in_region) return Books::kNotAccounted;
-  return Books::kRefused;
+  return state == uint32_t(JoinState::kJoined) && in_region ? Books::kAccounted : Books::kRefused;
 }
 
 namespace {
@@ -66,8 +62,6 @@ bool Admit(int ordinal, uint64_t bytes, UsageKind kind) {
   GateAllocation();
   if (bytes == 0) return true;
   switch (BooksFor(ordinal)) {
-    case Books::kNotAccounted:
-      return true;
     case Books::kRefused:
       NoteRefused();
       return false;
@@ -139,8 +133,6 @@ CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge) {
   CUcontext ctx;
   if (CUresult r = CurrentDevice(&dev, &ctx); r != CUDA_SUCCESS) return r;
   switch (BooksFor(dev)) {
-    case Books::kNotAccounted:
-      return CUDA_SUCCESS;
     case Books::kRefused:
       NoteRefused();
       return CUDA_ERROR_OUT_OF_MEMORY;
@@ -268,9 +260,32 @@ uint64_t UsedMemory(const nvmlProcessInfo_t& p) {
 
 uint64_t KnownContextBytes(CUdevice dev) { return Rt().ledger.ContextBytes(int(dev)); }
 
-void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before) {
-  if (BooksFor(int(dev)) == Books::kNotAccounted) return;
+bool AdmitContext(CUdevice dev, uint64_t bytes) {
+  // A refused process or device is refused a context even of unmeasured size.
+  if (BooksFor(int(dev)) == Books::kRefused) {
+    NoteRefused();
+    return false;
+  }
+  return Admit(int(dev), bytes, UsageKind::kContext);
+}
+
+void UndoContext(CUdevice dev, CUcontext ctx, bool primary) {
+  const CudaDriver* d = CudaIfLoaded();
+  if (d == nullptr) return;
+  if (primary) {
+    if (d->cuda.cuDevicePrimaryCtxRelease_v2 != nullptr) d->cuda.cuDevicePrimaryCtxRelease_v2(dev);
+  } else if (d->cuda.cuCtxDestroy_v2 != nullptr) {
+    d->cuda.cuCtxDestroy_v2(ctx);
+  }
+}
+
+bool ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before,
+                   uint64_t admitted) {
   Runtime& rt = Rt();
+  if (admitted != 0) {
+    rt.ledger.AddContext(ctx, ContextCharge{int(dev), admitted, primary});
+    return true;
+  }
   uint64_t bytes = KnownContextBytes(dev);
   if (bytes == 0) {
     // Measured once per device: what this process's own use grew by while the context was
@@ -290,8 +305,11 @@ void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& b
       g_log.Log(LogLevel::kInfo, "device %d: the context's size could not be measured", int(dev));
     }
   }
-  Record(dev, bytes, UsageKind::kContext);
+  // Admitted like any memory (a context the process could not register for, or on a device
+  // the region does not hold, is refused as they are; 0 bytes still asks).
+  if (!AdmitContext(dev, bytes)) return false;
   rt.ledger.AddContext(ctx, ContextCharge{int(dev), bytes, primary});
+  return true;
 }
 
 void ContextEnded(CUcontext ctx) {

@@ -41,9 +41,9 @@ constexpr uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
 // ---- the region's books, by CUDA ordinal; none of these joins the region ----
 // How an allocation on a device is booked.
 enum class Books {
-  kAccounted,     // charged to the region
-  kNotAccounted,  // the region does not hold the device: the driver alone decides
-  kRefused,       // the process could not join the region: refused
+  kAccounted,  // charged to the region
+  kRefused,    // the process could not join the region, or the region does not hold the
+               // device (a limit nobody set for it is not no limit): refused
 };
 // Waits (holding nothing) while another thread joins.
 Books BooksFor(int ordinal);
@@ -75,7 +75,7 @@ struct Charge {
 
 // Reserves for `bytes` of `kind` on the current context's device. CUDA_ERROR_OUT_OF_MEMORY
 // past the limit or when the process is refused; the driver's error when there is no current
-// context; CUDA_SUCCESS with charge->device == -1 when the device is not accounted.
+// context.
 CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge);
 // Undoes Reserve (the driver call failed).
 void Unreserve(const Charge& charge, UsageKind kind);
@@ -242,15 +242,40 @@ bool ListProcesses(nvmlDevice_t h, ListedProcesses* out);
 uint64_t UsedMemory(const nvmlProcessInfo_t& p);
 // The context size measured on `dev` so far (0 = not yet).
 uint64_t KnownContextBytes(CUdevice dev);
-void ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before);
+// A context of a known size, admitted before the driver is asked: false when the budget
+// cannot hold it (or the process or device is refused).
+bool AdmitContext(CUdevice dev, uint64_t bytes);
+// Books a context just made: `admitted` bytes were admitted before (AdmitContext); with 0,
+// its size is measured now (from `before`) and admitted. False when that admission is
+// refused: the caller undoes the context.
+bool ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before,
+                   uint64_t admitted);
+// Gives back a context the budget could not hold (the driver's destroy, or the primary's
+// release), so that the failed call leaves nothing behind.
+void UndoContext(CUdevice dev, CUcontext ctx, bool primary);
 
+// Every new context is admitted like any memory: by its measured size before the driver is
+// asked, or (its size not known yet) measured once made and undone when the budget cannot
+// hold it. Over the budget: CUDA_ERROR_OUT_OF_MEMORY, as a full GPU answers.
 template <typename Call>
 CUresult CreateContext(CUdevice dev, CUcontext* pctx, bool primary, Call call) {
   if (pctx == nullptr || (primary && PrimaryActive(dev))) return call();
+  const uint64_t known = KnownContextBytes(dev);
   DeviceUse before;
-  if (KnownContextBytes(dev) == 0) before = MeasureUse(dev);
+  if (known != 0) {
+    if (!AdmitContext(dev, known)) return CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    before = MeasureUse(dev);
+  }
   CUresult r = call();
-  if (r == CUDA_SUCCESS) ChargeContext(dev, *pctx, primary, before);
+  if (r != CUDA_SUCCESS) {
+    if (known != 0) Return(int(dev), known, UsageKind::kContext);
+    return r;
+  }
+  if (!ChargeContext(dev, *pctx, primary, before, known)) {
+    UndoContext(dev, *pctx, primary);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   return r;
 }
 

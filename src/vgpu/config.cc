@@ -27,18 +27,26 @@ std::string Lower(std::string_view v) {
 
 // ---- The parsers of vgpu/options.def: Parse(name, text) -> Result<T>, Text(value). -------
 
+// The limits. `kClosed` is what a device gets when its value cannot be read, and
+// `kConsequence` says so in the problem.
 struct MemoryLimit {
+  static constexpr uint64_t kClosed = region::layout::kZeroBudgetBytes;
+  static constexpr const char* kConsequence = "no allocation is admitted (a zero memory budget)";
   static Result<uint64_t> Parse(std::string_view name, std::string_view v) {
     return ParseSize(v, name);
   }
   static OptionValue Value(uint64_t bytes) {
-    return {
-        bytes == 0 ? "0 (unlimited)" : FormatBytes(bytes) + ", " + std::to_string(bytes) + " bytes",
-        "bytes", bytes};
+    std::string text = bytes == 0 ? "0 (unlimited)"
+                       : bytes == kClosed
+                           ? "a zero budget (1 byte: nothing fits)"
+                           : FormatBytes(bytes) + ", " + std::to_string(bytes) + " bytes";
+    return {std::move(text), "bytes", bytes};
   }
 };
 
 struct SmLimit {
+  static constexpr uint32_t kClosed = region::layout::kStrictestSmPercent;
+  static constexpr const char* kConsequence = "the compute share is the strictest, 1%";
   static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
     uint64_t p = HAMI_TRY(ParseUint64(v, name));
     if (p > 100) return Bad(name, v, "must be a percentage from 0 to 100");
@@ -201,6 +209,10 @@ struct Option {
   Status (*apply)(Config& c, std::string_view name, int device, std::string_view value);
   OptionValue (*describe)(const Config& c, int device);
   std::string (*default_text)();
+  // The limits (per-device and all-devices rows): sets the fail-closed value for `device`
+  // (every device for an all-devices row) and returns what that means. Null for the rest,
+  // whose malformed values are skipped.
+  const char* (*close)(Config& c, int device);
 };
 
 const Option kOptions[] = {
@@ -213,7 +225,8 @@ const Option kOptions[] = {
      return OkStatus();                                                   \
    },                                                                     \
    [](const Config& c, int) { return parser::Value(c.field); },           \
-   [] { return parser::Value(type(default_value)).text; }},
+   [] { return parser::Value(type(default_value)).text; },                \
+   nullptr},
 #define HAMI_DEVICE_OPTION(name, field, type, default_value, parser, doc)    \
   {OptionScope::kAllDevices,                                                 \
    name,                                                                     \
@@ -223,7 +236,11 @@ const Option kOptions[] = {
      return OkStatus();                                                      \
    },                                                                        \
    [](const Config& c, int d) { return parser::Value(c.field[size_t(d)]); }, \
-   [] { return parser::Value(type(default_value)).text; }},
+   [] { return parser::Value(type(default_value)).text; },                   \
+   [](Config& c, int) {                                                      \
+     c.field.fill(parser::kClosed);                                          \
+     return parser::kConsequence;                                            \
+   }},
 #define HAMI_PER_DEVICE_OPTION(name, field, parser, doc)                     \
   {OptionScope::kPerDevice,                                                  \
    name,                                                                     \
@@ -233,7 +250,11 @@ const Option kOptions[] = {
      return OkStatus();                                                      \
    },                                                                        \
    [](const Config& c, int d) { return parser::Value(c.field[size_t(d)]); }, \
-   nullptr},
+   nullptr,                                                                  \
+   [](Config& c, int d) {                                                    \
+     c.field[size_t(d)] = parser::kClosed;                                   \
+     return parser::kConsequence;                                            \
+   }},
 #include "vgpu/options.def"
 #undef HAMI_OPTION
 #undef HAMI_DEVICE_OPTION
@@ -322,7 +343,13 @@ OptionValue DescribeOption(const Config& config, size_t row, int device) {
 Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
   Resolution r;
   // Every candidate value of each variable, best first: the file's, then the environment's.
-  std::map<std::string, std::vector<std::pair<std::string, Source>>> candidates;
+  // An unreadable one is a line of the file that was skipped (its shown text).
+  struct Candidate {
+    std::string value;
+    Source source;
+    bool readable = true;
+  };
+  std::map<std::string, std::vector<Candidate>> candidates;
   for (const Option& o : kOptions) {
     if (o.scope == OptionScope::kPerDevice) {
       std::string_view n = o.name;
@@ -337,10 +364,20 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
       candidates[o.name].push_back({v, Source::kEnvironment});
     }
   }
-  if (!file.present) {
+  if (!file.present && !file.unreadable) {
     r.notes.push_back(file.path + " absent: limits come from the environment");
   }
   for (const std::string& p : file.problems) r.problems.push_back(p);
+  if (file.unreadable) {
+    // What the file says is unknown, and it would beat the environment: every limit fails
+    // closed, and no value of the environment may loosen one.
+    for (const Option& o : kOptions) {
+      if (o.close == nullptr || o.scope != OptionScope::kAllDevices) continue;
+      const char* consequence = o.close(r.config, 0);
+      r.closed.push_back(std::string(o.name) + ": " + file.path +
+                         " could not be read, so on every device " + consequence);
+    }
+  }
   bool format_seen = false;
   for (const auto& [key, value] : file.entries) {
     int index = 0;
@@ -351,28 +388,53 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
     format_seen |= key == limits::kFormatKey;
     auto& list = candidates[key];
     // A later line for the same key replaces an earlier one.
-    if (!list.empty() && list.front().second == Source::kLimitsFile) list.erase(list.begin());
+    if (!list.empty() && list.front().source == Source::kLimitsFile) list.erase(list.begin());
     list.insert(list.begin(), {value, Source::kLimitsFile});
+  }
+  // A skipped line meant for a limit is a limit that could not be read, whatever the other
+  // lines say: it comes first.
+  for (const auto& [key, shown] : file.skipped) {
+    int index = 0;
+    const Option* o = Find(key, &index);
+    if (o == nullptr || o->close == nullptr) continue;
+    auto& list = candidates[key];
+    list.insert(list.begin(), {shown, Source::kLimitsFile, false});
   }
   if (file.present && !format_seen) {
     r.notes.push_back(file.path + " has no " + limits::kFormatKey + " line; reading it as format " +
                       limits::kFormat);
   }
   // Every other option first, so per-device ones (applied after) beat the all-devices ones.
-  // A malformed value is skipped in favour of the next candidate.
+  // A malformed limit fails closed for its devices; any other malformed value is skipped in
+  // favour of the next candidate.
   for (bool per_device : {false, true}) {
     for (const auto& [name, list] : candidates) {
       int index = 0;
       const Option* o = Find(name, &index);
       if (o == nullptr || (o->scope == OptionScope::kPerDevice) != per_device) continue;
-      for (const auto& [value, source] : list) {
-        Status st = o->apply(r.config, name, index, value);
+      if (o->close != nullptr && file.unreadable) continue;  // closed above
+      for (const Candidate& c : list) {
+        std::string where = c.source == Source::kLimitsFile ? " (in " + file.path + ")" : "";
+        Status st = c.readable
+                        ? o->apply(r.config, name, index, c.value)
+                        : Status(Error(ErrorCode::kInvalidArgument,
+                                       name + ": its line could not be read ('" + c.value + "')"));
         if (st.ok()) {
-          r.config.settings.push_back({name, value, source});
+          r.config.settings.push_back({name, c.value, c.source});
           break;
         }
-        std::string where = source == Source::kLimitsFile ? " (in " + file.path + ")" : "";
-        r.problems.push_back(st.error().message() + where);
+        if (o->close == nullptr) {
+          r.problems.push_back(st.error().message() + where);
+          continue;
+        }
+        // The limit the process was given is unknown: never fall back to a looser one.
+        const char* consequence = o->close(r.config, index);
+        std::string devices = o->scope == OptionScope::kPerDevice
+                                  ? "on device " + std::to_string(index)
+                                  : std::string("on every device without a value of its own");
+        r.closed.push_back(st.error().message() + where + "; " + devices + " " + consequence);
+        r.config.settings.push_back({name, c.value, c.source, true});
+        break;
       }
     }
   }

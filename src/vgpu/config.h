@@ -6,8 +6,11 @@
 // Precedence: a value in the limits file beats the same variable in the environment, which
 // beats the default. A per-device variable (CUDA_DEVICE_MEMORY_LIMIT_<i>,
 // CUDA_DEVICE_SM_LIMIT_<i>) beats the all-devices one, whichever source each came from.
-// A malformed value — in the file or the environment — is reported naming it and ignored,
-// as if it were absent; everything else still applies.
+// A malformed memory or SM limit — in the file or the environment, or a skipped line of the
+// file meant for one, or a file that cannot be read — fails closed: that device gets a zero
+// memory budget or the strictest compute share, never the next candidate or the default
+// (Resolution::closed says which and why). Any other malformed value is reported naming it
+// and ignored, as if it were absent; everything else still applies.
 //
 // Built without exceptions (libvgpu.so links it); thread-safe (no shared state but the
 // options table, built once).
@@ -44,6 +47,7 @@ struct Setting {
   std::string name;  // "CUDA_DEVICE_MEMORY_LIMIT_0"
   std::string value;
   Source source;
+  bool closed = false;  // a limit whose value could not be read: held closed instead
 };
 
 namespace internal {
@@ -80,7 +84,12 @@ using GetEnvFn = std::function<const char*(const char*)>;
 
 struct Resolution {
   Config config;
-  std::vector<std::string> problems;  // malformed values, named; each was ignored
+  // Limits that could not be read (malformed, out of range, a skipped line of the limits
+  // file, an unreadable limits file), each naming the variable, the value and the
+  // consequence: the device's memory budget is zero (MemoryLimit's kZeroBudgetBytes) or its
+  // compute share the strictest (1%). Never a looser value in their place.
+  std::vector<std::string> closed;
+  std::vector<std::string> problems;  // other malformed values, named; each was ignored
   std::vector<std::string> notes;     // informational (absent file, unknown keys)
 };
 

@@ -73,6 +73,13 @@ bool HasProblemStartingWith(const Resolution& r, const std::string& prefix) {
                      [&](const std::string& p) { return p.starts_with(prefix); });
 }
 
+// Whether the limit `name` was held closed ("NAME='v': ..." or "NAME: its line ...").
+bool Closed(const Resolution& r, const std::string& name) {
+  return std::any_of(r.closed.begin(), r.closed.end(), [&](const std::string& p) {
+    return p.starts_with(name + "='") || p.starts_with(name + ": ");
+  });
+}
+
 void CheckFile(std::string_view text, const LimitsFile& file) {
   Check(file.present);
   Check(file.entries.size() + file.problems.size() == NonEmptyLines(text));
@@ -89,12 +96,15 @@ void CheckFile(std::string_view text, const LimitsFile& file) {
   }
 }
 
-// The value a device limit must have from its own and the all-devices setting.
+// The value a device limit must have from its own and the all-devices setting: the closed
+// value when that setting could not be read.
 template <typename Parse>
-uint64_t Expected(const Config& c, const std::string& all, int device, Parse parse) {
-  const Setting* s = Find(c, all + "_" + std::to_string(device));
-  if (s == nullptr) s = Find(c, all);
+uint64_t Expected(const Resolution& r, const std::string& all, int device, Parse parse,
+                  uint64_t closed) {
+  const Setting* s = Find(r.config, all + "_" + std::to_string(device));
+  if (s == nullptr) s = Find(r.config, all);
   if (s == nullptr) return 0;
+  if (Closed(r, s->name)) return closed;
   auto v = parse(s->value);
   Check(v.ok());  // a value that was applied parses
   return *v;
@@ -109,12 +119,17 @@ void CheckResolution(const LimitsFile& file, const std::map<std::string, std::st
     (void)Find(r.config, s.name);  // aborts on a second setting of the same name
     auto in_file = file_value.find(s.name);
     if (s.source == Source::kLimitsFile) {
-      Check(in_file != file_value.end() && in_file->second == s.value);
+      // A limit's skipped line is recorded as shown, not as an entry.
+      Check((in_file != file_value.end() && in_file->second == s.value) || Closed(r, s.name));
     } else {
       Check(s.source == Source::kEnvironment);
       auto in_env = env.find(s.name);
       Check(in_env != env.end() && in_env->second == s.value);
+      // The environment stands in for a file value only when that is not a limit (a limit's
+      // file value, readable or not, is the one used).
       if (in_file != file_value.end()) {
+        Check(!s.name.starts_with("CUDA_DEVICE_MEMORY_LIMIT") &&
+              !s.name.starts_with("CUDA_DEVICE_SM_LIMIT"));
         Check(HasProblemStartingWith(r, s.name + "='" + in_file->second + "'"));
       }
     }
@@ -122,12 +137,16 @@ void CheckResolution(const LimitsFile& file, const std::map<std::string, std::st
   const Config& c = r.config;
   for (int d = 0; d < kMaxDevices; ++d) {
     Check(c.memory_limit[size_t(d)] ==
-          Expected(c, "CUDA_DEVICE_MEMORY_LIMIT", d,
-                   [](const std::string& v) { return hami::ParseSize(v, "fuzz"); }));
+          Expected(
+              r, "CUDA_DEVICE_MEMORY_LIMIT", d,
+              [](const std::string& v) { return hami::ParseSize(v, "fuzz"); },
+              hami::region::layout::kZeroBudgetBytes));
     Check(c.sm_limit[size_t(d)] <= 100);
-    Check(c.sm_limit[size_t(d)] == Expected(c, "CUDA_DEVICE_SM_LIMIT", d, [](const std::string& v) {
-            return hami::ParseUint64(v, "fuzz");
-          }));
+    Check(c.sm_limit[size_t(d)] ==
+          Expected(
+              r, "CUDA_DEVICE_SM_LIMIT", d,
+              [](const std::string& v) { return hami::ParseUint64(v, "fuzz"); },
+              hami::region::layout::kStrictestSmPercent));
   }
   Check(!c.shared_cache.empty() && c.shared_cache[0] == '/');
   Check(c.priority == 0 || c.priority == 1);
@@ -155,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Resolution again = hami::vgpu::ResolveConfig(file, getenv_fn);
   Check(again.config.memory_limit == r.config.memory_limit &&
         again.config.sm_limit == r.config.sm_limit && again.problems == r.problems &&
-        again.config.settings.size() == r.config.settings.size());
+        again.closed == r.closed && again.config.settings.size() == r.config.settings.size());
 
   // With no file, only the environment can be a source.
   LimitsFile absent;

@@ -198,7 +198,7 @@ TEST_F(PolicyTest, TheRegionHoldsTheDeviceWithTheLimit) {
   ASSERT_GE(RegionIndex(0), 0);
   EXPECT_EQ(LimitOf(0), kLimit);
   EXPECT_EQ(BooksFor(0), Books::kAccounted);
-  EXPECT_EQ(BooksFor(5), Books::kNotAccounted) << "a device the region does not hold";
+  EXPECT_EQ(BooksFor(5), Books::kRefused) << "a device the region does not hold is refused";
 }
 
 TEST_F(PolicyTest, LargeAllocationsAreChargedInWholeGranules) {
@@ -711,7 +711,9 @@ TEST_F(PolicyTest, APrimaryContextIsChargedOnceAndReleasedWhenItEnds) {
   EXPECT_EQ(Kind(UsageKind::kContext), before) << "its last release";
 }
 
-TEST_F(PolicyTest, AContextIsCountedButNeverRefused) {
+// A context of a known size is admitted before the driver is asked: past the budget the
+// driver is never called, and nothing is charged.
+TEST_F(PolicyTest, AContextPastTheBudgetIsRefusedBeforeTheDriverIsAsked) {
   Rt().ledger.SetContextBytes(0, kContextBytes);
   const uint64_t before = Used();
   std::vector<CUdeviceptr> fill;
@@ -722,12 +724,35 @@ TEST_F(PolicyTest, AContextIsCountedButNeverRefused) {
   }
   ASSERT_EQ(Used(), kLimit);
   CUcontext ctx = nullptr;
+  int calls = 0;
+  EXPECT_EQ(CreateContext(0, &ctx, false,
+                          [&] {
+                            ++calls;
+                            return FakeContext(&ctx);
+                          }),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(calls, 0) << "refused before the driver was asked";
+  EXPECT_EQ(Used(), kLimit);
+  // Room for it again: admitted, charged, and given back at its end.
+  constexpr uint64_t kFreed = (kContextBytes + kGranule - 1) / kGranule;
+  for (uint64_t i = 0; i < kFreed; ++i) {
+    Free(fill.back());
+    fill.pop_back();
+  }
   ASSERT_EQ(CreateContext(0, &ctx, false, [&] { return FakeContext(&ctx); }), CUDA_SUCCESS);
-  EXPECT_EQ(Used(), kLimit + kContextBytes) << "the truth is recorded";
-  CUdeviceptr p = 0;
-  EXPECT_EQ(Alloc(&p, 4096), CUDA_ERROR_OUT_OF_MEMORY) << "and counts against the budget";
+  EXPECT_EQ(Used(), kLimit - kFreed * kGranule + kContextBytes);
   ContextEnded(ctx);
   for (CUdeviceptr f : fill) Free(f);
+  EXPECT_EQ(Used(), before);
+}
+
+// A failed driver call gives back what was admitted for the context.
+TEST_F(PolicyTest, AContextTheDriverRefusesLeavesNothingCharged) {
+  Rt().ledger.SetContextBytes(0, kContextBytes);
+  const uint64_t before = Used();
+  CUcontext ctx = nullptr;
+  EXPECT_EQ(CreateContext(0, &ctx, false, [] { return CUDA_ERROR_INVALID_DEVICE; }),
+            CUDA_ERROR_INVALID_DEVICE);
   EXPECT_EQ(Used(), before);
 }
 

@@ -157,12 +157,25 @@ void MapToRegionLocked(Runtime& rt, region::Region& reg) REQUIRES(rt.devices_mu)
       }
     }
     if (index < 0) {
-      g_log.Log(LogLevel::kWarn,
-                "CUDA device %zu (%s) is not one of the shared region's devices; its memory "
-                "is not accounted",
-                o, rt.devices[o].uuid.c_str());
+      std::string held;
+      for (int i = 0; i < policy.device_count; ++i) {
+        held +=
+            (i == 0 ? "" : ", ") + (policy.uuid[size_t(i)].empty() ? "device " + std::to_string(i)
+                                                                   : policy.uuid[size_t(i)]);
+      }
+      g_log.Always(LogLevel::kError,
+                   "CUDA device %zu (%s) is not one of the shared region %s's devices (%s); "
+                   "every allocation on it is refused (CUDA_ERROR_OUT_OF_MEMORY)",
+                   o, rt.devices[o].uuid.c_str(), reg.path().c_str(),
+                   held.empty() ? "none" : held.c_str());
     }
     rt.region_index[o].store(index, std::memory_order_relaxed);
+  }
+  // The limits this process was given hold with the region's: the stricter is enforced. A
+  // per-device limit names a device by the container's ordinal, which is the region's order
+  // (its creator's), whatever order this process's CUDA_VISIBLE_DEVICES gives.
+  for (int i = 0; i < policy.device_count && i < kMaxDevices; ++i) {
+    reg.SetOwnMemoryLimit(i, rt.config.memory_limit[size_t(i)]);
   }
 }
 
@@ -198,6 +211,8 @@ void EnsureConfigured() {
   rt.config = std::move(res.config);
   g_log.set_level(LogLevel(rt.config.log_level));
   SetCheckLogger(&g_log);  // HAMI_BUG lines carry this library's tag and level
+  // A limit held closed is said whatever the log level: the process runs, but refused.
+  for (const std::string& c : res.closed) g_log.Always(LogLevel::kError, "%s", c.c_str());
   for (const std::string& p : res.problems) g_log.Log(LogLevel::kError, "%s", p.c_str());
   for (const std::string& n : res.notes) g_log.Log(LogLevel::kInfo, "%s", n.c_str());
   // The driver reads CUDA_VISIBLE_DEVICES from the environment when it starts (after this):
@@ -306,37 +321,51 @@ region::PolicySpec SpecFor(const Config& c, const std::vector<VisibleDevice>& de
   return spec;
 }
 
-// Opens the container's region (or, when it cannot be opened, a private one that holds this
-// process to its limits alone). Null only when neither can be had.
+// Whether the container named its region (CUDA_DEVICE_MEMORY_SHARED_CACHE in the limits file
+// or the environment), rather than leaving the default.
+bool RegionConfigured(const Config& c) {
+  return std::any_of(c.settings.begin(), c.settings.end(),
+                     [](const Setting& s) { return s.name == "CUDA_DEVICE_MEMORY_SHARED_CACHE"; });
+}
+
+// Opens the container's region. A configured region that cannot be used (a symlink, another
+// kind of file, bad magic, truncated, another version, a full file system) is refused: its
+// processes share one budget, and a fresh budget of this process's own would add to it.
+// Only when none was configured and the default cannot be had (a read-only /tmp) is this
+// process held to its limits alone, in a private region in memory. Null: neither; every
+// accounted allocation is then refused.
 std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::PolicySpec& spec) {
   std::vector<region::PolicyDifference> diffs;
   auto opened = region::Region::Open(c.shared_cache, &spec, region::Create::kIfMissing, &diffs);
+  if (!opened.ok() && RegionConfigured(c)) {
+    g_log.Always(LogLevel::kError,
+                 "%s; the container's shared region cannot be used, so every allocation this "
+                 "process makes on an accounted device is refused (CUDA_ERROR_OUT_OF_MEMORY)",
+                 opened.error().c_str());
+    return nullptr;
+  }
   if (!opened.ok()) {
     // Limits must not silently turn off: hold this process to them on its own.
     g_log.Log(LogLevel::kError,
-              "%s; this process's limits are enforced for it alone, not shared with the "
-              "container",
+              "%s; no shared region was configured (CUDA_DEVICE_MEMORY_SHARED_CACHE) and the "
+              "default cannot be used, so this process's limits are enforced for it alone, "
+              "in a private region",
               opened.error().c_str());
-    char tmpl[] = "/tmp/hami-vgpu-private-XXXXXX";
-    int fd = mkstemp(tmpl);
-    if (fd >= 0) {
-      close(fd);
-      unlink(tmpl);  // a fresh, empty name for the region to create
-      opened = region::Region::Open(tmpl, &spec, region::Create::kIfMissing, nullptr);
-      unlink(tmpl);  // the mapping and descriptor stay; nobody else may join it
-    }
+    opened = region::Region::CreatePrivate(spec);
     if (!opened.ok()) {
-      g_log.Log(LogLevel::kError,
-                "cannot make a private region either: %s; every allocation on a limited "
-                "device is refused",
-                opened.error().c_str());
+      g_log.Always(LogLevel::kError,
+                   "cannot make a private region either: %s; every allocation this process "
+                   "makes on an accounted device is refused (CUDA_ERROR_OUT_OF_MEMORY)",
+                   opened.error().c_str());
       return nullptr;
     }
   }
   for (const region::PolicyDifference& d : diffs) {
-    g_log.Log(LogLevel::kWarn,
-              "shared region %s: %s is %s there but %s here; the region's value stands",
-              c.shared_cache.c_str(), d.field.c_str(), d.region.c_str(), d.mine.c_str());
+    const bool memory = d.field.starts_with("memory_limit");
+    g_log.Log(
+        LogLevel::kWarn, "shared region %s: %s is %s there but %s here; %s", c.shared_cache.c_str(),
+        d.field.c_str(), d.region.c_str(), d.mine.c_str(),
+        memory ? "this process holds to the stricter of the two" : "the region's value stands");
   }
   return std::move(opened).value();
 }
@@ -349,9 +378,9 @@ JoinState Join(Runtime& rt) {
     devices = rt.devices;
   }
   if (devices.empty() && rt.region == nullptr) {
-    g_log.Log(LogLevel::kError,
-              "no device is visible to this process, so no shared region can be joined; every "
-              "allocation is refused");
+    g_log.Always(LogLevel::kError,
+                 "no device is visible to this process, so no shared region can be joined; "
+                 "every allocation is refused");
     return JoinState::kRefused;
   }
   if (rt.region == nullptr) {
@@ -374,11 +403,11 @@ JoinState Join(Runtime& rt) {
   if (rt.region->slot() >= 0) return JoinState::kJoined;
   auto slot = rt.region->Register();
   if (!slot.ok()) {
-    g_log.Log(LogLevel::kError,
-              "%s; this process could not register in the shared region %s, so every "
-              "allocation it makes on an accounted device is refused "
-              "(CUDA_ERROR_OUT_OF_MEMORY)",
-              slot.error().c_str(), rt.config.shared_cache.c_str());
+    g_log.Always(LogLevel::kError,
+                 "%s; this process could not register in the shared region %s, so every "
+                 "allocation it makes on an accounted device is refused "
+                 "(CUDA_ERROR_OUT_OF_MEMORY)",
+                 slot.error().c_str(), rt.region->path().c_str());
     return JoinState::kRefused;
   }
   return JoinState::kJoined;
@@ -459,7 +488,7 @@ bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, u
   region::Region* reg = ViewRegion();
   int index = RegionIndex(ordinal);
   if (reg == nullptr || index < 0) return false;
-  uint64_t limit = reg->MemoryLimit(index);
+  uint64_t limit = reg->EffectiveMemoryLimit(index);
   if (limit == 0) return false;
   reg->SweepDeadIfDue();
   uint64_t used = reg->UsedBytes(index);

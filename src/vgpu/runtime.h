@@ -199,11 +199,12 @@ inline region::Region* ViewRegion() { return Rt().region_fast.load(std::memory_o
 bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
                  uint64_t* free);
 
-// Memory limit of CUDA ordinal `ordinal` as the region says (0 = unlimited).
+// The memory limit in force on CUDA ordinal `ordinal`: the region's or this process's own,
+// whichever is stricter (0 = unlimited).
 inline uint64_t LimitOf(int ordinal) {
   region::Region* reg = ViewRegion();
   int index = RegionIndex(ordinal);
-  return reg != nullptr && index >= 0 ? reg->MemoryLimit(index) : 0;
+  return reg != nullptr && index >= 0 ? reg->EffectiveMemoryLimit(index) : 0;
 }
 
 // Re-entry guard: a hook called from inside another hook on the same thread (the driver

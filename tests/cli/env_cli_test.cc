@@ -21,6 +21,7 @@ using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ContainsRegex;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
@@ -141,7 +142,7 @@ TEST_F(HamiEnvTest, EveryVariableIsListedOnceEvenWhenUnset) {
   }
 }
 
-TEST_F(HamiEnvTest, MalformedLinesAndValuesAreProblemsAndTheRestApplies) {
+TEST_F(HamiEnvTest, MalformedLinesAreProblemsAndAMalformedLimitIsHeldClosed) {
   std::string file = LimitsFile(
       "CUDA_DEVICE_MEMORY_LIMIT=1g\ngarbage\nCUDA_DEVICE_SM_LIMIT=150\nHAMI_LIMITS_FORMAT=1\n");
   Outcome o = HamiEnv({"--limits-file", file, "--json"}, {{"CUDA_DEVICE_SM_LIMIT", "30"}});
@@ -149,11 +150,25 @@ TEST_F(HamiEnvTest, MalformedLinesAndValuesAreProblemsAndTheRestApplies) {
   json r = Report(o);
   std::vector<std::string> problems = r["problems"].get<std::vector<std::string>>();
   EXPECT_THAT(problems, Contains(file + " line 2 'garbage': not KEY=VALUE; skipped"));
-  EXPECT_THAT(problems, Contains(StartsWith("CUDA_DEVICE_SM_LIMIT='150'")));
+  std::vector<std::string> closed = r["closed"].get<std::vector<std::string>>();
+  EXPECT_THAT(closed, ElementsAre(AllOf(StartsWith("CUDA_DEVICE_SM_LIMIT='150'"),
+                                        HasSubstr("the compute share is the strictest, 1%"))));
   EXPECT_EQ(Option(r, "CUDA_DEVICE_MEMORY_LIMIT")["bytes"], kGiB);
   json sm = Option(r, "CUDA_DEVICE_SM_LIMIT");
-  EXPECT_EQ(sm["source"], "environment") << "the bad file value gives way to the environment's";
-  EXPECT_EQ(sm["percent"], 30);
+  EXPECT_EQ(sm["source"], "limits file") << "the environment's 30 never stands in for it";
+  EXPECT_EQ(sm["percent"], 1);
+  EXPECT_EQ(sm["closed"], true);
+}
+
+TEST_F(HamiEnvTest, AMalformedMemoryLimitIsAZeroBudgetAndExitsOne) {
+  Outcome o = HamiEnv({"--limits-file", LimitsFile("HAMI_LIMITS_FORMAT=1\n")},
+                      {{"CUDA_DEVICE_MEMORY_LIMIT", "3000 m"}});
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("limits that could not be read, held closed (1):\n  "
+                               "CUDA_DEVICE_MEMORY_LIMIT='3000 m'"));
+  EXPECT_THAT(o.out, ContainsRegex("\nCUDA_DEVICE_MEMORY_LIMIT +environment +3000 m \\(could not "
+                                   "be read; held closed: a zero budget \\(1 byte: nothing "
+                                   "fits\\)\\)\n"));
 }
 
 TEST_F(HamiEnvTest, TextShowsRowsProblemsAndNotes) {

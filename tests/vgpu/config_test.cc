@@ -62,6 +62,11 @@ const Setting* FindSetting(const Config& config, std::string_view name) {
   return Contains(StartsWith(name + "='" + value + "'"));
 }
 
+constexpr uint64_t kZeroBudget = region::layout::kZeroBudgetBytes;
+constexpr uint32_t kStrictest = region::layout::kStrictestSmPercent;
+constexpr const char* kZeroBudgetText = "no allocation is admitted (a zero memory budget)";
+constexpr const char* kStrictestText = "the compute share is the strictest, 1%";
+
 // --- Quantities -------------------------------------------------------------------------
 
 class MemoryQuantity : public ::testing::TestWithParam<std::tuple<const char*, uint64_t>> {};
@@ -86,12 +91,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 class BadMemoryQuantity : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(BadMemoryQuantity, IsReportedNamingTheVariableAndLeavesTheLimitUnset) {
+TEST_P(BadMemoryQuantity, GivesEveryDeviceAZeroBudgetNamingTheVariableAndTheConsequence) {
   const char* text = GetParam();
   Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", text}});
-  EXPECT_THAT(r.problems, HasProblemNaming("CUDA_DEVICE_MEMORY_LIMIT", text));
-  EXPECT_EQ(r.config.memory_limit[0], 0u);
-  EXPECT_EQ(FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT"), nullptr);
+  EXPECT_THAT(r.closed, HasProblemNaming("CUDA_DEVICE_MEMORY_LIMIT", text));
+  EXPECT_THAT(r.closed, ElementsAre(HasSubstr(kZeroBudgetText)));
+  EXPECT_THAT(r.problems, IsEmpty());
+  for (int d = 0; d < kMaxDevices; ++d) EXPECT_EQ(r.config.memory_limit[size_t(d)], kZeroBudget);
+  const Setting* s = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->value, text);
+  EXPECT_TRUE(s->closed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Config, BadMemoryQuantity,
@@ -114,8 +124,10 @@ TEST(Config, SmLimitIsAPercentage) {
   EXPECT_EQ(Resolve({{"CUDA_DEVICE_SM_LIMIT", "0"}}).config.sm_limit[0], 0u);
   for (const char* bad : {"101", "30%", "-5", "", "half"}) {
     Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", bad}});
-    EXPECT_THAT(r.problems, HasProblemNaming("CUDA_DEVICE_SM_LIMIT", bad));
-    EXPECT_EQ(r.config.sm_limit[0], 0u) << bad;
+    EXPECT_THAT(r.closed, HasProblemNaming("CUDA_DEVICE_SM_LIMIT", bad));
+    EXPECT_THAT(r.closed, ElementsAre(HasSubstr(kStrictestText)));
+    EXPECT_EQ(r.config.sm_limit[0], kStrictest) << bad;
+    EXPECT_EQ(r.config.sm_limit[kMaxDevices - 1], kStrictest) << bad;
   }
 }
 
@@ -327,23 +339,35 @@ TEST(Config, PerDeviceNamesAreOnlyTheDecimalOrdinalAsInTheEnvironment) {
 
 // --- Malformed values ----------------------------------------------------------------------
 
-TEST(Config, MalformedFileValueIsReportedAndTheEnvironmentsApplies) {
+// The file's value is the one the process was given: the environment's (older, or another
+// container's) never stands in for it.
+TEST(Config, MalformedFileLimitFailsClosedEvenWhenTheEnvironmentHasOne) {
   Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}},
                          "CUDA_DEVICE_MEMORY_LIMIT=lots\nHAMI_LIMITS_FORMAT=1\n");
-  EXPECT_THAT(r.problems, ElementsAre(AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT='lots'"),
-                                            HasSubstr("(in /overrideEnv)"))));
-  EXPECT_EQ(r.config.memory_limit[0], 2 * kGiB);
+  EXPECT_THAT(r.closed, ElementsAre(AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT='lots'"),
+                                          HasSubstr("(in /overrideEnv)"),
+                                          HasSubstr("on every device without a value of its own"),
+                                          HasSubstr(kZeroBudgetText))));
+  EXPECT_THAT(r.problems, IsEmpty());
+  EXPECT_EQ(r.config.memory_limit[0], kZeroBudget);
   const Setting* s = FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT");
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->value, "2g");
-  EXPECT_EQ(s->source, Source::kEnvironment);
+  EXPECT_EQ(s->value, "lots");
+  EXPECT_EQ(s->source, Source::kLimitsFile);
 }
 
-TEST(Config, MalformedEnvironmentValueIsReportedWithoutNamingTheFile) {
+TEST(Config, MalformedEnvironmentLimitFailsClosedWithoutNamingTheFile) {
   Resolution r = Resolve({{"CUDA_DEVICE_SM_LIMIT", "150"}}, "HAMI_LIMITS_FORMAT=1\n");
-  ASSERT_THAT(r.problems, ElementsAre(StartsWith("CUDA_DEVICE_SM_LIMIT='150'")));
-  EXPECT_THAT(r.problems[0], ::testing::Not(HasSubstr("/overrideEnv")));
-  EXPECT_EQ(r.config.sm_limit[0], 0u);
+  ASSERT_THAT(r.closed, ElementsAre(StartsWith("CUDA_DEVICE_SM_LIMIT='150'")));
+  EXPECT_THAT(r.closed[0], ::testing::Not(HasSubstr("/overrideEnv")));
+  EXPECT_EQ(r.config.sm_limit[0], kStrictest);
+}
+
+// A valid file value is what the process was given; the environment's is never read.
+TEST(Config, AMalformedEnvironmentLimitUnderAValidFileOneIsNotRead) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "lots"}}, "CUDA_DEVICE_MEMORY_LIMIT=1g\n");
+  EXPECT_THAT(r.closed, IsEmpty());
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
 }
 
 TEST(Config, MalformedEverywhereLeavesTheDefaultAndReportsEachSource) {
@@ -354,11 +378,63 @@ TEST(Config, MalformedEverywhereLeavesTheDefaultAndReportsEachSource) {
   EXPECT_EQ(FindSetting(r.config, "CUDA_TASK_PRIORITY"), nullptr);
 }
 
-TEST(Config, MalformedPerDeviceValueFallsBackToTheAllDevicesOne) {
+TEST(Config, MalformedPerDeviceLimitClosesThatDeviceOnly) {
   Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT_1", "1gig"}}, "CUDA_DEVICE_MEMORY_LIMIT=3g\n");
-  EXPECT_THAT(r.problems, HasProblemNaming("CUDA_DEVICE_MEMORY_LIMIT_1", "1gig"));
-  EXPECT_EQ(r.config.memory_limit[1], 3 * kGiB);
-  EXPECT_EQ(FindSetting(r.config, "CUDA_DEVICE_MEMORY_LIMIT_1"), nullptr);
+  EXPECT_THAT(r.closed,
+              ElementsAre(AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT_1='1gig'"),
+                                HasSubstr("on device 1 " + std::string(kZeroBudgetText)))));
+  EXPECT_EQ(r.config.memory_limit[1], kZeroBudget);
+  EXPECT_EQ(r.config.memory_limit[0], 3 * kGiB);
+  EXPECT_EQ(r.config.memory_limit[2], 3 * kGiB);
+}
+
+TEST(Config, MalformedAllDevicesLimitLeavesTheDevicesWithTheirOwnValue) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "3000 m"}, {"CUDA_DEVICE_SM_LIMIT", "-1"}},
+                         "CUDA_DEVICE_MEMORY_LIMIT_0=1g\nCUDA_DEVICE_SM_LIMIT_0=40\n");
+  EXPECT_THAT(r.closed, SizeIs(2));
+  EXPECT_EQ(r.config.memory_limit[0], kGiB);
+  EXPECT_EQ(r.config.sm_limit[0], 40u);
+  for (int d = 1; d < kMaxDevices; ++d) {
+    EXPECT_EQ(r.config.memory_limit[size_t(d)], kZeroBudget) << d;
+    EXPECT_EQ(r.config.sm_limit[size_t(d)], kStrictest) << d;
+  }
+}
+
+// Seed 003 skips a malformed line; for a line meant to set a limit, skipping would be no
+// limit at all. Whatever else the file says about the variable, it is held closed.
+TEST(Config, ASkippedLineMeantForALimitFailsItClosed) {
+  using namespace std::string_literals;
+  for (const std::string& line :
+       {"CUDA_DEVICE_MEMORY_LIMIT_0=1g\0junk"s, "CUDA_DEVICE_MEMORY_LIMIT_0 1g"s,
+        "CUDA_DEVICE_MEMORY_LIMIT_0 =1g"s}) {
+    Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT_0", "8g"}},
+                           line + "\nCUDA_DEVICE_MEMORY_LIMIT_0=2g\nCUDA_DEVICE_SM_LIMIT=30\n");
+    EXPECT_THAT(r.closed,
+                ElementsAre(AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT_0: its line"),
+                                  HasSubstr("(in /overrideEnv)"), HasSubstr(kZeroBudgetText))))
+        << line;
+    EXPECT_EQ(r.config.memory_limit[0], kZeroBudget) << line;
+    EXPECT_EQ(r.config.memory_limit[1], 0u) << line;
+    EXPECT_EQ(r.config.sm_limit[0], 30u) << line;
+    ASSERT_FALSE(r.problems.empty()) << line;  // the file's own report of the line
+  }
+}
+
+TEST(Config, ASkippedLineForAnotherVariableIsOnlyReported) {
+  using namespace std::string_literals;
+  Resolution r = Resolve({}, "CUDA_DEVICE_MEMORY_SHARED_CACHE=/a\0b\nLIBCUDA_LOG_LEVEL 3\n"s);
+  EXPECT_THAT(r.closed, IsEmpty());
+  EXPECT_THAT(r.problems, SizeIs(2));
+  EXPECT_EQ(r.config.memory_limit[0], 0u);
+}
+
+TEST(Config, AZeroBudgetReadsAsOne) {
+  Resolution r = Resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "lots"}});
+  size_t row = 0;
+  while (std::string_view(OptionTable()[row].name) != "CUDA_DEVICE_MEMORY_LIMIT") ++row;
+  OptionValue v = DescribeOption(r.config, row, 0);
+  EXPECT_THAT(v.text, HasSubstr("zero budget"));
+  EXPECT_EQ(v.number, kZeroBudget);
 }
 
 TEST(Config, LaterLineForTheSameVariableReplacesTheEarlierOne) {
@@ -485,7 +561,44 @@ TEST(LimitsFile, UnreadableFileIsAProblemNamingIt) {
   // A directory where the file should be: it exists but cannot be read as one.
   LimitsFile f = ReadLimitsFile(dir.path());
   EXPECT_FALSE(f.present);
+  EXPECT_TRUE(f.unreadable);
   EXPECT_THAT(f.problems, ElementsAre(HasSubstr(dir.path())));
+}
+
+// What an unreadable file says is unknown, and it beats the environment: every limit of
+// every device is held closed, whatever the environment sets.
+TEST(LimitsFile, AnUnreadableOrOversizeFileHoldsEveryDeviceClosed) {
+  TempDir dir("hami-config-test");
+  ASSERT_TRUE(dir.ok());
+  const std::string big = dir.File("big");
+  {
+    auto fd = OpenRegularFile(big, O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(fd.ok());
+    std::string text = "CUDA_DEVICE_MEMORY_LIMIT=1g\n";
+    text += std::string(limits::kMaxFileBytes, '#');
+    ASSERT_TRUE(WriteAll(fd->get(), text).ok());
+  }
+  for (const std::string& path : {dir.path(), big}) {
+    LimitsFile f = ReadLimitsFile(path);
+    ASSERT_TRUE(f.unreadable) << path;
+    Resolution r = ResolveConfig(f, [](const char* name) -> const char* {
+      std::string_view n = name;
+      if (n == "CUDA_DEVICE_MEMORY_LIMIT" || n == "CUDA_DEVICE_MEMORY_LIMIT_0") return "8g";
+      if (n == "CUDA_DEVICE_SM_LIMIT_1") return "50";
+      return nullptr;
+    });
+    EXPECT_THAT(
+        r.closed,
+        ElementsAre(
+            AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT: " + path), HasSubstr(kZeroBudgetText)),
+            AllOf(StartsWith("CUDA_DEVICE_SM_LIMIT: " + path), HasSubstr(kStrictestText))))
+        << path;
+    for (int d = 0; d < kMaxDevices; ++d) {
+      EXPECT_EQ(r.config.memory_limit[size_t(d)], kZeroBudget) << path << " device " << d;
+      EXPECT_EQ(r.config.sm_limit[size_t(d)], kStrictest) << path << " device " << d;
+    }
+    EXPECT_THAT(r.notes, ::testing::Not(Contains(HasSubstr("absent"))));
+  }
 }
 
 // --- HAMI_LIMITS_FORMAT -------------------------------------------------------------------

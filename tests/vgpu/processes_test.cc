@@ -13,23 +13,15 @@
 
 #include "nvml/nvml.h"
 #include "region/region.h"
-#include "vgpu/libc_symbols.h"
 #include "vgpu_fixture.h"
 #include "vgpu_probe.h"
+#include "vgpu_raw.h"
 
 namespace hami::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
-
-// The driver's own definition of `name`, past libvgpu's wrapper: what the driver answers.
-template <typename Fn>
-Fn Raw(const char* soname, const char* name) {
-  return reinterpret_cast<Fn>(vgpu::FindVersionedSymbol(soname, name, nullptr));
-}
-#define HAMI_RAW_CUDA(name) Raw<decltype(&::name)>("libcuda.so.1", #name)
-#define HAMI_RAW_NVML(name) Raw<decltype(&::name)>("libnvidia-ml.so.1", #name)
 
 // What the region charges the live process `pid` on region device `index` (-1: no slot).
 int64_t SlotUsage(const region::Region& reg, pid_t pid, int index) {

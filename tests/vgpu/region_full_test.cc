@@ -1,12 +1,13 @@
 // The 1,025th process: with every slot of the container's region held by a live owner, a
 // process that starts cannot register. Every allocation it makes on an accounted device is
-// refused at once with CUDA_ERROR_OUT_OF_MEMORY: it never waits for a slot (the test's own
-// timeout is the hang detector) and never runs unaccounted.
+// refused at once with CUDA_ERROR_OUT_OF_MEMORY, its contexts first: it never waits for a
+// slot (the test's own timeout is the hang detector) and never runs unaccounted.
 #include <sys/resource.h>
 
 #include <vector>
 
 #include "vgpu_fixture.h"
+#include "vgpu_raw.h"
 
 namespace hami::testing {
 namespace {
@@ -45,9 +46,12 @@ TEST(RegionFull, EveryAccountedAllocationIsRefusedWithoutWaiting) {
   const uint64_t used_before = view->UsedBytes(0);
 
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  // A context is memory too: refused, and left undone.
   CUcontext ctx = nullptr;
-  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  EXPECT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuCtxCreate_v4(&ctx, nullptr, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  // A context libvgpu did not make (the driver's own, past the wrappers) gets no further.
+  ASSERT_TRUE(RawPrimaryContext());
 
   CUdeviceptr p = 0;
   EXPECT_EQ(cuMemAlloc_v2(&p, 4 << 10), CUDA_ERROR_OUT_OF_MEMORY);
@@ -79,7 +83,7 @@ TEST(RegionFull, EveryAccountedAllocationIsRefusedWithoutWaiting) {
   // A slot given up later does not change that: the process was refused for its life.
   holders.pop_back();
   EXPECT_EQ(cuMemAlloc_v2(&p, 4 << 10), CUDA_ERROR_OUT_OF_MEMORY);
-  cuDevicePrimaryCtxRelease_v2(0);
+  HAMI_RAW_CUDA(cuDevicePrimaryCtxRelease_v2)(0);
 }
 
 }  // namespace

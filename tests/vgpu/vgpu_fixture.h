@@ -6,11 +6,13 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <nvml/nvml.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +41,50 @@ inline std::unique_ptr<region::Region> OpenRegionReadOnly(const std::string& pat
   }
   return std::move(r).value();
 }
+
+// cuInit and device 0's primary context current, for a test that first prepares what
+// libvgpu.so will find (its environment, its region) and then starts CUDA itself.
+inline void StartPrimaryContext() {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+// Sends this process's stderr to a pipe until Take(): what libvgpu.so logs meanwhile (the
+// pipe holds 64 KiB, more than a start-up's lines).
+class CapturedStderr {
+ public:
+  CapturedStderr() {
+    if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    saved_ = dup(2);
+    dup2(fds_[1], 2);
+  }
+  ~CapturedStderr() { Take(); }
+  CapturedStderr(const CapturedStderr&) = delete;
+  CapturedStderr& operator=(const CapturedStderr&) = delete;
+
+  // Restores stderr and returns everything written meanwhile.
+  std::string Take() {
+    if (saved_ < 0) return text_;
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+    close(fds_[1]);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds_[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) text_.append(buf, size_t(n));
+    }
+    close(fds_[0]);
+    return text_;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  int saved_ = -1;
+  std::string text_;
+};
 
 // A fixture with CUDA initialized and device 0's primary context current.
 class VgpuTest : public ::testing::Test {
