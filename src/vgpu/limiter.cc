@@ -126,8 +126,8 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
   // The period's SM utilization by process.
   nvmlProcessUtilizationSample_t raw[kMaxSamples];
   unsigned n = kMaxSamples;
-  nvmlReturn_t r = nv.aux.nvmlDeviceGetProcessUtilization != nullptr
-                       ? nv.aux.nvmlDeviceGetProcessUtilization(h, raw, &n, c.last_seen_us)
+  nvmlReturn_t r = nv.nvml.nvmlDeviceGetProcessUtilization != nullptr
+                       ? nv.nvml.nvmlDeviceGetProcessUtilization(h, raw, &n, c.last_seen_us)
                        : NVML_ERROR_FUNCTION_NOT_FOUND;
   c.prev_ns = now;
   c.prev_admitted = admitted;

@@ -59,6 +59,27 @@ struct Member {
   bool listed;
 };
 
+// The container's live processes on region device `index`, after the dead are swept.
+std::vector<Member> ContainerMembers(region::Region& reg, int index) {
+  reg.SweepDead();
+  std::vector<Member> members;
+  for (const region::SlotView& s : reg.Slots()) {
+    if (s.alive && s.state == region::layout::SlotState::kLive) {
+      members.push_back({s.pid, s.host_pid, s.used_bytes[size_t(index)], false});
+    }
+  }
+  return members;
+}
+
+// The member the driver's `pid` is, or null: its host pid, or while that is unknown the pid
+// its slot records (see RunningProcesses).
+Member* MemberFor(std::vector<Member>& members, unsigned pid) {
+  auto m = std::find_if(members.begin(), members.end(), [&](const Member& c) {
+    return !c.listed && pid_t(pid) == (c.host_pid != 0 ? c.host_pid : c.pid);
+  });
+  return m == members.end() ? nullptr : &*m;
+}
+
 // The running-process queries, all versions and kinds. `real(device, &n, array)` is the
 // driver's query with the caller's struct.
 //
@@ -106,18 +127,10 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
   } else {
     // What the dead left is returned first (not only once per sweep interval, as the memory
     // view does): these queries are rare, and the list then adds up to the "used" after it.
-    reg->SweepDead();
-    std::vector<Member> members;
-    for (const region::SlotView& s : reg->Slots()) {
-      if (s.alive && s.state == region::layout::SlotState::kLive) {
-        members.push_back({s.pid, s.host_pid, s.used_bytes[size_t(index)], false});
-      }
-    }
+    std::vector<Member> members = ContainerMembers(*reg, index);
     for (const Info& e : listed) {
-      auto m = std::find_if(members.begin(), members.end(), [&](const Member& c) {
-        return !c.listed && pid_t(e.pid) == (c.host_pid != 0 ? c.host_pid : c.pid);
-      });
-      if (m == members.end()) continue;
+      Member* m = MemberFor(members, e.pid);
+      if (m == nullptr) continue;
       m->listed = true;
       Info info = e;
       info.usedGpuMemory = m->used_bytes;
@@ -141,6 +154,52 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
   std::copy(out.begin(), out.end(), infos);
+  *count = unsigned(out.size());
+  return NVML_SUCCESS;
+}
+
+// nvmlDeviceGetProcessUtilization: the driver's samples of the container's processes only
+// (another tenant's PID and load are not the container's to see). Device-level utilization
+// stays physical: it is what the compute limiter and the monitor measure against, and it
+// names nobody. Without a region holding the device the driver's samples stand, as for the
+// process lists.
+template <typename Real>
+nvmlReturn_t ProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* samples,
+                                unsigned int* count, unsigned long long last_seen, Real real) {
+  if (count == nullptr) return real(device, samples, count, last_seen);
+  std::vector<nvmlProcessUtilizationSample_t> got(16);
+  for (int attempt = 0;; ++attempt) {
+    unsigned int n = unsigned(got.size());
+    nvmlReturn_t r = real(device, got.data(), &n, last_seen);
+    if (r == NVML_SUCCESS) {
+      got.resize(n);
+      break;
+    }
+    if (r != NVML_ERROR_INSUFFICIENT_SIZE || attempt == 8) return r;
+    got.resize(std::max<size_t>(size_t(n) + 16, got.size() * 2));
+  }
+  int ordinal = NvmlOrdinalOf(device);
+  if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
+  region::Region* reg = ViewRegion();
+  int index = RegionIndex(ordinal);
+  std::vector<nvmlProcessUtilizationSample_t> out;
+  if (reg == nullptr || index < 0) {
+    out = std::move(got);
+  } else {
+    std::vector<Member> members = ContainerMembers(*reg, index);
+    for (const nvmlProcessUtilizationSample_t& s : got) {
+      Member* m = MemberFor(members, s.pid);
+      if (m == nullptr) continue;
+      m->listed = true;
+      out.push_back(s);
+    }
+  }
+  if (out.empty()) return NVML_ERROR_NOT_FOUND;  // the driver's answer for no samples
+  if (samples == nullptr || *count < out.size()) {
+    *count = unsigned(out.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(out.begin(), out.end(), samples);
   *count = unsigned(out.size());
   return NVML_SUCCESS;
 }
@@ -311,6 +370,16 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
   HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses_v3, device, infoCount, infos);
   return RunningProcesses(device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) {
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetProcessUtilization, device, utilization, processSamplesCount,
+                     lastSeenTimeStamp);
+  return ProcessUtilization(device, utilization, processSamplesCount, lastSeenTimeStamp,
+                            nv.nvml.nvmlDeviceGetProcessUtilization);
 }
 
 // The same list in the detail layout. The request's mode is the driver's to check; a request

@@ -434,6 +434,48 @@ TEST_F(ProcessesTest, RunningProcessListsAreTheContainersSlots) {
   EXPECT_EQ(cuMemFree_v2(mine), CUDA_SUCCESS);
 }
 
+// Another tenant's PID and load are not the container's to see: process utilization is
+// filtered to the container's processes, as the process lists are.
+TEST_F(ProcessesTest, ProcessUtilizationShowsOnlyTheContainersProcesses) {
+  ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+  Subprocess member({TestProgram("sim_worker"), "context", "launch-for-ms", "50", "hold"}, {});
+  TempDir elsewhere("hami-vgpu-elsewhere");
+  Subprocess outsider({TestProgram("sim_worker"), "context", "launch-for-ms", "50", "hold"},
+                      {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", elsewhere.File("usage.cache")}});
+  for (Subprocess* s : {&member, &outsider}) ASSERT_TRUE(s->WaitForLine("holding"));
+  nvmlDevice_t h;
+  ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &h), NVML_SUCCESS);
+  auto pids = [&](auto query) {
+    std::vector<unsigned> out;
+    nvmlProcessUtilizationSample_t samples[64];
+    unsigned n = 64;
+    if (query(h, samples, &n, 0ull) == NVML_SUCCESS) {
+      for (unsigned i = 0; i < n; ++i) out.push_back(samples[i].pid);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto raw = HAMI_RAW_NVML(nvmlDeviceGetProcessUtilization);
+  ASSERT_NE(raw, nullptr);
+  const std::vector<unsigned> driver = pids(raw);
+  const std::vector<unsigned> seen = pids(&nvmlDeviceGetProcessUtilization);
+  auto has = [](const std::vector<unsigned>& list, pid_t pid) {
+    return std::find(list.begin(), list.end(), unsigned(pid)) != list.end();
+  };
+  EXPECT_TRUE(has(driver, outsider.pid())) << "the driver samples every process";
+  EXPECT_FALSE(has(seen, outsider.pid())) << "another container's process";
+  EXPECT_TRUE(has(seen, member.pid()));
+  EXPECT_TRUE(has(seen, getpid()));
+  // Sizing: the count asked for is the container's, not the device's.
+  unsigned n = 0;
+  EXPECT_EQ(nvmlDeviceGetProcessUtilization(h, nullptr, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(n, seen.size());
+  for (Subprocess* s : {&member, &outsider}) {
+    s->CloseStdin();
+    EXPECT_EQ(s->Wait(), 0);
+  }
+}
+
 TEST_F(ProcessesTest, AChargedProcessTheDriverDoesNotListIsShownUnderItsRecordedPid) {
   ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
   // A member of the container whose host pid is one the driver does not know (as for a
