@@ -240,8 +240,14 @@ Status Apply(region::Region& r, const Plan& plan) {
     HAMI_TRY(Change("memory_limit[" + std::to_string(v.device) + "]", FormatLimit(old),
                     FormatLimit(v.value), old == v.value,
                     [&] { return r.SetMemoryLimit(v.device, v.value); }));
-    uint64_t used = r.Snapshot(v.device).used_bytes;
-    if (v.value != 0 && used > v.value) {
+    const region::DeviceSnapshot snap = r.Snapshot(v.device);
+    const uint64_t used = snap.used_bytes;
+    if (!snap.consistent) {
+      std::printf(
+          "    note: device %d's usage could not be read (a write never finished and its lock "
+          "is held: hami inspect says by whom)\n",
+          v.device);
+    } else if (v.value != 0 && used > v.value) {
       std::printf(
           "    note: %s in use on device %d, above the new limit; its reservations fail "
           "until usage drops below it\n",

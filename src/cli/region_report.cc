@@ -104,6 +104,8 @@ Result<OpenedRegion> OpenExistingRegion(const std::string& path, RegionAccess ac
     r = region::Region::Open(path, nullptr, region::Create::kNever, nullptr, mode);
   }
   if (!r.ok()) return std::move(r).error();
+  // A container's process may hold a lock forever, or forge its word: never wait on one.
+  (*r)->SetLockTimeout(region::Region::kHostLockTimeoutNs);
   // Every loop over devices (the library's included) trusts this count.
   uint32_t devices = (*r)->file().policy.device_count;
   if (devices > uint32_t(region::kMaxDevices)) {

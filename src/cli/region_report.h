@@ -41,7 +41,7 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened);
 const char* AccessName(region::Access access);
 // "free", "claiming", "live", or "invalid".
 // "running", "suspended", or "invalid".
-// "slot_sum_mismatch", "dead_owner", "over_limit".
+// "slot_sum_mismatch", "dead_owner", "over_limit", "wedged_lock", "policy_conflict".
 
 // A memory limit: "unlimited" for 0, else FormatBytes.
 std::string FormatLimit(uint64_t limit_bytes);

@@ -1,5 +1,8 @@
 #include "common/robust_mutex.h"
 
+#include <time.h>
+
+#include <atomic>
 #include <cerrno>
 
 namespace hami {
@@ -16,7 +19,26 @@ Status InitRobustMutex(pthread_mutex_t* m) {
 }
 
 RobustLockGuard::RobustLockGuard(pthread_mutex_t* m, void (*repair)(void* arg), void* arg) : m_(m) {
-  int rc = pthread_mutex_lock(m_);
+  Locked(pthread_mutex_lock(m_), repair, arg);
+}
+
+RobustLockGuard::RobustLockGuard(pthread_mutex_t* m, void (*repair)(void* arg), void* arg,
+                                 int64_t timeout_ns)
+    : m_(m) {
+  timespec deadline{};
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  const int64_t ns = int64_t(deadline.tv_nsec) + timeout_ns % 1'000'000'000;
+  deadline.tv_sec += time_t(timeout_ns / 1'000'000'000 + ns / 1'000'000'000);
+  deadline.tv_nsec = long(ns % 1'000'000'000);
+  int rc;
+  do {
+    rc = pthread_mutex_clocklock(m_, CLOCK_MONOTONIC, &deadline);
+  } while (rc == EINTR);
+  timed_out_ = rc == ETIMEDOUT;
+  Locked(rc, repair, arg);
+}
+
+void RobustLockGuard::Locked(int rc, void (*repair)(void* arg), void* arg) {
   if (rc == EOWNERDEAD) {
     if (repair != nullptr) repair(arg);
     pthread_mutex_consistent(m_);
@@ -28,6 +50,14 @@ RobustLockGuard::RobustLockGuard(pthread_mutex_t* m, void (*repair)(void* arg), 
 
 RobustLockGuard::~RobustLockGuard() {
   if (locked_) pthread_mutex_unlock(m_);
+}
+
+pid_t RobustMutexHolder(const pthread_mutex_t* m) {
+  // The first word of glibc's mutex: the holder's TID, with the robust futex's flag bits.
+  static_assert(sizeof(pthread_mutex_t) >= sizeof(int));
+  constexpr unsigned kTidMask = 0x3fffffffu;  // FUTEX_TID_MASK
+  const auto* word = reinterpret_cast<const std::atomic<int>*>(m);
+  return pid_t(unsigned(word->load(std::memory_order_relaxed)) & kTidMask);
 }
 
 }  // namespace hami

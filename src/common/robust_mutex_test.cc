@@ -54,6 +54,43 @@ TEST_F(RobustMutexTest, TheNextLockerRepairsAfterAHolderDies) {
   EXPECT_EQ(s_->repaired, 1);
 }
 
+// A holder that never lets go: the timed guard gives up and names it.
+TEST_F(RobustMutexTest, TheTimedGuardGivesUpOnALiveHolderAndNamesIt) {
+  int go[2], done[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t holder = fork();
+  if (holder == 0) {
+    pthread_mutex_lock(&s_->mutex);
+    char c = 1;
+    if (write(go[1], &c, 1) != 1) _exit(2);
+    (void)read(done[0], &c, 1);  // holds it until the parent is done
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(go[0], &c, 1), 1);
+  EXPECT_EQ(RobustMutexHolder(&s_->mutex), holder);
+  {
+    RobustLockGuard g(&s_->mutex, Repair, s_, 20'000'000);
+    EXPECT_FALSE(g.locked());
+    EXPECT_TRUE(g.timed_out());
+  }
+  ASSERT_EQ(write(done[1], &c, 1), 1);
+  ASSERT_EQ(waitpid(holder, nullptr, 0), holder);
+  RobustLockGuard g(&s_->mutex, Repair, s_, 1'000'000'000);
+  EXPECT_TRUE(g.locked()) << "the holder let go";
+  EXPECT_FALSE(g.timed_out());
+}
+
+// A lock word forged to name a live process that never locked it: never waited on forever.
+TEST_F(RobustMutexTest, AForgedLockWordIsNeverWaitedOnForever) {
+  *reinterpret_cast<int*>(&s_->mutex) = int(getppid());
+  EXPECT_EQ(RobustMutexHolder(&s_->mutex), getppid());
+  RobustLockGuard g(&s_->mutex, Repair, s_, 20'000'000);
+  EXPECT_FALSE(g.locked());
+  EXPECT_TRUE(g.timed_out());
+}
+
 TEST_F(RobustMutexTest, ARepairerThatDiesLeavesTheRepairToTheNext) {
   pid_t holder = fork();
   if (holder == 0) {

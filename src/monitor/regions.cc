@@ -41,6 +41,8 @@ Result<RegionPtr> OpenRegionFile(const ContainerKey& key, const std::string& pat
     out->writable = false;
   }
   if (!r.ok()) return std::move(r).error();
+  // A container's process may hold a lock forever, or forge its word: never wait on one.
+  (*r)->SetLockTimeout(region::Region::kHostLockTimeoutNs);
   const uint32_t devices = (*r)->file().policy.device_count;
   if (devices > uint32_t(region::kMaxDevices)) {
     return Error(ErrorCode::kCorrupt, "shared region " + path + ": its policy counts " +

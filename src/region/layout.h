@@ -30,7 +30,8 @@ namespace hami::region::layout {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'R', 'E', 'G', 'N'};
 inline constexpr uint16_t kMajor = 2;
-inline constexpr uint16_t kMinor = 2;  // 1: identity telemetry; 2: the compute limiter
+inline constexpr uint16_t kMinor = 3;  // 1: identity telemetry; 2: the compute limiter;
+                                       // 3: policy conflicts
 inline constexpr uint32_t kInitialized = 0x52454459;  // "REDY"
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxSlots = 1024;
@@ -125,6 +126,23 @@ struct SectionRef {
   uint32_t stride;
 };
 
+// Minor 3: a process whose own resolved limit differed from the region's (it holds to the
+// stricter memory limit): who, which field, both values. Written once: state 0 -> 1 (claimed
+// by the writer) -> 2 (filled, release).
+enum class ConflictField : uint32_t { kMemoryLimit = 1, kSmLimit = 2 };
+struct PolicyConflict {
+  std::atomic<uint32_t> state;
+  int32_t pid;     // in the container's PID namespace
+  uint32_t field;  // ConflictField
+  int32_t device;
+  uint64_t region_value;
+  uint64_t process_value;
+  int64_t realtime_ns;
+  char comm[16];
+  uint8_t pad[8];
+};
+inline constexpr int kMaxConflicts = 16;
+
 struct Header {
   char magic[8];
   uint16_t major;
@@ -149,7 +167,11 @@ struct Header {
   // Minor 1: how the container's processes learned their host PIDs.
   std::atomic<uint64_t> identity_by_source[kIdentitySources];  // resolutions, by IdentitySource
   std::atomic<uint64_t> identity_reasons[kIdentityReasons];    // tier failures, by reason
-  uint8_t reserved[3736];
+  // Minor 3: the first kMaxConflicts conflicts; the count goes on past them.
+  std::atomic<uint32_t> conflict_count;
+  uint32_t pad2;
+  PolicyConflict conflicts[kMaxConflicts];
+  uint8_t reserved[2704];
 };
 
 // The limits a device gets when its own could not be read (fail closed): the smallest memory
@@ -256,6 +278,9 @@ static_assert(offsetof(Header, claim_hint) == 152);
 static_assert(offsetof(Header, last_sweep_ns) == 160);
 static_assert(offsetof(Header, identity_by_source) == 168);
 static_assert(offsetof(Header, identity_reasons) == 232);
+static_assert(offsetof(Header, conflict_count) == 360);
+static_assert(offsetof(Header, conflicts) == 368);
+static_assert(sizeof(PolicyConflict) == 64);
 static_assert(sizeof(Header) == 4096);
 
 static_assert(offsetof(Policy, device_count) == 8);
@@ -390,7 +415,9 @@ struct Field {
   X(slot[0].identity_ns, Slot, identity_ns, 10240)                                     \
   X(policy.limiter, Policy, limiter, 4096)                                             \
   X(slot[0].sm_mode, Slot, sm_mode, 10240)                                             \
-  X(slot[0].sm_waited_ns, Slot, sm_waited_ns, 10240)
+  X(slot[0].sm_waited_ns, Slot, sm_waited_ns, 10240)                                   \
+  X(header.conflict_count, Header, conflict_count, 0)                                  \
+  X(header.conflicts, Header, conflicts, 0)
 // clang-format on
 
 #define HAMI_REGION_FIELD_ROW(label, type, member, base) \

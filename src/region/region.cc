@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "common/clock.h"
 #include "common/file.h"
@@ -97,15 +99,27 @@ void RepairDevice(void* arg) {
   EndWrite(a);
 }
 
+// A device's mutex. With a timeout (host tools: Region::SetLockTimeout) it is given up on
+// after that long, and `wedged` (when given) records the wait.
 class DeviceLock {
  public:
-  DeviceLock(File* f, int device)
-      : ctx_{f, device}, guard_(&f->devices[device].mutex, RepairDevice, &ctx_) {}
-  bool locked() const { return guard_.locked(); }
+  DeviceLock(File* f, int device, int64_t timeout_ns = 0, std::atomic<int64_t>* wedged = nullptr)
+      : ctx_{f, device} {
+    pthread_mutex_t* m = &f->devices[device].mutex;
+    if (timeout_ns > 0) {
+      guard_.emplace(m, RepairDevice, &ctx_, timeout_ns);
+      if (wedged != nullptr && guard_->timed_out()) {
+        wedged->store(timeout_ns, std::memory_order_relaxed);
+      }
+    } else {
+      guard_.emplace(m, RepairDevice, &ctx_);
+    }
+  }
+  bool locked() const { return guard_->locked(); }
 
  private:
   RepairContext ctx_;
-  RobustLockGuard guard_;
+  std::optional<RobustLockGuard> guard_;
 };
 
 // Who may still add to a slot whose usage is being returned.
@@ -116,11 +130,17 @@ enum class Writers {
 
 // Returns everything `s` holds on every device to the totals. Idempotent. Walks every
 // device, not only the policy's count: Reserve takes any device of the layout.
-void ReturnSlotUsage(File* f, Slot& s, Writers writers, KillPointId kill_point) {
+// False when a device's lock could not be had (its usage is still the slot's).
+bool ReturnSlotUsage(File* f, Slot& s, Writers writers, KillPointId kill_point,
+                     int64_t timeout_ns = 0, std::atomic<int64_t>* wedged = nullptr) {
+  bool all = true;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (writers == Writers::kNone && SlotDeviceTotal(s, d) == 0) continue;
-    DeviceLock lock(f, d);
-    if (!lock.locked()) continue;
+    DeviceLock lock(f, d, timeout_ns, wedged == nullptr ? nullptr : &wedged[d]);
+    if (!lock.locked()) {
+      all = false;
+      continue;
+    }
     uint64_t total = SlotDeviceTotal(s, d);
     if (total == 0) continue;
     DeviceAccount& a = f->devices[d];
@@ -131,6 +151,7 @@ void ReturnSlotUsage(File* f, Slot& s, Writers writers, KillPointId kill_point) 
     EndWrite(a);
     HAMI_KILL_POINT_AT(kill_point);
   }
+  return all;
 }
 
 // Fills a new region (zero bytes of its full size) with `p`; OpenVersionedFile publishes it.
@@ -231,6 +252,36 @@ void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<Policy
   num("oversubscribe", -1, r.oversubscribe.load(), mine.oversubscribe ? 1 : 0);
 }
 
+// Records, once per field and device, where this process's own limits differ from the
+// region's (the process holds to the stricter memory limit; the region's SM limit stands).
+void RecordConflicts(File* f, const PolicySpec& mine) {
+  Header& h = f->header;
+  const layout::Policy& r = f->policy;
+  const int n = std::min(std::max<int>(int(r.device_count), mine.device_count), kMaxDevices);
+  const std::string comm = ProcessComm();
+  auto record = [&](layout::ConflictField field, int device, uint64_t region, uint64_t own) {
+    if (region == own) return;
+    const uint32_t i = h.conflict_count.fetch_add(1, std::memory_order_relaxed);
+    if (i >= uint32_t(layout::kMaxConflicts)) return;  // counted, not kept
+    layout::PolicyConflict& c = h.conflicts[i];
+    uint32_t expected = 0;
+    if (!c.state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
+    c.pid = getpid();
+    c.field = uint32_t(field);
+    c.device = device;
+    c.region_value = region;
+    c.process_value = own;
+    c.realtime_ns = RealtimeNs();
+    CopyString(c.comm, sizeof(c.comm), comm);
+    c.state.store(2, std::memory_order_release);
+  };
+  for (int d = 0; d < n; ++d) {
+    record(layout::ConflictField::kMemoryLimit, d, r.memory_limit[d].load(),
+           mine.memory_limit[size_t(d)]);
+    record(layout::ConflictField::kSmLimit, d, r.sm_limit[d].load(), mine.sm_limit[size_t(d)]);
+  }
+}
+
 }  // namespace
 
 const char* SlotStateName(SlotState state) {
@@ -263,6 +314,10 @@ const char* InconsistencyKindName(Inconsistency::Kind kind) {
       return "dead_owner";
     case Inconsistency::Kind::kOverLimit:
       return "over_limit";
+    case Inconsistency::Kind::kWedgedLock:
+      return "wedged_lock";
+    case Inconsistency::Kind::kPolicyConflict:
+      return "policy_conflict";
   }
   return "invalid";
 }
@@ -452,6 +507,9 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
       access == Access::kReadWrite ? MapAccess::kReadWrite : MapAccess::kReadOnly));
   std::unique_ptr<Region> r(new Region(path, std::move(file.fd), std::move(file.map), access));
   if (stamp != nullptr && differences != nullptr) Compare(r->file_->policy, *stamp, differences);
+  if (stamp != nullptr && !file.initialized_here && access == Access::kReadWrite) {
+    RecordConflicts(r->file_, *stamp);
+  }
   return r;
 }
 
@@ -562,10 +620,15 @@ void Region::Unregister() {
   OfdLockByte(fd_.get(), SlotLock(slot), F_UNLCK, LockWait::kNo);
 }
 
-void Region::ReclaimHeld(int slot) {
+bool Region::ReclaimHeld(int slot) {
   Slot& s = file_->slots[slot];
-  ReturnSlotUsage(file_, s, Writers::kNone, KillPointId::kRegionReclaimDevice);
+  // A device whose lock cannot be had keeps the slot: freed, its usage would be lost.
+  if (!ReturnSlotUsage(file_, s, Writers::kNone, KillPointId::kRegionReclaimDevice,
+                       lock_timeout_ns_, wedged_ns_.data())) {
+    return false;
+  }
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
+  return true;
 }
 
 int Region::SweepDead() {
@@ -603,8 +666,7 @@ int Region::SweepDeadLocked() {
     if (s.state.load(std::memory_order_acquire) == uint32_t(SlotState::kFree)) continue;
     // Taking the lock proves its owner is gone (and keeps a claimer out while we work).
     if (OfdLockByte(fd_.get(), SlotLock(i), F_WRLCK, LockWait::kNo) != 0) continue;
-    if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) {
-      ReclaimHeld(i);
+    if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree) && ReclaimHeld(i)) {
       ++n;
     }
     OfdLockByte(fd_.get(), SlotLock(i), F_UNLCK, LockWait::kNo);
@@ -648,7 +710,7 @@ Admission Region::Reserve(int device, uint64_t bytes, UsageKind kind, Enforce en
   DeviceAccount& a = file_->devices[device];
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
-      DeviceLock lock(file_, device);
+      DeviceLock lock(file_, device, lock_timeout_ns_, &wedged_ns_[size_t(device)]);
       if (!lock.locked()) return Admission::kOverLimit;
       // Unregister (another thread) may have let the slot go since it was read.
       if (slot_.load(std::memory_order_acquire) != slot) return Admission::kNotRegistered;
@@ -679,7 +741,7 @@ void Region::Release(int device, uint64_t bytes, UsageKind kind) {
   if (slot < 0 || device < 0 || device >= kMaxDevices || bytes == 0) return;
   Slot& s = file_->slots[slot];
   DeviceAccount& a = file_->devices[device];
-  DeviceLock lock(file_, device);
+  DeviceLock lock(file_, device, lock_timeout_ns_, &wedged_ns_[size_t(device)]);
   if (!lock.locked() || slot_.load(std::memory_order_acquire) != slot) return;
   uint64_t held = s.usage[device][uint32_t(kind)].load(std::memory_order_relaxed);
   uint64_t n = std::min(bytes, held);
@@ -728,7 +790,7 @@ DeviceSnapshot Region::Snapshot(int device) const {
   if (!consistent && access_ == Access::kReadWrite) {
     // A writer keeps the sequence moving, or died mid-write: read under the mutex, whose
     // acquisition repairs a dead writer's leftovers.
-    DeviceLock lock(file_, device);
+    DeviceLock lock(file_, device, lock_timeout_ns_, &wedged_ns_[size_t(device)]);
     read();
     consistent = lock.locked();
   }
@@ -791,7 +853,24 @@ std::vector<SlotView> Region::Slots() const {
 
 std::vector<Inconsistency> Region::Check() const {
   std::vector<Inconsistency> out;
+  // A host tool's handle tries each device's lock once, bounded: a lock nobody releases is
+  // reported, not waited on.
+  if (access_ == Access::kReadWrite && lock_timeout_ns_ > 0) {
+    for (int d = 0; d < device_count(); ++d) {
+      DeviceLock probe(file_, d, lock_timeout_ns_, &wedged_ns_[size_t(d)]);
+    }
+  }
   for (int d = 0; d < kMaxDevices; ++d) {  // Reserve takes any device of the layout
+    if (const int64_t waited = wedged_ns_[size_t(d)].load(std::memory_order_relaxed)) {
+      const pid_t holder = RobustMutexHolder(&file_->devices[d].mutex);
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%.1f s", double(waited) / 1e9);
+      out.push_back({Inconsistency::Kind::kWedgedLock, d, -1,
+                     "device " + std::to_string(d) + " locked by pid " + std::to_string(holder) +
+                         " (in the locker's PID namespace) for " + seconds +
+                         " or more (wedged? a process stopped inside the region, or a forged "
+                         "lock word); not waited on further"});
+    }
     DeviceSnapshot snap = Snapshot(d);
     if (snap.slot_sum_bytes != snap.used_bytes) {
       out.push_back({Inconsistency::Kind::kSlotSumMismatch, d, -1,
@@ -811,6 +890,29 @@ std::vector<Inconsistency> Region::Check() const {
                                     "pool's or a graph's growth, was recorded past the limit; or "
                                     "the file was edited)")});
     }
+  }
+  const layout::Header& h = file_->header;
+  const uint32_t conflicts = h.conflict_count.load(std::memory_order_relaxed);
+  for (int i = 0; i < layout::kMaxConflicts && uint32_t(i) < conflicts; ++i) {
+    const layout::PolicyConflict& c = h.conflicts[i];
+    if (c.state.load(std::memory_order_acquire) != 2) continue;
+    const bool memory = c.field == uint32_t(layout::ConflictField::kMemoryLimit);
+    auto value = [memory](uint64_t v) {
+      if (memory) return v == 0 ? std::string("unlimited") : std::to_string(v) + " bytes";
+      return v == 0 || v >= 100 ? std::string("unlimited") : std::to_string(v) + "%";
+    };
+    const int device = c.device >= 0 && c.device < kMaxDevices ? c.device : -1;
+    out.push_back({Inconsistency::Kind::kPolicyConflict, device, -1,
+                   "pid " + std::to_string(c.pid) + " (" + FixedString(c.comm, sizeof(c.comm)) +
+                       ") was given " + (memory ? "memory_limit[" : "sm_limit[") +
+                       std::to_string(c.device) + "] = " + value(c.process_value) +
+                       " but the region says " + value(c.region_value) +
+                       (memory ? "; it holds to the stricter" : "; the region's stands")});
+  }
+  if (conflicts > uint32_t(layout::kMaxConflicts)) {
+    out.push_back({Inconsistency::Kind::kPolicyConflict, -1, -1,
+                   std::to_string(conflicts - uint32_t(layout::kMaxConflicts)) +
+                       " more policy conflicts were counted and not kept"});
   }
   for (const SlotView& s : Slots()) {
     if (!s.alive) {

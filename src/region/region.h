@@ -141,7 +141,7 @@ struct PolicyView {
 
 // What `hami inspect` reports as wrong.
 struct Inconsistency {
-  enum class Kind { kSlotSumMismatch, kDeadOwner, kOverLimit };
+  enum class Kind { kSlotSumMismatch, kDeadOwner, kOverLimit, kWedgedLock, kPolicyConflict };
   Kind kind;
   int device;  // -1 when not about one device
   int slot;    // -1 when not about one slot
@@ -186,6 +186,15 @@ class Region {
   // until then Register() is refused and SweepDead() does nothing (the inherited open file
   // and its slot locks are the parent's).
   Status ReopenAfterFork();
+
+  // ---- host tools ----
+  // Device locks are given up after `timeout_ns` (> 0; 0, the default, waits as libvgpu
+  // does): a host tool (inspect, top, region set, the monitor) must not hang on a container's
+  // region whose lock a process holds forever or whose lock word was forged. Check() then
+  // reports each such device. A dead slot whose device lock cannot be had is not reclaimed.
+  void SetLockTimeout(int64_t timeout_ns) { lock_timeout_ns_ = timeout_ns; }
+  // How long the host tools give a device lock.
+  static constexpr int64_t kHostLockTimeoutNs = 2'000'000'000;
 
   // ---- this process's own limits ----
   // A process never enforces more than it was given: a reservation must fit under the
@@ -326,7 +335,7 @@ class Region {
   bool Inherited() const;      // fd_ is a fork parent's (no ReopenAfterFork() yet)
   int SweepDeadLocked();       // the caller holds membership_mu_
   int SweepDeadIfDueLocked();  // the caller holds membership_mu_
-  void ReclaimHeld(int slot);  // the caller holds slot `slot`'s lock
+  bool ReclaimHeld(int slot);  // the caller holds slot `slot`'s lock; false: not reclaimed
   Status Writable() const;
   void Touch();  // records an operator change
 
@@ -338,6 +347,9 @@ class Region {
   bool anonymous_;  // made by CreatePrivate: on no file system
   std::atomic<int> slot_{-1};
   std::array<std::atomic<uint64_t>, kMaxDevices> own_memory_limit_{};
+  int64_t lock_timeout_ns_ = 0;
+  // Per device: how long a lock attempt waited before it gave up (0: none did).
+  mutable std::array<std::atomic<int64_t>, kMaxDevices> wedged_ns_{};
   uint64_t opener_forks_;  // ForkCount() when fd_ was opened: fd_ is this process's own
                            // while the count is unchanged (cheaper than getpid())
   // Every thread of the process shares one open file description, so the slot byte locks do

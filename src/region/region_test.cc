@@ -85,6 +85,29 @@ TEST_F(RegionTest, ALaterProcessWithOtherLimitsIsToldTheDifferencesAndTheRegionS
   EXPECT_EQ(diffs[0].region, std::to_string(1ull << 30));
   EXPECT_EQ(diffs[0].mine, std::to_string(2ull << 30));
   EXPECT_EQ(b->Policy().memory_limit[0], 1ull << 30);
+  // The conflict is recorded in the region, for inspect: who, which field, both values.
+  std::vector<Inconsistency> found = a->Check();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Inconsistency::Kind::kPolicyConflict);
+  EXPECT_EQ(found[0].device, 0);
+  EXPECT_THAT(found[0].message, HasSubstr("pid " + std::to_string(getpid())));
+  EXPECT_THAT(found[0].message,
+              HasSubstr("memory_limit[0] = " + std::to_string(2ull << 30) +
+                        " bytes but the region says " + std::to_string(1ull << 30) + " bytes"));
+  // The same limits are no conflict; a read-only opener records nothing.
+  auto c = MustOpen(TwoDevices(1ull << 30));
+  EXPECT_EQ(a->Check().size(), 1u);
+}
+
+TEST_F(RegionTest, ConflictsPastTheKeptOnesAreCounted) {
+  auto a = MustOpen(TwoDevices(1ull << 30));
+  std::vector<std::unique_ptr<Region>> others;
+  for (int i = 0; i < layout::kMaxConflicts + 3; ++i) {
+    others.push_back(MustOpen(TwoDevices((2ull + uint64_t(i)) << 30)));
+  }
+  std::vector<Inconsistency> found = a->Check();
+  ASSERT_EQ(found.size(), size_t(layout::kMaxConflicts) + 1);
+  EXPECT_THAT(found.back().message, HasSubstr("3 more policy conflicts were counted"));
 }
 
 // A process never enforces more than it was given: its own limit holds with the region's,

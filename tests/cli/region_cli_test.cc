@@ -38,6 +38,7 @@ using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr char kUuid0[] = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
 constexpr char kUuid1[] = "GPU-bbbbbbbb-0000-4000-8000-000000000000";
 constexpr char kNobody[] = "65534";
@@ -175,7 +176,7 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   Outcome o = Hami({"inspect", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
-  EXPECT_THAT(o.out, HasSubstr("layout   2.2, fingerprint 0x"));
+  EXPECT_THAT(o.out, HasSubstr("layout   2.3, fingerprint 0x"));
   EXPECT_THAT(o.out, HasSubstr("creator  pid " + std::to_string(getpid()) + " (" + ProcessComm() +
                                ") at 20"));
   EXPECT_THAT(o.out, HasSubstr("policy   2 device(s), generation 0, priority 1 (low), core "
@@ -282,6 +283,47 @@ TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
   nlohmann::json again = Json(Hami({"inspect", path_, "--repair", "--json"}));
   EXPECT_EQ(again["repair"]["reclaimed"], 0);
   EXPECT_EQ(Hami({"inspect", path_}).status, 0);
+}
+
+// A lock word forged to look held by a live process (here, this test's): inspect, its repair
+// and region set each give the lock a bounded wait, report it, and return.
+TEST_F(RegionCliTest, AForgedLockWordIsReportedNeverWaitedOnForever) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->Register().ok());
+  ASSERT_EQ(r->Reserve(0, 8 * kMiB, UsageKind::kData), Admission::kOk);
+  int dead_slot = -1;
+  pid_t dead = Holder(path_, "doomed", 0, 16 * kMiB, /*stay=*/false, &dead_slot);
+  ASSERT_GT(dead, 0);
+  auto* word =
+      reinterpret_cast<int*>(&const_cast<region::layout::File&>(r->file()).devices[0].mutex);
+  ASSERT_EQ(*word, 0);
+  *word = int(getpid());
+  const std::string wedged = "device 0 locked by pid " + std::to_string(getpid());
+
+  Outcome o = Hami({"inspect", path_});
+  EXPECT_EQ(o.status, 3) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(wedged));
+  EXPECT_THAT(o.out, HasSubstr("wedged?"));
+  nlohmann::json j = Json(Hami({"inspect", "--json", path_}));
+  bool listed = false;
+  for (const auto& i : j["inconsistencies"]) listed |= i["kind"] == "wedged_lock";
+  EXPECT_TRUE(listed) << j.dump();
+
+  Outcome repaired = Hami({"inspect", path_, "--repair"});
+  EXPECT_EQ(repaired.status, 3) << repaired.out;
+  EXPECT_THAT(repaired.out, HasSubstr("repair: reclaimed 0 dead slot(s)"))
+      << "the dead slot keeps its usage while its device cannot be locked";
+  EXPECT_THAT(repaired.out, HasSubstr(wedged));
+
+  Outcome set = Hami({"region", "set", path_, "--memory-limit", "0=2g"});
+  EXPECT_EQ(set.status, 0) << set.out;
+  EXPECT_EQ(r->MemoryLimit(0), 2 * kGiB);
+
+  *word = 0;  // let go, so this handle and the next inspect may lock again
+  Outcome after = Hami({"inspect", path_, "--repair"});
+  EXPECT_THAT(after.out, HasSubstr("repair: reclaimed 1 dead slot(s)")) << after.out;
+  EXPECT_EQ(after.status, 0) << after.out;
 }
 
 TEST_F(RegionCliTest, InspectRefusesWhatIsNotARegionNamingTheFile) {
