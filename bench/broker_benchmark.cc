@@ -57,6 +57,7 @@
 #include "broker/io.h"
 #include "broker/protocol.h"
 #include "broker/server.h"
+#include "broker/silent_flood.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/parse.h"
@@ -387,93 +388,6 @@ BurstResult RunBurst(const std::string& path, int clients, int deadline_s) {
 
 // ---- 4. the flood ----
 
-// Holds `count` silent connections to `path` until destroyed: each one the server closes is
-// opened again at once; one refused by a full listen queue (EAGAIN) is tried again on the next
-// round (every millisecond at most).
-class Flood {
- public:
-  Flood(const std::string& path, int count) : fds_(size_t(count), -1) {
-    addr_.sun_family = AF_UNIX;
-    std::memcpy(addr_.sun_path, path.c_str(), path.size() + 1);
-    epoll_.Reset(epoll_create1(EPOLL_CLOEXEC));
-    if (!epoll_.valid()) {
-      failed_.store(true);
-      return;
-    }
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Flood() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-    for (int fd : fds_) {
-      if (fd >= 0) close(fd);
-    }
-  }
-  Flood(const Flood&) = delete;
-  Flood& operator=(const Flood&) = delete;
-
-  uint64_t reopened() const { return reopened_.load(std::memory_order_relaxed); }
-  bool failed() const { return failed_.load(); }
-
- private:
-  void Open(size_t i, std::vector<size_t>* waiting) {
-    if (fds_[i] < 0) {
-      fds_[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fds_[i] < 0) {
-        failed_.store(true);
-        return;
-      }
-    }
-    if (connect(fds_[i], reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_)) == 0) {
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP;
-      ev.data.u64 = i;
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fds_[i], &ev) != 0) failed_.store(true);
-    } else if (errno == EAGAIN || errno == EINTR) {
-      waiting->push_back(i);
-    } else {
-      failed_.store(true);
-    }
-  }
-
-  void Run() {
-    std::vector<size_t> waiting, retry;
-    for (size_t i = 0; i < fds_.size(); ++i) Open(i, &waiting);
-    epoll_event events[256];
-    while (!stop_.load(std::memory_order_relaxed)) {
-      const int n = epoll_wait(epoll_.get(), events, 256, 1);
-      for (int k = 0; k < n; ++k) {
-        const size_t i = size_t(events[k].data.u64);
-        close(fds_[i]);  // closed by the server: open it again
-        fds_[i] = -1;
-        reopened_.fetch_add(1, std::memory_order_relaxed);
-        Open(i, &waiting);
-      }
-      retry.swap(waiting);
-      waiting.clear();
-      for (size_t i : retry) Open(i, &waiting);
-    }
-  }
-
-  sockaddr_un addr_{};
-  std::vector<int> fds_;
-  UniqueFd epoll_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> failed_{false};
-  std::atomic<uint64_t> reopened_{0};
-  std::thread thread_;
-};
-
-// Raises the soft descriptor limit to `needed` (up to the hard limit); false when it cannot.
-bool RaiseDescriptorLimit(rlim_t needed) {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
-  if (r.rlim_cur >= needed) return true;
-  if (r.rlim_max != RLIM_INFINITY && r.rlim_max < needed) return false;
-  r.rlim_cur = needed;
-  return setrlimit(RLIMIT_NOFILE, &r) == 0;
-}
-
 struct FloodResult {
   int connections = 0;
   int queries = 0;
@@ -495,7 +409,7 @@ FloodResult RunFlood(const std::string& path, int connections, int queries, int 
   broker::ServerOptions so;
   so.socket_path = path;
   const rlim_t needed = rlim_t(connections) + rlim_t(so.max_active) + kFloodThreads + 256;
-  if (!RaiseDescriptorLimit(needed)) {
+  if (!RaiseOpenFileLimit(needed)) {
     res.error = "needs " + std::to_string(needed) + " descriptors: RLIMIT_NOFILE is lower";
     res.failed = queries;
     return res;
@@ -510,7 +424,7 @@ FloodResult RunFlood(const std::string& path, int connections, int queries, int 
   res.max_per_uid = server->max_per_uid();
   const int64_t deadline = MonotonicNs() + int64_t(deadline_s) * 1'000'000'000;
   {
-    Flood flood(server->path(), connections);
+    broker::SilentFlood flood(server->path(), connections);
     // The flood is on once the server holds its cap and has evicted as many as were opened.
     for (;;) {
       const broker::ServerCounters n = server->Counters();

@@ -30,8 +30,10 @@
 #include "broker/client.h"
 #include "broker/golden_frames.h"
 #include "broker/protocol.h"
+#include "broker/silent_flood.h"
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/proc.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
 
@@ -518,103 +520,19 @@ TEST_F(BrokerServerTest, AUidAtItsCapEvictsItsOwnOldestAndOthersAreStillServed) 
   EXPECT_EQ(server->Counters().evicted, uint64_t(kOpened - kCap));
 }
 
-// Raises the soft descriptor limit to at least `needed` (up to the hard limit); false when
-// the hard limit is lower.
-bool RaiseDescriptorLimit(rlim_t needed) {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
-  if (r.rlim_cur >= needed) return true;
-  if (r.rlim_max != RLIM_INFINITY && r.rlim_max < needed) return false;
-  r.rlim_cur = r.rlim_max == RLIM_INFINITY ? needed : r.rlim_max;
-  return setrlimit(RLIMIT_NOFILE, &r) == 0;
-}
-
-// Holds `count` silent connections to `path` until stopped: each one the server closes is
-// opened again at once, and one refused by a full listen queue is tried again on the next
-// round (every millisecond at most).
-class Flood {
- public:
-  Flood(const std::string& path, int count) : fds_(size_t(count), -1) {
-    addr_.sun_family = AF_UNIX;
-    std::memcpy(addr_.sun_path, path.c_str(), path.size() + 1);
-    epoll_.Reset(epoll_create1(EPOLL_CLOEXEC));
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Flood() {
-    stop_.store(true);
-    thread_.join();
-    for (int fd : fds_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-  uint64_t reopened() const { return reopened_.load(); }
-  bool failed() const { return failed_.load(); }
-
- private:
-  // Opens connection `i` (a new socket unless one is waiting for the listen queue).
-  void Open(size_t i, std::vector<size_t>* waiting) {
-    if (fds_[i] < 0) {
-      fds_[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fds_[i] < 0) {
-        failed_.store(true);
-        return;
-      }
-    }
-    if (connect(fds_[i], reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_)) == 0) {
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP;
-      ev.data.u64 = i;
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fds_[i], &ev) != 0) failed_.store(true);
-      return;
-    }
-    if (errno == EAGAIN || errno == EINTR) {
-      waiting->push_back(i);  // the listen queue is full: next round
-    } else {
-      failed_.store(true);
-    }
-  }
-
-  void Run() {
-    std::vector<size_t> waiting, retry;
-    for (size_t i = 0; i < fds_.size(); ++i) Open(i, &waiting);
-    epoll_event events[256];
-    while (!stop_.load(std::memory_order_relaxed)) {
-      const int n = epoll_wait(epoll_.get(), events, 256, 1);
-      for (int k = 0; k < n; ++k) {
-        const size_t i = size_t(events[k].data.u64);
-        ::close(fds_[i]);  // closed by the server: open it again
-        fds_[i] = -1;
-        reopened_.fetch_add(1, std::memory_order_relaxed);
-        Open(i, &waiting);
-      }
-      retry.swap(waiting);
-      waiting.clear();
-      for (size_t i : retry) Open(i, &waiting);
-    }
-  }
-
-  sockaddr_un addr_{};
-  std::vector<int> fds_;
-  UniqueFd epoll_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> failed_{false};
-  std::atomic<uint64_t> reopened_{0};
-  std::thread thread_;
-};
-
 TEST_F(BrokerServerTest, LegitimateClientsAreServedThroughAFloodOfSilentConnections) {
   constexpr int kFlood = 2000;
   constexpr int kClients = 80;
   constexpr int kQueriesEach = 5;
   constexpr int kQueries = kClients * kQueriesEach;
   const ServerOptions o = Options();  // the defaults: max_active 512, a quarter per UID
-  if (!RaiseDescriptorLimit(rlim_t(kFlood + o.max_active + kClients + 256))) {
+  if (!RaiseOpenFileLimit(rlim_t(kFlood + o.max_active + kClients + 256))) {
     GTEST_SKIP() << "needs " << kFlood + o.max_active + kClients + 256
                  << " descriptors: the hard RLIMIT_NOFILE is lower";
   }
   auto server = StartOrDie(o);
   ASSERT_NE(server, nullptr);
-  Flood flood(server->path(), kFlood);
+  SilentFlood flood(server->path(), kFlood);
   // The flood is on: the server holds its cap of silent connections and evicts for newer ones.
   ASSERT_TRUE(WaitUntil([&] {
     const ServerCounters n = server->Counters();
@@ -657,7 +575,7 @@ TEST_F(BrokerServerTest, AFloodFromOneUidLeavesRoomForAnotherUidsSlowClients) {
   constexpr int kClients = 80;
   ServerOptions o = Options();  // the defaults: max_active 512, a quarter per UID
   o.transaction_timeout_ns = int64_t(kWaitMs) * 1'000'000;  // the slow clients never reach it
-  if (!RaiseDescriptorLimit(rlim_t(kFlood + o.max_active + kClients + 256))) {
+  if (!RaiseOpenFileLimit(rlim_t(kFlood + o.max_active + kClients + 256))) {
     GTEST_SKIP() << "needs " << kFlood + o.max_active + kClients + 256
                  << " descriptors: the hard RLIMIT_NOFILE is lower";
   }
@@ -674,7 +592,7 @@ TEST_F(BrokerServerTest, AFloodFromOneUidLeavesRoomForAnotherUidsSlowClients) {
     if (read(go_rd.get(), &c, 1) != 1) _exit(4);  // the server is listening
     bool failed;
     {
-      Flood flood(socket_path_, kFlood);
+      SilentFlood flood(socket_path_, kFlood);
       while (read(go_rd.get(), &c, 1) > 0) {  // until the test closes its end
       }
       failed = flood.failed();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,6 +122,15 @@ uint64_t ForkCount() {
   }();
   (void)registered;
   return g_forks.load(std::memory_order_relaxed);
+}
+
+bool RaiseOpenFileLimit(uint64_t needed) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
+  if (r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= needed) return true;
+  if (r.rlim_max != RLIM_INFINITY && r.rlim_max < needed) return false;
+  r.rlim_cur = rlim_t(needed);
+  return setrlimit(RLIMIT_NOFILE, &r) == 0;
 }
 
 }  // namespace hami

@@ -34,4 +34,8 @@ uint64_t ForkCount();
 // The short command name (/proc/<pid>/comm without the newline).
 std::string ProcessComm(pid_t pid = 0);
 
+// Raises this process's soft limit of open files to at least `needed` (never past the hard
+// limit, never lowering it): false when the hard limit is lower or setrlimit refuses.
+bool RaiseOpenFileLimit(uint64_t needed);
+
 }  // namespace hami

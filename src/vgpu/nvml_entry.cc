@@ -80,6 +80,36 @@ Member* MemberFor(std::vector<Member>& members, unsigned pid) {
   return m == members.end() ? nullptr : &*m;
 }
 
+// Fills `list` with the driver's whole list: `query(&n, array)` is asked again with a larger
+// array while entries appear between two calls, a bounded number of times. The driver's
+// error otherwise.
+template <typename T, typename Query>
+nvmlReturn_t WholeList(std::vector<T>* list, Query query) {
+  list->resize(16);
+  for (int attempt = 0;; ++attempt) {
+    unsigned int n = unsigned(list->size());
+    nvmlReturn_t r = query(&n, list->data());
+    if (r == NVML_SUCCESS) {
+      list->resize(n);
+      return r;
+    }
+    if (r != NVML_ERROR_INSUFFICIENT_SIZE || attempt == 8) return r;
+    list->resize(std::max<size_t>(size_t(n) + 16, list->size() * 2));
+  }
+}
+
+// Gives `out` in the caller's array of `*count` entries, as the driver treats it.
+template <typename T>
+nvmlReturn_t AnswerList(const std::vector<T>& out, unsigned int* count, T* array) {
+  if (*count < out.size() || (array == nullptr && !out.empty())) {
+    *count = unsigned(out.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(out.begin(), out.end(), array);
+  *count = unsigned(out.size());
+  return NVML_SUCCESS;
+}
+
 // The running-process queries, all versions and kinds. `real(device, &n, array)` is the
 // driver's query with the caller's struct.
 //
@@ -105,17 +135,10 @@ template <typename Info, typename Real>
 nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* infos, Work work,
                               Real real) {
   if (count == nullptr) return real(device, count, infos);
-  std::vector<Info> listed(16);
-  for (int attempt = 0;; ++attempt) {
-    unsigned int n = unsigned(listed.size());
-    nvmlReturn_t r = real(device, &n, listed.data());
-    if (r == NVML_SUCCESS) {
-      listed.resize(n);
-      break;
-    }
-    // Processes may start between two calls: grow and ask again, a bounded number of times.
-    if (r != NVML_ERROR_INSUFFICIENT_SIZE || attempt == 8) return r;
-    listed.resize(std::max<size_t>(size_t(n) + 16, listed.size() * 2));
+  std::vector<Info> listed;
+  if (nvmlReturn_t r = WholeList(&listed, [&](unsigned* n, Info* a) { return real(device, n, a); });
+      r != NVML_SUCCESS) {
+    return r;
   }
   int ordinal = NvmlOrdinalOf(device);
   if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
@@ -148,14 +171,7 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
       out.push_back(info);
     }
   }
-  // The caller's array, as the driver treats it.
-  if (*count < out.size() || (infos == nullptr && !out.empty())) {
-    *count = unsigned(out.size());
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  std::copy(out.begin(), out.end(), infos);
-  *count = unsigned(out.size());
-  return NVML_SUCCESS;
+  return AnswerList(out, count, infos);
 }
 
 // nvmlDeviceGetProcessUtilization: the driver's samples of the container's processes only
@@ -167,16 +183,13 @@ template <typename Real>
 nvmlReturn_t ProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* samples,
                                 unsigned int* count, unsigned long long last_seen, Real real) {
   if (count == nullptr) return real(device, samples, count, last_seen);
-  std::vector<nvmlProcessUtilizationSample_t> got(16);
-  for (int attempt = 0;; ++attempt) {
-    unsigned int n = unsigned(got.size());
-    nvmlReturn_t r = real(device, got.data(), &n, last_seen);
-    if (r == NVML_SUCCESS) {
-      got.resize(n);
-      break;
-    }
-    if (r != NVML_ERROR_INSUFFICIENT_SIZE || attempt == 8) return r;
-    got.resize(std::max<size_t>(size_t(n) + 16, got.size() * 2));
+  std::vector<nvmlProcessUtilizationSample_t> got;
+  if (nvmlReturn_t r = WholeList(&got,
+                                 [&](unsigned* n, nvmlProcessUtilizationSample_t* a) {
+                                   return real(device, a, n, last_seen);
+                                 });
+      r != NVML_SUCCESS) {
+    return r;
   }
   int ordinal = NvmlOrdinalOf(device);
   if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
@@ -195,13 +208,7 @@ nvmlReturn_t ProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSampl
     }
   }
   if (out.empty()) return NVML_ERROR_NOT_FOUND;  // the driver's answer for no samples
-  if (samples == nullptr || *count < out.size()) {
-    *count = unsigned(out.size());
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  std::copy(out.begin(), out.end(), samples);
-  *count = unsigned(out.size());
-  return NVML_SUCCESS;
+  return AnswerList(out, count, samples);
 }
 
 }  // namespace

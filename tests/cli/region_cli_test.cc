@@ -123,6 +123,20 @@ class RegionCliTest : public ::testing::Test {
     return r.ok() ? std::move(r).value() : nullptr;
   }
 
+  // The region at path_ with this process registered holding 8 MiB on device 0, and a dead
+  // owner ("doomed", `*dead`, in `*dead_slot`) that left 16 MiB there.
+  std::unique_ptr<Region> WithADeadOwner(pid_t* dead, int* dead_slot) {
+    auto r = Make(path_);
+    if (r == nullptr || !r->Register().ok() ||
+        r->Reserve(0, 8 * kMiB, UsageKind::kData) != Admission::kOk) {
+      ADD_FAILURE() << "the region could not be made";
+      return nullptr;
+    }
+    *dead = Holder(path_, "doomed", 0, 16 * kMiB, /*stay=*/false, dead_slot);
+    EXPECT_GT(*dead, 0);
+    return r;
+  }
+
   // Forks a child named `comm` that registers in the region at `path` and reserves `bytes`
   // on `device`. With `stay`, it holds its slot until the test ends; without, it exits
   // without unregistering, as a killed process would, leaving a dead owner. Returns the
@@ -248,12 +262,10 @@ TEST_F(RegionCliTest, InspectJsonCarriesTheSameFactsInStableFields) {
 }
 
 TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
-  auto r = Make(path_);
-  ASSERT_NE(r, nullptr);
-  ASSERT_TRUE(r->Register().ok());
-  ASSERT_EQ(r->Reserve(0, 8 * kMiB, UsageKind::kData), Admission::kOk);
+  pid_t dead = -1;
   int dead_slot = -1;
-  pid_t dead = Holder(path_, "doomed", 0, 16 * kMiB, /*stay=*/false, &dead_slot);
+  auto r = WithADeadOwner(&dead, &dead_slot);
+  ASSERT_NE(r, nullptr);
   ASSERT_GT(dead, 0);
 
   Outcome o = Hami({"inspect", path_});
@@ -288,12 +300,10 @@ TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
 // A lock word forged to look held by a live process (here, this test's): inspect, its repair
 // and region set each give the lock a bounded wait, report it, and return.
 TEST_F(RegionCliTest, AForgedLockWordIsReportedNeverWaitedOnForever) {
-  auto r = Make(path_);
-  ASSERT_NE(r, nullptr);
-  ASSERT_TRUE(r->Register().ok());
-  ASSERT_EQ(r->Reserve(0, 8 * kMiB, UsageKind::kData), Admission::kOk);
+  pid_t dead = -1;
   int dead_slot = -1;
-  pid_t dead = Holder(path_, "doomed", 0, 16 * kMiB, /*stay=*/false, &dead_slot);
+  auto r = WithADeadOwner(&dead, &dead_slot);
+  ASSERT_NE(r, nullptr);
   ASSERT_GT(dead, 0);
   auto* word =
       reinterpret_cast<int*>(&const_cast<region::layout::File&>(r->file()).devices[0].mutex);

@@ -263,18 +263,19 @@ TEST_F(RunCliTest, RemovesThePrivateRegionAfterwards) {
   EXPECT_FALSE(Exists(Dirname(region))) << region;
 }
 
+// `hami run -q --memory 1g -- /bin/sh -c SCRIPT`, after `prefix`.
+std::vector<std::string> LimitedShell(const std::string& script,
+                                      std::vector<std::string> prefix = {}) {
+  for (const char* a : {"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c"}) prefix.push_back(a);
+  prefix.push_back(script);
+  return prefix;
+}
+
 TEST_F(RunCliTest, ForwardsTerminationToTheCommandAndStillCleansUp) {
-  std::vector<std::string> argv = {
-      Hami(),
-      "run",
-      "-q",
-      "--memory",
-      "1g",
-      "--",
-      "/bin/sh",
-      "-c",
+  std::vector<std::string> argv = LimitedShell(
       "trap 'echo terminated; exit 3' TERM; echo \"region $CUDA_DEVICE_MEMORY_SHARED_CACHE\"; "
-      "while :; do sleep 0.05; done"};
+      "while :; do sleep 0.05; done",
+      {Hami()});
   Subprocess p(argv, Env());
   auto line = p.WaitForLine("region ");
   ASSERT_TRUE(line.has_value());
@@ -295,19 +296,9 @@ TEST_F(RunCliTest, ForwardsTheTerminalsHangupWhenItLeadsTheSession) {
   ASSERT_EQ(unlockpt(master.get()), 0);
   const std::string slave = ptsname(master.get());
   // setsid -c makes hami a session leader whose controlling terminal is the pty on its stdin.
-  std::vector<std::string> argv = {
-      "/bin/sh",
-      "-c",
-      "exec setsid -c -w \"$0\" \"$@\" <\"$PTY\"",
-      Hami(),
-      "run",
-      "-q",
-      "--memory",
-      "1g",
-      "--",
-      "/bin/sh",
-      "-c",
-      "trap 'echo hung up; exit 4' HUP; echo started; while :; do sleep 0.05; done"};
+  std::vector<std::string> argv =
+      LimitedShell("trap 'echo hung up; exit 4' HUP; echo started; while :; do sleep 0.05; done",
+                   {"/bin/sh", "-c", "exec setsid -c -w \"$0\" \"$@\" <\"$PTY\"", Hami()});
   auto env = Env();
   env["PTY"] = slave;
   Subprocess p(argv, env);

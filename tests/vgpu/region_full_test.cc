@@ -2,31 +2,19 @@
 // process that starts cannot register. Every allocation it makes on an accounted device is
 // refused at once with CUDA_ERROR_OUT_OF_MEMORY, its contexts first: it never waits for a
 // slot (the test's own timeout is the hang detector) and never runs unaccounted.
-#include <sys/resource.h>
-
 #include <vector>
 
+#include "common/proc.h"
 #include "vgpu_fixture.h"
 #include "vgpu_raw.h"
 
 namespace hami::testing {
 namespace {
 
-// Raises the descriptor limit so that one process can hold every slot (each handle is an
-// open file description of its own, whose lock is the slot's liveness).
-bool RaiseFileLimit(rlim_t want) {
-  rlimit l{};
-  if (getrlimit(RLIMIT_NOFILE, &l) != 0) return false;
-  if (l.rlim_cur >= want) return true;
-  if (l.rlim_max < want) return false;
-  l.rlim_cur = want;
-  return setrlimit(RLIMIT_NOFILE, &l) == 0;
-}
-
 TEST(RegionFull, EveryAccountedAllocationIsRefusedWithoutWaiting) {
   VgpuEnv& env = VgpuEnv::Get("1g");
   ASSERT_TRUE(UnderLibvgpu()) << "this test must run with LD_PRELOAD=libvgpu.so";
-  if (!RaiseFileLimit(region::kMaxSlots + 64)) {
+  if (!RaiseOpenFileLimit(region::kMaxSlots + 64)) {
     GTEST_SKIP() << "RLIMIT_NOFILE's hard limit is below " << region::kMaxSlots + 64
                  << ": one process cannot hold every slot";
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <gtest/gtest.h>
 
 #include "nvml/nvml.h"
 #include "vgpu/libc_symbols.h"
@@ -26,6 +27,18 @@ inline bool RawPrimaryContext() {
   CUcontext ctx = nullptr;
   return retain != nullptr && set_current != nullptr && retain(&ctx, 0) == CUDA_SUCCESS &&
          set_current(ctx) == CUDA_SUCCESS;
+}
+
+// For a process libvgpu refuses (no usable region, a zero budget): cuInit works, but no
+// context is admitted and, on a context libvgpu did not make, no allocation either.
+inline void ExpectNothingAdmitted() {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  EXPECT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_ERROR_OUT_OF_MEMORY) << "a context too";
+  ASSERT_TRUE(RawPrimaryContext());
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 4 << 10), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 8 << 20), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 }  // namespace hami::testing
