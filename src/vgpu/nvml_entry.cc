@@ -110,6 +110,33 @@ nvmlReturn_t AnswerList(const std::vector<T>& out, unsigned int* count, T* array
   return NVML_SUCCESS;
 }
 
+// Keeps, of the driver's `listed` entries for `device`, the container's: those whose pid is a
+// member's (MemberFor), each marked listed in `members` and passed to `fill(entry, member)`.
+// What the dead left is returned first (not only once per sweep interval, as the memory view
+// does): these queries are rare, and a list then adds up to the "used" after it. Without a
+// region holding the device, the driver's list stands and `members` stays empty. False when
+// the device is not one the container sees.
+template <typename T, typename Fill>
+bool KeepContainers(nvmlDevice_t device, std::vector<T>* listed, std::vector<Member>* members,
+                    Fill fill) {
+  int ordinal = NvmlOrdinalOf(device);
+  if (ordinal < 0) return false;
+  region::Region* reg = ViewRegion();
+  int index = RegionIndex(ordinal);
+  if (reg == nullptr || index < 0) return true;
+  *members = ContainerMembers(*reg, index);
+  std::vector<T> kept;
+  for (T& e : *listed) {
+    Member* m = MemberFor(*members, e.pid);
+    if (m == nullptr) continue;
+    m->listed = true;
+    fill(e, *m);
+    kept.push_back(e);
+  }
+  *listed = std::move(kept);
+  return true;
+}
+
 // The running-process queries, all versions and kinds. `real(device, &n, array)` is the
 // driver's query with the caller's struct.
 //
@@ -140,38 +167,23 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
       r != NVML_SUCCESS) {
     return r;
   }
-  int ordinal = NvmlOrdinalOf(device);
-  if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
-  region::Region* reg = ViewRegion();
-  int index = RegionIndex(ordinal);
-  std::vector<Info> out;
-  if (reg == nullptr || index < 0) {
-    out = std::move(listed);
-  } else {
-    // What the dead left is returned first (not only once per sweep interval, as the memory
-    // view does): these queries are rare, and the list then adds up to the "used" after it.
-    std::vector<Member> members = ContainerMembers(*reg, index);
-    for (const Info& e : listed) {
-      Member* m = MemberFor(members, e.pid);
-      if (m == nullptr) continue;
-      m->listed = true;
-      Info info = e;
-      info.usedGpuMemory = m->used_bytes;
-      out.push_back(info);
-    }
-    for (const Member& m : members) {
-      if (work != Work::kCompute || m.listed || m.used_bytes == 0) continue;
-      Info info{};
-      info.pid = unsigned(m.host_pid != 0 ? m.host_pid : m.pid);
-      info.usedGpuMemory = m.used_bytes;
-      if constexpr (sizeof(Info) > sizeof(nvmlProcessInfo_v1_t)) {
-        info.gpuInstanceId = 0xFFFFFFFFu;  // what the driver gives on a device without MIG
-        info.computeInstanceId = 0xFFFFFFFFu;
-      }
-      out.push_back(info);
-    }
+  std::vector<Member> members;
+  if (!KeepContainers(device, &listed, &members,
+                      [](Info& e, const Member& m) { e.usedGpuMemory = m.used_bytes; })) {
+    return NVML_ERROR_NOT_FOUND;
   }
-  return AnswerList(out, count, infos);
+  for (const Member& m : members) {
+    if (work != Work::kCompute || m.listed || m.used_bytes == 0) continue;
+    Info info{};
+    info.pid = unsigned(m.host_pid != 0 ? m.host_pid : m.pid);
+    info.usedGpuMemory = m.used_bytes;
+    if constexpr (sizeof(Info) > sizeof(nvmlProcessInfo_v1_t)) {
+      info.gpuInstanceId = 0xFFFFFFFFu;  // what the driver gives on a device without MIG
+      info.computeInstanceId = 0xFFFFFFFFu;
+    }
+    listed.push_back(info);
+  }
+  return AnswerList(listed, count, infos);
 }
 
 // nvmlDeviceGetProcessUtilization: the driver's samples of the container's processes only
@@ -191,24 +203,13 @@ nvmlReturn_t ProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSampl
       r != NVML_SUCCESS) {
     return r;
   }
-  int ordinal = NvmlOrdinalOf(device);
-  if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
-  region::Region* reg = ViewRegion();
-  int index = RegionIndex(ordinal);
-  std::vector<nvmlProcessUtilizationSample_t> out;
-  if (reg == nullptr || index < 0) {
-    out = std::move(got);
-  } else {
-    std::vector<Member> members = ContainerMembers(*reg, index);
-    for (const nvmlProcessUtilizationSample_t& s : got) {
-      Member* m = MemberFor(members, s.pid);
-      if (m == nullptr) continue;
-      m->listed = true;
-      out.push_back(s);
-    }
+  std::vector<Member> members;
+  if (!KeepContainers(device, &got, &members,
+                      [](nvmlProcessUtilizationSample_t&, const Member&) {})) {
+    return NVML_ERROR_NOT_FOUND;
   }
-  if (out.empty()) return NVML_ERROR_NOT_FOUND;  // the driver's answer for no samples
-  return AnswerList(out, count, samples);
+  if (got.empty()) return NVML_ERROR_NOT_FOUND;  // the driver's answer for no samples
+  return AnswerList(got, count, samples);
 }
 
 }  // namespace
