@@ -1,12 +1,11 @@
 #include "common/check.h"
 
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <string>
 
+#include "common/captured_log.h"
 #include "common/raw_log.h"
 
 namespace hami {
@@ -14,28 +13,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Drain(int fd) {
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, size_t(n));
-  return out;
-}
-
 class CheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(pipe2(fds_, O_NONBLOCK | O_CLOEXEC), 0);
-    logger_.set_fd(fds_[1]);
-    SetCheckLogger(&logger_);
+    ASSERT_TRUE(log_.ok());
+    SetCheckLogger(&log_.logger());
   }
-  void TearDown() override {
-    SetCheckLogger(nullptr);
-    close(fds_[0]);
-    close(fds_[1]);
-  }
-  int fds_[2];
-  RawLogger logger_{"test", LogLevel::kWarn};
+  void TearDown() override { SetCheckLogger(nullptr); }
+  CapturedLog log_;
 };
 
 // A fail-closed caller, as the interposer writes one.
@@ -51,7 +36,7 @@ TEST_F(CheckTest, BugYieldsTheConditionCountsEveryTimeAndLogsOncePerSite) {
   EXPECT_EQ(LimitOrRefuse(-1), 0);
   EXPECT_EQ(LimitOrRefuse(-2), 0);
   EXPECT_EQ(BugCount(), before + 2);
-  std::string out = Drain(fds_[0]);
+  std::string out = log_.Drain();
   EXPECT_THAT(out, HasSubstr("bug: negative limit in the device table (" __FILE__ ":"));
   EXPECT_EQ(out.find("bug:"), out.rfind("bug:")) << "logged once: " << out;
 }
@@ -65,7 +50,7 @@ TEST_F(CheckTest, BugEvaluatesItsConditionOnce) {
 
 TEST_F(CheckTest, CheckPassesSilentlyWhenTheInvariantHolds) {
   HAMI_CHECK(1 + 1 == 2, "arithmetic");
-  EXPECT_EQ(Drain(fds_[0]), "");
+  EXPECT_EQ(log_.Drain(), "");
 }
 
 TEST(CheckDeathTest, CheckLogsTheLiteralAndAborts) {

@@ -297,7 +297,8 @@ TEST_F(RunCliTest, ForwardsTheTerminalsHangupWhenItLeadsTheSession) {
   const std::string slave = ptsname(master.get());
   // setsid -c makes hami a session leader whose controlling terminal is the pty on its stdin.
   std::vector<std::string> argv =
-      LimitedShell("trap 'echo hung up; exit 4' HUP; echo started; while :; do sleep 0.05; done",
+      // `wait` returns as the trapped hangup arrives; the shell then ends its sleep and exits.
+      LimitedShell("trap 'echo hung up; kill $!; exit 4' HUP; sleep 1000 & echo started; wait",
                    {"/bin/sh", "-c", "exec setsid -c -w \"$0\" \"$@\" <\"$PTY\"", Hami()});
   auto env = Env();
   env["PTY"] = slave;
