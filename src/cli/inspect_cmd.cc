@@ -1,5 +1,6 @@
 // hami inspect: one shared region — its policy, its usage, every process holding a slot —
 // and whether it is consistent (Region::Check).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -8,7 +9,9 @@
 #include "cli/commands.h"
 #include "cli/region_report.h"
 #include "common/parse.h"
+#include "monitor/nvml_sampler.h"
 #include "node/paths.h"
+#include "region/crosscheck.h"
 
 namespace hami::cli {
 
@@ -26,7 +29,73 @@ struct InspectOptions {
   std::string path;
   bool json = false;
   bool repair = false;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  bool no_nvml = false;
+  std::string tolerance = "64m";
 };
+
+// The NVML cross-check, run now from the host: what NVML shows each live slot's host PID
+// holding on each of the region's devices (by UUID) against the slot's books. Adds a
+// "crosscheck" object to `report` (run or why not) and an inconsistency for each gap the
+// region does not already record for that slot and device.
+void CrossCheckNow(const region::Region& r, const InspectOptions& o, json& report) {
+  json& out = report["crosscheck"];
+  if (o.no_nvml) {
+    out = {{"run", false}, {"reason", "--no-nvml"}};
+    return;
+  }
+  auto tolerance = ParseSize(o.tolerance, "--tolerance");
+  if (!tolerance.ok()) {
+    out = {{"run", false}, {"reason", tolerance.error().message()}};
+    return;
+  }
+  auto sampler = monitor::NvmlSampler::Open(o.nvml_library);
+  if (!sampler.ok()) {
+    out = {{"run", false}, {"reason", sampler.error().message()}};
+    return;
+  }
+  const monitor::NodeSample sample = (*sampler)->Sample();
+  if (!sample.ok) {
+    out = {{"run", false}, {"reason", sample.error}};
+    return;
+  }
+  const region::PolicyView policy = r.Policy();
+  const std::vector<region::SlotView> slots = r.Slots();
+  json devices = json::array();
+  for (int d = 0; d < policy.device_count; ++d) {
+    const std::string& uuid = policy.uuid[size_t(d)];
+    auto gpu =
+        std::find_if(sample.gpus.begin(), sample.gpus.end(),
+                     [&](const monitor::GpuSample& g) { return !uuid.empty() && g.uuid == uuid; });
+    if (gpu == sample.gpus.end()) continue;  // not on this host (or a region without UUIDs)
+    std::vector<region::NvmlProcessUse> uses;
+    for (const monitor::GpuProcess& p : gpu->processes)
+      uses.push_back({pid_t(p.pid), p.used_bytes});
+    const region::DeviceCrossCheck check = region::CrossCheckDevice(d, slots, uses, *tolerance);
+    devices.push_back({{"index", d},
+                       {"unaccounted_bytes", check.TotalGap()},
+                       {"unchecked_processes", check.unchecked}});
+    for (const region::AccountingGap& g : check.gaps) {
+      const bool recorded = std::any_of(
+          report["inconsistencies"].begin(), report["inconsistencies"].end(), [&](const json& i) {
+            return i["kind"] == "unaccounted" && i["slot"] == g.slot && i["device"] == d;
+          });
+      if (recorded) continue;
+      report["inconsistencies"].push_back(
+          {{"kind", "unaccounted"},
+           {"device", d},
+           {"slot", g.slot},
+           {"message", "device " + std::to_string(d) + ": host pid " + std::to_string(g.host_pid) +
+                           " (pid " + std::to_string(g.pid) + ") holds " +
+                           FormatBytes(g.nvml_bytes) + " as NVML counts it now but its books say " +
+                           FormatBytes(g.accounted_bytes) + ": " + FormatBytes(g.gap_bytes) + " (" +
+                           std::to_string(g.gap_bytes) +
+                           " bytes) unaccounted (memory allocated past libvgpu: edited counters, "
+                           "a driver loaded with dlmopen, a static binary or raw ioctls)"}});
+    }
+  }
+  out = {{"run", true}, {"nvml_library", o.nvml_library}, {"devices", devices}};
+}
 
 std::string Str(const json& j) { return Printable(j.get<std::string>()); }
 
@@ -152,6 +221,14 @@ void PrintText(const json& j) {
 
   PrintIdentity(j);
 
+  const json& cc = j["crosscheck"];
+  if (cc["run"].get<bool>()) {
+    std::printf("\ncross-check: NVML (%s) against the books of %zu device(s)\n",
+                Str(cc["nvml_library"]).c_str(), cc["devices"].size());
+  } else {
+    std::printf("\ncross-check: not run now: %s\n", Str(cc["reason"]).c_str());
+  }
+
   if (j.contains("repair")) {
     const json& r = j["repair"];
     if (r.contains("error")) {
@@ -188,6 +265,7 @@ int Inspect(const InspectOptions& o) {
     }
   }
   json report = DescribeRegion(*opened);
+  CrossCheckNow(*opened->region, o, report);
   if (o.repair) report["repair"] = repair;
   if (o.json) {
     std::printf("%s\n", DumpJson(report).c_str());
@@ -209,12 +287,21 @@ void AddInspectCommand(CLI::App& app) {
       "Exit status: 0 consistent; 1 --repair was asked but the region could only be opened "
       "read-only; 2 the region cannot be opened or fails validation; 3 inconsistencies found "
       "(a dead owner's slot, slots that do not add up to a device's total, usage above a "
-      "limit).");
+      "limit, a policy conflict, a wedged lock, device memory NVML shows a process holding past "
+      "its books).\n"
+      "The NVML cross-check runs now when NVML can be opened (the host's PIDs are the slots'), "
+      "besides what libvgpu's own check recorded in the region.");
   inspect
       ->add_option("REGION", options.path,
                    std::string("the region file (e.g. ") + node::kDefaultSharedCache + ")")
       ->required();
   inspect->add_flag("--json", options.json, "print one JSON object instead of text");
+  inspect->add_option("--nvml-library", options.nvml_library,
+                      "the NVML library for the cross-check (a soname is searched)");
+  inspect->add_flag("--no-nvml", options.no_nvml, "do not run the NVML cross-check now");
+  inspect->add_option("--tolerance", options.tolerance,
+                      "how much more NVML may show for a process than its books (bytes or "
+                      "k/m/g/t units)");
   inspect->add_flag("--repair", options.repair,
                     "first reclaim the slots of dead processes (returning their memory) and "
                     "say how many");

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/parse.h"
 #include "common/strings.h"
 
@@ -42,6 +43,16 @@ nlohmann::json IdentityDetail(const region::SlotView& s) {
   return {{"attempts", s.identity_attempts},
           {"duration_us", s.identity_ns / 1000},
           {"tier_reasons", tiers}};
+}
+
+// The latest NVML cross-check of one device, as libvgpu's watcher recorded it.
+nlohmann::json CrossCheckReport(const region::Region::CrossCheckState& c) {
+  if (c.checked_ns == 0) return {{"checked", false}};
+  return {{"checked", true},
+          {"age_s", double(MonotonicNs() - c.checked_ns) / 1e9},
+          {"unaccounted_bytes", c.unaccounted_bytes},
+          {"largest_host_pid", c.host_pid},
+          {"unchecked_processes", c.unchecked}};
 }
 
 // The compute limiter's shared state of one device.
@@ -180,7 +191,8 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
          {"usage_bytes", by_kind},
          {"sm_util_percent", account.sm_util.load(std::memory_order_relaxed)},
          {"limiter", LimiterReport(f.policy.limiter[d])},
-         {"monitor_used_bytes", account.monitor_used_bytes.load(std::memory_order_relaxed)}});
+         {"monitor_used_bytes", account.monitor_used_bytes.load(std::memory_order_relaxed)},
+         {"crosscheck", CrossCheckReport(r.CrossCheck(d))}});
   }
 
   out["slots"] = json::array();
@@ -208,8 +220,14 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
          {"sm_util_percent", sm},
          {"sm_limiter_mode", region::LimiterModeName(region::LimiterMode(
                                  f.slots[s.index].sm_mode.load(std::memory_order_relaxed)))},
-         {"sm_waited_ms",
-          f.slots[s.index].sm_waited_ns.load(std::memory_order_relaxed) / 1000000}});
+         {"sm_waited_ms", f.slots[s.index].sm_waited_ns.load(std::memory_order_relaxed) / 1000000},
+         {"unaccounted",
+          s.unaccounted_bytes == 0
+              ? json(nullptr)
+              : json{{"device", s.unaccounted_device},
+                     {"bytes", s.unaccounted_bytes},
+                     {"nvml_bytes", s.unaccounted_nvml_bytes},
+                     {"for_s", double(MonotonicNs() - s.unaccounted_since_ns) / 1e9}}}});
   }
 
   // How the container's processes learned their host PIDs (counts since the region was made).

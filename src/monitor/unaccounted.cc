@@ -45,10 +45,11 @@ std::vector<UnaccountedProcess> FindUnaccounted(
         if (attribute) u.attribution = attribute(u.pid);
       } else {
         const uint64_t have = it->second.first;
-        if (p.used_bytes <= have || p.used_bytes - have <= tolerance_bytes) continue;
+        const uint64_t gap = region::UnaccountedGap(p.used_bytes, have, tolerance_bytes);
+        if (gap == 0) continue;
         u.reason = UnaccountedReason::kUnderReported;
         u.accounted_bytes = have;
-        u.unaccounted_bytes = p.used_bytes - have;
+        u.unaccounted_bytes = gap;
         u.attribution.source = AttributionSource::kRegion;
         u.attribution.key = *it->second.second;
       }

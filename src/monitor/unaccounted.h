@@ -18,14 +18,13 @@
 
 #include "monitor/attribution.h"
 #include "monitor/nvml_sampler.h"
+#include "region/crosscheck.h"
 
 namespace hami::monitor {
 
 // How much more NVML may show for a process than its slot accounts for before the difference
-// counts. libvgpu.so measures a context's own memory (before/after cuCtxCreate) and charges
-// it, so on the simulated GPU the two agree exactly; a real driver grows a context lazily (the
-// first module load, a first kernel's local memory) by a few MiB that no API call reports.
-inline constexpr uint64_t kDefaultUnaccountedToleranceBytes = 64ull << 20;
+// counts: the same tolerance libvgpu's cross-check uses.
+using region::kDefaultUnaccountedToleranceBytes;
 
 enum class UnaccountedReason { kNoRegion, kUnderReported };
 const char* UnaccountedReasonName(UnaccountedReason reason);  // "no_region", "under_reported"

@@ -30,8 +30,8 @@ namespace hami::region::layout {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'R', 'E', 'G', 'N'};
 inline constexpr uint16_t kMajor = 2;
-inline constexpr uint16_t kMinor = 3;  // 1: identity telemetry; 2: the compute limiter;
-                                       // 3: policy conflicts
+inline constexpr uint16_t kMinor = 4;  // 1: identity telemetry; 2: the compute limiter;
+                                       // 3: policy conflicts; 4: the NVML cross-check
 inline constexpr uint32_t kInitialized = 0x52454459;  // "REDY"
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxSlots = 1024;
@@ -43,6 +43,8 @@ inline constexpr off_t kInitLock = off_t(1) << 40;  // held while creating the f
 inline constexpr off_t kSlotLockBase = kInitLock + 4096;
 // Held by the process that runs the container's compute controller for a device (+ index).
 inline constexpr off_t kLimiterLockBase = kInitLock + 1024;
+// Held by the process that runs the container's NVML cross-check for a device (+ index).
+inline constexpr off_t kCrossCheckLockBase = kInitLock + 2048;
 
 // What a byte of device memory was charged for.
 enum class UsageKind : uint32_t {
@@ -171,7 +173,11 @@ struct Header {
   std::atomic<uint32_t> conflict_count;
   uint32_t pad2;
   PolicyConflict conflicts[kMaxConflicts];
-  uint8_t reserved[2704];
+  // Minor 4: the NVML cross-check (DeviceAccount and Slot hold its findings).
+  std::atomic<uint64_t> unaccounted_found;  // times a process was newly found over its books
+  std::atomic<int32_t> crosscheck_pid;      // who ran the latest check (its own PID namespace)
+  uint32_t pad3;
+  uint8_t reserved[2688];
 };
 
 // The limits a device gets when its own could not be read (fail closed): the smallest memory
@@ -216,7 +222,12 @@ struct DeviceAccount {
   std::atomic<uint32_t> sm_util;             // percent, observed by the monitor
   uint32_t pad0;
   std::atomic<int64_t> monitor_ns;  // CLOCK_MONOTONIC of that observation
-  uint8_t reserved[32];
+  // Minor 4: the latest NVML cross-check of the device (region/crosscheck.h).
+  std::atomic<uint64_t> unaccounted_bytes;     // what NVML shows past the slots' books, summed
+  std::atomic<int64_t> crosscheck_ns;          // CLOCK_MONOTONIC of that check; 0: never
+  std::atomic<int32_t> unaccounted_host_pid;   // the process with the largest gap (host PID)
+  std::atomic<uint32_t> crosscheck_unchecked;  // live processes with no host PID: not checked
+  uint8_t reserved[8];
 };
 
 struct Slot {
@@ -242,7 +253,16 @@ struct Slot {
   std::atomic<uint32_t> sm_mode;  // LimiterMode of its latest limited launch
   uint32_t pad1;
   std::atomic<int64_t> sm_waited_ns;  // time its launches waited for budget
-  uint8_t reserved1[80];
+  // Minor 4: what the NVML cross-check found for this process (0 bytes: nothing).
+  std::atomic<uint64_t> unaccounted_bytes;       // the largest gap, on unaccounted_device
+  std::atomic<uint64_t> unaccounted_nvml_bytes;  // what NVML showed it holding there
+  std::atomic<int32_t> unaccounted_device;       // region device of that gap
+  std::atomic<uint32_t> unaccounted_devices;     // a bit per device with a gap
+  std::atomic<int64_t> unaccounted_since_ns;     // CLOCK_MONOTONIC when the gap was first seen
+  // Minor 4: the SM share this process was given itself, per device (percent; 0: none); the
+  // container's controller holds the container to the strictest of these and the policy's.
+  std::atomic<uint8_t> own_sm_limit[kMaxDevices];
+  uint8_t reserved1[32];
 };
 
 struct File {
@@ -281,6 +301,8 @@ static_assert(offsetof(Header, identity_reasons) == 232);
 static_assert(offsetof(Header, conflict_count) == 360);
 static_assert(offsetof(Header, conflicts) == 368);
 static_assert(sizeof(PolicyConflict) == 64);
+static_assert(offsetof(Header, unaccounted_found) == 1392);
+static_assert(offsetof(Header, crosscheck_pid) == 1400);
 static_assert(sizeof(Header) == 4096);
 
 static_assert(offsetof(Policy, device_count) == 8);
@@ -309,6 +331,10 @@ static_assert(offsetof(DeviceAccount, rejected) == 64);
 static_assert(offsetof(DeviceAccount, monitor_used_bytes) == 72);
 static_assert(offsetof(DeviceAccount, sm_util) == 80);
 static_assert(offsetof(DeviceAccount, monitor_ns) == 88);
+static_assert(offsetof(DeviceAccount, unaccounted_bytes) == 96);
+static_assert(offsetof(DeviceAccount, crosscheck_ns) == 104);
+static_assert(offsetof(DeviceAccount, unaccounted_host_pid) == 112);
+static_assert(offsetof(DeviceAccount, crosscheck_unchecked) == 116);
 static_assert(sizeof(DeviceAccount) == 128);
 
 static_assert(offsetof(Slot, generation) == 4);
@@ -329,6 +355,12 @@ static_assert(offsetof(Slot, identity_ns) == 152);
 static_assert(offsetof(Slot, usage) == 160);
 static_assert(offsetof(Slot, sm_mode) == 1184);
 static_assert(offsetof(Slot, sm_waited_ns) == 1192);
+static_assert(offsetof(Slot, unaccounted_bytes) == 1200);
+static_assert(offsetof(Slot, unaccounted_nvml_bytes) == 1208);
+static_assert(offsetof(Slot, unaccounted_device) == 1216);
+static_assert(offsetof(Slot, unaccounted_devices) == 1220);
+static_assert(offsetof(Slot, unaccounted_since_ns) == 1224);
+static_assert(offsetof(Slot, own_sm_limit) == 1232);
 static_assert(sizeof(Slot) == 1280);
 
 static_assert(offsetof(File, policy) == 4096);
@@ -417,7 +449,19 @@ struct Field {
   X(slot[0].sm_mode, Slot, sm_mode, 10240)                                             \
   X(slot[0].sm_waited_ns, Slot, sm_waited_ns, 10240)                                   \
   X(header.conflict_count, Header, conflict_count, 0)                                  \
-  X(header.conflicts, Header, conflicts, 0)
+  X(header.conflicts, Header, conflicts, 0)                                            \
+  X(header.unaccounted_found, Header, unaccounted_found, 0)                            \
+  X(header.crosscheck_pid, Header, crosscheck_pid, 0)                                  \
+  X(device[0].unaccounted_bytes, DeviceAccount, unaccounted_bytes, 8192)               \
+  X(device[0].crosscheck_ns, DeviceAccount, crosscheck_ns, 8192)                       \
+  X(device[0].unaccounted_host_pid, DeviceAccount, unaccounted_host_pid, 8192)         \
+  X(device[0].crosscheck_unchecked, DeviceAccount, crosscheck_unchecked, 8192)         \
+  X(slot[0].unaccounted_bytes, Slot, unaccounted_bytes, 10240)                         \
+  X(slot[0].unaccounted_nvml_bytes, Slot, unaccounted_nvml_bytes, 10240)               \
+  X(slot[0].unaccounted_device, Slot, unaccounted_device, 10240)                       \
+  X(slot[0].unaccounted_devices, Slot, unaccounted_devices, 10240)                     \
+  X(slot[0].unaccounted_since_ns, Slot, unaccounted_since_ns, 10240)                   \
+  X(slot[0].own_sm_limit, Slot, own_sm_limit, 10240)
 // clang-format on
 
 #define HAMI_REGION_FIELD_ROW(label, type, member, base) \

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "common/futex.h"
 #include "common/kill_point.h"
 #include "common/ofd_lock.h"
+#include "common/parse.h"
 #include "common/proc.h"
 #include "common/robust_mutex.h"
 #include "common/strings.h"
@@ -254,31 +256,39 @@ void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<Policy
 
 // Records, once per field and device, where this process's own limits differ from the
 // region's (the process holds to the stricter memory limit; the region's SM limit stands).
-void RecordConflicts(File* f, const PolicySpec& mine) {
+// Appends one conflict to the header's list (counted past kMaxConflicts, not kept).
+void AppendConflict(File* f, layout::ConflictField field, int device, uint64_t region, uint64_t own,
+                    const std::string& comm) {
   Header& h = f->header;
+  const uint32_t i = h.conflict_count.fetch_add(1, std::memory_order_relaxed);
+  if (i >= uint32_t(layout::kMaxConflicts)) return;
+  layout::PolicyConflict& c = h.conflicts[i];
+  uint32_t expected = 0;
+  if (!c.state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
+  c.pid = getpid();
+  c.field = uint32_t(field);
+  c.device = device;
+  c.region_value = region;
+  c.process_value = own;
+  c.realtime_ns = RealtimeNs();
+  CopyString(c.comm, sizeof(c.comm), comm);
+  c.state.store(2, std::memory_order_release);
+}
+
+void RecordConflicts(File* f, const PolicySpec& mine) {
   const layout::Policy& r = f->policy;
   const int n = std::min(std::max<int>(int(r.device_count), mine.device_count), kMaxDevices);
   const std::string comm = ProcessComm();
-  auto record = [&](layout::ConflictField field, int device, uint64_t region, uint64_t own) {
-    if (region == own) return;
-    const uint32_t i = h.conflict_count.fetch_add(1, std::memory_order_relaxed);
-    if (i >= uint32_t(layout::kMaxConflicts)) return;  // counted, not kept
-    layout::PolicyConflict& c = h.conflicts[i];
-    uint32_t expected = 0;
-    if (!c.state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
-    c.pid = getpid();
-    c.field = uint32_t(field);
-    c.device = device;
-    c.region_value = region;
-    c.process_value = own;
-    c.realtime_ns = RealtimeNs();
-    CopyString(c.comm, sizeof(c.comm), comm);
-    c.state.store(2, std::memory_order_release);
-  };
   for (int d = 0; d < n; ++d) {
-    record(layout::ConflictField::kMemoryLimit, d, r.memory_limit[d].load(),
-           mine.memory_limit[size_t(d)]);
-    record(layout::ConflictField::kSmLimit, d, r.sm_limit[d].load(), mine.sm_limit[size_t(d)]);
+    const uint64_t memory = r.memory_limit[d].load();
+    const uint32_t sm = r.sm_limit[d].load();
+    if (memory != mine.memory_limit[size_t(d)]) {
+      AppendConflict(f, layout::ConflictField::kMemoryLimit, d, memory,
+                     mine.memory_limit[size_t(d)], comm);
+    }
+    if (sm != mine.sm_limit[size_t(d)]) {
+      AppendConflict(f, layout::ConflictField::kSmLimit, d, sm, mine.sm_limit[size_t(d)], comm);
+    }
   }
 }
 
@@ -318,6 +328,8 @@ const char* InconsistencyKindName(Inconsistency::Kind kind) {
       return "wedged_lock";
     case Inconsistency::Kind::kPolicyConflict:
       return "policy_conflict";
+    case Inconsistency::Kind::kUnaccounted:
+      return "unaccounted";
   }
   return "invalid";
 }
@@ -587,9 +599,20 @@ Result<int> Region::Register() {
       s.last_kernel_ns.store(0, std::memory_order_relaxed);
       s.launches.store(0, std::memory_order_relaxed);
       for (auto& u : s.sm_util) u.store(0, std::memory_order_relaxed);
+      s.unaccounted_bytes.store(0, std::memory_order_relaxed);
+      s.unaccounted_nvml_bytes.store(0, std::memory_order_relaxed);
+      s.unaccounted_device.store(-1, std::memory_order_relaxed);
+      s.unaccounted_devices.store(0, std::memory_order_relaxed);
+      s.unaccounted_since_ns.store(0, std::memory_order_relaxed);
+      for (int d = 0; d < kMaxDevices; ++d) {
+        s.own_sm_limit[d].store(uint8_t(std::min<uint32_t>(
+                                    own_sm_limit_[size_t(d)].load(std::memory_order_relaxed), 100)),
+                                std::memory_order_relaxed);
+      }
       HAMI_KILL_POINT(kRegionRegisterFilled);
       s.state.store(uint32_t(SlotState::kLive), std::memory_order_release);
       h.claim_hint.store(uint32_t(i + 1), std::memory_order_relaxed);
+      slot_generation_ = s.generation;
       slot_.store(i, std::memory_order_release);
       return i;
     }
@@ -694,8 +717,19 @@ Status Region::ReopenAfterFork() {
     if (!own.valid()) return Error::FromErrno("reopening the private region " + inherited);
     fd_ = std::move(own);
   } else {
-    fd_.Reset();
-    fd_ = HAMI_TRY(OpenRegularFile(path_, flags));
+    // The same file, or none: a file put at the path since (replaced) is not this mapping's.
+    UniqueFd own = HAMI_TRY(OpenRegularFile(path_, flags));
+    struct stat mapped {
+    }, opened{};
+    if (fstat(fd_.get(), &mapped) != 0 || fstat(own.get(), &opened) != 0) {
+      return Error::FromErrno("shared region " + path_ + ": fstat after fork");
+    }
+    if (mapped.st_dev != opened.st_dev || mapped.st_ino != opened.st_ino) {
+      return Error(ErrorCode::kCorrupt, "shared region " + path_ +
+                                            ": another file stands at the path now (the file "
+                                            "the parent mapped was replaced)");
+    }
+    fd_ = std::move(own);
   }
   opener_forks_ = ForkCount();
   return OkStatus();
@@ -846,6 +880,10 @@ std::vector<SlotView> Region::Slots() const {
     v.registered_realtime_ns = s.registered_realtime_ns.load();
     v.launches = s.launches.load();
     for (int d = 0; d < kMaxDevices; ++d) v.used_bytes[size_t(d)] = SlotDeviceTotal(s, d);
+    v.unaccounted_bytes = s.unaccounted_bytes.load(std::memory_order_relaxed);
+    v.unaccounted_nvml_bytes = s.unaccounted_nvml_bytes.load(std::memory_order_relaxed);
+    v.unaccounted_device = s.unaccounted_device.load(std::memory_order_relaxed);
+    v.unaccounted_since_ns = s.unaccounted_since_ns.load(std::memory_order_relaxed);
     out.push_back(std::move(v));
   }
   return out;
@@ -907,14 +945,29 @@ std::vector<Inconsistency> Region::Check() const {
                        ") was given " + (memory ? "memory_limit[" : "sm_limit[") +
                        std::to_string(c.device) + "] = " + value(c.process_value) +
                        " but the region says " + value(c.region_value) +
-                       (memory ? "; it holds to the stricter" : "; the region's stands")});
+                       "; it holds to the stricter"});
   }
   if (conflicts > uint32_t(layout::kMaxConflicts)) {
     out.push_back({Inconsistency::Kind::kPolicyConflict, -1, -1,
                    std::to_string(conflicts - uint32_t(layout::kMaxConflicts)) +
                        " more policy conflicts were counted and not kept"});
   }
+  const int64_t now = MonotonicNs();
   for (const SlotView& s : Slots()) {
+    if (s.alive && s.unaccounted_bytes != 0) {
+      char age[32];
+      std::snprintf(age, sizeof(age), "%.0f s", double(now - s.unaccounted_since_ns) / 1e9);
+      out.push_back({Inconsistency::Kind::kUnaccounted, s.unaccounted_device, s.index,
+                     "device " + std::to_string(s.unaccounted_device) + ": host pid " +
+                         std::to_string(s.host_pid) + " (pid " + std::to_string(s.pid) + ", " +
+                         s.comm + ") holds " + FormatBytes(s.unaccounted_nvml_bytes) +
+                         " as NVML counts it but its books say " +
+                         FormatBytes(s.unaccounted_nvml_bytes - s.unaccounted_bytes) + ": " +
+                         FormatBytes(s.unaccounted_bytes) + " (" +
+                         std::to_string(s.unaccounted_bytes) + " bytes) unaccounted, for " + age +
+                         " (memory allocated past libvgpu: edited counters, a driver loaded "
+                         "with dlmopen, a static binary or raw ioctls)"});
+    }
     if (!s.alive) {
       out.push_back({Inconsistency::Kind::kDeadOwner, -1, s.index,
                      "slot " + std::to_string(s.index) + ": its owner (pid " +
@@ -1088,6 +1141,148 @@ Status Region::SetSlotStatus(int slot, SlotStatus status) {
 bool Region::TryLeadLimiter(int device) {
   if (device < 0 || device >= kMaxDevices || Inherited()) return false;
   return OfdLockByte(fd_.get(), layout::kLimiterLockBase + device, F_WRLCK, LockWait::kNo) == 0;
+}
+
+void Region::SetOwnSmLimit(int device, uint32_t percent) {
+  if (device < 0 || device >= kMaxDevices) return;
+  own_sm_limit_[size_t(device)].store(percent, std::memory_order_relaxed);
+  const int s = slot();
+  if (s >= 0 && access_ == Access::kReadWrite) {
+    file_->slots[s].own_sm_limit[device].store(uint8_t(std::min<uint32_t>(percent, 100)),
+                                               std::memory_order_relaxed);
+  }
+}
+
+uint32_t Region::ContainerSmLimit(int device) const {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  uint32_t limit =
+      StricterShare(SmLimit(device), own_sm_limit_[size_t(device)].load(std::memory_order_relaxed));
+  for (int i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = file_->slots[i];
+    if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kLive)) continue;
+    limit = StricterShare(limit, s.own_sm_limit[device].load(std::memory_order_relaxed));
+  }
+  return SmShareInForce(limit);
+}
+
+bool Region::TryLeadCrossCheck(int device) {
+  if (device < 0 || device >= kMaxDevices || Inherited() || access_ != Access::kReadWrite) {
+    return false;
+  }
+  return OfdLockByte(fd_.get(), layout::kCrossCheckLockBase + device, F_WRLCK, LockWait::kNo) == 0;
+}
+
+std::vector<AccountingGap> Region::RecordCrossCheck(const DeviceCrossCheck& check, int64_t now_ns) {
+  std::vector<AccountingGap> fresh;
+  const int d = check.device;
+  if (d < 0 || d >= kMaxDevices || access_ != Access::kReadWrite) return fresh;
+  const uint32_t bit = 1u << d;
+  size_t next = 0;  // check.gaps is in slot order
+  pid_t worst_pid = 0;
+  uint64_t worst = 0;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    Slot& s = file_->slots[i];
+    while (next < check.gaps.size() && check.gaps[next].slot < i) ++next;
+    const AccountingGap* g =
+        next < check.gaps.size() && check.gaps[next].slot == i ? &check.gaps[next] : nullptr;
+    const uint32_t had = s.unaccounted_devices.load(std::memory_order_relaxed);
+    if (g == nullptr) {
+      if ((had & bit) == 0) continue;
+      s.unaccounted_devices.fetch_and(~bit, std::memory_order_relaxed);
+      if (s.unaccounted_device.load(std::memory_order_relaxed) == d) {
+        s.unaccounted_bytes.store(0, std::memory_order_relaxed);
+        s.unaccounted_nvml_bytes.store(0, std::memory_order_relaxed);
+      }
+      if ((had & ~bit) == 0) s.unaccounted_since_ns.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    if ((had & bit) == 0) {
+      fresh.push_back(*g);
+      if (had == 0) s.unaccounted_since_ns.store(now_ns, std::memory_order_relaxed);
+      s.unaccounted_devices.fetch_or(bit, std::memory_order_relaxed);
+    }
+    if (s.unaccounted_device.load(std::memory_order_relaxed) == d ||
+        g->gap_bytes >= s.unaccounted_bytes.load(std::memory_order_relaxed)) {
+      s.unaccounted_device.store(d, std::memory_order_relaxed);
+      s.unaccounted_nvml_bytes.store(g->nvml_bytes, std::memory_order_relaxed);
+      s.unaccounted_bytes.store(g->gap_bytes, std::memory_order_relaxed);
+    }
+    if (g->gap_bytes > worst) {
+      worst = g->gap_bytes;
+      worst_pid = g->host_pid;
+    }
+  }
+  DeviceAccount& a = file_->devices[d];
+  a.unaccounted_host_pid.store(worst_pid, std::memory_order_relaxed);
+  a.crosscheck_unchecked.store(check.unchecked, std::memory_order_relaxed);
+  a.crosscheck_ns.store(now_ns, std::memory_order_relaxed);
+  a.unaccounted_bytes.store(check.TotalGap(), std::memory_order_release);
+  file_->header.unaccounted_found.fetch_add(fresh.size(), std::memory_order_relaxed);
+  file_->header.crosscheck_pid.store(getpid(), std::memory_order_relaxed);
+  return fresh;
+}
+
+void Region::RecordPolicyConflict(layout::ConflictField field, int device, uint64_t region_value,
+                                  uint64_t own_value) {
+  if (access_ != Access::kReadWrite || device < 0 || device >= kMaxDevices) return;
+  AppendConflict(file_, field, device, region_value, own_value, ProcessComm());
+}
+
+Region::CrossCheckState Region::CrossCheck(int device) const {
+  CrossCheckState out;
+  if (device < 0 || device >= kMaxDevices) return out;
+  const DeviceAccount& a = file_->devices[device];
+  out.unaccounted_bytes = a.unaccounted_bytes.load(std::memory_order_acquire);
+  out.host_pid = a.unaccounted_host_pid.load(std::memory_order_relaxed);
+  out.checked_ns = a.crosscheck_ns.load(std::memory_order_relaxed);
+  out.unchecked = a.crosscheck_unchecked.load(std::memory_order_relaxed);
+  return out;
+}
+
+Status Region::VerifyOwnSlot() const {
+  const int i = slot();
+  if (i < 0) return OkStatus();
+  const Slot& s = file_->slots[i];
+  const uint32_t state = s.state.load(std::memory_order_acquire);
+  if (state != uint32_t(SlotState::kLive) || s.generation != slot_generation_ ||
+      s.pid != getpid()) {
+    // Unregister lets the slot_ go before it frees the slot: a slot freed by this process.
+    if (slot() != i) return OkStatus();
+    return Error(ErrorCode::kCorrupt,
+                 "shared region " + path_ + ": this process's slot " + std::to_string(i) + " was " +
+                     (state == uint32_t(SlotState::kFree) ? "freed" : "taken over") +
+                     " by someone else (the file was edited): its usage is no longer in the books");
+  }
+  return OkStatus();
+}
+
+Status Region::VerifyFile() const {
+  if (anonymous_) return OkStatus();
+  struct stat mapped {};
+  if (fstat(fd_.get(), &mapped) != 0) return Error::FromErrno("shared region " + path_ + ": fstat");
+  struct stat at_path {};
+  if (lstat(path_.c_str(), &at_path) != 0) {
+    return Error(ErrorCode::kNotFound, "shared region " + path_ +
+                                           ": the file this process mapped is no longer at that "
+                                           "path (removed or renamed: " +
+                                           std::strerror(errno) + ")");
+  }
+  if (S_ISLNK(at_path.st_mode)) {
+    return Error(ErrorCode::kCorrupt, "shared region " + path_ +
+                                          ": the path is now a symbolic link, not the file this "
+                                          "process mapped");
+  }
+  if (at_path.st_dev != mapped.st_dev || at_path.st_ino != mapped.st_ino) {
+    return Error(ErrorCode::kCorrupt, "shared region " + path_ +
+                                          ": another file stands at the path now (the file this "
+                                          "process mapped was replaced)");
+  }
+  if (uint64_t(mapped.st_size) < sizeof(File)) {
+    return Error(ErrorCode::kCorrupt, "shared region " + path_ + ": the file was truncated to " +
+                                          std::to_string(mapped.st_size) + " bytes (it has " +
+                                          std::to_string(sizeof(File)) + ")");
+  }
+  return OkStatus();
 }
 
 }  // namespace hami::region

@@ -40,9 +40,11 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "region/crosscheck.h"
 #include "region/layout.h"
 
 namespace hami::region {
@@ -121,6 +123,11 @@ struct SlotView {
   int64_t registered_realtime_ns;
   uint64_t launches;
   std::array<uint64_t, kMaxDevices> used_bytes;  // per device, all kinds
+  // The NVML cross-check's latest finding (0 bytes: none): the largest gap and its device.
+  uint64_t unaccounted_bytes;
+  uint64_t unaccounted_nvml_bytes;
+  int unaccounted_device;
+  int64_t unaccounted_since_ns;  // CLOCK_MONOTONIC
 };
 
 struct PolicyView {
@@ -141,7 +148,14 @@ struct PolicyView {
 
 // What `hami inspect` reports as wrong.
 struct Inconsistency {
-  enum class Kind { kSlotSumMismatch, kDeadOwner, kOverLimit, kWedgedLock, kPolicyConflict };
+  enum class Kind {
+    kSlotSumMismatch,
+    kDeadOwner,
+    kOverLimit,
+    kWedgedLock,
+    kPolicyConflict,
+    kUnaccounted,  // NVML shows a live process holding more than its books (crosscheck.h)
+  };
   Kind kind;
   int device;  // -1 when not about one device
   int slot;    // -1 when not about one slot
@@ -243,19 +257,29 @@ class Region {
     if (device < 0 || device >= kMaxDevices) return 0;
     return file_->policy.sm_limit[device].load(std::memory_order_relaxed);
   }
-  // The SM share in force on `device` now, in percent: the limit when the core policy says
+  // The SM share in force on `device` for this process's launches, in percent: the stricter
+  // of the region's limit and this process's own (SetOwnSmLimit), when the core policy says
   // to limit (force; default while the utilization switch is on), else 0 (unlimited).
   uint32_t SmLimitInForce(int device) const {
-    const uint32_t limit = SmLimit(device);
-    if (limit == 0 || limit >= 100) return 0;
-    const auto policy = CorePolicy(file_->policy.core_policy.load(std::memory_order_relaxed));
-    if (policy == CorePolicy::kDisable) return 0;
-    if (policy == CorePolicy::kDefault &&
-        file_->policy.utilization_switch.load(std::memory_order_relaxed) == 0) {
-      return 0;
-    }
-    return limit;
+    if (device < 0 || device >= kMaxDevices) return 0;
+    return SmShareInForce(StricterShare(
+        SmLimit(device), own_sm_limit_[size_t(device)].load(std::memory_order_relaxed)));
   }
+  // The SM share the container's controller holds the container to on `device`: the region's
+  // limit and every live process's own share (published in its slot), the strictest, gated by
+  // the core policy as SmLimitInForce. Reads every slot's state: for the controller's period,
+  // not for a launch.
+  uint32_t ContainerSmLimit(int device) const;
+  // The stricter of two SM shares, where 0 and 100 or more are none.
+  static constexpr uint32_t StricterShare(uint32_t a, uint32_t b) {
+    const bool none_a = a == 0 || a >= 100, none_b = b == 0 || b >= 100;
+    return none_a ? (none_b ? 0 : b) : none_b ? a : std::min(a, b);
+  }
+  // A process never runs looser than it was given, for compute too: its own SM share on
+  // `device` (percent; 0 or 100: none of its own) holds with the region's, and is published in
+  // its slot (now, or when it registers) for the container's controller. Never written to the
+  // policy.
+  void SetOwnSmLimit(int device, uint32_t percent);
 
   // ---- the compute limiter (libvgpu's launch path and controller; read-write handles) ----
   // The container's shared limiter state of `device` (0 <= device < kMaxDevices).
@@ -283,6 +307,49 @@ class Region {
   // controller on `device`; true while held (a second call by the holder is true too). The
   // kernel releases it when the process dies.
   bool TryLeadLimiter(int device);
+
+  // ---- the NVML cross-check (crosscheck.h; libvgpu's watcher, read-write handles) ----
+  // As TryLeadLimiter, for the process that runs the cross-check of `device`.
+  bool TryLeadCrossCheck(int device);
+  // Publishes one device's check, made at `now_ns` (CLOCK_MONOTONIC): each slot's gap on the
+  // device (cleared on the slots that have none now), the device's total and its largest
+  // gap's host PID. Returns the gaps that are new (their slot had none on the device before).
+  std::vector<AccountingGap> RecordCrossCheck(const DeviceCrossCheck& check, int64_t now_ns);
+  // What the latest check of `device` found.
+  struct CrossCheckState {
+    uint64_t unaccounted_bytes = 0;
+    pid_t host_pid = 0;      // the process with the largest gap
+    int64_t checked_ns = 0;  // CLOCK_MONOTONIC; 0: never checked
+    uint32_t unchecked = 0;  // live processes with no host PID
+  };
+  CrossCheckState CrossCheck(int device) const;
+  // Whether a gap stands on `device` now: found by a check at most kCrossCheckStaleNs old (a
+  // finding nobody renews, its checker gone, stops counting). One relaxed load when there is
+  // none.
+  bool UnaccountedInForce(int device) const {
+    if (device < 0 || device >= kMaxDevices) return false;
+    const layout::DeviceAccount& a = file_->devices[device];
+    if (__builtin_expect(a.unaccounted_bytes.load(std::memory_order_relaxed) == 0, 1)) {
+      return false;
+    }
+    return MonotonicNs() - a.crosscheck_ns.load(std::memory_order_relaxed) <= kCrossCheckStaleNs;
+  }
+  // Records that this process was given `own_value` for `field` of `device` where the region
+  // says `region_value` (as Open does for a stamp that differs), for `hami inspect`.
+  void RecordPolicyConflict(layout::ConflictField field, int device, uint64_t region_value,
+                            uint64_t own_value);
+
+  // ---- the file's identity ----
+  // Whether the path still names the file this handle maps, whole: an error naming the path
+  // and what changed when it was removed, renamed, replaced (another file or a symbolic link
+  // stands there now) or truncated. A private region (CreatePrivate) has no path: always ok.
+  Status VerifyFile() const;
+  // Whether this process's slot is still its own (live, its PID, the generation it claimed):
+  // an error naming the slot when the file was edited to free it or give it to another.
+  Status VerifyOwnSlot() const;
+  // The open file's descriptor (the watcher watches it for changes); -1 for none.
+  int fd() const { return fd_.get(); }
+  bool anonymous() const { return anonymous_; }
 
   DeviceSnapshot Snapshot(int device) const;
   PolicyView Policy() const;
@@ -346,7 +413,20 @@ class Region {
   Access access_;
   bool anonymous_;  // made by CreatePrivate: on no file system
   std::atomic<int> slot_{-1};
+  uint32_t slot_generation_ = 0;  // the slot's generation when this process claimed it
   std::array<std::atomic<uint64_t>, kMaxDevices> own_memory_limit_{};
+  std::array<std::atomic<uint32_t>, kMaxDevices> own_sm_limit_{};
+  // `limit` (percent) as the core policy lets it stand: 0 when the policy does not limit now.
+  uint32_t SmShareInForce(uint32_t limit) const {
+    if (limit == 0 || limit >= 100) return 0;
+    const auto policy = CorePolicy(file_->policy.core_policy.load(std::memory_order_relaxed));
+    if (policy == CorePolicy::kDisable) return 0;
+    if (policy == CorePolicy::kDefault &&
+        file_->policy.utilization_switch.load(std::memory_order_relaxed) == 0) {
+      return 0;
+    }
+    return limit;
+  }
   int64_t lock_timeout_ns_ = 0;
   // Per device: how long a lock attempt waited before it gave up (0: none did).
   mutable std::array<std::atomic<int64_t>, kMaxDevices> wedged_ns_{};

@@ -418,5 +418,37 @@ TEST_F(RegionTest, AnyProcessAttachedSeesARegisteredProcessUntilItExits) {
   EXPECT_THAT(missing.error().message(), HasSubstr(dir_ + "/none.cache"));
 }
 
+// A process never runs looser than it was given, for compute too: its own share holds with
+// the region's for its launches, and the container's controller holds the container to the
+// strictest share of its live processes.
+TEST_F(RegionTest, AProcesssOwnSmShareHoldsWithTheRegionsAndTheStrictestHoldsTheContainer) {
+  auto a = MustOpen();  // sm_limit[0] = 30, none on device 1
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->Register().ok());
+  EXPECT_EQ(a->SmLimitInForce(0), 30u);
+  a->SetOwnSmLimit(0, 20);
+  a->SetOwnSmLimit(1, 40);
+  EXPECT_EQ(a->SmLimitInForce(0), 20u) << "its own is stricter";
+  EXPECT_EQ(a->SmLimitInForce(1), 40u) << "the region has none: its own holds";
+  a->SetOwnSmLimit(0, 50);
+  EXPECT_EQ(a->SmLimitInForce(0), 30u) << "the region's is stricter";
+  a->SetOwnSmLimit(0, 100);
+  EXPECT_EQ(a->SmLimitInForce(0), 30u) << "100 is none of its own";
+
+  auto b = MustOpen();
+  ASSERT_NE(b, nullptr);
+  b->SetOwnSmLimit(0, 10);  // published when it registers
+  ASSERT_TRUE(b->Register().ok());
+  EXPECT_EQ(a->SmLimitInForce(0), 30u) << "another process's share is not a's launch limit";
+  EXPECT_EQ(a->ContainerSmLimit(0), 10u) << "but it holds the container";
+  EXPECT_EQ(a->ContainerSmLimit(1), 40u);
+  b->Unregister();
+  EXPECT_EQ(a->ContainerSmLimit(0), 30u) << "gone with its process";
+
+  ASSERT_TRUE(a->SetCorePolicy(CorePolicy::kDisable).ok());
+  EXPECT_EQ(a->SmLimitInForce(1), 0u) << "the core policy gates its own share as the region's";
+  EXPECT_EQ(a->ContainerSmLimit(1), 0u);
+}
+
 }  // namespace
 }  // namespace hami::region

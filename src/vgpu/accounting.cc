@@ -9,6 +9,7 @@
 #include "common/proc.h"
 #include "vgpu/identity.h"
 #include "vgpu/limiter.h"
+#include "vgpu/watch.h"
 
 namespace hami::vgpu {
 
@@ -49,11 +50,14 @@ void NoteRefused() {
 
 namespace {
 
-// Reserves in the region for a device known to be accounted (the gate already passed).
+// Reserves in the region for a device known to be accounted (the gate already passed),
+// unless the watcher holds it back (a replaced region file, a gap under the suspend policy).
 bool ReserveAccounted(int ordinal, uint64_t bytes, UsageKind kind) {
+  if (bytes == 0) return true;
   region::Region* reg = ViewRegion();
-  return bytes == 0 || (reg != nullptr &&
-                        reg->Reserve(RegionIndex(ordinal), bytes, kind) == region::Admission::kOk);
+  const int index = RegionIndex(ordinal);
+  return reg != nullptr && !WatcherRefuses(index) &&
+         reg->Reserve(index, bytes, kind) == region::Admission::kOk;
 }
 
 }  // namespace

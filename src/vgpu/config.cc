@@ -100,6 +100,28 @@ struct CorePolicyName {
   }
 };
 
+struct UnaccountedPolicyName {
+  static Result<UnaccountedPolicy> Parse(std::string_view name, std::string_view v) {
+    const std::string s = Lower(v);
+    if (s == "report") return UnaccountedPolicy::kReport;
+    if (s == "suspend") return UnaccountedPolicy::kSuspend;
+    return Bad(name, v, "expected report or suspend");
+  }
+  static OptionValue Value(UnaccountedPolicy policy) {
+    return {policy == UnaccountedPolicy::kSuspend ? "suspend" : "report"};
+  }
+};
+
+// A size that is not a limit: bytes, or k/m/g/t units.
+struct Bytes {
+  static Result<uint64_t> Parse(std::string_view name, std::string_view v) {
+    return ParseSize(v, name);
+  }
+  static OptionValue Value(uint64_t bytes) {
+    return {FormatBytes(bytes) + ", " + std::to_string(bytes) + " bytes", "bytes", bytes};
+  }
+};
+
 struct TaskPriority {
   static Result<int32_t> Parse(std::string_view name, std::string_view v) {
     if (v != "0" && v != "1") return Bad(name, v, "expected 0 (high) or 1 (low)");

@@ -29,6 +29,7 @@
 #include "common/result.h"
 #include "limits/limits_file.h"
 #include "node/paths.h"
+#include "region/crosscheck.h"
 #include "region/layout.h"
 
 namespace hami::vgpu {
@@ -39,6 +40,12 @@ using node::kLimitsFilePath;
 inline constexpr uint32_t kDefaultProbeWaitMs = 10000;
 // The identity tiers (a bit per region::layout::IdentityTier), tried in that order.
 inline constexpr uint8_t kAllIdentityTiers = 0xf;
+
+// HAMI_UNACCOUNTED_POLICY: what a gap the NVML cross-check finds does (vgpu/watch.h).
+enum class UnaccountedPolicy : uint8_t {
+  kReport,   // logged and recorded in the region (hami inspect exits 3)
+  kSuspend,  // also: the container's allocations on the device are refused while it lasts
+};
 
 enum class Source { kDefault, kEnvironment, kLimitsFile };
 const char* SourceName(Source source);

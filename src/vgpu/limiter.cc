@@ -78,21 +78,13 @@ struct ControllerDevice {
   std::vector<double> sm_percent;
 };
 
-// The CUDA ordinal this process sees region device `index` as, or -1.
-int OrdinalOf(int index) {
-  for (int o = 0; o < kMaxDevices; ++o) {
-    if (RegionIndex(o) == index) return o;
-  }
-  return -1;
-}
-
 // One period of device `index`: gather the samples, take the step, publish its decision.
 void Control(region::Region* reg, int index, ControllerDevice& c) {
   const NvmlDriver* nvml = NvmlIfLoaded();
   if (nvml == nullptr) return;
   const NvmlDriver& nv = *nvml;
   LimiterDevice& lim = reg->Limiter(index);
-  const uint32_t limit = reg->SmLimitInForce(index);
+  const uint32_t limit = reg->ContainerSmLimit(index);
   if (limit == 0) {
     ControlInput off;
     const ControlDecision d = ControlStep(off, &c.estimate);

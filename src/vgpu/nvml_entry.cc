@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "vgpu/nvml_list.h"
 #include "vgpu/prologue.h"
 
 using namespace hami;        // NOLINT: the exported C API below
@@ -78,36 +79,6 @@ Member* MemberFor(std::vector<Member>& members, unsigned pid) {
     return !c.listed && pid_t(pid) == (c.host_pid != 0 ? c.host_pid : c.pid);
   });
   return m == members.end() ? nullptr : &*m;
-}
-
-// Fills `list` with the driver's whole list: `query(&n, array)` is asked again with a larger
-// array while entries appear between two calls, a bounded number of times. The driver's
-// error otherwise.
-template <typename T, typename Query>
-nvmlReturn_t WholeList(std::vector<T>* list, Query query) {
-  list->resize(16);
-  for (int attempt = 0;; ++attempt) {
-    unsigned int n = unsigned(list->size());
-    nvmlReturn_t r = query(&n, list->data());
-    if (r == NVML_SUCCESS) {
-      list->resize(n);
-      return r;
-    }
-    if (r != NVML_ERROR_INSUFFICIENT_SIZE || attempt == 8) return r;
-    list->resize(std::max<size_t>(size_t(n) + 16, list->size() * 2));
-  }
-}
-
-// Gives `out` in the caller's array of `*count` entries, as the driver treats it.
-template <typename T>
-nvmlReturn_t AnswerList(const std::vector<T>& out, unsigned int* count, T* array) {
-  if (*count < out.size() || (array == nullptr && !out.empty())) {
-    *count = unsigned(out.size());
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  std::copy(out.begin(), out.end(), array);
-  *count = unsigned(out.size());
-  return NVML_SUCCESS;
 }
 
 // Keeps, of the driver's `listed` entries for `device`, the container's: those whose pid is a

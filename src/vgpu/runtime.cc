@@ -15,6 +15,7 @@
 #include "common/proc.h"
 #include "common/visible_devices.h"
 #include "vgpu/identity.h"
+#include "vgpu/watch.h"
 
 namespace hami::vgpu {
 
@@ -54,7 +55,9 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   if (rt.region) {
     Status s = rt.region->ReopenAfterFork();
     if (!s.ok()) {
-      g_log.Log(LogLevel::kError, "after fork: %s", s.error().c_str());
+      // The parent's budget cannot be shared: refused, never a fresh one (Join).
+      g_log.Always(LogLevel::kError, "after fork: %s", s.error().c_str());
+      rt.region_replaced.store(true);
       rt.region_fast.store(nullptr);
       rt.region.reset();
     }
@@ -74,6 +77,7 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   rt.cuda_initialized.store(false);
   // Threads do not survive fork: the child starts its own controller when it needs one.
   rt.controller_started.store(false);
+  rt.watcher_started.store(false);
   rt.limits_generation.store(~uint64_t(0));
 }
 
@@ -176,6 +180,7 @@ void MapToRegionLocked(Runtime& rt, region::Region& reg) REQUIRES(rt.devices_mu)
   // (its creator's), whatever order this process's CUDA_VISIBLE_DEVICES gives.
   for (int i = 0; i < policy.device_count && i < kMaxDevices; ++i) {
     reg.SetOwnMemoryLimit(i, rt.config.memory_limit[size_t(i)]);
+    reg.SetOwnSmLimit(i, rt.config.sm_limit[size_t(i)]);
   }
 }
 
@@ -298,6 +303,13 @@ nvmlDevice_t NvmlHandleOf(int ordinal) {
                                                              : nullptr;
 }
 
+int OrdinalOf(int index) {
+  for (int o = 0; o < kMaxDevices; ++o) {
+    if (RegionIndex(o) == index) return o;
+  }
+  return -1;
+}
+
 pid_t OwnHostPid() {
   region::Region* reg = ViewRegion();
   int slot = reg != nullptr ? reg->slot() : -1;
@@ -361,17 +373,24 @@ std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::Policy
     }
   }
   for (const region::PolicyDifference& d : diffs) {
-    const bool memory = d.field.starts_with("memory_limit");
+    const bool limit = d.field.starts_with("memory_limit") || d.field.starts_with("sm_limit");
     g_log.Log(
         LogLevel::kWarn, "shared region %s: %s is %s there but %s here; %s", c.shared_cache.c_str(),
         d.field.c_str(), d.region.c_str(), d.mine.c_str(),
-        memory ? "this process holds to the stricter of the two" : "the region's value stands");
+        limit ? "this process holds to the stricter of the two" : "the region's value stands");
   }
   return std::move(opened).value();
 }
 
 // The joining thread's work; returns the state to publish.
 JoinState Join(Runtime& rt) {
+  if (rt.region_replaced.load()) {
+    g_log.Always(LogLevel::kError,
+                 "the shared region this process's parent joined is no longer the file at its "
+                 "path; every allocation this process makes on an accounted device is refused "
+                 "(CUDA_ERROR_OUT_OF_MEMORY)");
+    return JoinState::kRefused;
+  }
   std::vector<VisibleDevice> devices;
   {
     MutexLock l(&rt.devices_mu);
@@ -444,6 +463,7 @@ JoinState JoinRegion() {
   // is initialized).
   if (reached == JoinState::kJoined) {
     ResolveIdentity(rt.cuda_initialized.load(std::memory_order_acquire));
+    StartWatcher();
   }
   return reached;
 }

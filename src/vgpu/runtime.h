@@ -138,6 +138,16 @@ struct Runtime {
   std::atomic<bool> any_sm_limit{false};
   std::array<std::atomic<uint64_t>, kMaxDevices> device_shape{};
   std::atomic<bool> controller_started{false};
+
+  // ---- the watcher (watch.h) ----
+  std::atomic<bool> watcher_started{false};
+  // The file at the region's path is no longer the one this process mapped (found by the
+  // watcher, or by a fork child reopening it): every accounted allocation is refused from then
+  // on. Kept in a fork child.
+  std::atomic<bool> region_replaced{false};
+  // A suspend-policy refusal has been said in the current episode of a gap.
+  std::atomic<bool> unaccounted_refusal_logged{false};
+
   // The kernel nodes of each executable graph (blocks, threads per block), for its cost.
   Mutex graph_kernels_mu;
   std::unordered_map<CUgraphExec, std::vector<std::pair<uint64_t, uint64_t>>> graph_kernels
@@ -186,6 +196,9 @@ inline int RegionIndex(int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxDevices) return -1;
   return Rt().region_index[size_t(ordinal)].load(std::memory_order_relaxed);
 }
+
+// The CUDA ordinal this process sees region device `index` as, or -1.
+int OrdinalOf(int index);
 
 // The region as views and the limiter read it (its policy and totals), without joining:
 // null before initialization.

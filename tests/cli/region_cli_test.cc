@@ -190,7 +190,7 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   Outcome o = Hami({"inspect", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
-  EXPECT_THAT(o.out, HasSubstr("layout   2.3, fingerprint 0x"));
+  EXPECT_THAT(o.out, HasSubstr("layout   2.4, fingerprint 0x"));
   EXPECT_THAT(o.out, HasSubstr("creator  pid " + std::to_string(getpid()) + " (" + ProcessComm() +
                                ") at 20"));
   EXPECT_THAT(o.out, HasSubstr("policy   2 device(s), generation 0, priority 1 (low), core "
@@ -295,6 +295,43 @@ TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
   nlohmann::json again = Json(Hami({"inspect", path_, "--repair", "--json"}));
   EXPECT_EQ(again["repair"]["reclaimed"], 0);
   EXPECT_EQ(Hami({"inspect", path_}).status, 0);
+}
+
+// What libvgpu's NVML cross-check recorded (memory NVML shows past a process's books) is an
+// inconsistency: inspect names the process and the gap, and exits 3.
+TEST_F(RegionCliTest, InspectReportsMemoryHeldPastTheBooksAndExitsThree) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->Register().ok());
+  r->SetHostPid(4242, IdentitySource::kBroker);
+  ASSERT_EQ(r->Reserve(0, 60 * kMiB, UsageKind::kData), Admission::kOk);
+  const std::vector<region::SlotView> slots = r->Slots();
+  const std::vector<region::NvmlProcessUse> nvml = {{4242, 2108 * kMiB}};
+  r->RecordCrossCheck(
+      region::CrossCheckDevice(0, slots, nvml, region::kDefaultUnaccountedToleranceBytes),
+      MonotonicNs());
+
+  Outcome o = Hami({"inspect", "--no-nvml", path_});
+  EXPECT_EQ(o.status, 3) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("device 0: host pid 4242 (pid " + std::to_string(getpid())));
+  EXPECT_THAT(o.out,
+              HasSubstr("holds 2.1 GiB as NVML counts it but its books say 60.0 MiB: 2.0 GiB (" +
+                        std::to_string(2048 * kMiB) + " bytes) unaccounted"));
+  EXPECT_THAT(o.out, HasSubstr("cross-check: not run now: --no-nvml"));
+  nlohmann::json j = Json(Hami({"inspect", "--json", "--no-nvml", path_}));
+  EXPECT_EQ(j["devices"][0]["crosscheck"]["unaccounted_bytes"], 2048 * kMiB);
+  EXPECT_EQ(j["devices"][0]["crosscheck"]["largest_host_pid"], 4242);
+  EXPECT_EQ(j["slots"][0]["unaccounted"]["bytes"], 2048 * kMiB);
+  bool listed = false;
+  for (const auto& i : j["inconsistencies"]) listed |= i["kind"] == "unaccounted";
+  EXPECT_TRUE(listed);
+
+  // Closed by the next check: consistent again.
+  const std::vector<region::NvmlProcessUse> agree = {{4242, 60 * kMiB}};
+  r->RecordCrossCheck(
+      region::CrossCheckDevice(0, r->Slots(), agree, region::kDefaultUnaccountedToleranceBytes),
+      MonotonicNs());
+  EXPECT_EQ(Hami({"inspect", "--no-nvml", path_}).status, 0);
 }
 
 // A lock word forged to look held by a live process (here, this test's): inspect, its repair

@@ -166,6 +166,18 @@ TEST(Config, CoreUtilizationPolicyIgnoresCase) {
   EXPECT_EQ(bad.config.core_policy, CorePolicy::kDefault);
 }
 
+TEST(Config, TheUnaccountedPolicyReportsByDefaultAndSuspendsWhenAsked) {
+  EXPECT_EQ(Resolve({}).config.unaccounted_policy, UnaccountedPolicy::kReport);
+  EXPECT_EQ(Resolve({}).config.unaccounted_tolerance, region::kDefaultUnaccountedToleranceBytes);
+  EXPECT_EQ(Resolve({{"HAMI_UNACCOUNTED_POLICY", "Suspend"}}).config.unaccounted_policy,
+            UnaccountedPolicy::kSuspend);
+  EXPECT_EQ(Resolve({{"HAMI_UNACCOUNTED_TOLERANCE", "16m"}}).config.unaccounted_tolerance,
+            16ull << 20);
+  Resolution bad = Resolve({{"HAMI_UNACCOUNTED_POLICY", "ignore"}});
+  EXPECT_THAT(bad.problems, HasProblemNaming("HAMI_UNACCOUNTED_POLICY", "ignore"));
+  EXPECT_EQ(bad.config.unaccounted_policy, UnaccountedPolicy::kReport);
+}
+
 TEST(Config, TaskPriorityIsZeroOrOne) {
   EXPECT_EQ(Resolve({{"CUDA_TASK_PRIORITY", "0"}}).config.priority, 0);
   EXPECT_EQ(Resolve({{"CUDA_TASK_PRIORITY", "1"}}).config.priority, 1);
@@ -675,6 +687,8 @@ const std::map<std::string, std::string>& SampleValues() {
       {"HAMI_IDENTITY_TIERS", "broker,probe"},
       {"HAMI_IDENTITY_PROBE_LOCK", "/tmp/probe.lock"},
       {"HAMI_IDENTITY_PROBE_WAIT_MS", "500"},
+      {"HAMI_UNACCOUNTED_POLICY", "suspend"},
+      {"HAMI_UNACCOUNTED_TOLERANCE", "16m"},
       {"HAMI_LIMITS_FORMAT", "1"},
       {"CUDA_VISIBLE_DEVICES", "0"},
   };

@@ -309,19 +309,27 @@ TEST_F(SmLimitTest, TwoContainersOnOneDeviceEachHaveTheirOwnBudget) {
 }
 
 TEST_F(SmLimitTest, ALimitChangedInTheRegionReachesTheLimiter) {
-  Container c(5, {{"CUDA_DEVICE_SM_LIMIT", "20"}});
+  Container c(5, {{"CUDA_DEVICE_SM_LIMIT", "60"}});
   c.Start(kForeverMs);
   ASSERT_TRUE(c.PollLimiter(
       [](const Limiter& l) { return l.mode == LimiterMode::kClosedLoop && l.rate > 0; }));
+  const uint64_t rate_at_60 = c.Snapshot().rate;
+  // The rate is the limit over what a wave costs, which the change leaves alone: a third of
+  // the limit makes (about) a third of the rate; half is the bound here.
+  ASSERT_TRUE(c.region().SetSmLimit(0, 20).ok());
+  EXPECT_TRUE(c.PollLimiter([&](const Limiter& l) { return 2 * l.rate <= rate_at_60; }))
+      << "rate " << c.Snapshot().rate << " after the change, " << rate_at_60 << " before";
   const uint64_t rate_at_20 = c.Snapshot().rate;
-  // The rate is the limit over what a wave costs, which the change leaves alone: three times
-  // the limit makes (about) three times the rate; twice is the bound here.
+  // Back up to what the process was given: the rate follows.
   ASSERT_TRUE(c.region().SetSmLimit(0, 60).ok());
-  EXPECT_TRUE(c.PollLimiter([&](const Limiter& l) { return l.rate >= 2 * rate_at_20; }))
-      << "rate " << c.Snapshot().rate << " after the change, " << rate_at_20 << " before";
-  // 0 is unlimited: the controller turns the limiter off.
+  EXPECT_TRUE(c.PollLimiter([&](const Limiter& l) { return l.rate >= 2 * rate_at_20; }));
+  // 0 is unlimited in the region, but the process was given 60%: it never runs looser than
+  // that, so the limiter stays on.
   ASSERT_TRUE(c.region().SetSmLimit(0, 0).ok());
-  EXPECT_TRUE(c.PollLimiter([](const Limiter& l) { return l.mode == LimiterMode::kOff; }));
+  EXPECT_TRUE(c.PollLimiter([&](const Limiter& l) {
+    return l.mode == LimiterMode::kClosedLoop && l.rate >= 2 * rate_at_20;
+  }));
+  EXPECT_EQ(c.region().ContainerSmLimit(0), 60u);
 }
 
 TEST_F(SmLimitTest, APausedContainerSleepsOnThePauseWordUntilResumed) {

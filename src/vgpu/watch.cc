@@ -1,0 +1,223 @@
+#include "vgpu/watch.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <array>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/unique_fd.h"
+#include "region/crosscheck.h"
+#include "vgpu/nvml_list.h"
+#include "vgpu/runtime.h"
+
+namespace hami::vgpu {
+
+namespace {
+
+using region::layout::ConflictField;
+
+constexpr unsigned long long kMiB = 1ull << 20;
+// What inotify reports of the region's file: unlinked or renamed over (its link count),
+// renamed away, truncated.
+constexpr uint32_t kFileEvents = IN_ATTRIB | IN_MODIFY | IN_MOVE_SELF | IN_DELETE_SELF;
+
+struct WatchState {
+  std::array<bool, kMaxDevices> leading{};
+  // Per device, the region's limit last recorded as a conflict with this process's own, + 1
+  // (0: none), for memory and SM: each differing value is recorded once.
+  std::array<uint64_t, kMaxDevices> memory_seen{};
+  std::array<uint64_t, kMaxDevices> sm_seen{};
+  std::vector<nvmlProcessInfo_t> listed;
+  std::vector<region::NvmlProcessUse> uses;
+  std::vector<region::SlotView> slots;
+};
+
+void Replaced(Runtime& rt, const Status& why) {
+  if (rt.region_replaced.exchange(true, std::memory_order_relaxed)) return;
+  g_log.Always(LogLevel::kError,
+               "%s; this process no longer shares one budget with its container, so every "
+               "allocation it makes on an accounted device is refused from now on "
+               "(CUDA_ERROR_OUT_OF_MEMORY)",
+               why.error().c_str());
+}
+
+// Records each limit of the region that differs from this process's own, once per value. The
+// first pass only remembers: Region::Open recorded what differed when the process joined.
+void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w, bool record) {
+  const int count = reg->device_count();
+  for (int i = 0; i < count; ++i) {
+    const uint64_t memory = reg->MemoryLimit(i);
+    const uint64_t own_memory = rt.config.memory_limit[size_t(i)];
+    if (memory == own_memory) {
+      w.memory_seen[size_t(i)] = 0;
+    } else if (w.memory_seen[size_t(i)] != memory + 1) {
+      w.memory_seen[size_t(i)] = memory + 1;
+      if (record) reg->RecordPolicyConflict(ConflictField::kMemoryLimit, i, memory, own_memory);
+    }
+    const uint32_t sm = reg->SmLimit(i);
+    const uint32_t own_sm = rt.config.sm_limit[size_t(i)];
+    if (sm == own_sm) {
+      w.sm_seen[size_t(i)] = 0;
+    } else if (w.sm_seen[size_t(i)] != uint64_t(sm) + 1) {
+      w.sm_seen[size_t(i)] = uint64_t(sm) + 1;
+      if (record) reg->RecordPolicyConflict(ConflictField::kSmLimit, i, sm, own_sm);
+    }
+  }
+}
+
+// One round of the NVML cross-check over the devices with a memory limit that this process
+// sees and leads.
+void CrossCheck(const Runtime& rt, region::Region* reg, WatchState& w) {
+  const int count = reg->device_count();
+  bool any = false;
+  for (int i = 0; i < count; ++i) any |= reg->EffectiveMemoryLimit(i) != 0;
+  if (!any || !NvmlReady()) return;
+  const NvmlDriver* nvml = NvmlIfLoaded();
+  if (nvml == nullptr || nvml->nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return;
+  const auto list = nvml->nvml.nvmlDeviceGetComputeRunningProcesses_v3;
+  bool have_slots = false;
+  for (int i = 0; i < count; ++i) {
+    if (reg->EffectiveMemoryLimit(i) == 0) continue;
+    const int ordinal = OrdinalOf(i);
+    nvmlDevice_t h = ordinal >= 0 ? NvmlHandleOf(ordinal) : nullptr;
+    if (h == nullptr) continue;
+    if (!w.leading[size_t(i)]) {
+      if (!reg->TryLeadCrossCheck(i)) continue;
+      w.leading[size_t(i)] = true;
+    }
+    if (WholeList(&w.listed, [&](unsigned* n, nvmlProcessInfo_t* a) { return list(h, n, a); }) !=
+        NVML_SUCCESS) {
+      continue;  // asked again next period
+    }
+    w.uses.clear();
+    for (const nvmlProcessInfo_t& p : w.listed) {
+      if (p.usedGpuMemory != static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) {
+        w.uses.push_back({pid_t(p.pid), p.usedGpuMemory});
+      }
+    }
+    if (!have_slots) {
+      w.slots = reg->Slots();
+      have_slots = true;
+    }
+    const region::DeviceCrossCheck check =
+        region::CrossCheckDevice(i, w.slots, w.uses, rt.config.unaccounted_tolerance);
+    const bool suspend = rt.config.unaccounted_policy == UnaccountedPolicy::kSuspend;
+    for (const region::AccountingGap& g : reg->RecordCrossCheck(check, MonotonicNs())) {
+      g_log.Always(LogLevel::kError,
+                   "device %d: host pid %d (pid %d) holds %llu MiB as NVML counts it, but its "
+                   "books in the shared region %s say %llu MiB: %llu MiB were allocated past "
+                   "libvgpu (edited counters, a driver loaded with dlmopen, a static helper or "
+                   "raw ioctls); recorded in the region%s",
+                   i, int(g.host_pid), int(g.pid),
+                   static_cast<unsigned long long>(g.nvml_bytes) / kMiB, reg->path().c_str(),
+                   static_cast<unsigned long long>(g.accounted_bytes) / kMiB,
+                   static_cast<unsigned long long>(g.gap_bytes) / kMiB,
+                   suspend ? "; the container's allocations on the device are refused while it "
+                             "lasts (HAMI_UNACCOUNTED_POLICY=suspend)"
+                           : "");
+    }
+  }
+}
+
+// Waits up to `ns` for inotify to report a change of the region's file (drained), or sleeps
+// when there is no watch.
+void WaitForChange(const UniqueFd& events, int64_t ns) {
+  if (!events.valid()) {
+    SleepForNs(ns);
+    return;
+  }
+  pollfd p{events.get(), POLLIN, 0};
+  const int ms = int((ns + 999'999) / 1'000'000);
+  if (poll(&p, 1, ms) <= 0) return;
+  alignas(inotify_event) char buf[4096];
+  while (read(events.get(), buf, sizeof(buf)) > 0) {
+  }
+}
+
+void* WatcherMain(void*) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  Runtime& rt = Rt();
+  region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
+  if (reg == nullptr) return nullptr;
+  WatchState w;
+  CheckPolicy(rt, reg, w, false);
+  UniqueFd events;
+  if (!reg->anonymous()) {
+    events = UniqueFd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (events.valid() &&
+        inotify_add_watch(events.get(), reg->path().c_str(), kFileEvents | IN_DONT_FOLLOW) < 0) {
+      events.Reset();  // checked once a period instead
+    }
+  }
+  int64_t next = MonotonicNs() + region::kCrossCheckPeriodNs;
+  for (;;) {
+    if (!rt.region_replaced.load(std::memory_order_relaxed)) {
+      if (Status s = reg->VerifyFile(); !s.ok()) {
+        Replaced(rt, s);
+        events.Reset();  // nothing more to learn from it
+      } else if (Status own = reg->VerifyOwnSlot(); !own.ok()) {
+        Replaced(rt, own);
+      }
+    }
+    const int64_t now = MonotonicNs();
+    if (now >= next) {
+      CheckPolicy(rt, reg, w, true);
+      CrossCheck(rt, reg, w);
+      next = MonotonicNs() + region::kCrossCheckPeriodNs;
+      continue;
+    }
+    WaitForChange(events, next - now);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void StartWatcher() {
+  Runtime& rt = Rt();
+  bool started = rt.watcher_started.load(std::memory_order_acquire);
+  if (started || !rt.watcher_started.compare_exchange_strong(started, true)) return;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, WatcherMain, nullptr) != 0) {
+    g_log.Always(LogLevel::kError,
+                 "cannot start the watcher thread: a replaced region file and memory allocated "
+                 "past libvgpu go undetected in this process (its allocations are still held "
+                 "to the limit)");
+  }
+  pthread_attr_destroy(&attr);
+}
+
+bool WatcherRefuses(int index) {
+  Runtime& rt = Rt();
+  if (__builtin_expect(rt.region_replaced.load(std::memory_order_relaxed), 0)) return true;
+  if (rt.config.unaccounted_policy != UnaccountedPolicy::kSuspend) return false;
+  region::Region* reg = ViewRegion();
+  if (reg == nullptr || !reg->UnaccountedInForce(index)) {
+    if (rt.unaccounted_refusal_logged.load(std::memory_order_relaxed)) {
+      rt.unaccounted_refusal_logged.store(false, std::memory_order_relaxed);
+    }
+    return false;
+  }
+  if (!rt.unaccounted_refusal_logged.exchange(true, std::memory_order_relaxed)) {
+    const region::Region::CrossCheckState c = reg->CrossCheck(index);
+    g_log.Always(LogLevel::kError,
+                 "device %d: an allocation is refused (CUDA_ERROR_OUT_OF_MEMORY) while NVML shows "
+                 "%llu MiB held past the container's books (host pid %d has the most); "
+                 "HAMI_UNACCOUNTED_POLICY=suspend",
+                 index, static_cast<unsigned long long>(c.unaccounted_bytes) / kMiB,
+                 int(c.host_pid));
+  }
+  return true;
+}
+
+}  // namespace hami::vgpu

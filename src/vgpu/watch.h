@@ -1,0 +1,39 @@
+// The watcher: one thread in every process that has joined its container's region, for what
+// interposition cannot stop but can see.
+//
+// - The region's file: the thread watches it (inotify: unlinked, renamed, replaced by a
+//   rename over it, truncated) and checks it once a period whatever inotify says
+//   (Region::VerifyFile). When the path no longer names the file the process mapped, the
+//   container's processes no longer share one budget: from the next admission on, every
+//   accounted allocation of this process is refused (CUDA_ERROR_OUT_OF_MEMORY), and it says so
+//   whatever the log level. A fork child whose parent's file was replaced is refused too.
+// - The NVML cross-check (region/crosscheck.h), every kCrossCheckPeriodNs, by one process per
+//   container and device (the holder of the region's cross-check lock for the device; another
+//   takes over when it dies), while a memory limit is in force: what NVML shows each of the
+//   container's processes holding (by host PID) against its slot's books. A gap (counters
+//   edited, a driver loaded with dlmopen, a static helper, raw ioctls) is recorded in the slot
+//   and the device, logged once per gap at every log level, and with
+//   HAMI_UNACCOUNTED_POLICY=suspend it refuses the container's allocations on the device
+//   while it lasts (UnaccountedRefusal).
+// - The policy: a region whose memory limit differs from the one this process was given
+//   (edited in the file, or set by `hami region set`) is recorded as a conflict (once per
+//   value) for `hami inspect`; the process holds to the stricter either way.
+//
+// The thread blocks every signal, holds no lock of libvgpu across NVML, and never runs on an
+// allocation or launch path: admission reads one process-local flag and, only while a gap is
+// recorded, the device's check time.
+#pragma once
+
+namespace hami::vgpu {
+
+// Starts this process's watcher once the region is joined (again in a fork child that joins).
+// A thread that cannot be started is said at every log level; admission goes on, refusing
+// nothing for want of it (the region's own books still hold the limit).
+void StartWatcher();
+
+// Whether an admission on region device `index` is refused because of what the watcher
+// found: the region's file was replaced (always), or a gap stands on the device and this
+// process's policy is suspend. Says why the first time of each episode.
+bool WatcherRefuses(int index);
+
+}  // namespace hami::vgpu
