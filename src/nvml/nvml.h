@@ -369,6 +369,46 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+// Per-process utilization sample, with the JPEG and optical-flow engines. Entry of
+// nvmlProcessesUtilizationInfo_v1_t.procUtilArray.
+typedef struct nvmlProcessUtilizationInfo_v1_st {
+  unsigned long long timeStamp;  // CPU time of the sample, microseconds
+  unsigned int pid;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+  unsigned int jpgUtil;
+  unsigned int ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+// Request and answer of nvmlDeviceGetProcessesUtilizationInfo. The caller sets version to
+// nvmlProcessesUtilizationInfo_v1, lastSeenTimeStamp (0: every sample kept) and procUtilArray
+// to an array of processSamplesCount entries; the call sets processSamplesCount to the number
+// filled in, or to the number needed with NVML_ERROR_INSUFFICIENT_SIZE.
+typedef struct nvmlProcessesUtilizationInfo_v1_st {
+  unsigned int version;
+  unsigned int processSamplesCount;
+  unsigned long long lastSeenTimeStamp;  // microseconds, as timeStamp
+  nvmlProcessUtilizationInfo_v1_t* procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+
+#define nvmlProcessesUtilizationInfo_v1 NVML_STRUCT_VERSION(ProcessesUtilizationInfo, 1)
+
+// What per-process accounting recorded of one process on a device, over its lifetime.
+// Taken by nvmlDeviceGetAccountingStats.
+typedef struct nvmlAccountingStats_st {
+  unsigned int gpuUtilization;        // percent of its lifetime with a kernel running
+  unsigned int memoryUtilization;     // percent of its lifetime with device memory busy
+  unsigned long long maxMemoryUsage;  // bytes, the most it ever held
+  unsigned long long time;            // ms its context was active; 0 while it runs
+  unsigned long long startTime;       // CPU time it started, microseconds
+  unsigned int isRunning;             // 1 running, 0 terminated
+  unsigned int reserved[5];
+} nvmlAccountingStats_t;
+
 // PCI identity of a device, current layout. Taken by nvmlDeviceGetPciInfo_v3.
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];  // NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT
@@ -470,6 +510,22 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* processSamplesCount,
                                              unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(
+    nvmlDevice_t device, nvmlProcessesUtilizationInfo_t* processesUtilInfo);
+
+// Per-process accounting: while the mode is on, the driver keeps a record of each process that
+// ran on the device (a ring of nvmlDeviceGetAccountingBufferSize records, terminated processes
+// included). nvmlDeviceGetAccountingPids lists the PIDs it holds (*count is the capacity of
+// pids on entry, the number of PIDs on return); nvmlDeviceGetAccountingStats answers
+// NVML_ERROR_NOT_FOUND for a PID it holds no record of. Both are NVML_ERROR_NOT_SUPPORTED while
+// the mode is off. Setting the mode needs root; turning it off drops every record.
+nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t* mode);
+nvmlReturn_t nvmlDeviceSetAccountingMode(nvmlDevice_t device, nvmlEnableState_t mode);
+nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int* bufferSize);
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int* count,
+                                         unsigned int* pids);
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+                                          nvmlAccountingStats_t* stats);
 
 // Running processes. *infoCount is the capacity of infos on entry and the number of processes
 // on return; the struct differs by version (see nvmlProcessInfo_v1_t / _v2_t above).
@@ -661,6 +717,32 @@ HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16);
 HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationSample_t, memUtil) == 20);
 HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationSample_t, encUtil) == 24);
 HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationSample_t, decUtil) == 28);
+
+HAMI_NVML_ABI_CHECK(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, timeStamp) == 0);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, pid) == 8);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, smUtil) == 12);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, memUtil) == 16);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, encUtil) == 20);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, decUtil) == 24);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, jpgUtil) == 28);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessUtilizationInfo_v1_t, ofaUtil) == 32);
+
+HAMI_NVML_ABI_CHECK(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessesUtilizationInfo_v1_t, version) == 0);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessesUtilizationInfo_v1_t, processSamplesCount) == 4);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessesUtilizationInfo_v1_t, lastSeenTimeStamp) == 8);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlProcessesUtilizationInfo_v1_t, procUtilArray) == 16);
+HAMI_NVML_ABI_CHECK(nvmlProcessesUtilizationInfo_v1 == 0x01000018U);
+
+HAMI_NVML_ABI_CHECK(sizeof(nvmlAccountingStats_t) == 56);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, gpuUtilization) == 0);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, memoryUtilization) == 4);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, maxMemoryUsage) == 8);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, time) == 16);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, startTime) == 24);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, isRunning) == 32);
+HAMI_NVML_ABI_CHECK(offsetof(nvmlAccountingStats_t, reserved) == 36);
 
 HAMI_NVML_ABI_CHECK(sizeof(nvmlPciInfo_t) == 68);
 HAMI_NVML_ABI_CHECK(offsetof(nvmlPciInfo_t, busIdLegacy) == 0);
