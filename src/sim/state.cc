@@ -73,6 +73,7 @@ Status FillFile(File* f, std::string_view profile_spec, std::string_view node,
   HAMI_TRY(InitRobustMutex(&h.slots_mutex));
   HAMI_TRY(InitRobustMutex(&h.ctx_create_mutex));
   for (state::Device& d : f->devices) HAMI_TRY(InitRobustMutex(&d.mutex));
+  for (state::AccountingLog& a : f->accounting) a.enabled = 1;
   return OkStatus();
 }
 
@@ -256,6 +257,11 @@ void SharedState::ReclaimLocked(int slot) {
     DeviceRepair repair{file_, int(d)};
     RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
     if (!g.locked()) continue;
+    if (state::AccountingRecord* a = RunningRecordLocked(slot, int(d), false)) {
+      if (pid_t h = s.host_pid.load(std::memory_order_relaxed); h != 0) a->host_pid = h;
+      a->busy_ns = s.busy_ns[d];
+      a->end_realtime_ns = RealtimeNs();
+    }
     dev.used_bytes -= std::min(dev.used_bytes, s.used_bytes[d]);
     s.used_bytes[d] = 0;
     s.contexts[d] = 0;
@@ -317,6 +323,9 @@ ChargeResult SharedState::Charge(int slot, int device, uint64_t bytes) {
         file_->slots[slot].used_bytes[device] += bytes;
         KillPoint(KillPointId::kSimDeviceLockHeld);
         dev.used_bytes += bytes;
+        if (state::AccountingRecord* a = RunningRecordLocked(slot, device, true)) {
+          a->max_used_bytes = std::max(a->max_used_bytes, file_->slots[slot].used_bytes[device]);
+        }
         return ChargeResult::kOk;
       }
     }
@@ -343,6 +352,7 @@ void SharedState::AddContexts(int slot, int device, int delta) {
   RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
   uint32_t& c = file_->slots[slot].contexts[device];
   c = delta < 0 && uint32_t(-delta) > c ? 0 : uint32_t(int64_t(c) + delta);
+  if (delta > 0 && g.locked()) RunningRecordLocked(slot, device, true);
 }
 
 uint64_t SharedState::UsedBytes(int device) const {
@@ -438,6 +448,79 @@ pid_t SharedState::HostPidOf(state::Slot& s) {
     }
   }
   return s.ns_pid;  // best effort when the host view cannot be reached from here
+}
+
+state::AccountingRecord* SharedState::RunningRecordLocked(int slot, int device, bool make) {
+  state::AccountingLog& log = file_->accounting[device];
+  if (log.enabled == 0) return nullptr;
+  const state::Slot& s = file_->slots[slot];
+  const uint64_t kept = std::min<uint64_t>(log.count, state::kAccountingRing);
+  for (uint64_t i = 0; i < kept; ++i) {  // newest first: a running process's is recent
+    state::AccountingRecord& a = log.ring[(log.count - 1 - i) % state::kAccountingRing];
+    if (a.slot == slot && a.generation == s.generation && a.end_realtime_ns == 0) return &a;
+  }
+  if (!make) return nullptr;
+  state::AccountingRecord& a = log.ring[log.count % state::kAccountingRing];
+  a = state::AccountingRecord{};
+  a.host_pid = s.host_pid.load(std::memory_order_relaxed);
+  a.ns_pid = s.ns_pid;
+  a.slot = slot;
+  a.generation = s.generation;
+  a.start_realtime_ns = RealtimeNs();
+  log.count += 1;
+  return &a;
+}
+
+bool SharedState::AccountingEnabled(int device) const {
+  state::Device& dev = file_->devices[device];
+  DeviceRepair repair{file_, device};
+  RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
+  return file_->accounting[device].enabled != 0;
+}
+
+void SharedState::SetAccounting(int device, bool enabled) {
+  state::Device& dev = file_->devices[device];
+  DeviceRepair repair{file_, device};
+  RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
+  if (!g.locked()) return;
+  state::AccountingLog& log = file_->accounting[device];
+  if (!enabled) log.count = 0;
+  log.enabled = enabled ? 1 : 0;
+}
+
+std::vector<AccountingView> SharedState::Accounting(int device) {
+  SweepDead();
+  std::vector<state::AccountingRecord> records;
+  std::vector<uint64_t> busy;
+  {
+    state::Device& dev = file_->devices[device];
+    DeviceRepair repair{file_, device};
+    RobustLockGuard g(&dev.mutex, RepairDevice, &repair);
+    const state::AccountingLog& log = file_->accounting[device];
+    if (!g.locked() || log.enabled == 0) return {};
+    const uint64_t kept = std::min<uint64_t>(log.count, state::kAccountingRing);
+    for (uint64_t seq = log.count - kept; seq < log.count; ++seq) {
+      const state::AccountingRecord& a = log.ring[seq % state::kAccountingRing];
+      records.push_back(a);
+      busy.push_back(a.end_realtime_ns == 0 ? file_->slots[a.slot].busy_ns[device] : a.busy_ns);
+    }
+  }
+  std::vector<AccountingView> out;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const state::AccountingRecord& a = records[i];
+    const bool running = a.end_realtime_ns == 0;
+    pid_t pid = a.host_pid != 0 ? a.host_pid : a.ns_pid;
+    if (running) {
+      state::Slot& s = file_->slots[a.slot];
+      if (s.state.load(std::memory_order_acquire) == state::kSlotLive &&
+          s.generation == a.generation) {
+        pid = HostPidOf(s);
+      }
+    }
+    out.push_back(
+        {pid, running, a.max_used_bytes, busy[i], a.start_realtime_ns, a.end_realtime_ns});
+  }
+  return out;
 }
 
 std::vector<ProcessView> SharedState::Processes(int device) {

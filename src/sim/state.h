@@ -47,6 +47,16 @@ struct BusyWindow {
   int64_t covered_ns;  // the part of the window the records cover (<= to - from)
 };
 
+// What accounting recorded of one process on one device.
+struct AccountingView {
+  pid_t host_pid;  // as in ProcessView
+  bool running;
+  uint64_t max_used_bytes;  // the most it held on the device
+  uint64_t busy_ns;         // device time it consumed (so far, while it runs)
+  int64_t start_realtime_ns;
+  int64_t end_realtime_ns;  // 0 while it runs
+};
+
 enum class ChargeResult { kOk, kOutOfMemory };
 
 // One Xid error recorded on a device (`hami sim xid`).
@@ -115,6 +125,16 @@ class SharedState {
   uint32_t EventEpoch() const;
   void WaitForEvent(uint32_t seen, int64_t timeout_ns) const;
 
+  // Per-process accounting, by device. The mode is on when the file is made; turning it off
+  // drops the device's records. While it is on, a process gets a record on a device when it
+  // first holds a context or memory there; the record outlives the process (ended when its
+  // slot is reclaimed) until state::kAccountingRing newer records have been made.
+  bool AccountingEnabled(int device) const;
+  void SetAccounting(int device, bool enabled);
+  // The records `device` keeps, oldest first, after reclaiming dead processes; none while
+  // the mode is off.
+  std::vector<AccountingView> Accounting(int device);
+
   // Live processes holding a context or memory on `device`, after reclaiming dead ones.
   std::vector<ProcessView> Processes(int device);
 
@@ -149,6 +169,9 @@ class SharedState {
   bool OwnerAlive(int slot) const;
   void ReclaimLocked(int slot);
   pid_t HostPidOf(state::Slot& s);
+  // The record of the process holding `slot` on `device` while it runs; one is made when
+  // `make` says so. Null while the mode is off. Called with the device's mutex held.
+  state::AccountingRecord* RunningRecordLocked(int slot, int device, bool make);
 
   std::string path_;
   UniqueFd fd_;

@@ -1,8 +1,8 @@
 // The simulated machine's shared state file: the one truth that every process using the
 // simulated GPU maps (HAMI_SIM_STATE). It holds what a real driver keeps in the kernel:
-// device memory in use, which processes hold contexts, each device's busy timeline, and the
+// device memory in use, which processes hold contexts, each device's busy timeline, the
 // Xid errors injected on each device (`hami sim xid`), which the simulated NVML delivers as
-// events.
+// events, and each device's per-process accounting records.
 //
 // Fixed-width fields, explicit padding, static_asserts on every offset: the file is an ABI
 // between processes that may run different builds. The header carries a magic, a version,
@@ -11,10 +11,11 @@
 // Locking: `slots_mutex` serializes claiming and reclaiming process slots; each device's
 // `mutex` serializes its memory accounting and its timeline. Both are robust: see
 // state.cc for what the next holder repairs. Order: slots_mutex, then a device mutex.
-// A device's Xid log is written under its device mutex; `event_epoch` in the header is
-// bumped (and futex-woken) after every event, so waiters in any process sleep on that word.
-// Liveness of a slot's owner is an OFD byte-range lock it holds on the file (kSlotLockBase
-// + slot index): the kernel drops it when the owner dies, in any PID namespace.
+// A device's Xid log and accounting records are written under its device mutex;
+// `event_epoch` in the header is bumped (and futex-woken) after every event, so waiters in any
+// process sleep on that word. Liveness of a slot's owner is an OFD byte-range lock it holds on
+// the file (kSlotLockBase + slot index): the kernel drops it when the owner dies, in any PID
+// namespace.
 #pragma once
 
 #include <pthread.h>
@@ -28,11 +29,12 @@
 namespace hami::sim::state {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'S', 'I', 'M', '1'};
-inline constexpr uint32_t kVersion = 2;               // 2: Xid logs, event epoch
+inline constexpr uint32_t kVersion = 3;               // 2: Xid logs, event epoch; 3: accounting
 inline constexpr uint32_t kInitialized = 0x494e4954;  // "INIT"
 inline constexpr int kMaxSlots = 512;
 inline constexpr int kBusyRing = 8192;
-inline constexpr int kXidRing = 64;  // Xid events kept per device
+inline constexpr int kXidRing = 64;          // Xid events kept per device
+inline constexpr int kAccountingRing = 256;  // accounting records kept per device
 
 // OFD lock offsets (beyond the end of the file; they lock nothing but themselves).
 inline constexpr off_t kInitLock = off_t(1) << 40;  // held while creating/validating
@@ -107,6 +109,30 @@ struct XidLog {
   XidRecord ring[kXidRing];
 };
 
+// What accounting recorded of one process on one device: made when the process first holds a
+// context or memory there while accounting is on. While it runs (end_realtime_ns == 0) its
+// slot, named by slot and generation, holds its device time; when the slot is reclaimed the
+// record takes the final figures.
+struct AccountingRecord {
+  int32_t host_pid;  // the slot's host_pid when made, resolved again when it ends (0: unknown)
+  int32_t ns_pid;
+  int32_t slot;
+  uint32_t generation;
+  uint64_t max_used_bytes;  // the most the process held on the device
+  uint64_t busy_ns;         // device time consumed, set when it ends
+  int64_t start_realtime_ns;
+  int64_t end_realtime_ns;  // 0 while running
+};
+
+// A device's accounting: record i (counting from 0 since accounting was last turned on) is
+// ring[i % kAccountingRing] while i >= count - kAccountingRing.
+struct AccountingLog {
+  uint32_t enabled;  // accounting mode: 1 (as the file is made) or 0
+  uint32_t pad0;
+  uint64_t count;  // records made since the mode was last turned on
+  AccountingRecord ring[kAccountingRing];
+};
+
 inline constexpr uint32_t kSlotFree = 0;
 inline constexpr uint32_t kSlotLive = 1;
 
@@ -115,6 +141,7 @@ struct File {
   Device devices[kMaxDevices];
   Slot slots[kMaxSlots];
   XidLog xids[kMaxDevices];
+  AccountingLog accounting[kMaxDevices];
 };
 
 // Layout checks: any change here must bump kVersion.
@@ -156,6 +183,13 @@ static_assert(sizeof(XidRecord) == 16);
 static_assert(offsetof(XidLog, ring) == 16);
 static_assert(sizeof(XidLog) == 16 + 16 * kXidRing);
 static_assert(offsetof(File, xids) == offsetof(File, slots) + kMaxSlots * sizeof(Slot));
+static_assert(sizeof(AccountingRecord) == 48);
+static_assert(offsetof(AccountingRecord, max_used_bytes) == 16);
+static_assert(offsetof(AccountingRecord, start_realtime_ns) == 32);
+static_assert(offsetof(AccountingLog, count) == 8);
+static_assert(offsetof(AccountingLog, ring) == 16);
+static_assert(sizeof(AccountingLog) == 16 + 48 * kAccountingRing);
+static_assert(offsetof(File, accounting) == offsetof(File, xids) + kMaxDevices * sizeof(XidLog));
 
 // A hash of the layout (sizes and offsets), stored in the header and checked by readers.
 constexpr uint64_t LayoutFingerprint() {
@@ -172,11 +206,15 @@ constexpr uint64_t LayoutFingerprint() {
                             offsetof(Slot, busy_ns),
                             sizeof(XidLog),
                             offsetof(File, xids),
+                            sizeof(AccountingRecord),
+                            sizeof(AccountingLog),
+                            offsetof(File, accounting),
                             sizeof(File),
                             uint64_t(kMaxDevices),
                             uint64_t(kMaxSlots),
                             uint64_t(kBusyRing),
                             uint64_t(kXidRing),
+                            uint64_t(kAccountingRing),
                             uint64_t(kVersion)};
   uint64_t h = 0xcbf29ce484222325ull;
   for (uint64_t p : parts) {

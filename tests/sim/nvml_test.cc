@@ -1,5 +1,5 @@
 // The simulated NVML: initialization, device identity, memory, processes, utilization,
-// PCI and topology, modes and sensors, events, and what it does not model.
+// accounting, PCI and topology, modes and sensors, events, and what it does not model.
 #include "nvml/nvml.h"
 
 #include <cuda.h>
@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -436,6 +437,183 @@ TEST_F(NvmlTest, ProcessUtilizationSamplesTheProcessThatLaunched) {
   EXPECT_EQ(nvmlDeviceGetProcessUtilization(dev0_, samples.data(), nullptr, 0),
             NVML_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+TEST_F(NvmlTest, ProcessesUtilizationInfoGivesTheSameSamplesInItsLayout) {
+  PrimaryContext ctx;
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, kManifest), CUDA_SUCCESS);
+  CUfunction k = Function(m, "k20ms");
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Launch(k, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  const unsigned long long before_us = static_cast<unsigned long long>(RealtimeNs() / 1000);
+
+  nvmlProcessesUtilizationInfo_t info{};
+  info.version = nvmlProcessesUtilizationInfo_v1;
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev0_, &info), NVML_ERROR_INSUFFICIENT_SIZE)
+      << "no array: the count needed";
+  ASSERT_GE(info.processSamplesCount, 1u);
+  const unsigned needed = info.processSamplesCount;
+  std::vector<nvmlProcessUtilizationInfo_v1_t> samples(needed + 1);
+  std::memset(samples.data(), 0xab, sizeof(samples[0]) * samples.size());
+  info.procUtilArray = samples.data();
+  info.processSamplesCount = needed - 1;
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev0_, &info), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(info.processSamplesCount, needed);
+  info.processSamplesCount = needed + 1;
+  ASSERT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev0_, &info), NVML_SUCCESS);
+  ASSERT_EQ(info.processSamplesCount, needed);
+  const auto* tail = reinterpret_cast<const unsigned char*>(&samples[needed]);
+  for (size_t i = 0; i < sizeof(samples[0]); ++i) EXPECT_EQ(tail[i], 0xab) << "byte " << i;
+  std::vector<unsigned> pids;
+  for (unsigned i = 0; i < needed; ++i) {
+    const nvmlProcessUtilizationInfo_v1_t& s = samples[i];
+    pids.push_back(s.pid);
+    EXPECT_LE(s.smUtil, 100u);
+    EXPECT_EQ(s.memUtil, s.smUtil / 2);
+    EXPECT_EQ(s.encUtil, 0u);
+    EXPECT_EQ(s.decUtil, 0u);
+    EXPECT_EQ(s.jpgUtil, 0u);
+    EXPECT_EQ(s.ofaUtil, 0u);
+    EXPECT_GE(s.timeStamp, before_us);
+    EXPECT_LE(s.timeStamp, static_cast<unsigned long long>(RealtimeNs() / 1000));
+    if (s.pid == unsigned(getpid())) {
+      EXPECT_GT(s.smUtil, 0u) << "this process launched";
+    }
+  }
+  EXPECT_THAT(pids, ::testing::Contains(unsigned(getpid())));
+  // The processes nvmlDeviceGetProcessUtilization samples.
+  unsigned count = needed + 1;
+  std::vector<nvmlProcessUtilizationSample_t> legacy(count);
+  ASSERT_EQ(nvmlDeviceGetProcessUtilization(dev0_, legacy.data(), &count, 0), NVML_SUCCESS);
+  std::vector<unsigned> legacy_pids;
+  for (unsigned i = 0; i < count; ++i) legacy_pids.push_back(legacy[i].pid);
+  EXPECT_THAT(pids, ::testing::UnorderedElementsAreArray(legacy_pids));
+
+  info.lastSeenTimeStamp = static_cast<unsigned long long>(RealtimeNs() / 1000) + 10'000'000;
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev0_, &info), NVML_ERROR_NOT_FOUND);
+  info.lastSeenTimeStamp = 0;
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev1_, &info), NVML_ERROR_NOT_FOUND)
+      << "no process uses device 1";
+  info.version = nvmlProcessesUtilizationInfo_v1 + (1u << 24);
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev0_, &info),
+            NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(dev0_, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+// ---- accounting ----
+
+std::vector<unsigned> AccountingPids(nvmlDevice_t dev) {
+  unsigned n = 0;
+  nvmlReturn_t r = nvmlDeviceGetAccountingPids(dev, &n, nullptr);
+  std::vector<unsigned> pids(n);
+  if (r == NVML_ERROR_INSUFFICIENT_SIZE) r = nvmlDeviceGetAccountingPids(dev, &n, pids.data());
+  EXPECT_EQ(r, NVML_SUCCESS);
+  pids.resize(r == NVML_SUCCESS ? n : 0);
+  return pids;
+}
+
+TEST_F(NvmlTest, AccountingIsOnAndKeepsARecordOfEachProcessThatUsedTheDevice) {
+  nvmlEnableState_t mode = NVML_FEATURE_DISABLED;
+  ASSERT_EQ(nvmlDeviceGetAccountingMode(dev0_, &mode), NVML_SUCCESS);
+  EXPECT_EQ(mode, NVML_FEATURE_ENABLED);
+  unsigned buffer = 0;
+  ASSERT_EQ(nvmlDeviceGetAccountingBufferSize(dev0_, &buffer), NVML_SUCCESS);
+  EXPECT_EQ(buffer, 256u);
+
+  const int64_t before_ns = RealtimeNs();
+  auto worker = Worker({"alloc", "1g", "free-all", "launch-for-ms", "50", "sync", "hold"});
+  ASSERT_TRUE(worker->WaitForLine("holding"));
+  const int64_t holding_ns = RealtimeNs();
+  const unsigned pid = unsigned(worker->pid());
+  EXPECT_THAT(AccountingPids(dev0_), ::testing::Contains(pid));
+  EXPECT_THAT(AccountingPids(dev1_), ::testing::Not(::testing::Contains(pid)))
+      << "it never used device 1";
+
+  // The caller's array, sized as for the process lists.
+  unsigned n = 0;
+  ASSERT_EQ(nvmlDeviceGetAccountingPids(dev0_, &n, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
+  ASSERT_GE(n, 1u);
+  std::vector<unsigned> pids(n + 1, 0xabababab);
+  unsigned small = n - 1;
+  EXPECT_EQ(nvmlDeviceGetAccountingPids(dev0_, &small, pids.data()), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(small, n);
+  unsigned room = n + 1;
+  ASSERT_EQ(nvmlDeviceGetAccountingPids(dev0_, &room, pids.data()), NVML_SUCCESS);
+  EXPECT_EQ(room, n);
+  EXPECT_EQ(pids[n], 0xababababu) << "nothing written past the PIDs";
+  EXPECT_EQ(nvmlDeviceGetAccountingPids(dev0_, nullptr, pids.data()), NVML_ERROR_INVALID_ARGUMENT);
+
+  nvmlAccountingStats_t running{};
+  ASSERT_EQ(nvmlDeviceGetAccountingStats(dev0_, pid, &running), NVML_SUCCESS);
+  EXPECT_EQ(running.isRunning, 1u);
+  EXPECT_EQ(running.time, 0u) << "reported once it has ended";
+  EXPECT_EQ(running.maxMemoryUsage, kH100ContextMiB * kMiB + (1ull << 30))
+      << "its most, though it freed the allocation";
+  EXPECT_GE(running.startTime, static_cast<unsigned long long>(before_ns / 1000));
+  EXPECT_LE(running.startTime, static_cast<unsigned long long>(holding_ns / 1000));
+  EXPECT_GT(running.gpuUtilization, 0u) << "it launched";
+  EXPECT_LE(running.gpuUtilization, 100u);
+  EXPECT_EQ(running.memoryUtilization, running.gpuUtilization / 2);
+
+  // Kept after the process has ended, with how long it ran.
+  const int64_t closing_ns = RealtimeNs();
+  worker->CloseStdin();
+  ASSERT_EQ(worker->Wait(), 0);
+  EXPECT_THAT(AccountingPids(dev0_), ::testing::Contains(pid));
+  nvmlAccountingStats_t ended{};
+  ASSERT_EQ(nvmlDeviceGetAccountingStats(dev0_, pid, &ended), NVML_SUCCESS);
+  const int64_t after_ns = RealtimeNs();
+  EXPECT_EQ(ended.isRunning, 0u);
+  EXPECT_EQ(ended.startTime, running.startTime);
+  EXPECT_EQ(ended.maxMemoryUsage, running.maxMemoryUsage);
+  EXPECT_GE(ended.time, static_cast<unsigned long long>((closing_ns - holding_ns) / 1000000));
+  EXPECT_LE(ended.time, static_cast<unsigned long long>((after_ns - before_ns) / 1000000));
+  EXPECT_GT(ended.gpuUtilization, 0u);
+
+  EXPECT_EQ(nvmlDeviceGetAccountingStats(dev0_, 0x7ffffff0u, &ended), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(nvmlDeviceGetAccountingStats(dev1_, pid, &ended), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(nvmlDeviceGetAccountingStats(dev0_, pid, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(nvmlDeviceGetAccountingMode(dev0_, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(nvmlDeviceGetAccountingBufferSize(dev0_, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(NvmlTest, TurningAccountingOffDropsItsRecordsAndRefusesItsQueries) {
+  EXPECT_IN_CHILD({{"HAMI_SIM_STATE", SimEnv::NewStatePath()}}, [] {
+    ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    nvmlDevice_t dev;
+    ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
+    if (geteuid() != 0) {
+      EXPECT_EQ(nvmlDeviceSetAccountingMode(dev, NVML_FEATURE_DISABLED), NVML_ERROR_NO_PERMISSION);
+      EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
+      return;
+    }
+    EXPECT_EQ(nvmlDeviceSetAccountingMode(dev, nvmlEnableState_t(2)), NVML_ERROR_INVALID_ARGUMENT);
+    {
+      PrimaryContext ctx;
+      EXPECT_THAT(AccountingPids(dev), ::testing::ElementsAre(unsigned(getpid())));
+      ASSERT_EQ(nvmlDeviceSetAccountingMode(dev, NVML_FEATURE_DISABLED), NVML_SUCCESS);
+      nvmlEnableState_t mode = NVML_FEATURE_ENABLED;
+      ASSERT_EQ(nvmlDeviceGetAccountingMode(dev, &mode), NVML_SUCCESS);
+      EXPECT_EQ(mode, NVML_FEATURE_DISABLED);
+      unsigned n = 4, pids[4];
+      nvmlAccountingStats_t stats;
+      EXPECT_EQ(nvmlDeviceGetAccountingPids(dev, &n, pids), NVML_ERROR_NOT_SUPPORTED);
+      EXPECT_EQ(nvmlDeviceGetAccountingStats(dev, unsigned(getpid()), &stats),
+                NVML_ERROR_NOT_SUPPORTED);
+      ASSERT_EQ(nvmlDeviceSetAccountingMode(dev, NVML_FEATURE_ENABLED), NVML_SUCCESS);
+      EXPECT_TRUE(AccountingPids(dev).empty()) << "the records went with the mode";
+      CUdeviceptr p;
+      ASSERT_EQ(cuMemAlloc_v2(&p, 64 * kMiB), CUDA_SUCCESS);
+      EXPECT_THAT(AccountingPids(dev), ::testing::ElementsAre(unsigned(getpid())))
+          << "a new record from its next allocation";
+      ASSERT_EQ(nvmlDeviceGetAccountingStats(dev, unsigned(getpid()), &stats), NVML_SUCCESS);
+      EXPECT_EQ(stats.maxMemoryUsage, kH100ContextMiB * kMiB + 64 * kMiB);
+      EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    }
+    EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
+  });
 }
 
 // ---- PCI and topology ----

@@ -1,6 +1,7 @@
 // The simulated NVML (libnvidia-ml.so.1). It shows every device of the simulated machine
-// whatever CUDA_VISIBLE_DEVICES says, and reads memory, processes and utilization from
-// the machine's shared state, so what it reports covers every process on the machine.
+// whatever CUDA_VISIBLE_DEVICES says, and reads memory, processes, utilization and
+// per-process accounting from the machine's shared state, so what it reports covers every
+// process on the machine.
 // Xid errors recorded in that state (`hami sim xid DEVICE CODE`) are delivered as
 // nvmlEventTypeXidCriticalError events to every event set that registered for them.
 #include "nvml/nvml.h"
@@ -157,6 +158,41 @@ unsigned UtilPercent(SharedState& state, int device, int64_t window_ns) {
   BusyWindow w = state.DeviceBusy(device, now - window_ns, now);
   if (w.covered_ns <= 0) return 0;
   return unsigned(std::min<int64_t>(100, (w.busy_ns * 100 + w.covered_ns / 2) / w.covered_ns));
+}
+
+// One process's share of a device's time, as both per-process utilization queries give it.
+struct ProcessSample {
+  unsigned pid;
+  unsigned long long time_us;  // CLOCK_REALTIME
+  unsigned sm_util;            // percent; memory utilization is modelled as half of it
+};
+
+// A sample per process holding a context or memory on `d`, covering (last_seen, now]; without
+// a last_seen, the utilization window. NVML_ERROR_NOT_FOUND when there is none, or when
+// `last_seen_us` is not in the past.
+nvmlReturn_t ProcessSamples(Call& c, const DeviceSpec& d, unsigned long long last_seen_us,
+                            std::vector<ProcessSample>* out) {
+  int64_t now_mono = MonotonicNs(), now_real = RealtimeNs();
+  int64_t window = int64_t(c.n().options.util_window_ms) * 1000000;
+  int64_t from = now_mono - window;
+  if (last_seen_us != 0) {
+    int64_t since = int64_t(last_seen_us) * 1000 - (now_real - now_mono);
+    if (since >= now_mono) return NVML_ERROR_NOT_FOUND;
+    from = std::max(since, now_mono - 10 * window);
+  }
+  std::vector<ProcessView> procs = c.state().Processes(d.index);
+  std::vector<ProcessBusy> busy = c.state().ProcessesBusy(d.index, from, now_mono);
+  if (procs.empty()) return NVML_ERROR_NOT_FOUND;
+  int64_t span = now_mono - from;
+  for (const ProcessView& p : procs) {
+    int64_t ns = 0;
+    for (const ProcessBusy& b : busy) {
+      if (b.host_pid == p.host_pid) ns += b.busy_ns;
+    }
+    unsigned sm = unsigned(std::min<int64_t>(100, span > 0 ? (ns * 100 + span / 2) / span : 0));
+    out->push_back({unsigned(p.host_pid), static_cast<unsigned long long>(now_real / 1000), sm});
+  }
+  return NVML_SUCCESS;
 }
 
 template <typename Info>
@@ -579,37 +615,38 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              unsigned int* count, unsigned long long last_seen_us) {
   HAMI_NVML_DEVICE(c, device, d);
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // Samples cover (last_seen, now]; without a last_seen, the utilization window.
-  int64_t now_mono = MonotonicNs(), now_real = RealtimeNs();
-  int64_t window = int64_t(c.n().options.util_window_ms) * 1000000;
-  int64_t from = now_mono - window;
-  if (last_seen_us != 0) {
-    int64_t since = int64_t(last_seen_us) * 1000 - (now_real - now_mono);
-    if (since >= now_mono) return NVML_ERROR_NOT_FOUND;
-    from = std::max(since, now_mono - 10 * window);
-  }
-  std::vector<ProcessView> procs = c.state().Processes(d->index);
-  std::vector<ProcessBusy> busy = c.state().ProcessesBusy(d->index, from, now_mono);
-  if (procs.empty()) return NVML_ERROR_NOT_FOUND;
-  if (samples == nullptr || *count < procs.size()) {
-    *count = unsigned(procs.size());
+  std::vector<ProcessSample> got;
+  if (nvmlReturn_t r = ProcessSamples(c, *d, last_seen_us, &got); r != NVML_SUCCESS) return r;
+  if (samples == nullptr || *count < got.size()) {
+    *count = unsigned(got.size());
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  int64_t span = now_mono - from;
-  for (size_t i = 0; i < procs.size(); ++i) {
-    int64_t ns = 0;
-    for (const ProcessBusy& b : busy) {
-      if (b.host_pid == procs[i].host_pid) ns += b.busy_ns;
-    }
-    unsigned sm = unsigned(std::min<int64_t>(100, span > 0 ? (ns * 100 + span / 2) / span : 0));
-    samples[i] = nvmlProcessUtilizationSample_t{unsigned(procs[i].host_pid),
-                                                static_cast<unsigned long long>(now_real / 1000),
-                                                sm,
-                                                sm / 2,
-                                                0,
-                                                0};
+  for (size_t i = 0; i < got.size(); ++i) {
+    samples[i] = nvmlProcessUtilizationSample_t{
+        got[i].pid, got[i].time_us, got[i].sm_util, got[i].sm_util / 2, 0, 0};
   }
-  *count = unsigned(procs.size());
+  *count = unsigned(got.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                   nvmlProcessesUtilizationInfo_t* info) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  std::vector<ProcessSample> got;
+  if (nvmlReturn_t r = ProcessSamples(c, *d, info->lastSeenTimeStamp, &got); r != NVML_SUCCESS) {
+    return r;
+  }
+  if (info->procUtilArray == nullptr || info->processSamplesCount < got.size()) {
+    info->processSamplesCount = unsigned(got.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    info->procUtilArray[i] = nvmlProcessUtilizationInfo_v1_t{
+        got[i].time_us, got[i].pid, got[i].sm_util, got[i].sm_util / 2, 0, 0, 0, 0};
+  }
+  info->processSamplesCount = unsigned(got.size());
   return NVML_SUCCESS;
 }
 
@@ -664,6 +701,77 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
   nvmlReturn_t r = RunningProcesses(device, &count, list->procArray, true);
   list->numProcArrayEntries = count;
   return r;
+}
+
+// ---- accounting: on when the machine is made; a record per process that used a device ----
+
+nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t* mode) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = c.state().AccountingEnabled(d->index) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetAccountingMode(nvmlDevice_t device, nvmlEnableState_t mode) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (mode != NVML_FEATURE_DISABLED && mode != NVML_FEATURE_ENABLED) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (geteuid() != 0) return NVML_ERROR_NO_PERMISSION;
+  c.state().SetAccounting(d->index, mode == NVML_FEATURE_ENABLED);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int* size) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (size == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *size = unsigned(state::kAccountingRing);
+  return NVML_SUCCESS;
+}
+
+// Each PID with a record once, oldest record first.
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int* count,
+                                         unsigned int* pids) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!c.state().AccountingEnabled(d->index)) return NVML_ERROR_NOT_SUPPORTED;
+  std::vector<unsigned> listed;
+  for (const AccountingView& a : c.state().Accounting(d->index)) {
+    if (std::find(listed.begin(), listed.end(), unsigned(a.host_pid)) == listed.end()) {
+      listed.push_back(unsigned(a.host_pid));
+    }
+  }
+  if (*count < listed.size() || (pids == nullptr && !listed.empty())) {
+    *count = unsigned(listed.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(listed.begin(), listed.end(), pids);
+  *count = unsigned(listed.size());
+  return NVML_SUCCESS;
+}
+
+// The newest record of `pid`: of processes that had the same PID, the last one.
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+                                          nvmlAccountingStats_t* stats) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (stats == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!c.state().AccountingEnabled(d->index)) return NVML_ERROR_NOT_SUPPORTED;
+  std::vector<AccountingView> records = c.state().Accounting(d->index);
+  auto a = std::find_if(records.rbegin(), records.rend(),
+                        [&](const AccountingView& r) { return unsigned(r.host_pid) == pid; });
+  if (a == records.rend()) return NVML_ERROR_NOT_FOUND;
+  const int64_t end = a->running ? RealtimeNs() : a->end_realtime_ns;
+  const int64_t life = std::max<int64_t>(1, end - a->start_realtime_ns);
+  const int64_t busy = int64_t(std::min<uint64_t>(a->busy_ns, uint64_t(life)));
+  const unsigned gpu = unsigned((busy * 100 + life / 2) / life);
+  *stats = nvmlAccountingStats_t{};
+  stats->gpuUtilization = gpu;
+  stats->memoryUtilization = gpu / 2;  // as nvmlDeviceGetUtilizationRates models it
+  stats->maxMemoryUsage = a->max_used_bytes;
+  stats->time = a->running ? 0 : static_cast<unsigned long long>(life / 1000000);
+  stats->startTime = static_cast<unsigned long long>(a->start_realtime_ns / 1000);
+  stats->isRunning = a->running ? 1 : 0;
+  return NVML_SUCCESS;
 }
 
 // ---- PCI and topology ----
