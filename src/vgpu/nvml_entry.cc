@@ -72,6 +72,13 @@ std::vector<Member> ContainerMembers(region::Region& reg, int index) {
   return members;
 }
 
+// The driver's pid of a list entry: its pid field, or the entry itself in a list of pids.
+template <typename T>
+unsigned PidOf(const T& entry) {
+  return entry.pid;
+}
+unsigned PidOf(unsigned pid) { return pid; }
+
 // The member the driver's `pid` is, or null: its host pid, or while that is unknown the pid
 // its slot records (see RunningProcesses).
 Member* MemberFor(std::vector<Member>& members, unsigned pid) {
@@ -81,8 +88,9 @@ Member* MemberFor(std::vector<Member>& members, unsigned pid) {
   return m == members.end() ? nullptr : &*m;
 }
 
-// Keeps, of the driver's `listed` entries for `device`, the container's: those whose pid is a
-// member's (MemberFor), each marked listed in `members` and passed to `fill(entry, member)`.
+// Keeps, of the driver's `listed` entries for `device`, the container's: those whose pid
+// (PidOf) is a member's (MemberFor), each marked listed in `members` and passed to
+// `fill(entry, member)`.
 // What the dead left is returned first (not only once per sweep interval, as the memory view
 // does): these queries are rare, and a list then adds up to the "used" after it. Without a
 // region holding the device, the driver's list stands and `members` stays empty. False when
@@ -98,7 +106,7 @@ bool KeepContainers(nvmlDevice_t device, std::vector<T>* listed, std::vector<Mem
   *members = ContainerMembers(*reg, index);
   std::vector<T> kept;
   for (T& e : *listed) {
-    Member* m = MemberFor(*members, e.pid);
+    Member* m = MemberFor(*members, PidOf(e));
     if (m == nullptr) continue;
     m->listed = true;
     fill(e, *m);
@@ -157,30 +165,57 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
   return AnswerList(listed, count, infos);
 }
 
-// nvmlDeviceGetProcessUtilization: the driver's samples of the container's processes only
-// (another tenant's PID and load are not the container's to see). Device-level utilization
-// stays physical: it is what the compute limiter and the monitor measure against, and it
-// names nobody. Without a region holding the device the driver's samples stand, as for the
-// process lists.
-template <typename Real>
-nvmlReturn_t ProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* samples,
-                                unsigned int* count, unsigned long long last_seen, Real real) {
-  if (count == nullptr) return real(device, samples, count, last_seen);
-  std::vector<nvmlProcessUtilizationSample_t> got;
-  if (nvmlReturn_t r = WholeList(&got,
-                                 [&](unsigned* n, nvmlProcessUtilizationSample_t* a) {
-                                   return real(device, a, n, last_seen);
-                                 });
-      r != NVML_SUCCESS) {
-    return r;
-  }
+// The per-process utilization queries: the driver's samples of the container's processes
+// only, `query(&n, array)` asking the driver with an array of n. Without a region holding the
+// device the driver's samples stand, as for the process lists.
+template <typename Sample, typename Query>
+nvmlReturn_t ProcessSamples(nvmlDevice_t device, unsigned int* count, Sample* samples,
+                            Query query) {
+  std::vector<Sample> got;
+  if (nvmlReturn_t r = WholeList(&got, query); r != NVML_SUCCESS) return r;
   std::vector<Member> members;
-  if (!KeepContainers(device, &got, &members,
-                      [](nvmlProcessUtilizationSample_t&, const Member&) {})) {
+  if (!KeepContainers(device, &got, &members, [](Sample&, const Member&) {})) {
     return NVML_ERROR_NOT_FOUND;
   }
   if (got.empty()) return NVML_ERROR_NOT_FOUND;  // the driver's answer for no samples
   return AnswerList(got, count, samples);
+}
+
+// The accounting queries. The driver keeps a record of every process that ran on the device,
+// terminated ones included; the container's are those of its live members (KeepContainers):
+// a member that has ended has no slot left to tell it from another tenant's process, and its
+// record is no longer shown. A PID that is not the container's has no stats to give, as the
+// driver answers for a PID it holds no record of.
+template <typename Real>
+nvmlReturn_t AccountingPids(nvmlDevice_t device, unsigned int* count, unsigned int* pids,
+                            Real real) {
+  if (count == nullptr) return real(device, count, pids);
+  std::vector<unsigned> listed;
+  if (nvmlReturn_t r =
+          WholeList(&listed, [&](unsigned* n, unsigned* a) { return real(device, n, a); });
+      r != NVML_SUCCESS) {
+    return r;
+  }
+  std::vector<Member> members;
+  if (!KeepContainers(device, &listed, &members, [](unsigned&, const Member&) {})) {
+    return NVML_ERROR_NOT_FOUND;
+  }
+  return AnswerList(listed, count, pids);
+}
+
+template <typename Real>
+nvmlReturn_t AccountingStats(nvmlDevice_t device, unsigned int pid, nvmlAccountingStats_t* stats,
+                             Real real) {
+  if (stats == nullptr) return real(device, pid, stats);
+  nvmlAccountingStats_t got{};
+  if (nvmlReturn_t r = real(device, pid, &got); r != NVML_SUCCESS) return r;
+  std::vector<unsigned> asked{pid};
+  std::vector<Member> members;
+  if (!KeepContainers(device, &asked, &members, [](unsigned&, const Member&) {}) || asked.empty()) {
+    return NVML_ERROR_NOT_FOUND;
+  }
+  *stats = got;
+  return NVML_SUCCESS;
 }
 
 }  // namespace
@@ -351,16 +386,6 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
 }
 
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                             nvmlProcessUtilizationSample_t* utilization,
-                                             unsigned int* processSamplesCount,
-                                             unsigned long long lastSeenTimeStamp) {
-  HAMI_NVML_PROLOGUE(nvmlDeviceGetProcessUtilization, device, utilization, processSamplesCount,
-                     lastSeenTimeStamp);
-  return ProcessUtilization(device, utilization, processSamplesCount, lastSeenTimeStamp,
-                            nv.nvml.nvmlDeviceGetProcessUtilization);
-}
-
 // The same list in the detail layout. The request's mode is the driver's to check; a request
 // of a version whose layout we do not know (none newer exists yet) is the driver's alone.
 nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
@@ -385,6 +410,60 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
   nvmlReturn_t r = RunningProcesses(device, &count, request.procArray, work, real);
   if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE) plist->numProcArrayEntries = count;
   return r;
+}
+
+// ---- per-process utilization (see ProcessSamples) and accounting (see AccountingPids) ----
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) {
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetProcessUtilization, device, utilization, processSamplesCount,
+                     lastSeenTimeStamp);
+  if (processSamplesCount == nullptr) {
+    return nv.nvml.nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount,
+                                                   lastSeenTimeStamp);
+  }
+  return ProcessSamples(device, processSamplesCount, utilization,
+                        [&](unsigned* n, nvmlProcessUtilizationSample_t* a) {
+                          return nv.nvml.nvmlDeviceGetProcessUtilization(device, a, n,
+                                                                         lastSeenTimeStamp);
+                        });
+}
+
+// The same samples in the newer layout. As for the detail list, a request of a version whose
+// layout we do not know (none newer exists yet) is the driver's alone.
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                   nvmlProcessesUtilizationInfo_t* info) {
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetProcessesUtilizationInfo, device, info);
+  if (info == nullptr || info->version != nvmlProcessesUtilizationInfo_v1) {
+    return nv.nvml.nvmlDeviceGetProcessesUtilizationInfo(device, info);
+  }
+  const nvmlProcessesUtilizationInfo_t request = *info;
+  unsigned int count = request.processSamplesCount;
+  nvmlReturn_t r = ProcessSamples(
+      device, &count, request.procUtilArray, [&](unsigned* n, nvmlProcessUtilizationInfo_v1_t* a) {
+        nvmlProcessesUtilizationInfo_t asked = request;
+        asked.processSamplesCount = *n;
+        asked.procUtilArray = a;
+        nvmlReturn_t got = nv.nvml.nvmlDeviceGetProcessesUtilizationInfo(device, &asked);
+        *n = asked.processSamplesCount;
+        return got;
+      });
+  if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE) info->processSamplesCount = count;
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int* count,
+                                         unsigned int* pids) {
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetAccountingPids, device, count, pids);
+  return AccountingPids(device, count, pids, nv.nvml.nvmlDeviceGetAccountingPids);
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+                                          nvmlAccountingStats_t* stats) {
+  HAMI_NVML_PROLOGUE(nvmlDeviceGetAccountingStats, device, pid, stats);
+  return AccountingStats(device, pid, stats, nv.nvml.nvmlDeviceGetAccountingStats);
 }
 
 }  // extern "C"

@@ -1,16 +1,19 @@
 // The container's processes under libvgpu.so: a fork child is a process of its own; a thread
 // without a context and a pointer that is not ours get the driver's answers; processes that
 // race for memory never pass the limit together and give everything back when they end;
-// NVML's running-process lists are the region's slots.
+// NVML's running-process lists are the region's slots, and its per-process utilization and
+// accounting show only the container's processes.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "nvml/nvml.h"
 #include "region/region.h"
 #include "vgpu_fixture.h"
@@ -434,46 +437,170 @@ TEST_F(ProcessesTest, RunningProcessListsAreTheContainersSlots) {
   EXPECT_EQ(cuMemFree_v2(mine), CUDA_SUCCESS);
 }
 
-// Another tenant's PID and load are not the container's to see: process utilization is
-// filtered to the container's processes, as the process lists are.
+// Another tenant's PID and load are not the container's to see: both per-process utilization
+// queries are filtered to the container's processes, as the process lists are.
 TEST_F(ProcessesTest, ProcessUtilizationShowsOnlyTheContainersProcesses) {
   ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
-  Subprocess member({TestProgram("sim_worker"), "context", "launch-for-ms", "50", "hold"}, {});
+  // Samples since before the workers started: each one's launches fall within them.
+  const unsigned long long since_us = static_cast<unsigned long long>(RealtimeNs() / 1000);
+  Subprocess member({TestProgram("sim_worker"), "context", "launch-for-ms", "200", "hold"}, {});
   TempDir elsewhere("hami-vgpu-elsewhere");
-  Subprocess outsider({TestProgram("sim_worker"), "context", "launch-for-ms", "50", "hold"},
+  Subprocess outsider({TestProgram("sim_worker"), "context", "launch-for-ms", "200", "hold"},
                       {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", elsewhere.File("usage.cache")}});
   for (Subprocess* s : {&member, &outsider}) ASSERT_TRUE(s->WaitForLine("holding"));
   nvmlDevice_t h;
   ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &h), NVML_SUCCESS);
-  auto pids = [&](auto query) {
-    std::vector<unsigned> out;
-    nvmlProcessUtilizationSample_t samples[64];
+  using Load = std::map<unsigned, unsigned>;  // pid -> smUtil
+  auto samples = [&](auto query) {
+    Load out;
+    nvmlProcessUtilizationSample_t got[64];
     unsigned n = 64;
-    if (query(h, samples, &n, 0ull) == NVML_SUCCESS) {
-      for (unsigned i = 0; i < n; ++i) out.push_back(samples[i].pid);
+    if (query(h, got, &n, since_us) == NVML_SUCCESS) {
+      for (unsigned i = 0; i < n; ++i) out[got[i].pid] = got[i].smUtil;
     }
-    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto infos = [&](auto query) {
+    Load out;
+    nvmlProcessUtilizationInfo_v1_t got[64];
+    nvmlProcessesUtilizationInfo_t info{};
+    info.version = nvmlProcessesUtilizationInfo_v1;
+    info.processSamplesCount = 64;
+    info.lastSeenTimeStamp = since_us;
+    info.procUtilArray = got;
+    if (query(h, &info) == NVML_SUCCESS) {
+      for (unsigned i = 0; i < info.processSamplesCount; ++i) out[got[i].pid] = got[i].smUtil;
+    }
     return out;
   };
   auto raw = HAMI_RAW_NVML(nvmlDeviceGetProcessUtilization);
+  auto raw_info = HAMI_RAW_NVML(nvmlDeviceGetProcessesUtilizationInfo);
   ASSERT_NE(raw, nullptr);
-  const std::vector<unsigned> driver = pids(raw);
-  const std::vector<unsigned> seen = pids(&nvmlDeviceGetProcessUtilization);
-  auto has = [](const std::vector<unsigned>& list, pid_t pid) {
-    return std::find(list.begin(), list.end(), unsigned(pid)) != list.end();
+  ASSERT_NE(raw_info, nullptr);
+  struct View {
+    const char* query;
+    Load driver, seen;
   };
-  EXPECT_TRUE(has(driver, outsider.pid())) << "the driver samples every process";
-  EXPECT_FALSE(has(seen, outsider.pid())) << "another container's process";
-  EXPECT_TRUE(has(seen, member.pid()));
-  EXPECT_TRUE(has(seen, getpid()));
+  const View views[] = {
+      {"nvmlDeviceGetProcessUtilization", samples(raw), samples(&nvmlDeviceGetProcessUtilization)},
+      {"nvmlDeviceGetProcessesUtilizationInfo", infos(raw_info),
+       infos(&nvmlDeviceGetProcessesUtilizationInfo)}};
+  for (const View& v : views) {
+    SCOPED_TRACE(v.query);
+    const Load& driver = v.driver;
+    const Load& seen = v.seen;
+    ASSERT_TRUE(driver.count(unsigned(outsider.pid()))) << "the driver samples every process";
+    EXPECT_GT(driver.at(unsigned(outsider.pid())), 0u) << "with its load";
+    EXPECT_FALSE(seen.count(unsigned(outsider.pid()))) << "another container's process";
+    ASSERT_TRUE(seen.count(unsigned(member.pid())));
+    EXPECT_GT(seen.at(unsigned(member.pid())), 0u) << "the container's own load";
+    EXPECT_TRUE(seen.count(unsigned(getpid())));
+    for (const auto& sample : seen) EXPECT_TRUE(driver.count(sample.first)) << sample.first;
+  }
+  const size_t seen_count = views[0].seen.size();
   // Sizing: the count asked for is the container's, not the device's.
   unsigned n = 0;
   EXPECT_EQ(nvmlDeviceGetProcessUtilization(h, nullptr, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
-  EXPECT_EQ(n, seen.size());
+  EXPECT_EQ(n, seen_count);
+  nvmlProcessesUtilizationInfo_t info{};
+  info.version = nvmlProcessesUtilizationInfo_v1;
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(h, &info), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(info.processSamplesCount, seen_count);
+  std::vector<nvmlProcessUtilizationInfo_v1_t> room(seen_count);
+  info.procUtilArray = room.data();
+  info.processSamplesCount = unsigned(seen_count - 1);
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(h, &info), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(info.processSamplesCount, seen_count);
+  // A version whose layout libvgpu does not know, and no struct, are the driver's to answer.
+  nvmlProcessesUtilizationInfo_t newer = info, newer_raw = info;
+  newer.version = newer_raw.version = nvmlProcessesUtilizationInfo_v1 + (1u << 24);
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(h, &newer), raw_info(h, &newer_raw));
+  EXPECT_EQ(nvmlDeviceGetProcessesUtilizationInfo(h, nullptr), raw_info(h, nullptr));
   for (Subprocess* s : {&member, &outsider}) {
     s->CloseStdin();
     EXPECT_EQ(s->Wait(), 0);
   }
+}
+
+// The driver's accounting names every process that ran on the device; the container sees its
+// own, and another tenant's PID has no stats for it, while it runs and after it has ended.
+TEST_F(ProcessesTest, AccountingShowsOnlyTheContainersProcesses) {
+  ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+  Subprocess member({TestProgram("sim_worker"), "context", "alloc", "48m", "hold"}, {});
+  TempDir elsewhere("hami-vgpu-elsewhere");
+  Subprocess outsider({TestProgram("sim_worker"), "context", "alloc", "80m", "hold"},
+                      {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", elsewhere.File("usage.cache")}});
+  for (Subprocess* s : {&member, &outsider}) ASSERT_TRUE(s->WaitForLine("holding"));
+  nvmlDevice_t h;
+  ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &h), NVML_SUCCESS);
+  auto raw_pids = HAMI_RAW_NVML(nvmlDeviceGetAccountingPids);
+  auto raw_stats = HAMI_RAW_NVML(nvmlDeviceGetAccountingStats);
+  ASSERT_NE(raw_pids, nullptr);
+  ASSERT_NE(raw_stats, nullptr);
+  // The PIDs, the way a caller sizes the array: count first, then the entries.
+  auto pids = [&](auto query) {
+    unsigned n = 0;
+    nvmlReturn_t r = query(h, &n, nullptr);
+    std::vector<unsigned> out(n);
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) r = query(h, &n, out.data());
+    EXPECT_EQ(r, NVML_SUCCESS);
+    out.resize(r == NVML_SUCCESS ? n : 0);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto has = [](const std::vector<unsigned>& list, pid_t pid) {
+    return std::find(list.begin(), list.end(), unsigned(pid)) != list.end();
+  };
+  auto hidden = [&](pid_t pid) {
+    nvmlAccountingStats_t stats;
+    std::memset(&stats, 0xab, sizeof(stats));
+    const nvmlReturn_t r = nvmlDeviceGetAccountingStats(h, unsigned(pid), &stats);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&stats);
+    return r == NVML_ERROR_NOT_FOUND &&
+           std::all_of(bytes, bytes + sizeof(stats), [](unsigned char b) { return b == 0xab; });
+  };
+  const std::vector<unsigned> driver = pids(raw_pids);
+  const std::vector<unsigned> seen = pids(&nvmlDeviceGetAccountingPids);
+  EXPECT_TRUE(has(driver, outsider.pid())) << "the driver accounts for every process";
+  EXPECT_FALSE(has(seen, outsider.pid())) << "another container's process";
+  EXPECT_TRUE(has(seen, member.pid()));
+  EXPECT_TRUE(has(seen, getpid()));
+  EXPECT_TRUE(std::includes(driver.begin(), driver.end(), seen.begin(), seen.end()));
+  // Sizing: the count asked for is the container's, not the device's.
+  unsigned n = 0;
+  EXPECT_EQ(nvmlDeviceGetAccountingPids(h, &n, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(n, seen.size());
+  std::vector<unsigned> room(seen.size() + 1, 0);
+  n = unsigned(seen.size() - 1);
+  EXPECT_EQ(nvmlDeviceGetAccountingPids(h, &n, room.data()), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(n, seen.size());
+  EXPECT_EQ(nvmlDeviceGetAccountingPids(h, nullptr, room.data()),
+            raw_pids(h, nullptr, room.data()));
+
+  // Its own stats are the driver's; another tenant's, and its load, are not shown.
+  nvmlAccountingStats_t driver_stats{}, stats{};
+  ASSERT_EQ(raw_stats(h, unsigned(outsider.pid()), &driver_stats), NVML_SUCCESS);
+  EXPECT_GE(driver_stats.maxMemoryUsage, 80 * kMiB) << "the driver's record of it";
+  EXPECT_TRUE(hidden(outsider.pid()));
+  ASSERT_EQ(raw_stats(h, unsigned(member.pid()), &driver_stats), NVML_SUCCESS);
+  ASSERT_EQ(nvmlDeviceGetAccountingStats(h, unsigned(member.pid()), &stats), NVML_SUCCESS);
+  EXPECT_EQ(stats.maxMemoryUsage, driver_stats.maxMemoryUsage);
+  EXPECT_GE(stats.maxMemoryUsage, 48 * kMiB);
+  EXPECT_EQ(stats.startTime, driver_stats.startTime);
+  EXPECT_EQ(stats.isRunning, 1u);
+  EXPECT_EQ(nvmlDeviceGetAccountingStats(h, unsigned(member.pid()), nullptr),
+            raw_stats(h, unsigned(member.pid()), nullptr));
+
+  // The driver keeps the record of a process that has ended; it stays hidden.
+  outsider.CloseStdin();
+  EXPECT_EQ(outsider.Wait(), 0);
+  EXPECT_TRUE(has(pids(raw_pids), outsider.pid()));
+  EXPECT_FALSE(has(pids(&nvmlDeviceGetAccountingPids), outsider.pid()));
+  ASSERT_EQ(raw_stats(h, unsigned(outsider.pid()), &driver_stats), NVML_SUCCESS);
+  EXPECT_EQ(driver_stats.isRunning, 0u);
+  EXPECT_TRUE(hidden(outsider.pid()));
+  member.CloseStdin();
+  EXPECT_EQ(member.Wait(), 0);
 }
 
 TEST_F(ProcessesTest, AChargedProcessTheDriverDoesNotListIsShownUnderItsRecordedPid) {
