@@ -405,6 +405,9 @@ JoinState Join(Runtime& rt) {
   if (rt.region == nullptr) {
     std::unique_ptr<region::Region> opened = OpenRegion(rt.config, SpecFor(rt.config, devices));
     if (opened == nullptr) return JoinState::kRefused;
+    const region::PolicyView joined = opened->Policy();
+    rt.joined_memory_limit = joined.memory_limit;
+    rt.joined_sm_limit = joined.sm_limit;
     rt.region = std::move(opened);
     // A normal exit gives the slot back (a killed process is reclaimed by the others).
     static std::once_flag at_exit;

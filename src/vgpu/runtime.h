@@ -141,6 +141,10 @@ struct Runtime {
 
   // ---- the watcher (watch.h) ----
   std::atomic<bool> watcher_started{false};
+  // The region's limits when this process joined it (what Region::Open compared with its
+  // own): written by the joining thread before the watcher starts, read by the watcher.
+  std::array<uint64_t, kMaxDevices> joined_memory_limit{};
+  std::array<uint32_t, kMaxDevices> joined_sm_limit{};
   // The file at the region's path is no longer the one this process mapped (found by the
   // watcher, or by a fork child reopening it): every accounted allocation is refused from then
   // on. Kept in a fork child.

@@ -46,9 +46,20 @@ void Replaced(Runtime& rt, const Status& why) {
                why.error().c_str());
 }
 
-// Records each limit of the region that differs from this process's own, once per value. The
-// first pass only remembers: Region::Open recorded what differed when the process joined.
-void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w, bool record) {
+// Records each limit of the region that differs from this process's own, once per value.
+// What differed when the process joined was recorded then (Region::Open): it starts as seen.
+void SeeJoinedPolicy(const Runtime& rt, WatchState& w) {
+  for (size_t i = 0; i < size_t(kMaxDevices); ++i) {
+    if (rt.joined_memory_limit[i] != rt.config.memory_limit[i]) {
+      w.memory_seen[i] = rt.joined_memory_limit[i] + 1;
+    }
+    if (rt.joined_sm_limit[i] != rt.config.sm_limit[i]) {
+      w.sm_seen[i] = uint64_t(rt.joined_sm_limit[i]) + 1;
+    }
+  }
+}
+
+void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w) {
   const int count = reg->device_count();
   for (int i = 0; i < count; ++i) {
     const uint64_t memory = reg->MemoryLimit(i);
@@ -57,7 +68,7 @@ void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w, bool rec
       w.memory_seen[size_t(i)] = 0;
     } else if (w.memory_seen[size_t(i)] != memory + 1) {
       w.memory_seen[size_t(i)] = memory + 1;
-      if (record) reg->RecordPolicyConflict(ConflictField::kMemoryLimit, i, memory, own_memory);
+      reg->RecordPolicyConflict(ConflictField::kMemoryLimit, i, memory, own_memory);
     }
     const uint32_t sm = reg->SmLimit(i);
     const uint32_t own_sm = rt.config.sm_limit[size_t(i)];
@@ -65,7 +76,7 @@ void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w, bool rec
       w.sm_seen[size_t(i)] = 0;
     } else if (w.sm_seen[size_t(i)] != uint64_t(sm) + 1) {
       w.sm_seen[size_t(i)] = uint64_t(sm) + 1;
-      if (record) reg->RecordPolicyConflict(ConflictField::kSmLimit, i, sm, own_sm);
+      reg->RecordPolicyConflict(ConflictField::kSmLimit, i, sm, own_sm);
     }
   }
 }
@@ -147,7 +158,7 @@ void* WatcherMain(void*) {
   region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return nullptr;
   WatchState w;
-  CheckPolicy(rt, reg, w, false);
+  SeeJoinedPolicy(rt, w);
   UniqueFd events;
   if (!reg->anonymous()) {
     events = UniqueFd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
@@ -168,7 +179,7 @@ void* WatcherMain(void*) {
     }
     const int64_t now = MonotonicNs();
     if (now >= next) {
-      CheckPolicy(rt, reg, w, true);
+      CheckPolicy(rt, reg, w);
       CrossCheck(rt, reg, w);
       next = MonotonicNs() + region::kCrossCheckPeriodNs;
       continue;
