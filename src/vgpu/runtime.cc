@@ -184,15 +184,14 @@ void MapToRegionLocked(Runtime& rt, region::Region& reg) REQUIRES(rt.devices_mu)
   }
 }
 
-// The visible devices with NVML handles current for this process: NVML is asked (with no
-// lock held) only when the table is empty or was mapped by another process (a fork parent).
-void RefreshNvmlDevices(Runtime& rt) EXCLUDES(rt.devices_mu) {
-  {
-    MutexLock l(&rt.devices_mu);
-    const bool mapped = !rt.devices.empty() && rt.devices.front().nvml != nullptr &&
-                        rt.nvml_mapped_in == ForkCount();
-    if (mapped) return;
-  }
+// Whether the device table holds NVML handles of this process (not a fork parent's).
+bool NvmlMappedLocked(const Runtime& rt) REQUIRES(rt.devices_mu) {
+  return !rt.devices.empty() && rt.devices.front().nvml != nullptr &&
+         rt.nvml_mapped_in == ForkCount();
+}
+
+// Asks NVML for its devices (with no lock held) and maps the table to them.
+void MapNvmlDevices(Runtime& rt) EXCLUDES(rt.devices_mu) {
   std::optional<NvmlDeviceList> list = ReadNvmlDevices();
   if (!list) return;
   MutexLock l(&rt.devices_mu);
@@ -202,6 +201,35 @@ void RefreshNvmlDevices(Runtime& rt) EXCLUDES(rt.devices_mu) {
     MapToNvmlLocked(rt, *list);
   }
 }
+
+// The visible devices with NVML handles current for this process: NVML is asked (with no
+// lock held) only when the table is empty or was mapped by another process (a fork parent).
+void RefreshNvmlDevices(Runtime& rt) EXCLUDES(rt.devices_mu) {
+  {
+    MutexLock l(&rt.devices_mu);
+    if (NvmlMappedLocked(rt)) return;
+  }
+  MapNvmlDevices(rt);
+}
+
+// Holds devices_mu over a device table current for this process: one lock when it already
+// is (the views' common case), else NVML is asked first with the lock let go.
+class SCOPED_CAPABILITY CurrentNvmlDevices {
+ public:
+  explicit CurrentNvmlDevices(Runtime& rt) ACQUIRE(rt.devices_mu) : rt_(rt) {
+    rt.devices_mu.Lock();
+    if (NvmlMappedLocked(rt)) return;
+    rt.devices_mu.Unlock();
+    MapNvmlDevices(rt);
+    rt.devices_mu.Lock();
+  }
+  ~CurrentNvmlDevices() RELEASE() { rt_.devices_mu.Unlock(); }
+  CurrentNvmlDevices(const CurrentNvmlDevices&) = delete;
+  CurrentNvmlDevices& operator=(const CurrentNvmlDevices&) = delete;
+
+ private:
+  Runtime& rt_;
+};
 
 }  // namespace
 
@@ -271,15 +299,13 @@ void LearnDevicesFromCuda() {
 
 int NvmlVisibleCount() {
   Runtime& rt = Rt();
-  RefreshNvmlDevices(rt);
-  MutexLock l(&rt.devices_mu);
+  CurrentNvmlDevices l(rt);
   return int(rt.devices.size());
 }
 
 int NvmlOrdinalOf(nvmlDevice_t h) {
   Runtime& rt = Rt();
-  RefreshNvmlDevices(rt);
-  MutexLock l(&rt.devices_mu);
+  CurrentNvmlDevices l(rt);
   for (size_t i = 0; i < rt.devices.size(); ++i) {
     if (rt.devices[i].nvml == h) return int(i);
   }
@@ -288,8 +314,7 @@ int NvmlOrdinalOf(nvmlDevice_t h) {
 
 int NvmlIndexOf(int ordinal) {
   Runtime& rt = Rt();
-  RefreshNvmlDevices(rt);
-  MutexLock l(&rt.devices_mu);
+  CurrentNvmlDevices l(rt);
   return ordinal >= 0 && size_t(ordinal) < rt.devices.size()
              ? rt.devices[size_t(ordinal)].nvml_index
              : -1;
@@ -297,8 +322,7 @@ int NvmlIndexOf(int ordinal) {
 
 nvmlDevice_t NvmlHandleOf(int ordinal) {
   Runtime& rt = Rt();
-  RefreshNvmlDevices(rt);
-  MutexLock l(&rt.devices_mu);
+  CurrentNvmlDevices l(rt);
   return ordinal >= 0 && size_t(ordinal) < rt.devices.size() ? rt.devices[size_t(ordinal)].nvml
                                                              : nullptr;
 }

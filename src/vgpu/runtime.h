@@ -219,9 +219,12 @@ bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, u
 // The memory limit in force on CUDA ordinal `ordinal`: the region's or this process's own,
 // whichever is stricter (0 = unlimited).
 inline uint64_t LimitOf(int ordinal) {
-  region::Region* reg = ViewRegion();
-  int index = RegionIndex(ordinal);
-  return reg != nullptr && index >= 0 ? reg->EffectiveMemoryLimit(index) : 0;
+  if (ordinal < 0 || ordinal >= kMaxDevices) return 0;
+  Runtime& rt = Rt();
+  region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
+  if (reg == nullptr) return 0;
+  const int index = rt.region_index[size_t(ordinal)].load(std::memory_order_relaxed);
+  return index >= 0 ? reg->EffectiveMemoryLimit(index) : 0;
 }
 
 // Re-entry guard: a hook called from inside another hook on the same thread (the driver
