@@ -1,7 +1,5 @@
 #include "vgpu/limiter.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -180,9 +178,6 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
 }
 
 void* ControllerMain(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   ControllerDevice devices[kMaxDevices];
   for (;;) {
     SleepForNs(kPeriodNs);
@@ -196,18 +191,10 @@ void* ControllerMain(void*) {
 }
 
 void EnsureController() {
-  Runtime& rt = Rt();
-  bool started = rt.controller_started.load(std::memory_order_acquire);
-  if (started || !rt.controller_started.compare_exchange_strong(started, true)) return;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  if (pthread_create(&thread, &attr, ControllerMain, nullptr) != 0) {
+  if (!StartThreadOnce(Rt().controller_started, ControllerMain)) {
     g_log.Log(LogLevel::kWarn,
               "cannot start the compute controller thread; limits hold on the first estimate");
   }
-  pthread_attr_destroy(&attr);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "vgpu/runtime.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -325,6 +326,24 @@ nvmlDevice_t NvmlHandleOf(int ordinal) {
   CurrentNvmlDevices l(rt);
   return ordinal >= 0 && size_t(ordinal) < rt.devices.size() ? rt.devices[size_t(ordinal)].nvml
                                                              : nullptr;
+}
+
+bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*)) {
+  bool was = started.load(std::memory_order_acquire);
+  if (was || !started.compare_exchange_strong(was, true)) return true;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // Created with every signal blocked (it inherits this thread's mask, restored after): the
+  // application's handlers never run on it.
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
+  pthread_t thread;
+  const bool ok = pthread_create(&thread, &attr, body, nullptr) == 0;
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  pthread_attr_destroy(&attr);
+  return ok;
 }
 
 int OrdinalOf(int index) {

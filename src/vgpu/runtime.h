@@ -201,6 +201,11 @@ inline int RegionIndex(int ordinal) {
   return Rt().region_index[size_t(ordinal)].load(std::memory_order_relaxed);
 }
 
+// Starts `body` on a detached thread of this process, with every signal blocked, unless
+// `started` says one was (a fork child clears it: threads do not survive fork). False only
+// when the thread could not be created; it is not tried again.
+bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*));
+
 // The CUDA ordinal this process sees region device `index` as, or -1.
 int OrdinalOf(int index);
 

@@ -1,8 +1,6 @@
 #include "vgpu/watch.h"
 
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -151,9 +149,6 @@ void WaitForChange(const UniqueFd& events, int64_t ns) {
 }
 
 void* WatcherMain(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   Runtime& rt = Rt();
   region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return nullptr;
@@ -192,20 +187,12 @@ void* WatcherMain(void*) {
 }  // namespace
 
 void StartWatcher() {
-  Runtime& rt = Rt();
-  bool started = rt.watcher_started.load(std::memory_order_acquire);
-  if (started || !rt.watcher_started.compare_exchange_strong(started, true)) return;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  if (pthread_create(&thread, &attr, WatcherMain, nullptr) != 0) {
+  if (!StartThreadOnce(Rt().watcher_started, WatcherMain)) {
     g_log.Always(LogLevel::kError,
                  "cannot start the watcher thread: a replaced region file and memory allocated "
                  "past libvgpu go undetected in this process (its allocations are still held "
                  "to the limit)");
   }
-  pthread_attr_destroy(&attr);
 }
 
 bool WatcherRefuses(int index) {
