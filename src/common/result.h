@@ -216,7 +216,7 @@ class Error {
       size_t room = kInlineCapacity - used;
       size_t n = piece.size() <= room ? piece.size() : room;
       if (n < piece.size()) cut = true;
-      std::memcpy(inline_ + used, piece.data(), n);
+      if (n != 0) std::memcpy(inline_ + used, piece.data(), n);  // an empty view's data() may be null
       used += n;
     }
     size_ = uint16_t(used);
