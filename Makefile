@@ -40,11 +40,13 @@ check-thread-safety: setup
 
 # The concurrent parts' tests alone (hami_cc_test CONCURRENT: region, broker, libvgpu,
 # ledger, policy, probe lock, ...) built and run under ThreadSanitizer; CI runs it last.
+# die_after_fork=0: libvgpu starts a thread (its watcher) in a fork child that joins its
+# region, which TSan otherwise refuses after a multi-threaded parent's fork.
 # `make tsan-concurrency-build` only builds them.
 TSAN_CTEST := ctest --test-dir build-tsan/concurrency -j2 -LE gpu --output-on-failure --no-tests=error
 
 tsan-concurrency: tsan-concurrency-build
-	@TSAN_OPTIONS="suppressions=$(CURDIR)/cmake/tsan.supp $(TSAN_OPTIONS)" $(TSAN_CTEST)
+	@TSAN_OPTIONS="suppressions=$(CURDIR)/cmake/tsan.supp die_after_fork=0 $(TSAN_OPTIONS)" $(TSAN_CTEST)
 
 tsan-concurrency-build: setup
 	@cmake --preset tsan -DHAMI_WERROR=$(WERROR) >/dev/null
