@@ -72,6 +72,27 @@ constexpr bool kSanitized = false;
   GTEST_SKIP() << "a sanitizer build cannot load its runtime into a dlmopen " \
                   "namespace"
 
+// This process's slot in `r`, or -1.
+int OwnSlot(const region::Region& r) {
+  for (const region::SlotView& s : r.Slots()) {
+    if (s.pid == getpid()) return s.index;
+  }
+  return -1;
+}
+
+// Whether a 1 MiB allocation is refused within kFindMs (each one admitted meanwhile is freed):
+// the watcher's finding reaches admission through no event the test can wait on.
+bool RefusedInTime() {
+  return PollUntil(
+      [] {
+        CUdeviceptr q = 0;
+        if (cuMemAlloc_v2(&q, 1 * kMiB) != CUDA_SUCCESS) return true;
+        cuMemFree_v2(q);
+        return false;
+      },
+      kFindMs, 20'000);
+}
+
 // This process's slot as the region records it, once the cross-check has found a gap there
 // (false when none was found in time).
 bool WaitForGap(const region::Region& r, region::SlotView* found) {
@@ -141,10 +162,7 @@ TEST(Unaccounted, CountersZeroedInTheRegionAreFound) {
   auto rw = region::Region::Open(env.region, nullptr, region::Create::kNever, nullptr);
   ASSERT_TRUE(rw.ok()) << rw.error().message();
   auto& file = const_cast<region::layout::File&>((*rw)->file());
-  int mine = -1;
-  for (const region::SlotView& s : (*rw)->Slots()) {
-    if (s.pid == getpid()) mine = s.index;
-  }
+  const int mine = OwnSlot(**rw);
   ASSERT_GE(mine, 0);
   for (auto& u : file.slots[mine].usage[0]) u.store(0);
   file.devices[0].used_bytes.store(0);
@@ -203,13 +221,7 @@ TEST(Unaccounted, ARegionFileReplacedUnderTheProcessFailsClosed) {
 
   // From the watcher's next look on (inotify wakes it), nothing more is admitted.
   CUdeviceptr q = 0;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        if (cuMemAlloc_v2(&q, 1 * kMiB) != CUDA_SUCCESS) return true;
-        cuMemFree_v2(q);
-        return false;
-      },
-      kFindMs, 20'000))
+  ASSERT_TRUE(RefusedInTime())
       << "allocations are still admitted after the region file was replaced";
   EXPECT_EQ(cuMemAlloc_v2(&q, 4 << 10), CUDA_ERROR_OUT_OF_MEMORY);
   const std::string text = err.Take();
@@ -254,22 +266,12 @@ TEST(Unaccounted, ASlotFreedByAnEditOfTheFileFailsItsProcessClosed) {
   auto rw = region::Region::Open(env.region, nullptr, region::Create::kNever, nullptr);
   ASSERT_TRUE(rw.ok()) << rw.error().message();
   auto& file = const_cast<region::layout::File&>((*rw)->file());
-  int mine = -1;
-  for (const region::SlotView& s : (*rw)->Slots()) {
-    if (s.pid == getpid()) mine = s.index;
-  }
+  const int mine = OwnSlot(**rw);
   ASSERT_GE(mine, 0);
   CapturedStderr err;
   // What a tenant could write to drop a process's books: its slot marked free.
   file.slots[mine].state.store(uint32_t(region::layout::SlotState::kFree));
-  CUdeviceptr q = 0;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        if (cuMemAlloc_v2(&q, 1 * kMiB) != CUDA_SUCCESS) return true;
-        cuMemFree_v2(q);
-        return false;
-      },
-      kFindMs, 20'000))
+  ASSERT_TRUE(RefusedInTime())
       << "allocations are still admitted after the process's slot was freed";
   EXPECT_THAT(err.Take(), HasSubstr("this process's slot " + std::to_string(mine) + " was freed"));
 }
