@@ -176,6 +176,9 @@ TEST(Config, TheUnaccountedPolicyReportsByDefaultAndSuspendsWhenAsked) {
   Resolution bad = Resolve({{"HAMI_UNACCOUNTED_POLICY", "ignore"}});
   EXPECT_THAT(bad.problems, HasProblemNaming("HAMI_UNACCOUNTED_POLICY", "ignore"));
   EXPECT_EQ(bad.config.unaccounted_policy, UnaccountedPolicy::kReport);
+  Resolution bad_size = Resolve({{"HAMI_UNACCOUNTED_TOLERANCE", "lots"}});
+  EXPECT_THAT(bad_size.problems, HasProblemNaming("HAMI_UNACCOUNTED_TOLERANCE", "lots"));
+  EXPECT_EQ(bad_size.config.unaccounted_tolerance, region::kDefaultUnaccountedToleranceBytes);
 }
 
 TEST(Config, TaskPriorityIsZeroOrOne) {
