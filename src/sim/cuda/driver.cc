@@ -609,7 +609,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
   ApiLock api;
   int p;
   if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
-  if (int(attrib) < 1 || int(attrib) >= int(CU_DEVICE_ATTRIBUTE_MAX)) {
+  if (EnumValue(attrib) < 1 || EnumValue(attrib) >= int(CU_DEVICE_ATTRIBUTE_MAX)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto row =

@@ -126,7 +126,7 @@ CUresult FunctionAttribute(const DeviceProfile& p, const ImageKernel* described,
       *out = settings.carveout;
       return CUDA_SUCCESS;
     default: {
-      if (int(attrib) < 0 || int(attrib) >= int(CU_FUNC_ATTRIBUTE_MAX)) {
+      if (EnumValue(attrib) < 0 || EnumValue(attrib) >= int(CU_FUNC_ATTRIBUTE_MAX)) {
         return CUDA_ERROR_INVALID_VALUE;
       }
       // Shared, constant and local sizes, cache mode, cluster attributes: 0 unless set.
@@ -240,14 +240,14 @@ CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction f) {
 }
 
 CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
-  if (int(config) < 0 || int(config) > 3) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(config) < 0 || EnumValue(config) > 3) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUfunc_st* func;
   return FunctionForCallLocked(f, &func);
 }
 
 CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig config) {
-  if (int(config) < 0 || int(config) > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(config) < 0 || EnumValue(config) > 2) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUfunc_st* func;
   return FunctionForCallLocked(f, &func);

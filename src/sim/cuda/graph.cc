@@ -274,7 +274,7 @@ CUresult GraphLaunch(CUgraphExec e, CUstream stream, bool ptsz) {
 }
 
 CUresult BeginCapture(CUstream stream, CUstreamCaptureMode mode, bool ptsz) {
-  if (int(mode) < 0 || int(mode) > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(mode) < 0 || EnumValue(mode) > 2) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUstream_st* s;
   if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
@@ -1067,7 +1067,7 @@ CUresult CUDAAPI cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAtt
 
 CUresult CUDAAPI cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
                                                const CUkernelNodeAttrValue* value) {
-  if (value == nullptr || int(attr) <= 0 || int(attr) > int(CU_LAUNCH_ATTRIBUTE_MAX)) {
+  if (value == nullptr || EnumValue(attr) <= 0 || EnumValue(attr) > int(CU_LAUNCH_ATTRIBUTE_MAX)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   ApiLock api;

@@ -13,12 +13,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +35,16 @@
 namespace hami::sim {
 
 extern RawLogger g_log;
+
+// An enum argument as the int the caller passed. A caller may pass any int; reading one
+// outside the enumerators' range as the enum type is undefined, so its bytes are read.
+template <typename E>
+int EnumValue(const E& e) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 enum class HandleKind : uint8_t {
   kContext,

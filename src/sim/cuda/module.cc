@@ -72,8 +72,10 @@ CUresult AddGlobalLocked(CUmod_st* m, const std::string& name, const ImageGlobal
     return r;
   }
   std::memset(reinterpret_cast<void*>(p), 0, size_t(std::max<uint64_t>(g.bytes, 1)));
-  std::memcpy(reinterpret_cast<void*>(p), g.init.data(),
-              std::min<size_t>(g.init.size(), size_t(g.bytes)));
+  if (!g.init.empty()) {
+    std::memcpy(reinterpret_cast<void*>(p), g.init.data(),
+                std::min<size_t>(g.init.size(), size_t(g.bytes)));
+  }
   m->globals[name] = {p, size_t(g.bytes)};
   return CUDA_SUCCESS;
 }
@@ -587,7 +589,7 @@ CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
 }
 
 CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
-  if (int(config) < 0 || int(config) > 3) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(config) < 0 || EnumValue(config) > 3) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUkern_st* k;
   if (CUresult r = KernelLocked(kernel, &k); r != CUDA_SUCCESS) return r;
