@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "sim/cuda/model.h"
 
@@ -29,7 +30,32 @@ struct StackEntry {
 
 StackEntry EntryFor(CUctx_st* ctx) { return {ctx, ctx->handle_device >= 0 ? 0 : ctx->id}; }
 
-thread_local std::vector<StackEntry> t_stack;
+// A per-thread object that is still there when a library's exit handler calls in: on the
+// main thread exit() runs C++ thread_local destructors before atexit handlers, and cuFFT,
+// for one, frees its buffers from such a handler. So the object is reached through a
+// trivially destructible pointer and freed by a thread-specific-data destructor, which runs
+// when any other thread ends and never for the main thread (its object lives as long as the
+// process). A call after that destructor made a fresh one; glibc runs destructors again.
+template <typename T>
+T& PerThread() {
+  thread_local T* mine = nullptr;
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    int r = pthread_key_create(&k, [](void* p) {
+      delete static_cast<T*>(p);
+      mine = nullptr;
+    });
+    HAMI_CHECK(r == 0, "the simulated driver cannot make a thread-specific key");
+    return k;
+  }();
+  if (mine == nullptr) {
+    mine = new T();
+    pthread_setspecific(key, mine);
+  }
+  return *mine;
+}
+
+std::vector<StackEntry>& Stack() { return PerThread<std::vector<StackEntry>>(); }
 // cuThreadExchangeStreamCaptureMode's per-thread mode.
 thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
@@ -39,19 +65,21 @@ std::string IpcEventName(pid_t pid, uint64_t id) {
   return "hami-sim-ipc-event-" + std::to_string(pid) + "-" + std::to_string(id);
 }
 // Per-thread default streams, by context id (ids are never reused).
-thread_local std::unordered_map<uint64_t, CUstream_st*> t_per_thread;
+std::unordered_map<uint64_t, CUstream_st*>& PerThreadStreams() {
+  return PerThread<std::unordered_map<uint64_t, CUstream_st*>>();
+}
 
 bool Destroyed(const StackEntry& e) {
   return !D().Live(e.ctx, HandleKind::kContext) || (e.id != 0 && e.ctx->id != e.id);
 }
 
 // A fork child starts with no current context (its driver starts afresh).
-void ClearStackInChild() { t_stack.clear(); }
+void ClearStackInChild() { Stack().clear(); }
 
 void Push(CUctx_st* ctx) {
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ClearStackInChild); });
-  t_stack.push_back(EntryFor(ctx));
+  Stack().push_back(EntryFor(ctx));
 }
 
 CUstream_st* NewStream(CUctx_st* ctx, unsigned flags, int priority) {
@@ -171,9 +199,9 @@ CUresult CtxPush(CUcontext ctx) {
 CUresult CtxPop(CUcontext* pctx) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  CUctx_st* top = t_stack.back().ctx;
-  t_stack.pop_back();
+  if (Stack().empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  CUctx_st* top = Stack().back().ctx;
+  Stack().pop_back();
   if (pctx != nullptr) *pctx = top;
   return CUDA_SUCCESS;
 }
@@ -319,27 +347,27 @@ void DeleteEvent(CUevent_st* e) {
 }
 
 CUctx_st* CurrentContext() {
-  return t_stack.empty() || Destroyed(t_stack.back()) ? nullptr : t_stack.back().ctx;
+  return Stack().empty() || Destroyed(Stack().back()) ? nullptr : Stack().back().ctx;
 }
 
 void SetCurrentContext(CUctx_st* ctx) {
   if (ctx == nullptr) {
-    if (!t_stack.empty()) t_stack.pop_back();
+    if (!Stack().empty()) Stack().pop_back();
     return;
   }
-  if (t_stack.empty()) {
+  if (Stack().empty()) {
     Push(ctx);
   } else {
-    t_stack.back() = EntryFor(ctx);
+    Stack().back() = EntryFor(ctx);
   }
 }
 
 CUresult RequireContext(CUctx_st** ctx) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (Stack().empty()) return CUDA_ERROR_INVALID_CONTEXT;
   // A context another thread destroyed stays current here, unusable, as in the driver.
-  if (Destroyed(t_stack.back())) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-  *ctx = t_stack.back().ctx;
+  if (Destroyed(Stack().back())) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *ctx = Stack().back().ctx;
   return CUDA_SUCCESS;
 }
 
@@ -347,7 +375,7 @@ CUresult ResolveStream(CUstream handle, bool ptsz, CUstream_st** out) {
   if (handle == CU_STREAM_PER_THREAD || (handle == nullptr && ptsz)) {
     CUctx_st* ctx;
     if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
-    CUstream_st*& s = t_per_thread[ctx->id];
+    CUstream_st*& s = PerThreadStreams()[ctx->id];
     if (s == nullptr || !D().Live(s, HandleKind::kStream)) {
       s = NewStream(ctx, 0, 0);
       s->per_thread = true;
@@ -444,7 +472,7 @@ void DestroyContextLocked(CUctx_st* ctx) {
     ctx->device = device;
     ctx->handle_device = device;
   } else {
-    std::erase_if(t_stack, [ctx](const StackEntry& e) { return e.ctx == ctx && e.id == ctx->id; });
+    std::erase_if(Stack(), [ctx](const StackEntry& e) { return e.ctx == ctx && e.id == ctx->id; });
     delete ctx;
   }
 }
@@ -506,7 +534,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  *pctx = t_stack.empty() ? nullptr : t_stack.back().ctx;
+  *pctx = Stack().empty() ? nullptr : Stack().back().ctx;
   return CUDA_SUCCESS;
 }
 
@@ -592,7 +620,8 @@ CUresult CUDAAPI cuCtxSynchronize() {
 }
 
 CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
-  if (pvalue == nullptr || int(limit) < 0 || int(limit) >= 8) return CUDA_ERROR_INVALID_VALUE;
+  if (pvalue == nullptr || EnumValue(limit) < 0 || EnumValue(limit) >= 8)
+    return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
@@ -601,7 +630,7 @@ CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
 }
 
 CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
-  if (int(limit) < 0 || int(limit) >= 8) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(limit) < 0 || EnumValue(limit) >= 8) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
@@ -619,7 +648,7 @@ CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache* config) {
 }
 
 CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
-  if (int(config) < 0 || int(config) > 3) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(config) < 0 || EnumValue(config) > 3) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUctx_st* ctx;
   return RequireContext(&ctx);
@@ -890,7 +919,7 @@ CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig* config) {
 
 // Bank size is fixed on every modelled architecture: accepted, no effect.
 CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config) {
-  if (int(config) < 0 || int(config) > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(config) < 0 || EnumValue(config) > 2) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   CUctx_st* ctx;
   return RequireContext(&ctx);
@@ -1099,7 +1128,8 @@ CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback fn, void*
 // The calling thread's capture interaction mode (the model records it; it does not forbid
 // calls during another thread's capture).
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  if (mode == nullptr || int(*mode) < 0 || int(*mode) > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (mode == nullptr || EnumValue(*mode) < 0 || EnumValue(*mode) > 2)
+    return CUDA_ERROR_INVALID_VALUE;
   CUstreamCaptureMode previous = t_capture_mode;
   t_capture_mode = *mode;
   *mode = previous;
@@ -1168,7 +1198,7 @@ CUresult CUDAAPI cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle)
 // ---- profiler control: nothing to profile, accepted ----
 
 CUresult CUDAAPI cuProfilerInitialize(const char*, const char*, CUoutput_mode mode) {
-  if (int(mode) < 0 || int(mode) > 1) return CUDA_ERROR_INVALID_VALUE;
+  if (EnumValue(mode) < 0 || EnumValue(mode) > 1) return CUDA_ERROR_INVALID_VALUE;
   return RequireInit();
 }
 CUresult CUDAAPI cuProfilerStart() {
