@@ -231,7 +231,9 @@ const char* MigModeName(MigMode mode) {
 }
 
 Result<Inventory> ReadInventory(const Options& options) {
-  Library lib(options.nvml_library);
+  // Kept loaded, as the driver is: what NVML's constructors allocated is reachable only
+  // from its own data, and unloading it would drop that on every reading.
+  Library lib(options.nvml_library, RTLD_NODELETE);
   if (!lib.ok()) {
     return Error(ErrorCode::kNotFound, "cannot open " + options.nvml_library + ": " + lib.error());
   }
