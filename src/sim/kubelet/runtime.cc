@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -472,6 +473,14 @@ Status PlanCommand(const std::vector<std::string>& command, const Env& env,
   }
   plan->argv_store = command;
   for (const auto& [k, v] : env) plan->env_store.push_back(k + "=" + v);
+  // A sanitizer build's runtime options belong to whoever runs the stand-in, not to the
+  // container: without them every sanitized program in it would stop at its first line.
+  for (const char* option : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS"}) {
+    const char* v = getenv(option);
+    if (v != nullptr && env.find(option) == env.end()) {
+      plan->env_store.push_back(std::string(option) + "=" + v);
+    }
+  }
   for (std::string& a : plan->argv_store) plan->argv.push_back(a.data());
   plan->argv.push_back(nullptr);
   for (std::string& e : plan->env_store) plan->envp.push_back(e.data());
