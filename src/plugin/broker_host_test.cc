@@ -20,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/subprocess.h"
 
 namespace hami::plugin {
 namespace {
@@ -127,6 +128,9 @@ TEST_F(BrokerHostTest, StartsAndAnswersAClientQuery) {
   ASSERT_EQ(r.failure, broker::ClientFailure::kNone) << broker::ClientFailureName(r.failure);
   EXPECT_EQ(r.pid, getpid());
 
+  // The server counts an answer once its write returned, which can be after the client
+  // read it; nothing announces the count, so it is polled for.
+  EXPECT_TRUE(testing::PollUntil([&] { return (*host)->Counters().ok == 1; }, 10000));
   broker::ServerCounters c = (*host)->Counters();
   EXPECT_EQ(c.accepted, 1u);
   EXPECT_EQ(c.ok, 1u);

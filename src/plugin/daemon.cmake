@@ -6,7 +6,7 @@ hami_cc_library(NAME hami_plugin_broker_host SRCS broker_host.cc
 # non-root UID.
 hami_cc_test(NAME plugin_broker_host_test LABELS integration
   SRCS broker_host_test.cc
-  DEPS hami::plugin_broker_host hami::broker_client)
+  DEPS hami::plugin_broker_host hami::broker_client hami_test_support)
 
 # ---- the daemon (appended below) ----
 hami_cc_library(NAME hami_plugin_daemon SRCS daemon.cc
