@@ -363,9 +363,21 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
   EXPECT_EQ(gpus_of["vgpu-half-1"][0].second, 40779) << "50% of an H100's 81559 MiB";
 
   // Limits: each shared pod's program, and a login-style process with an empty environment,
-  // saw the share and were refused past it.
+  // saw the share and were refused past it. Ready says only that a container started; its
+  // script reaches its hold after those checks, and nothing announces that but the log line,
+  // so the log is polled for it (the timeout bounds a pod that never gets there).
+  auto held_log = [](const std::string& pod) {
+    std::string log;
+    testing::PollUntil(
+        [&] {
+          log = PodLog(pod);
+          return log.find("\nholding ") != std::string::npos;
+        },
+        60000, 100000);
+    return log;
+  };
   for (const char* pod : kSharedPods) {
-    const std::string log = PodLog(pod);
+    const std::string log = held_log(pod);
     EXPECT_THAT(log, Not(HasSubstr("FAILED"))) << pod << ":\n" << log;
     EXPECT_THAT(log, HasSubstr("a login-style session")) << pod << ":\n" << log;
     const std::regex refused("ok: +an allocation past the limit is refused");
@@ -376,7 +388,7 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
   }
   EXPECT_THAT(PodLog("vgpu-3000m-30"), HasSubstr("cuMemGetInfo: total 3000 MiB"));
   EXPECT_THAT(PodLog("vgpu-half-1"), HasSubstr("cuMemGetInfo: total 40779 MiB"));
-  EXPECT_THAT(PodLog("gpu-exclusive"), HasSubstr("holding"));
+  EXPECT_THAT(held_log("gpu-exclusive"), HasSubstr("holding"));
 
   // Metrics: each node's monitor shows its pods' limits and usage; the exposition passes
   // promtool.
