@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "benchmark_test_support.h"
 
@@ -30,7 +31,17 @@ const std::vector<std::pair<std::string, size_t>> kScenarios = {
 TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) {
   BenchmarkRun bench("sm");
   const std::string svg_path = bench.File("sm.svg");
-  ASSERT_NO_FATAL_FAILURE(bench.Run(HAMI_BENCH_SM, {"--quick", "--svg", svg_path}));
+  std::vector<std::string> args = {"--quick", "--svg", svg_path};
+  auto scenarios = kScenarios;
+#if defined(__SANITIZE_THREAD__)
+  // cudart-launch runs an nvcc-built program, in which ThreadSanitizer's runtime cannot start
+  // (tests/cudart skips its programs in this build too): the TSan build runs the others.
+  std::erase_if(scenarios, [](const auto& sc) { return sc.first == "cudart-launch"; });
+  std::string list;
+  for (const auto& sc : scenarios) list += (list.empty() ? "" : ",") + sc.first;
+  args.insert(args.end(), {"--scenarios", list});
+#endif
+  ASSERT_NO_FATAL_FAILURE(bench.Run(HAMI_BENCH_SM, args));
   const std::string& out = bench.output();
   EXPECT_THAT(out, AllOf(HasSubstr("achieved %"), HasSubstr("settle s"), HasSubstr("meets"),
                          HasSubstr("scenario"), HasSubstr("window s")));
@@ -121,15 +132,15 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) 
   // Every scenario the benchmark lists runs; these are the ones the SM-limit test leaves to
   // it, each with its figures (others may follow them).
   ASSERT_TRUE(j["scenarios"].is_array());
-  ASSERT_GE(j["scenarios"].size(), kScenarios.size());
+  ASSERT_GE(j["scenarios"].size(), scenarios.size());
   EXPECT_EQ(s.value("scenarios", size_t(0)), j["scenarios"].size());
   size_t figures = 0, containers = 0;
   for (size_t i = 0; i < j["scenarios"].size(); ++i) {
     const Json& sc = j["scenarios"][i];
     SCOPED_TRACE("scenario " + sc.value("name", std::string("?")));
-    if (i < kScenarios.size()) {
-      EXPECT_EQ(sc.value("name", ""), kScenarios[i].first);
-      EXPECT_EQ(sc["figures"].size(), kScenarios[i].second);
+    if (i < scenarios.size()) {
+      EXPECT_EQ(sc.value("name", ""), scenarios[i].first);
+      EXPECT_EQ(sc["figures"].size(), scenarios[i].second);
     }
     for (const char* field : {"what", "round", "device", "run_ms", "measured", "workers_ok",
                               "workers_failed", "errors", "actions", "containers", "figures"}) {
