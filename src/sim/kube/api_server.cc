@@ -1549,6 +1549,7 @@ ApiServer::Stats ApiServer::stats() const {
   s.requests = impl_->requests.load();
   s.watches_open = impl_->watches_open.load();
   s.faults_injected = impl_->faults_injected.load();
+  s.watches_overflowed = impl_->store.watches_overflowed();
   return s;
 }
 

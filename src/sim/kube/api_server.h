@@ -146,6 +146,7 @@ class ApiServer {
     uint64_t requests = 0;
     uint64_t watches_open = 0;
     uint64_t faults_injected = 0;
+    uint64_t watches_overflowed = 0;  // watches ended 410 Expired for falling behind
   };
   Stats stats() const;
 

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/cleanup.h"
 #include "common/temp_dir.h"
 #include "kube/resource.h"
 #include "sim/kube/discovery.h"
@@ -952,14 +953,25 @@ TEST_F(ApiServerTest, WatchThatFallsAWindowBehindEndsWithExpired) {
             if (!first_chunk) {
               first_chunk = true;
               cv.notify_all();
-              // Stop reading until the writer is far ahead: the socket fills, the server's
-              // stream blocks, and its queue overflows.
-              cv.wait_for(lock, seconds(20), [&] { return writes_done; });
+              // Stop reading until the writer is done: the socket fills, the server's
+              // stream blocks, and its queue overflows. (The bound only ends a test whose
+              // writer is stuck.)
+              cv.wait_for(lock, seconds(240), [&] { return writes_done; });
             }
             received.append(data, n);
             return true;
           });
   });
+  // The reader is released and joined after the writes, and also if an ASSERT ends them.
+  auto release_reader = [&] {
+    {
+      std::lock_guard lock(mu);
+      writes_done = true;
+    }
+    cv.notify_all();
+    if (reader.joinable()) reader.join();
+  };
+  Cleanup release_on_return(release_reader);
   json big = ConfigMap("big-0");
   big["data"]["k"] = std::string(256 * 1024, 'x');
   ASSERT_EQ(Post(path, big).status, 201);
@@ -967,16 +979,14 @@ TEST_F(ApiServerTest, WatchThatFallsAWindowBehindEndsWithExpired) {
     std::unique_lock lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return first_chunk; }));
   }
-  for (int i = 1; i < 60; ++i) {
+  // Written until the server counts the watch as fallen behind (within 60 writes), then the
+  // reader resumes: at once, well inside the server's write timeout, however slow the build.
+  for (int i = 1; i < 60 && server_->stats().watches_overflowed == 0; ++i) {
     big["metadata"]["name"] = "big-" + std::to_string(i);
     ASSERT_EQ(Post(path, big).status, 201);
   }
-  {
-    std::lock_guard lock(mu);
-    writes_done = true;
-  }
-  cv.notify_all();
-  reader.join();
+  EXPECT_EQ(server_->stats().watches_overflowed, 1u);
+  release_reader();
   ASSERT_FALSE(received.empty());
   received.pop_back();  // the last newline
   const json last = json::parse(received.substr(received.rfind('\n') + 1), nullptr, false);

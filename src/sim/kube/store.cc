@@ -186,15 +186,17 @@ void Watcher::SignalLocked() {
   }
 }
 
-void Watcher::Push(ChangePtr change) {
+bool Watcher::Push(ChangePtr change) {
   std::lock_guard lock(mu_);
-  if (state_ != State::kOpen) return;
+  if (state_ != State::kOpen) return false;
   queue_.push_back(std::move(change));
-  if (queue_.size() > limit_) {
+  const bool overflowed = queue_.size() > limit_;
+  if (overflowed) {
     state_ = State::kOverflowed;
     queue_.clear();
   }
   SignalLocked();
+  return overflowed;
 }
 
 void Watcher::Close() {
@@ -272,7 +274,7 @@ ObjectPtr Store::CommitLocked(size_t index, const std::string& key, EventType ty
     while (int64_t(changes_.size()) > options_.watch_window) changes_.pop_front();
   }
   for (const auto& w : watchers_[index]) {
-    if (w->ns().empty() || w->ns() == change->ns) w->Push(change);
+    if ((w->ns().empty() || w->ns() == change->ns) && w->Push(change)) ++watches_overflowed_;
   }
   return stored;
 }
@@ -606,7 +608,7 @@ ApiResult<Store::WatchStart> Store::Watch(const Resource& r, std::string_view ns
     for (int64_t i = std::max<int64_t>(n + 1 - oldest, 0); i < int64_t(changes_.size()); ++i) {
       const ChangePtr& c = changes_[size_t(i)];
       if (c->resource == *index && (watch_ns.empty() || c->ns == watch_ns)) {
-        start.watcher->Push(c);
+        if (start.watcher->Push(c)) ++watches_overflowed_;
       }
     }
     start.rv = n;

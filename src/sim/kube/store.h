@@ -13,6 +13,7 @@
 // the watch window behind is marked overflowed (its stream then ends with 410 Expired).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -85,7 +86,8 @@ class Watcher {
   const std::string& ns() const { return ns_; }
 
   // For the store: adds a change (kOverflowed, dropping the queue, beyond `limit`), or ends.
-  void Push(ChangePtr change);
+  // True when this change is the one that overflowed the queue.
+  bool Push(ChangePtr change);
   void Close();
 
  private:
@@ -184,6 +186,8 @@ class Store {
 
   int64_t resource_version() const;
   size_t watcher_count() const;
+  // How many watchers have fallen more than the watch window behind, since the start.
+  uint64_t watches_overflowed() const { return watches_overflowed_.load(); }
 
  private:
   struct Snapshot {
@@ -194,6 +198,8 @@ class Store {
     std::chrono::steady_clock::time_point last_used;
   };
   using Table = std::map<std::string, ObjectPtr, std::less<>>;  // "ns/name" → object
+
+  std::atomic<uint64_t> watches_overflowed_{0};
 
   ApiResult<ObjectPtr> CreateDecoded(size_t index, const hami::kube::Resource& r,
                                      std::string_view ns, nlohmann::json object, WriteMode mode);
