@@ -18,6 +18,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -599,29 +600,33 @@ TEST_F(ClientTest, MergePatchIsRetriedOnServerErrorButJsonPatchIsNot) {
 }
 
 TEST_F(ClientTest, RequestTimeoutIsTimeoutAndNotRetried) {
-  std::atomic<int> calls{0};
   // The server answers only once the client has given up (or after 10 s): no answer can
-  // arrive within the client's deadline, however slow the machine.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool client_done = false;
-  server_.Get("/api/v1/nodes/slow", [&](const auto&, auto& res) {
-    ++calls;
-    std::unique_lock lock(mu);
-    cv.wait_for(lock, std::chrono::seconds(10), [&] { return client_done; });
+  // arrive within the client's deadline, however slow the machine. The handler's state is
+  // shared with it: the handler may still be waking when this test's body has returned.
+  struct Gate {
+    std::atomic<int> calls{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool client_done = false;
+  };
+  auto gate = std::make_shared<Gate>();
+  server_.Get("/api/v1/nodes/slow", [gate](const auto&, auto& res) {
+    ++gate->calls;
+    std::unique_lock lock(gate->mu);
+    gate->cv.wait_for(lock, std::chrono::seconds(10), [&] { return gate->client_done; });
     Reply(res, 200, json::object());
   });
   server_.Start();
   auto r = MakeClient(WithTimeout(milliseconds(150)))->Get(kNodes, "", "slow");
   {
-    std::lock_guard lock(mu);
-    client_done = true;
+    std::lock_guard lock(gate->mu);
+    gate->client_done = true;
   }
-  cv.notify_all();
+  gate->cv.notify_all();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
   EXPECT_THAT(r.error().message(), StartsWith("get nodes slow: no answer within the deadline"));
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(gate->calls, 1);
 }
 
 TEST_F(ClientTest, StopDuringTheWaitBeforeARetryEndsTheListAtOnce) {
