@@ -124,23 +124,12 @@ int Threads(pid_t pid) {
   return 0;
 }
 
-// The CPU time of `pid` in nanoseconds: the sum of its threads' run time
-// (/proc/<pid>/task/*/schedstat, nanoseconds; a thread that ended is no longer counted), else
-// utime + stime from /proc/<pid>/stat (clock ticks); -1 when neither is readable.
+// The CPU time of `pid` in nanoseconds, its threads that ended included: utime + stime from
+// /proc/<pid>/stat (clock ticks). The threads' own schedstat is finer but forgets a thread
+// once it ends, so a phase in which one ended would measure less than nothing. -1 when
+// unreadable.
 int64_t CpuNs(pid_t pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
-  int64_t sum = 0;
-  bool any = false;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator(proc + "/task", ec)) {
-    std::ifstream in(task.path() / "schedstat");
-    int64_t run_ns = -1;
-    if (in >> run_ns && run_ns >= 0) {
-      sum += run_ns;
-      any = true;
-    }
-  }
-  if (any) return sum;
   std::ifstream in(proc + "/stat");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t close = text.rfind(')');  // the command may hold spaces
