@@ -12,7 +12,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "common/check.h"
 #include "common/clock.h"
 #include "sim/cuda/model.h"
 
@@ -33,24 +32,25 @@ StackEntry EntryFor(CUctx_st* ctx) { return {ctx, ctx->handle_device >= 0 ? 0 : 
 // A per-thread object that is still there when a library's exit handler calls in: on the
 // main thread exit() runs C++ thread_local destructors before atexit handlers, and cuFFT,
 // for one, frees its buffers from such a handler. So the object is reached through a
-// trivially destructible pointer and freed by a thread-specific-data destructor, which runs
-// when any other thread ends and never for the main thread (its object lives as long as the
-// process). A call after that destructor made a fresh one; glibc runs destructors again.
+// trivially destructible pointer, and a thread_local reaper frees it when a thread other than
+// the main one ends; the main thread's object lives as long as the process. (Not a pthread
+// key: a copy of this driver loaded with dlmopen brings its own libc, whose key numbers
+// collide with the first libc's in each thread's one table of key values.) A call after the
+// reaper ran makes a fresh object, which that thread then leaks when it ends.
 template <typename T>
 T& PerThread() {
   thread_local T* mine = nullptr;
-  static const pthread_key_t key = [] {
-    pthread_key_t k;
-    int r = pthread_key_create(&k, [](void* p) {
-      delete static_cast<T*>(p);
+  struct Reaper {
+    ~Reaper() {
+      if (gettid() == getpid()) return;
+      delete mine;
       mine = nullptr;
-    });
-    HAMI_CHECK(r == 0, "the simulated driver cannot make a thread-specific key");
-    return k;
-  }();
+    }
+  };
   if (mine == nullptr) {
     mine = new T();
-    pthread_setspecific(key, mine);
+    thread_local Reaper reaper;
+    (void)reaper;
   }
   return *mine;
 }
