@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "benchmark_test_support.h"
+#include "common/sanitizers.h"
 
 namespace hami::testing {
 namespace {
@@ -33,7 +34,7 @@ TEST(SmBenchmarkTest, QuickRunHasNoFailedWorkerAndMeasuresEveryCellAndScenario) 
   const std::string svg_path = bench.File("sm.svg");
   std::vector<std::string> args = {"--quick", "--svg", svg_path};
   auto scenarios = kScenarios;
-#if defined(__SANITIZE_THREAD__)
+#if HAMI_TSAN
   // cudart-launch runs an nvcc-built program, in which ThreadSanitizer's runtime cannot start
   // (tests/cudart skips its programs in this build too): the TSan build runs the others.
   std::erase_if(scenarios, [](const auto& sc) { return sc.first == "cudart-launch"; });

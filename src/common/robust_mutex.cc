@@ -5,14 +5,8 @@
 #include <atomic>
 #include <cerrno>
 
-#if defined(__SANITIZE_THREAD__)
-#define HAMI_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HAMI_TSAN 1
-#endif
-#endif
-#ifdef HAMI_TSAN
+#include "common/sanitizers.h"
+#if HAMI_TSAN
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -42,7 +36,7 @@ RobustLockGuard::RobustLockGuard(pthread_mutex_t* m, void (*repair)(void* arg), 
   deadline.tv_sec += time_t(timeout_ns / 1'000'000'000 + ns / 1'000'000'000);
   deadline.tv_nsec = long(ns % 1'000'000'000);
   int rc;
-#ifdef HAMI_TSAN
+#if HAMI_TSAN
   // ThreadSanitizer's runtime does not intercept pthread_mutex_clocklock: it is told of the
   // attempt and its outcome, or it would see every later unlock as one of an unlocked mutex.
   __tsan_mutex_pre_lock(m_, __tsan_mutex_try_lock);
@@ -50,7 +44,7 @@ RobustLockGuard::RobustLockGuard(pthread_mutex_t* m, void (*repair)(void* arg), 
   do {
     rc = pthread_mutex_clocklock(m_, CLOCK_MONOTONIC, &deadline);
   } while (rc == EINTR);
-#ifdef HAMI_TSAN
+#if HAMI_TSAN
   const bool taken = rc == 0 || rc == EOWNERDEAD;
   __tsan_mutex_post_lock(
       m_, taken ? __tsan_mutex_try_lock : __tsan_mutex_try_lock | __tsan_mutex_try_lock_failed, 0);

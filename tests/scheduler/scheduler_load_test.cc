@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "common/sanitizers.h"
 #include "common/temp_dir.h"
 #include "kube/annotations.h"
 #include "kube/client.h"
@@ -29,7 +30,7 @@ namespace {
 
 using nlohmann::json;
 
-#if defined(__SANITIZE_THREAD__)
+#if HAMI_TSAN
 // Under ThreadSanitizer every process here runs several times slower: a quarter of the
 // cluster and of the burst, the same shape (a fifth of the pods never fit).
 constexpr int kNodes = 25;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/file.h"
+#include "common/sanitizers.h"
 #include "region/crosscheck.h"
 #include "support/subprocess.h"
 #include "vgpu_fixture.h"
@@ -62,11 +63,7 @@ class HiddenDriver {
 
 // A sanitizer's runtime cannot be loaded into a second link-map namespace, so under one the
 // helper cannot be loaded: those tests say so and skip.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = kThreadSanitizer || kAddressSanitizer;
 #define SKIP_WHERE_DLMOPEN_CANNOT_LOAD()                                      \
   if (kSanitized)                                                             \
   GTEST_SKIP() << "a sanitizer build cannot load its runtime into a dlmopen " \
