@@ -25,6 +25,7 @@ packages=(
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
   clang libclang-rt-14-dev   # the `fuzz` preset (libFuzzer) and sanitizer runtimes
   clang-format clang-tidy    # `make format`, `make tidy`
+  ccache               # compiler cache: a tree built once recompiles only what changed (cmake/HamiCcache.cmake)
 )
 
 # kubectl: the tests run the real client against the simulated API server. Machines of this
