@@ -2,6 +2,7 @@
 # targets sit beside the code they test. Every target of src/ is defined through these.
 include(CMakeParseArguments)
 include(GoogleTest)
+include(${CMAKE_CURRENT_LIST_DIR}/HamiLayers.cmake)
 
 # Each library is also reachable as hami::<name without the hami_ prefix> (hami_common is
 # hami::common). DEPS name the aliases: a misspelt alias fails at configure time, where a
@@ -46,7 +47,7 @@ set(HAMI_TARGET_FLAGS NO_EXCEPTIONS NO_RTTI HIDDEN NO_WARNINGS STRICT)
 # A static, position-independent library (an INTERFACE library when SRCS is empty), with
 # its alias hami::n. Includes are rooted at src/ ("common/result.h"); DEPS are public.
 function(hami_cc_library)
-  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;LAYER" "SRCS;DEPS" ${ARGN})
   if(A_SRCS)
     add_library(${A_NAME} STATIC ${A_SRCS})
     target_include_directories(${A_NAME} PUBLIC ${CMAKE_SOURCE_DIR}/src)
@@ -57,6 +58,7 @@ function(hami_cc_library)
     target_include_directories(${A_NAME} INTERFACE ${CMAKE_SOURCE_DIR}/src)
     target_link_libraries(${A_NAME} INTERFACE ${A_DEPS})
   endif()
+  hami_set_layer(${A_NAME} "${A_LAYER}")
   hami_add_alias(${A_NAME})
 endfunction()
 
@@ -68,7 +70,7 @@ endfunction()
 # sanitizer, whose runtime resolves in the executable.
 function(hami_cc_shared_library)
   cmake_parse_arguments(A "${HAMI_TARGET_FLAGS};MODULE;NO_UNDEFINED"
-    "NAME;OUTPUT_NAME;SUFFIX;OUTPUT_DIRECTORY;VERSION_SCRIPT" "SRCS;DEPS" ${ARGN})
+    "NAME;LAYER;OUTPUT_NAME;SUFFIX;OUTPUT_DIRECTORY;VERSION_SCRIPT" "SRCS;DEPS" ${ARGN})
   if(A_MODULE)
     add_library(${A_NAME} MODULE ${A_SRCS})
   else()
@@ -93,6 +95,7 @@ function(hami_cc_shared_library)
   if(A_NO_UNDEFINED AND NOT HAMI_SANITIZE)
     target_link_options(${A_NAME} PRIVATE -Wl,-z,defs)
   endif()
+  hami_set_layer(${A_NAME} "${A_LAYER}")
   hami_add_alias(${A_NAME})
 endfunction()
 
@@ -101,9 +104,10 @@ endfunction()
 # OUTPUT_DIRECTORY: instead of build/bin (e.g. ${HAMI_TEST_BIN_DIR} for a program only
 # tests run).
 function(hami_cc_binary)
-  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;OUTPUT_NAME;OUTPUT_DIRECTORY"
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;LAYER;OUTPUT_NAME;OUTPUT_DIRECTORY"
     "SRCS;DEPS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
+  hami_set_layer(${A_NAME} "${A_LAYER}")
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
   hami_target_options(${A_NAME} PRIVATE ${ARGN})
   if(A_OUTPUT_NAME)
@@ -207,8 +211,8 @@ endfunction()
 # A stand-in for a vendor library: built into build/lib/sim under its real file name,
 # exporting exactly the names the version script lists.
 function(hami_sim_library)
-  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;FILE_NAME;VERSION_SCRIPT" "SRCS;DEPS"
-    ${ARGN})
+  cmake_parse_arguments(A "${HAMI_TARGET_FLAGS}" "NAME;LAYER;FILE_NAME;VERSION_SCRIPT"
+    "SRCS;DEPS" ${ARGN})
   string(REGEX REPLACE "^lib(.*)\\.so\\.[0-9]+$" "\\1" _out "${A_FILE_NAME}")
   string(REGEX REPLACE "^lib.*(\\.so\\.[0-9]+)$" "\\1" _suffix "${A_FILE_NAME}")
   set(_opts "")
@@ -219,7 +223,7 @@ function(hami_sim_library)
   endforeach()
   hami_cc_shared_library(NAME ${A_NAME} SRCS ${A_SRCS} DEPS ${A_DEPS} ${_opts}
     VERSION_SCRIPT ${A_VERSION_SCRIPT} OUTPUT_NAME ${_out} SUFFIX ${_suffix}
-    OUTPUT_DIRECTORY ${HAMI_SIM_LIB_DIR} NO_UNDEFINED)
+    OUTPUT_DIRECTORY ${HAMI_SIM_LIB_DIR} NO_UNDEFINED LAYER "${A_LAYER}")
   # -Bsymbolic-functions: the library's calls to its own exports stay inside it, as in the
   # vendor's library, so an interposer preloaded in front of it sees only the program's calls.
   target_link_options(${A_NAME} PRIVATE -Wl,-soname,${A_FILE_NAME} -Wl,-Bsymbolic-functions)

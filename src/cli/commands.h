@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace hami::cli {
 
@@ -17,5 +19,8 @@ void AddBrokerCommand(CLI::App& app);
 // The hami-sim program: makes `app` the `sim` command (profiles by default, and its
 // subcommands). `hami sim ARGS` runs `hami-sim ARGS` (SimToolPath in cli/paths.h).
 void ConfigureSimCommand(CLI::App& app);
+// hami-sim's --v and --log-level as words, which `hami sim cluster up` passes on to every
+// component it starts; hami-sim's main sets them once parsed.
+void SetSimLogArgs(std::vector<std::string> args);
 
 }  // namespace hami::cli

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/option_words.h"
 #include "cli/paths.h"
 #include "cli/version.h"
+#include "common/exit_status.h"
 
 namespace {
 
@@ -58,6 +60,19 @@ int main(int argc, char** argv) {
   hami::cli::AddRegionCommand(app);
   hami::cli::AddEnvCommand(app);
   hami::cli::AddBrokerCommand(app);
+  // `hami run` hands what follows its options to the program it runs, `hami bench` to the
+  // benchmarks it runs: a word before that point that looks like an option of the command's
+  // own and is not one is refused here, before CLI11 would have passed it on (and run the
+  // program without the limit the user meant to set).
+  for (const char* command : {"run", "bench"}) {
+    if (argc < 2 || std::string(argv[1]) != command) continue;
+    std::vector<std::string> words(argv + 2, argv + argc);
+    std::string error = hami::cli::CheckOptionWords(*app.get_subcommand(command), words);
+    if (!error.empty()) {
+      std::fprintf(stderr, "hami %s: %s\n", command, error.c_str());
+      return hami::kExitUsage;
+    }
+  }
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

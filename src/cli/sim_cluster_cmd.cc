@@ -112,8 +112,14 @@ std::string DirOrDefault(const std::string& dir) {
   return dir.empty() ? cl::DefaultClusterDir() : dir;
 }
 
+std::vector<std::string>& SimLogArgs() {
+  static std::vector<std::string> args;
+  return args;
+}
+
 int ClusterUp(const ClusterFlags& f) {
   cl::ClusterOptions o;
+  o.log_args = SimLogArgs();
   o.dir = DirOrDefault(f.dir);
   o.nodes = f.nodes;
   o.gpus = f.gpus;
@@ -196,6 +202,8 @@ int ClusterStatus(const std::string& dir, bool json) {
 }
 
 }  // namespace
+
+void SetSimLogArgs(std::vector<std::string> args) { SimLogArgs() = std::move(args); }
 
 void AddSimClusterCommands(CLI::App& sim) {
   static NodeFlags node;

@@ -2,14 +2,14 @@
 
 #include <charconv>
 
-#include "kube/quote.h"
+#include "common/quote.h"
 
 namespace hami {
 
 Result<std::pair<std::string, int>> ParseBindAddress(std::string_view text, std::string_view flag) {
   auto fail = [&](std::string_view why) {
     return Error(ErrorCode::kInvalidArgument,
-                 std::string(flag) + ": " + kube::QuoteInput(text) + ": " + std::string(why));
+                 std::string(flag) + ": " + QuoteInput(text) + ": " + std::string(why));
   };
   std::string host;
   std::string_view port_text;

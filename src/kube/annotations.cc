@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/quote.h"
 #include "common/strings.h"
-#include "kube/quote.h"
 
 namespace hami::kube {
 namespace {

@@ -6,12 +6,10 @@
 #include <cstdio>
 #include <utility>
 
-#include "common/raw_log.h"
+#include "log/log.h"
 
 namespace hami::kube {
 namespace {
-
-RawLogger g_log("hami-kube-events", LogLevel::kWarn);
 
 std::string HostName() {
   char host[256] = {};
@@ -102,8 +100,7 @@ void EventRecorder::CountFailure(const Error& error) {
     failed = ++stats_.failed;
   }
   if (failed == 1 || failed % 100 == 0) {
-    g_log.Log(LogLevel::kWarn, "event not recorded (%" PRIu64 " so far): %s", failed,
-              error.message().c_str());
+    HAMI_LOG(kWarn, "event not recorded (%" PRIu64 " so far): %s", failed, error.message().c_str());
   }
 }
 

@@ -5,13 +5,11 @@
 #include <random>
 #include <utility>
 
-#include "common/raw_log.h"
 #include "kube/objects.h"
+#include "log/log.h"
 
 namespace hami::kube {
 namespace {
-
-RawLogger g_log("hami-kube-informer", LogLevel::kWarn);
 
 std::string_view ResourceVersionOf(const nlohmann::json& object) {
   return MetadataString(object, "resourceVersion");
@@ -221,8 +219,8 @@ void Informer::RunReflector(std::stop_token stop) {
           std::lock_guard lock(mu_);
           ++stats_.list_failures;
         }
-        g_log.Log(LogLevel::kWarn, "informer %s: %s",
-                  std::string(resource_.QualifiedName()).c_str(), listed.error().message().c_str());
+        HAMI_LOG(kWarn, "informer %s: %s", std::string(resource_.QualifiedName()).c_str(),
+                 listed.error().message().c_str());
         Backoff(stop, failures);
         continue;
       }
@@ -299,14 +297,14 @@ void Informer::RunReflector(std::stop_token stop) {
         Backoff(stop, failures);
       }
     } else if (corrupt) {
-      g_log.Log(LogLevel::kWarn, "informer %s: watch stream garbled, listing again",
-                std::string(resource_.QualifiedName()).c_str());
+      HAMI_LOG(kWarn, "informer %s: watch stream garbled, listing again",
+               std::string(resource_.QualifiedName()).c_str());
       need_list = true;
       Backoff(stop, failures);
     } else if (failed) {
       if (!end.ok()) {
-        g_log.Log(LogLevel::kWarn, "informer %s: %s",
-                  std::string(resource_.QualifiedName()).c_str(), end.error().message().c_str());
+        HAMI_LOG(kWarn, "informer %s: %s", std::string(resource_.QualifiedName()).c_str(),
+                 end.error().message().c_str());
       }
       Backoff(stop, failures);
     } else if (got_event || std::chrono::steady_clock::now() - started > std::chrono::seconds(1)) {
@@ -325,8 +323,8 @@ void Informer::Deliver(const std::function<void(ResourceEventHandler&)>& call,
     } catch (const std::exception& e) {
       std::lock_guard lock(mu_);
       ++stats_.handler_errors;
-      g_log.Log(LogLevel::kWarn, "informer %s: a handler threw: %s",
-                std::string(resource_.QualifiedName()).c_str(), e.what());
+      HAMI_LOG(kWarn, "informer %s: a handler threw: %s",
+               std::string(resource_.QualifiedName()).c_str(), e.what());
     } catch (...) {
       std::lock_guard lock(mu_);
       ++stats_.handler_errors;

@@ -8,16 +8,14 @@
 #include <tuple>
 #include <utility>
 
-#include "common/raw_log.h"
 #include "kube/resource.h"
 #include "kube/time.h"
+#include "log/log.h"
 
 namespace hami::kube {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-RawLogger g_log("hami-kube-leader", LogLevel::kWarn);
 
 // The spec fields of two records are the same: what "the record changed" compares.
 bool SameRecord(const Lease& a, const Lease& b) {
@@ -89,7 +87,7 @@ LeaderElector::Stats LeaderElector::stats() const {
 Result<LeaderElector::Record> LeaderElector::ParseRecord(nlohmann::json object) {
   Result<Lease> lease = ParseLease(object);
   if (!lease.ok()) {
-    g_log.Log(LogLevel::kWarn, "leader election: %s", lease.error().message().c_str());
+    HAMI_LOG(kWarn, "leader election: %s", lease.error().message().c_str());
     return std::move(lease).error();
   }
   return Record{std::move(lease).value(), std::move(object)};
@@ -186,9 +184,9 @@ void LeaderElector::Watchdog(std::stop_token stop) {
     SteadyClock::time_point deadline = renewed_at_ + config_.renew_deadline;
     if (SteadyClock::now() >= deadline) {
       lock.unlock();
-      g_log.Log(
-          LogLevel::kWarn, "lease %s/%s: no renewal within the renew deadline, %s stops leading",
-          config_.lease_namespace.c_str(), config_.lease_name.c_str(), config_.identity.c_str());
+      HAMI_LOG(kWarn, "lease %s/%s: no renewal within the renew deadline, %s stops leading",
+               config_.lease_namespace.c_str(), config_.lease_name.c_str(),
+               config_.identity.c_str());
       Lose();
       return;
     }

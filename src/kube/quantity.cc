@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <limits>
 
-#include "kube/quote.h"
+#include "common/quote.h"
 
 namespace hami::kube {
 namespace {

@@ -16,13 +16,13 @@
 
 #include "common/bind_address.h"
 #include "common/prometheus.h"
-#include "common/raw_log.h"
 #include "common/stop_signals.h"
 #include "common/unique_fd.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
+#include "log/log.h"
 #include "monitor/attribution.h"
 #include "monitor/cleanup.h"
 #include "monitor/feedback.h"
@@ -34,8 +34,6 @@
 namespace hami::monitor {
 
 namespace {
-
-RawLogger g_log("hami-monitor", LogLevel::kInfo);
 
 int64_t MonotonicNs() {
   timespec ts;
@@ -131,7 +129,7 @@ struct Daemon::Impl {
             std::chrono::steady_clock::time_point& next_cleanup) {
     auto fresh = std::make_shared<NodeSample>(sampler->Sample());
     if (!fresh->ok) {
-      g_log.Log(LogLevel::kWarn, "event=nvml_sample_failed: %s", fresh->error.c_str());
+      HAMI_LOG(kWarn, "event=nvml_sample_failed: %s", fresh->error.c_str());
     }
 
     {
@@ -142,11 +140,11 @@ struct Daemon::Impl {
     }
     RegionSet::ScanReport scan = regions.Scan(options.hook_path);
     if (!scan.listed) {
-      g_log.Log(LogLevel::kWarn, "event=scan_failed hook_path=%s: %s", options.hook_path.c_str(),
-                scan.list_error.c_str());
+      HAMI_LOG(kWarn, "event=scan_failed hook_path=%s: %s", options.hook_path.c_str(),
+               scan.list_error.c_str());
     }
     for (const std::string& line : scan.new_problems) {
-      g_log.Log(LogLevel::kWarn, "%s", line.c_str());
+      HAMI_LOG(kWarn, "%s", line.c_str());
     }
     first_scan_done.store(true, std::memory_order_release);
 
@@ -194,20 +192,19 @@ struct Daemon::Impl {
       next_cleanup = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                options.resync_interval);
       if (!cleanup_report.listed) {
-        g_log.Log(LogLevel::kWarn,
-                  "event=cleanup_list_failed: %s (nothing is removed until the pod list is "
-                  "resynced)",
-                  cleanup_report.list_error.c_str());
+        HAMI_LOG(kWarn,
+                 "event=cleanup_list_failed: %s (nothing is removed until the pod list is "
+                 "resynced)",
+                 cleanup_report.list_error.c_str());
       }
       for (const std::string& dir : cleanup_report.removed_dirs) {
-        g_log.Log(LogLevel::kInfo, "event=cleanup_removed dir=%s", dir.c_str());
+        HAMI_LOG(kInfo, "event=cleanup_removed dir=%s", dir.c_str());
       }
       for (const Error& e : cleanup_report.errors) {
-        g_log.Log(LogLevel::kWarn, "event=cleanup_error: %s", e.message().c_str());
+        HAMI_LOG(kWarn, "event=cleanup_error: %s", e.message().c_str());
       }
       if (cleanup_report.kept_attached > 0) {
-        g_log.Log(LogLevel::kInfo, "event=cleanup_kept_attached count=%d",
-                  cleanup_report.kept_attached);
+        HAMI_LOG(kInfo, "event=cleanup_kept_attached count=%d", cleanup_report.kept_attached);
       }
     }
 
@@ -245,13 +242,13 @@ struct Daemon::Impl {
                                           (u.attribution.key.container.empty()
                                                ? std::string()
                                                : " container=" + u.attribution.key.container);
-        g_log.Log(LogLevel::kWarn,
-                  "event=unaccounted_memory pid=%d device_uuid=%s reason=%s bytes=%llu "
-                  "accounted=%llu attribution=%s %s",
-                  int(u.pid), u.device_uuid.c_str(), UnaccountedReasonName(u.reason),
-                  static_cast<unsigned long long>(u.nvml_bytes),
-                  static_cast<unsigned long long>(u.accounted_bytes),
-                  AttributionSourceName(u.attribution.source), who.c_str());
+        HAMI_LOG(kWarn,
+                 "event=unaccounted_memory pid=%d device_uuid=%s reason=%s bytes=%llu "
+                 "accounted=%llu attribution=%s %s",
+                 int(u.pid), u.device_uuid.c_str(), UnaccountedReasonName(u.reason),
+                 static_cast<unsigned long long>(u.nvml_bytes),
+                 static_cast<unsigned long long>(u.accounted_bytes),
+                 AttributionSourceName(u.attribution.source), who.c_str());
         reported.insert(key);
       }
       // The event waits until the pod is known (the informer may not have synced yet).
@@ -404,24 +401,24 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     auto cleaner = Cleaner::Start(co);
     if (cleaner.ok()) {
       d.cleaner = std::move(cleaner).value();
-      g_log.Log(LogLevel::kInfo, "event=cleanup_enabled lock=%s resync_interval_s=%.3f",
-                d.cleaner->lock_path().c_str(),
-                std::chrono::duration<double>(d.options.resync_interval).count());
+      HAMI_LOG(kInfo, "event=cleanup_enabled lock=%s resync_interval_s=%.3f",
+               d.cleaner->lock_path().c_str(),
+               std::chrono::duration<double>(d.options.resync_interval).count());
     } else if (cleaner.error().code() == ErrorCode::kBusy) {
       d.cleanup_off_reason = cleaner.error().message();
-      g_log.Log(LogLevel::kError, "event=cleanup_disabled reason=second_monitor: %s",
-                d.cleanup_off_reason.c_str());
-      g_log.Log(LogLevel::kWarn,
-                "event=cleanup_disabled: another hami-monitor cleans this node; this one serves "
-                "metrics only (hami_monitor_cleanup_enabled 0)");
-      g_log.Log(LogLevel::kInfo, "event=cleanup_disabled holder_lock=%s/vgpu/monitor.lock",
-                d.options.hook_path.c_str());
+      HAMI_LOG(kError, "event=cleanup_disabled reason=second_monitor: %s",
+               d.cleanup_off_reason.c_str());
+      HAMI_LOG(kWarn,
+               "event=cleanup_disabled: another hami-monitor cleans this node; this one serves "
+               "metrics only (hami_monitor_cleanup_enabled 0)");
+      HAMI_LOG(kInfo, "event=cleanup_disabled holder_lock=%s/vgpu/monitor.lock",
+               d.options.hook_path.c_str());
     } else {
       return StepError("cleanup", cleaner.error());
     }
   } else {
     d.cleanup_off_reason = "--no-cleanup";
-    g_log.Log(LogLevel::kInfo, "event=cleanup_disabled reason=flag");
+    HAMI_LOG(kInfo, "event=cleanup_disabled reason=flag");
   }
 
   if (d.options.health_checks) {
@@ -430,9 +427,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     ho.xids = plugin::XidPolicy::FromEnvironment();
     Impl* self = &d;
     ho.on_change = [self](const plugin::HealthChange& c) {
-      g_log.Log(c.healthy ? LogLevel::kInfo : LogLevel::kError,
-                "event=gpu_health device_uuid=%s healthy=%d reason=%s", c.uuid.c_str(),
-                int(c.healthy), c.reason.c_str());
+      log::Log(c.healthy ? log::Level::kInfo : log::Level::kError,
+               "event=gpu_health device_uuid=%s healthy=%d reason=%s", c.uuid.c_str(),
+               int(c.healthy), c.reason.c_str());
       std::lock_guard lock(self->mu_);
       self->gpu_health[c.uuid] = GpuHealthView{c.healthy, c.reason};
     };
@@ -440,8 +437,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     if (health.ok()) {
       d.health = std::move(health).value();
     } else {
-      g_log.Log(LogLevel::kWarn, "event=health_off step=health: %s",
-                health.error().message().c_str());
+      HAMI_LOG(kWarn, "event=health_off step=health: %s", health.error().message().c_str());
     }
   }
 
@@ -484,13 +480,13 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   d.http_thread = std::thread([server] { server->listen_after_bind(); });
 
   d.sampler_thread = std::jthread([self](std::stop_token stop) { self->RunSampler(stop); });
-  g_log.Log(LogLevel::kInfo,
-            "event=started node=%s hook_path=%s metrics=%s:%d feedback_interval_s=%.3f "
-            "resync_interval_s=%.3f cleanup=%s nvml=%s",
-            d.options.node_name.c_str(), d.options.hook_path.c_str(), host.c_str(), d.port,
-            std::chrono::duration<double>(d.options.feedback_interval).count(),
-            std::chrono::duration<double>(d.options.resync_interval).count(),
-            d.cleaner != nullptr ? "on" : "off", d.options.nvml_library.c_str());
+  HAMI_LOG(kInfo,
+           "event=started node=%s hook_path=%s metrics=%s:%d feedback_interval_s=%.3f "
+           "resync_interval_s=%.3f cleanup=%s nvml=%s",
+           d.options.node_name.c_str(), d.options.hook_path.c_str(), host.c_str(), d.port,
+           std::chrono::duration<double>(d.options.feedback_interval).count(),
+           std::chrono::duration<double>(d.options.resync_interval).count(),
+           d.cleaner != nullptr ? "on" : "off", d.options.nvml_library.c_str());
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
@@ -512,14 +508,13 @@ void Daemon::Stop() {
     d.events->Flush(std::chrono::steady_clock::now() + std::chrono::seconds(2));
   d.events.reset();
   d.cleaner.reset();
-  g_log.Log(LogLevel::kInfo, "event=stopped scans=%llu",
-            static_cast<unsigned long long>(d.regions.scans()));
+  HAMI_LOG(kInfo, "event=stopped scans=%llu", static_cast<unsigned long long>(d.regions.scans()));
 }
 
 Status Daemon::Wait(int stop_fd) {
   StopEvent event = HAMI_TRY(WaitForStop({stop_fd}));
   if (event.signal != 0) {
-    g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(event.signal));
+    HAMI_LOG(kInfo, "event=signal signal=%s", strsignal(event.signal));
   }
   return OkStatus();
 }

@@ -10,6 +10,7 @@
 
 #include "common/stop_signals.h"
 #include "kube/config.h"
+#include "log/flags.h"
 #include "monitor/daemon.h"
 
 namespace {
@@ -60,7 +61,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-cleanup", no_cleanup, "never remove container directories");
   app.add_flag("--no-health-checks", no_health, "do not watch NVML Xid events");
+  hami::log::Flags log_flags;
+  hami::log::AddFlags(app, log_flags);
   CLI11_PARSE(app, argc, argv);
+  if (auto logging = hami::log::ApplyFlags(log_flags, "hami-monitor"); !logging.ok()) {
+    return Fail("step=config: " + logging.error().message());
+  }
 
   if (o.node_name.empty()) return Fail("step=config: --node-name (or $NODE_NAME) is required");
   if (resync_ms < 1000) return Fail("step=config: --resync-interval: must be at least 1s");

@@ -9,7 +9,7 @@ hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
        nlohmann_json::nlohmann_json)
 
 hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc
-  DEPS hami::plugin_allocate hami::node_lock hami::kube_client hami::kube_codec
+  DEPS hami::plugin_allocate hami::kube_node_lock hami::kube_client hami::kube_codec
        hami::broker_node_prep hami::limits hami::node_paths hami::common
        nlohmann_json::nlohmann_json Threads::Threads)
 

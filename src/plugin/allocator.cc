@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "kube/annotations.h"
+#include "kube/node_lock.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
-#include "scheduler/node_lock.h"
 
 namespace hami::plugin {
 namespace {
@@ -227,7 +227,7 @@ Status Allocator::Apply(const kube::Pod& pod, const AllocatePlan& plan) {
     if (!patched.ok()) return std::move(patched).error().Context("patching pod " + PodName(pod));
   }
   if (plan.complete) {
-    scheduler::NodeLocker locker(client_, options_.lock_timeout);
+    kube::NodeLocker locker(client_, options_.lock_timeout);
     Status s = locker.Unlock(config_.node_name, pod.metadata.ns, pod.metadata.name);
     if (!s.ok()) {
       Log("plugin event=unlock_failed node=" + config_.node_name + " pod=" + PodName(pod) +
@@ -248,7 +248,7 @@ void Allocator::MarkFailed(const kube::Pod& pod, const Error& error) {
     Log("plugin event=mark_failed_failed pod=" + PodName(pod) + " error=\"" +
         patched.error().message() + "\"");
   }
-  scheduler::NodeLocker locker(client_, options_.lock_timeout);
+  kube::NodeLocker locker(client_, options_.lock_timeout);
   Status s = locker.Unlock(config_.node_name, pod.metadata.ns, pod.metadata.name);
   if (!s.ok()) {
     Log("plugin event=unlock_failed node=" + config_.node_name + " pod=" + PodName(pod) +

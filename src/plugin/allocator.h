@@ -10,7 +10,7 @@
 //      its limits file atomically (limits::PublishLimitsFile: no partial file on failure);
 //   4. patch the pod (merge patch): the new hami.io/vgpu-devices-to-allocate, and
 //      hami.io/bind-phase: success when no chunk is left; then release the node lock
-//      (scheduler::NodeLocker::Unlock; a failure to release is logged, not returned: the lock
+//      (kube::NodeLocker::Unlock; a failure to release is logged, not returned: the lock
 //      expires, and the scheduler breaks a lock whose holder is no longer allocating).
 // Any failure after the pod is known sets bind-phase failed, releases the lock and returns the
 // error (the kubelet shows it in the pod's events). A failure before (the API server
@@ -59,7 +59,7 @@ struct AllocatorOptions {
   broker::NodePrepOptions lock_dir;
   std::string broker_host_dir = node::kBrokerHostDir;
   limits::PublishOptions publish;          // tests inject failures
-  std::chrono::seconds lock_timeout{300};  // the node lock's timeout (NodeLocker)
+  std::chrono::seconds lock_timeout{300};  // the node lock's timeout (kube::NodeLocker)
   size_t remembered = 256;                 // answers remembered for retries
   // One structured line per event ("plugin event=allocate pod=default/p ..."); nullptr: stderr.
   std::function<void(std::string_view line)> log;

@@ -38,7 +38,7 @@ hami_cc_test(NAME plugin_api_test LABELS unit
 
 hami_cc_library(NAME hami_plugin_registrar
   SRCS registrar.cc
-  DEPS hami::plugin_api hami::common Threads::Threads)
+  DEPS hami::plugin_api hami::log hami::common Threads::Threads)
 
 # Registration with the simulated kubelet: first registration, kubelet restart, the plugin's
 # socket removed, the kubelet absent at first. Not CONCURRENT: gRPC (see plugin_api_test).

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "common/file.h"
+#include "common/quote.h"
 #include "kube/annotations.h"
-#include "kube/quote.h"
 
 namespace hami::plugin {
 namespace {
@@ -29,7 +29,7 @@ std::string Lower(std::string_view s) {
 
 // The value as an error shows it: JSON text, cut to 80 bytes.
 std::string Shown(const json& v) {
-  if (v.is_string()) return kube::QuoteInput(v.get_ref<const std::string&>());
+  if (v.is_string()) return QuoteInput(v.get_ref<const std::string&>());
   std::string text = v.dump();
   if (text.size() > 80) text = text.substr(0, 80) + "...";
   return text;
@@ -227,7 +227,7 @@ Result<LimitDelivery> ParseLimitDelivery(std::string_view value, std::string_vie
   if (value == "file") return LimitDelivery::kFile;
   if (value == "env") return LimitDelivery::kEnv;
   return Error(ErrorCode::kInvalidArgument,
-               std::string(what) + ": " + kube::QuoteInput(value) + " is not one of file, env");
+               std::string(what) + ": " + QuoteInput(value) + " is not one of file, env");
 }
 
 std::string_view OperatingModeName(OperatingMode mode) {
@@ -259,7 +259,7 @@ Result<std::vector<NodeConfigEntry>> ParseNodeConfig(std::string_view text,
       NodeConfigEntry e = HAMI_TRY(ParseEntry(r, list[i], at));
       for (size_t j = 0; j < entries.size(); ++j) {
         if (entries[j].name == e.name) {
-          return r.Fail(at + ".name", kube::QuoteInput(e.name) + " is also the name of " + k + "[" +
+          return r.Fail(at + ".name", QuoteInput(e.name) + " is also the name of " + k + "[" +
                                           std::to_string(j) + "]");
         }
       }
@@ -271,7 +271,7 @@ Result<std::vector<NodeConfigEntry>> ParseNodeConfig(std::string_view text,
   return entries;
 }
 
-Result<PluginConfig> ResolvePluginConfig(const scheduler::DeviceConfig& global,
+Result<PluginConfig> ResolvePluginConfig(const config::DeviceConfig& global,
                                          const std::vector<NodeConfigEntry>& nodes,
                                          std::string_view node_name) {
   PluginConfig c;
@@ -306,9 +306,9 @@ Result<std::string> ResolveNodeName(std::string_view flag, const char* env) {
 }
 
 Result<PluginConfig> LoadPluginConfig(const LoadOptions& options) {
-  scheduler::DeviceConfig global;
+  config::DeviceConfig global;
   if (!options.device_config_path.empty()) {
-    global = HAMI_TRY(scheduler::LoadDeviceConfig(options.device_config_path));
+    global = HAMI_TRY(config::LoadDeviceConfig(options.device_config_path));
   }
   std::vector<NodeConfigEntry> nodes;
   if (!options.node_config_path.empty()) {

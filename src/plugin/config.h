@@ -1,5 +1,5 @@
 // The device plugin's configuration: the global device config (HAMi's device-config.yaml,
-// `nvidia:` keys, parsed by scheduler/device_config.h) and the per-node file config.json, whose
+// `nvidia:` keys, parsed by config/device_config.h) and the per-node file config.json, whose
 // entry for this node overrides the global values:
 //
 //   {"nodeconfig": [{"name": "node1", "operatingmode": "hami-core", "devicesplitcount": 20,
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "scheduler/device_config.h"
+#include "config/device_config.h"
 
 namespace hami::plugin {
 
@@ -90,7 +90,7 @@ struct PluginConfig {
   // The global device config with this node's entry applied (devicesplitcount,
   // devicememoryscaling, devicecorescaling, preconfigureddevicememory, libcudaloglevel,
   // enablenumatopology, migstrategy and limitdelivery replace the global values).
-  scheduler::DeviceConfig device;
+  config::DeviceConfig device;
   OperatingMode operating_mode = OperatingMode::kHamiCore;
   DeviceFilter filter;
   // Whether the kubelet is told to ask GetPreferredAllocation (the replicas of the GPUs the
@@ -104,7 +104,7 @@ struct PluginConfig {
 
 // Applies the entry named `node_name` (if any) to `global`. Fails (naming the global key) when
 // the global limitDelivery is not file or env.
-Result<PluginConfig> ResolvePluginConfig(const scheduler::DeviceConfig& global,
+Result<PluginConfig> ResolvePluginConfig(const config::DeviceConfig& global,
                                          const std::vector<NodeConfigEntry>& nodes,
                                          std::string_view node_name);
 

@@ -135,7 +135,7 @@ TEST(NodeConfig, RejectsStructuralProblems) {
 }
 
 TEST(PluginConfig, NodeEntryOverridesGlobalValues) {
-  scheduler::DeviceConfig global;
+  config::DeviceConfig global;
   global.device_split_count = 10;
   global.limit_delivery = "env";
   global.lib_cuda_log_level = 1;
@@ -187,7 +187,7 @@ TEST(LimitDelivery, PodAnnotationThenNodeThenGlobalThenFile) {
 }
 
 TEST(PluginConfig, GlobalLimitDeliveryMustBeKnown) {
-  scheduler::DeviceConfig global;
+  config::DeviceConfig global;
   global.limit_delivery = "mail";
   auto c = ResolvePluginConfig(global, {}, "n");
   ASSERT_FALSE(c.ok());

@@ -10,16 +10,14 @@
 #include <utility>
 
 #include "common/file.h"
-#include "common/raw_log.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
 #include "common/unique_fd.h"
+#include "log/log.h"
 
 namespace hami::plugin {
 
 namespace {
-
-RawLogger g_log("hami-device-plugin", LogLevel::kInfo);
 
 // Makes `path` a directory (mode 0755) unless it is one already.
 Status MakeDirectory(const std::string& path) {
@@ -147,9 +145,9 @@ void Daemon::OnHealthChange(const HealthChange& change) {
     MutexLock lock(&health_mu_);
     health_[change.uuid] = change.healthy;
   }
-  g_log.Log(change.healthy ? LogLevel::kInfo : LogLevel::kError,
-            "event=health gpu=%s healthy=%d reason=\"%s\"", change.uuid.c_str(),
-            int(change.healthy), change.reason.c_str());
+  log::Log(change.healthy ? log::Level::kInfo : log::Level::kError,
+           "event=health gpu=%s healthy=%d reason=\"%s\"", change.uuid.c_str(), int(change.healthy),
+           change.reason.c_str());
   Republish();
   register_loop_->Kick();
 }
@@ -180,7 +178,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   }
   d->inventory_ = std::move(inventory).value();
   DeviceView view = d->View();
-  for (const std::string& line : view.skipped) g_log.Log(LogLevel::kWarn, "%s", line.c_str());
+  for (const std::string& line : view.skipped) HAMI_LOG(kWarn, "%s", line.c_str());
   if (view.node_devices.empty()) {
     return Error(ErrorCode::kNotFound, "no GPU to advertise on node " + d->config_.node_name +
                                            " (NVML listed " +
@@ -214,7 +212,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   allocator_options.lock_dir.parent = o.lock_parent;
   allocator_options.broker_host_dir = o.broker_dir;
   allocator_options.log = [](std::string_view line) {
-    g_log.Log(LogLevel::kInfo, "%.*s", int(line.size()), line.data());
+    HAMI_LOG(kInfo, "%.*s", int(line.size()), line.data());
   };
   d->allocator_ = std::make_unique<Allocator>(*d->client_, d->config_, NodeGpusFor(view),
                                               std::move(allocator_options));
@@ -244,7 +242,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     for (const kube::NodeDevice& dev : view.node_devices) health_options.uuids.push_back(dev.id);
     health_options.xids = XidPolicy::FromEnvironment();
     for (const std::string& w : health_options.xids.warnings()) {
-      g_log.Log(LogLevel::kWarn, "%s", w.c_str());
+      HAMI_LOG(kWarn, "%s", w.c_str());
     }
     health_options.on_change = [self](const HealthChange& change) { self->OnHealthChange(change); };
     auto watcher = HealthWatcher::Start(std::move(health_options));
@@ -253,9 +251,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     }
     d->health_watcher_ = std::move(watcher).value();
     for (const std::string& uuid : d->health_watcher_->unwatched()) {
-      g_log.Log(LogLevel::kWarn,
-                "event=health_unwatched gpu=%s: NVML cannot report its errors; it stays healthy",
-                uuid.c_str());
+      HAMI_LOG(kWarn,
+               "event=health_unwatched gpu=%s: NVML cannot report its errors; it stays healthy",
+               uuid.c_str());
     }
     // A GPU the watcher found unusable at its start.
     HealthMap initial = d->health_watcher_->health();
@@ -278,15 +276,15 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   if (Status s = d->registrar_->Start(); !s.ok()) return s.error();
   d->plugin_socket_ = d->registrar_->plugin_socket();
 
-  g_log.Log(LogLevel::kInfo,
-            "event=started node=%s gpus=%zu replicas=%zu resource=%s delivery=%s mode=%s "
-            "broker=%s socket=%s",
-            d->config_.node_name.c_str(), view.node_devices.size(), view.replicas.size(),
-            d->config_.device.resource_count_name.c_str(),
-            std::string(LimitDeliveryName(d->config_.limit_delivery)).c_str(),
-            std::string(OperatingModeName(d->config_.operating_mode)).c_str(),
-            d->broker_ != nullptr ? d->broker_->socket_path().c_str() : "off",
-            d->plugin_socket_.c_str());
+  HAMI_LOG(kInfo,
+           "event=started node=%s gpus=%zu replicas=%zu resource=%s delivery=%s mode=%s "
+           "broker=%s socket=%s",
+           d->config_.node_name.c_str(), view.node_devices.size(), view.replicas.size(),
+           d->config_.device.resource_count_name.c_str(),
+           std::string(LimitDeliveryName(d->config_.limit_delivery)).c_str(),
+           std::string(OperatingModeName(d->config_.operating_mode)).c_str(),
+           d->broker_ != nullptr ? d->broker_->socket_path().c_str() : "off",
+           d->plugin_socket_.c_str());
   return d;
 }
 
@@ -299,7 +297,7 @@ void Daemon::Stop() {
   if (health_watcher_ != nullptr) health_watcher_->Stop();
   if (register_loop_ != nullptr) register_loop_->Stop();
   if (service_ != nullptr) {
-    g_log.Log(LogLevel::kInfo, "event=stopped %s", Counters().ToKeyValues().c_str());
+    HAMI_LOG(kInfo, "event=stopped %s", Counters().ToKeyValues().c_str());
   }
   if (broker_ != nullptr) broker_->Stop();
 }
@@ -308,13 +306,13 @@ Status Daemon::Wait(int stop_fd) {
   const int broker_fd = broker_ != nullptr ? broker_->done_fd() : -1;
   StopEvent event = HAMI_TRY(WaitForStop({broker_fd, stop_fd}));
   if (event.signal != 0) {
-    g_log.Log(LogLevel::kInfo, "event=signal signal=%s", strsignal(event.signal));
+    HAMI_LOG(kInfo, "event=signal signal=%s", strsignal(event.signal));
     return OkStatus();
   }
   if (event.fd_index == 0) {
     Status s = broker_->Wait();
     if (!s.ok()) {
-      g_log.Log(LogLevel::kError, "event=broker_stopped: %s", s.error().message().c_str());
+      HAMI_LOG(kError, "event=broker_stopped: %s", s.error().message().c_str());
       return s;
     }
     return Error(ErrorCode::kUnavailable, "the host-PID broker stopped");

@@ -9,7 +9,7 @@ hami_cc_test(NAME plugin_devices_test LABELS unit
 
 hami_cc_library(NAME hami_plugin_health
   SRCS health.cc
-  DEPS hami::plugin_devices hami::nvml_headers hami::common ${CMAKE_DL_LIBS})
+  DEPS hami::plugin_devices hami::nvml_headers hami::log hami::common ${CMAKE_DL_LIBS})
 # Against the simulated NVML (by path; Xids from `hami sim xid` or the state) and the
 # inventory's fake NVML (no event API).
 hami_cc_test(NAME plugin_health_test LABELS sim
@@ -22,7 +22,7 @@ add_dependencies(plugin_health_test hami_sim_nvml hami_inventory_fake_nvml hami-
 
 hami_cc_library(NAME hami_plugin_register_loop
   SRCS register_loop.cc
-  DEPS hami::kube_client hami::kube_codec hami::common)
+  DEPS hami::kube_client hami::kube_codec hami::log hami::common)
 # Against the simulated API server.
 hami_cc_test(NAME plugin_register_loop_test LABELS integration
   SRCS register_loop_test.cc

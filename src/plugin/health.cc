@@ -9,15 +9,13 @@
 #include <utility>
 
 #include "common/parse.h"
-#include "common/raw_log.h"
 #include "common/strings.h"
+#include "log/log.h"
 #include "nvml/nvml.h"
 
 namespace hami::plugin {
 
 namespace {
-
-RawLogger g_log("hami-device-plugin", LogLevel::kInfo);
 
 constexpr unsigned long long kWatchedEvents =
     nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError | nvmlEventTypeSingleBitEccError;
@@ -126,10 +124,10 @@ struct HealthWatcher::Nvml {
 
 Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions options) {
   for (const std::string& w : options.xids.warnings()) {
-    g_log.Log(LogLevel::kWarn, "event=health_config warning=\"%s\"", w.c_str());
+    HAMI_LOG(kWarn, "event=health_config warning=\"%s\"", w.c_str());
   }
   if (options.xids.all_disabled()) {
-    g_log.Log(LogLevel::kInfo, "event=health_disabled reason=DP_DISABLE_HEALTHCHECKS");
+    HAMI_LOG(kInfo, "event=health_disabled reason=DP_DISABLE_HEALTHCHECKS");
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(std::move(options), nullptr));
   }
   auto n = std::make_unique<Nvml>();
@@ -176,9 +174,8 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
                    options.nvml_library + ": nvmlEventSetCreate: " + n->Why(r));
     }
   } else {
-    g_log.Log(LogLevel::kWarn,
-              "event=health_unwatched reason=\"%s has no NVML event API\" devices=all",
-              options.nvml_library.c_str());
+    HAMI_LOG(kWarn, "event=health_unwatched reason=\"%s has no NVML event API\" devices=all",
+             options.nvml_library.c_str());
   }
 
   HealthMap health;
@@ -206,9 +203,9 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
     nvmlReturn_t r = n->nvmlDeviceGetSupportedEventTypes(h, &supported);
     if (r == NVML_SUCCESS) r = n->nvmlDeviceRegisterEvents(h, kWatchedEvents & supported, n->set);
     if (r == NVML_ERROR_NOT_SUPPORTED) {
-      g_log.Log(LogLevel::kWarn,
-                "event=health_unwatched device=%s reason=\"event registration not supported\"",
-                id.c_str());
+      HAMI_LOG(kWarn,
+               "event=health_unwatched device=%s reason=\"event registration not supported\"",
+               id.c_str());
       unwatched.push_back(id);
       continue;
     }
@@ -219,8 +216,8 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
     }
     n->devices.emplace_back(h, id);
   }
-  g_log.Log(LogLevel::kInfo, "event=health_start watched=%zu unwatched=%zu policy=\"%s\"",
-            n->devices.size(), unwatched.size(), options.xids.Describe().c_str());
+  HAMI_LOG(kInfo, "event=health_start watched=%zu unwatched=%zu policy=\"%s\"", n->devices.size(),
+           unwatched.size(), options.xids.Describe().c_str());
 
   auto w = std::unique_ptr<HealthWatcher>(new HealthWatcher(std::move(options), std::move(n)));
   w->health_ = std::move(health);
@@ -264,8 +261,8 @@ bool HealthWatcher::MarkUnhealthy(const std::string& uuid) {
 
 void HealthWatcher::Run(std::stop_token stop) {
   const std::function<void(const HealthChange&)> report = [this](const HealthChange& c) {
-    g_log.Log(LogLevel::kWarn, "event=device_unhealthy device=%s reason=\"%s\"", c.uuid.c_str(),
-              c.reason.c_str());
+    HAMI_LOG(kWarn, "event=device_unhealthy device=%s reason=\"%s\"", c.uuid.c_str(),
+             c.reason.c_str());
     if (options_.on_change) options_.on_change(c);
   };
   for (const HealthChange& c : initial_) report(c);
@@ -297,17 +294,17 @@ void HealthWatcher::Handle(const nvmlEventData_t& e,
                            const std::function<void(const HealthChange&)>& report) {
   const Nvml& n = *nvml_;
   if (e.eventType != nvmlEventTypeXidCriticalError) {
-    g_log.Log(LogLevel::kInfo, "event=nvml_event_skipped type=0x%llx data=%llu",
-              static_cast<unsigned long long>(e.eventType),
-              static_cast<unsigned long long>(e.eventData));
+    HAMI_LOG(kInfo, "event=nvml_event_skipped type=0x%llx data=%llu",
+             static_cast<unsigned long long>(e.eventType),
+             static_cast<unsigned long long>(e.eventData));
     return;
   }
   auto it = std::find_if(n.devices.begin(), n.devices.end(),
                          [&](const auto& d) { return d.first == e.device; });
   if (it == n.devices.end()) return;  // not a GPU this watcher watches
   if (options_.xids.Ignores(e.eventData)) {
-    g_log.Log(LogLevel::kInfo, "event=xid_ignored device=%s xid=%llu", it->second.c_str(),
-              static_cast<unsigned long long>(e.eventData));
+    HAMI_LOG(kInfo, "event=xid_ignored device=%s xid=%llu", it->second.c_str(),
+             static_cast<unsigned long long>(e.eventData));
     return;
   }
   if (MarkUnhealthy(it->second)) report({it->second, false, "Xid " + std::to_string(e.eventData)});

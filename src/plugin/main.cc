@@ -11,6 +11,7 @@
 
 #include "common/stop_signals.h"
 #include "kube/config.h"
+#include "log/flags.h"
 #include "plugin/allocate.h"
 #include "plugin/daemon.h"
 
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
   app.add_option("--sysfs-root", o.inventory.sysfs_root, "sysfs, for NUMA nodes")
       ->capture_default_str();
   app.add_option("--broker-dir", o.broker_dir,
-                 "where the host-PID broker serves when LIBVGPU_HOSTPID_BROKER=1")
+                 std::string("where the host-PID broker serves when ") +
+                     hami::plugin::kBrokerGateEnv + "=1")
       ->capture_default_str();
   app.add_option("--register-interval", register_ms,
                  "how often the node's inventory is compared and republished (30s)")
@@ -83,7 +85,12 @@ int main(int argc, char** argv) {
   app.add_option("--kube-burst", burst, "API request burst")->capture_default_str();
   app.add_flag("--no-health-checks", no_health,
                "do not watch NVML events (as DP_DISABLE_HEALTHCHECKS=all)");
+  hami::log::Flags log_flags;
+  hami::log::AddFlags(app, log_flags);
   CLI11_PARSE(app, argc, argv);
+  if (auto logging = hami::log::ApplyFlags(log_flags, "hami-device-plugin"); !logging.ok()) {
+    return Fail(logging.error().message());
+  }
 
   auto name = hami::plugin::ResolveNodeName(node_name, std::getenv(hami::plugin::kNodeNameEnv));
   if (!name.ok()) return Fail(name.error().message());

@@ -2,17 +2,13 @@
 
 #include <utility>
 
-#include "common/raw_log.h"
-#include "kube/quote.h"
+#include "common/quote.h"
 #include "kube/resource.h"
+#include "log/log.h"
 
 namespace hami::plugin {
 
-namespace {
-
-RawLogger g_log("hami-device-plugin", LogLevel::kInfo);
-
-}  // namespace
+namespace {}  // namespace
 
 RegisterLoop::RegisterLoop(kube::Client& client, RegisterLoopOptions options)
     : client_(client), options_(std::move(options)) {}
@@ -75,12 +71,12 @@ void RegisterLoop::Run(std::stop_token stop) {
     }
     Result<bool> r = RunOnce();
     if (r.ok() && *r) {
-      g_log.Log(LogLevel::kInfo, "event=node_registered node=%s annotation=%s",
-                options_.node_name.c_str(), std::string(kube::kNodeRegisterAnnotation).c_str());
+      HAMI_LOG(kInfo, "event=node_registered node=%s annotation=%s", options_.node_name.c_str(),
+               std::string(kube::kNodeRegisterAnnotation).c_str());
     } else if (!r.ok()) {
-      g_log.Log(LogLevel::kWarn, "event=node_register_failed node=%s retry_ms=%lld error=%s",
-                options_.node_name.c_str(), static_cast<long long>(options_.error_retry.count()),
-                kube::QuoteInput(r.error().message(), 300).c_str());
+      HAMI_LOG(kWarn, "event=node_register_failed node=%s retry_ms=%lld error=%s",
+               options_.node_name.c_str(), static_cast<long long>(options_.error_retry.count()),
+               QuoteInput(r.error().message(), 300).c_str());
     }
     next = std::chrono::steady_clock::now() + (r.ok() ? options_.period : options_.error_retry);
     {

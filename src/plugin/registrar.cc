@@ -11,12 +11,10 @@
 #include <utility>
 
 #include "common/clock.h"
-#include "common/raw_log.h"
+#include "log/log.h"
 
 namespace hami::plugin {
 namespace {
-
-RawLogger g_log("hami-device-plugin", LogLevel::kInfo);
 
 constexpr uint32_t kWatchMask = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
                                 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
@@ -122,8 +120,8 @@ bool Registrar::Serve() {
     return false;
   }
   server_ = std::move(*server);
-  g_log.Log(LogLevel::kInfo, "event=serving socket=%s resource=%s", plugin_socket().c_str(),
-            service_->resource_name().c_str());
+  HAMI_LOG(kInfo, "event=serving socket=%s resource=%s", plugin_socket().c_str(),
+           service_->resource_name().c_str());
   std::lock_guard lock(mu_);
   ++counters_.serves;
   changed_.notify_all();
@@ -155,9 +153,9 @@ bool Registrar::Register() {
     Failed("register", FromGrpcStatus(status, "Register with " + options_.kubelet_socket));
     return false;
   }
-  g_log.Log(LogLevel::kInfo, "event=registered kubelet=%s endpoint=%s resource=%s",
-            options_.kubelet_socket.c_str(), options_.socket_name.c_str(),
-            service_->resource_name().c_str());
+  HAMI_LOG(kInfo, "event=registered kubelet=%s endpoint=%s resource=%s",
+           options_.kubelet_socket.c_str(), options_.socket_name.c_str(),
+           service_->resource_name().c_str());
   std::lock_guard lock(mu_);
   ++counters_.registrations;
   counters_.registered = true;
@@ -201,23 +199,23 @@ bool Registrar::ReadEvents() {
     }
   }
   if (watch_lost) {
-    g_log.Log(LogLevel::kError,
-              "event=directory_gone dir=%s error=the device-plugins directory was removed or "
-              "moved; kubelet restarts are no longer seen until the plugin restarts",
-              dir_.c_str());
+    HAMI_LOG(kError,
+             "event=directory_gone dir=%s error=the device-plugins directory was removed or "
+             "moved; kubelet restarts are no longer seen until the plugin restarts",
+             dir_.c_str());
   }
   const bool socket_lost = own_socket_touched && server_ && !server_->SocketIntact();
   if (!kubelet_created && !socket_lost) return false;
   std::lock_guard lock(mu_);
   if (kubelet_created) {
     ++counters_.kubelet_restarts;
-    g_log.Log(LogLevel::kInfo, "event=kubelet_socket_created socket=%s action=serve_and_register",
-              options_.kubelet_socket.c_str());
+    HAMI_LOG(kInfo, "event=kubelet_socket_created socket=%s action=serve_and_register",
+             options_.kubelet_socket.c_str());
   }
   if (socket_lost) {
     ++counters_.socket_losses;
-    g_log.Log(LogLevel::kWarn, "event=socket_lost socket=%s action=serve_and_register",
-              plugin_socket().c_str());
+    HAMI_LOG(kWarn, "event=socket_lost socket=%s action=serve_and_register",
+             plugin_socket().c_str());
   }
   counters_.registered = false;  // serving and registering again
   changed_.notify_all();
@@ -247,10 +245,10 @@ void Registrar::Run() {
         {
           std::lock_guard lock(mu_);
           if (stopping_) break;
-          g_log.Log(LogLevel::kWarn, "event=%s socket=%s error=%s retry_in_ms=%lld",
-                    served ? "register_failed" : "serve_failed",
-                    served ? options_.kubelet_socket.c_str() : plugin_socket().c_str(),
-                    counters_.last_error.c_str(), static_cast<long long>(backoff_ms_));
+          HAMI_LOG(kWarn, "event=%s socket=%s error=%s retry_in_ms=%lld",
+                   served ? "register_failed" : "serve_failed",
+                   served ? options_.kubelet_socket.c_str() : plugin_socket().c_str(),
+                   counters_.last_error.c_str(), static_cast<long long>(backoff_ms_));
         }
         next_attempt_ns = MonotonicNs() + backoff_ms_ * 1'000'000;
         backoff_ms_ = std::min(backoff_ms_ * 2, options_.backoff.max_ms);
@@ -264,7 +262,7 @@ void Registrar::Run() {
     pollfd fds[2] = {{wake_fd_.get(), POLLIN, 0}, {inotify_fd_.get(), POLLIN, 0}};
     const int r = poll(fds, 2, timeout_ms);
     if (r < 0 && errno != EINTR) {
-      g_log.Log(LogLevel::kError, "event=poll_failed errno=%d", errno);
+      HAMI_LOG(kError, "event=poll_failed errno=%d", errno);
       break;
     }
     if (fds[0].revents != 0) break;

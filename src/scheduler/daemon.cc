@@ -1,15 +1,11 @@
 #include "scheduler/daemon.h"
 
-#include "common/raw_log.h"
 #include "kube/resource.h"
+#include "log/log.h"
 #include "scheduler/webhook.h"
 
 namespace hami::scheduler {
-namespace {
-
-RawLogger g_log("hami-scheduler", LogLevel::kInfo);
-
-}  // namespace
+namespace {}  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions options) {
   std::unique_ptr<Daemon> d(new Daemon());
@@ -72,8 +68,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
       lc.release_on_cancel = true;
       lc.on_started_leading = [self](std::stop_token stop) {
         self->metrics_.leader.store(true);
-        g_log.Log(LogLevel::kInfo, "event=leading lease=%s/%s",
-                  self->options_.lease_namespace.c_str(), self->options_.lease_name.c_str());
+        HAMI_LOG(kInfo, "event=leading lease=%s/%s", self->options_.lease_namespace.c_str(),
+                 self->options_.lease_name.c_str());
         // The loop reads the informers' view: wait for it first.
         if (self->scheduler_->WaitReady(
                 std::chrono::steady_clock::now() + std::chrono::hours(24 * 365), stop)) {
@@ -82,7 +78,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
       };
       lc.on_stopped_leading = [self] {
         self->metrics_.leader.store(false);
-        g_log.Log(LogLevel::kInfo, "event=stopped_leading");
+        HAMI_LOG(kInfo, "event=stopped_leading");
       };
       d->elector_ = HAMI_TRY(kube::LeaderElector::Create(*d->client_, std::move(lc)));
       d->background_ = std::jthread([self](std::stop_token stop) {
@@ -98,14 +94,14 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
       });
     }
   }
-  g_log.Log(LogLevel::kInfo,
-            "event=start http=%s port=%d tls=%d metrics_port=%d leader_elect=%d "
-            "gpu_policy=%s node_policy=%s single_node_filter=%d",
-            o.server.http_bind.c_str(), d->server_->port(), d->server_->tls() ? 1 : 0,
-            d->server_->metrics_port(), o.leader_elect ? 1 : 0,
-            d->scheduler_->options().gpu_policy.text.c_str(),
-            std::string(NodePolicyName(o.scheduler.node_policy)).c_str(),
-            o.scheduler.single_node_filter ? 1 : 0);
+  HAMI_LOG(kInfo,
+           "event=start http=%s port=%d tls=%d metrics_port=%d leader_elect=%d "
+           "gpu_policy=%s node_policy=%s single_node_filter=%d",
+           o.server.http_bind.c_str(), d->server_->port(), d->server_->tls() ? 1 : 0,
+           d->server_->metrics_port(), o.leader_elect ? 1 : 0,
+           d->scheduler_->options().gpu_policy.text.c_str(),
+           std::string(NodePolicyName(o.scheduler.node_policy)).c_str(),
+           o.scheduler.single_node_filter ? 1 : 0);
   return d;
 }
 

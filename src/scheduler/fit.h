@@ -84,7 +84,8 @@ struct QuotaCheck {
   std::string_view ns;
   const NamespaceQuota* quota = nullptr;  // nullptr or !limited(): no quota
   QuotaAmounts used;
-  const DeviceConfig* config = nullptr;  // resource names for messages; required with a quota
+  const config::DeviceConfig* config =
+      nullptr;  // resource names for messages; required with a quota
 };
 
 struct FitResult {

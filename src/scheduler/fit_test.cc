@@ -263,7 +263,7 @@ TEST(Fit, ExclusiveWhileUsed) {
 }
 
 TEST(Fit, OverNamespaceQuota) {
-  DeviceConfig config;
+  config::DeviceConfig config;
   NamespaceQuota q;
   q.memory_mib = 5000;
   q.memory_source = "gpu-quota";

@@ -3,16 +3,12 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "common/raw_log.h"
-#include "kube/quote.h"
+#include "common/quote.h"
 #include "kube/resource.h"
+#include "log/log.h"
 
 namespace hami::scheduler {
-namespace {
-
-RawLogger g_log("hami-scheduler", LogLevel::kInfo);
-
-}  // namespace
+namespace {}  // namespace
 
 HandshakeAction DecideHandshake(const std::optional<kube::Handshake>& current, kube::WallTime now,
                                 int64_t allocatable_gpus, std::chrono::seconds response_timeout) {
@@ -46,8 +42,8 @@ int HandshakeLoop::RunOnce() {
     auto r = client_.Patch(kube::kNodes, "", name, kube::PatchType::kMerge, patch);
     if (!r.ok()) {
       if (r.error().code() != ErrorCode::kConflict && r.error().code() != ErrorCode::kNotFound) {
-        g_log.Log(LogLevel::kWarn, "event=handshake_failed node=%s error=%s", name.c_str(),
-                  kube::QuoteInput(r.error().message(), 300).c_str());
+        HAMI_LOG(kWarn, "event=handshake_failed node=%s error=%s", name.c_str(),
+                 QuoteInput(r.error().message(), 300).c_str());
       }
       continue;
     }
@@ -56,9 +52,8 @@ int HandshakeLoop::RunOnce() {
       metrics_.handshake_requesting.fetch_add(1);
     } else {
       metrics_.handshake_deleted.fetch_add(1);
-      g_log.Log(LogLevel::kWarn,
-                "event=handshake_expired node=%s allocatable=0 action=devices_unavailable",
-                name.c_str());
+      HAMI_LOG(kWarn, "event=handshake_expired node=%s allocatable=0 action=devices_unavailable",
+               name.c_str());
     }
   }
   return written;

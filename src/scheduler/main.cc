@@ -13,6 +13,7 @@
 
 #include "common/stop_signals.h"
 #include "kube/config.h"
+#include "log/flags.h"
 #include "scheduler/daemon.h"
 
 namespace {
@@ -83,7 +84,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kube-burst", burst, "API request burst")->capture_default_str();
   app.add_option("--threads", o.server.threads, "HTTP request threads")->capture_default_str();
+  hami::log::Flags log_flags;
+  hami::log::AddFlags(app, log_flags);
   CLI11_PARSE(app, argc, argv);
+  if (auto logging = hami::log::ApplyFlags(log_flags, "hami-scheduler"); !logging.ok()) {
+    return Fail(logging.error().message());
+  }
 
   if (lock_timeout_ms < 1000) return Fail("--node-lock-timeout: must be at least 1s");
   if (lock_wait_ms < 0) return Fail("--node-lock-wait: must not be negative");
@@ -95,7 +101,7 @@ int main(int argc, char** argv) {
   o.scheduler.gpu_policy = *gpu;
   o.scheduler.node_policy = *node;
   if (!device_config_file.empty()) {
-    auto dc = hami::scheduler::LoadDeviceConfig(device_config_file);
+    auto dc = hami::config::LoadDeviceConfig(device_config_file);
     if (!dc.ok()) return Fail(dc.error().message());
     o.scheduler.device_config = *dc;
   }
@@ -128,7 +134,6 @@ int main(int argc, char** argv) {
     }
   }
   (*daemon)->Stop();
-  std::fprintf(stderr, "hami-scheduler event=stop signal=%s\n",
-               sig == SIGINT ? "SIGINT" : "SIGTERM");
+  HAMI_LOG(kInfo, "event=stop signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
   return 0;
 }

@@ -109,7 +109,7 @@ std::string SchedulerMetrics::Render(const ClusterState& state, bool ready) cons
   out += core_lines;
 
   const auto quotas = state.Quotas();
-  const DeviceConfig& config = state.config();
+  const config::DeviceConfig& config = state.config();
   const std::string mem_resource = "limits." + config.resource_memory_name;
   const std::string core_resource = "limits." + config.resource_core_name;
   std::string limit_lines;

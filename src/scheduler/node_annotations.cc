@@ -3,8 +3,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/quote.h"
 #include "common/strings.h"
-#include "kube/quote.h"
 
 namespace hami::scheduler {
 namespace {
@@ -17,7 +17,7 @@ Error Invalid(std::string msg) {
 
 Result<PairScores> DecodePairScores(std::string_view value) {
   nlohmann::json j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Invalid("not JSON: " + kube::QuoteInput(value));
+  if (j.is_discarded()) return Invalid("not JSON: " + QuoteInput(value));
   if (!j.is_array()) return Invalid("expected a JSON array");
   PairScores out;
   for (size_t i = 0; i < j.size(); ++i) {
@@ -36,7 +36,7 @@ Result<PairScores> DecodePairScores(std::string_view value) {
       const auto& v = it.value();
       if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
           v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-        return Invalid(where + ": score of " + kube::QuoteInput(it.key()) +
+        return Invalid(where + ": score of " + QuoteInput(it.key()) +
                        ": expected an integer in [0, 2^31-1]");
       }
       row[it.key()] = static_cast<int32_t>(v.get<int64_t>());

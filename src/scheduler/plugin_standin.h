@@ -18,7 +18,7 @@
 
 #include "kube/client.h"
 #include "kube/informer.h"
-#include "scheduler/node_lock.h"
+#include "kube/node_lock.h"
 
 namespace hami::scheduler {
 
@@ -42,7 +42,7 @@ class PluginStandin {
 
   kube::Client& client_;
   const int workers_;
-  NodeLocker locker_;
+  kube::NodeLocker locker_;
   std::unique_ptr<kube::Informer> pods_;
   std::mutex mu_;
   std::condition_variable_any cv_;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/quote.h"
 #include "common/strings.h"
 #include "kube/annotations.h"
-#include "kube/quote.h"
 #include "scheduler/request.h"
 
 namespace hami::scheduler {
@@ -51,9 +51,9 @@ Result<GpuPolicy> ParseGpuPolicy(std::string_view text, std::string_view what) {
     } else if (term == "topology-aware") {
       HAMI_TRY(once(p.topology_aware));
     } else {
-      return Invalid(what,
-                     kube::QuoteInput(term) +
-                         " is not a GPU policy (binpack, spread, topology-aware, mutex, numa)");
+      return Invalid(
+          what,
+          QuoteInput(term) + " is not a GPU policy (binpack, spread, topology-aware, mutex, numa)");
     }
   }
   if (seen_sort[0] && seen_sort[1]) {
@@ -69,7 +69,7 @@ Result<GpuPolicy> ParseGpuPolicy(std::string_view text, std::string_view what) {
 Result<NodePolicy> ParseNodePolicy(std::string_view text, std::string_view what) {
   if (text == "binpack") return NodePolicy::kBinpack;
   if (text == "spread") return NodePolicy::kSpread;
-  return Invalid(what, kube::QuoteInput(text) + " is not a node policy (binpack, spread)");
+  return Invalid(what, QuoteInput(text) + " is not a node policy (binpack, spread)");
 }
 
 std::string_view NodePolicyName(NodePolicy policy) {
@@ -82,13 +82,13 @@ Result<ScoringWeights> ParseScoringWeights(std::string_view text, std::string_vi
   for (std::string_view term : SplitComma(text)) {
     const size_t eq = term.find('=');
     if (eq == std::string_view::npos) {
-      return Invalid(what, kube::QuoteInput(term) + ": expected name=weight");
+      return Invalid(what, QuoteInput(term) + ": expected name=weight");
     }
     const std::string_view name = Trim(term.substr(0, eq));
     const std::string_view value = Trim(term.substr(eq + 1));
     int index = name == "slot" ? 0 : name == "core" ? 1 : name == "memory" ? 2 : -1;
     if (index < 0) {
-      return Invalid(what, kube::QuoteInput(name) + " is not a weight (slot, core, memory)");
+      return Invalid(what, QuoteInput(name) + " is not a weight (slot, core, memory)");
     }
     if (seen[index]) return Invalid(what, "'" + std::string(name) + "' appears twice");
     seen[index] = true;
@@ -96,8 +96,8 @@ Result<ScoringWeights> ParseScoringWeights(std::string_view text, std::string_vi
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || v < 0 ||
         value.front() == '+' || value.front() == '-') {
-      return Invalid(
-          what, std::string(name) + "=" + kube::QuoteInput(value) + ": not a non-negative integer");
+      return Invalid(what,
+                     std::string(name) + "=" + QuoteInput(value) + ": not a non-negative integer");
     }
     (index == 0 ? w.slot : index == 1 ? w.core : w.memory) = v;
   }

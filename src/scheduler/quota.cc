@@ -22,7 +22,7 @@ void Tighten(const kube::QuantityMap& hard, const std::string& resource, const s
 }  // namespace
 
 NamespaceQuota QuotaFromResourceQuotas(const std::vector<kube::ResourceQuota>& quotas,
-                                       const DeviceConfig& config) {
+                                       const config::DeviceConfig& config) {
   NamespaceQuota out;
   for (const auto& q : quotas) {
     Tighten(q.spec_hard, config.resource_memory_name, q.metadata.name, out.memory_mib,
@@ -73,7 +73,7 @@ QuotaAmounts RequestAmounts(const PodRequest& request) {
 
 std::optional<std::string> QuotaExceeded(std::string_view ns, const NamespaceQuota& quota,
                                          const QuotaAmounts& used, const QuotaAmounts& request,
-                                         const DeviceConfig& config) {
+                                         const config::DeviceConfig& config) {
   auto check = [&](const std::optional<int64_t>& limit, int64_t in_use, int64_t wanted,
                    const std::string& resource, const std::string& source,
                    std::string_view unit) -> std::optional<std::string> {

@@ -25,9 +25,9 @@
 #include <string_view>
 #include <vector>
 
+#include "config/device_config.h"
 #include "kube/annotations.h"
 #include "kube/objects.h"
-#include "scheduler/device_config.h"
 #include "scheduler/request.h"
 
 namespace hami::scheduler {
@@ -62,7 +62,7 @@ struct NamespaceQuota {
 // The limits of a namespace from its ResourceQuotas' spec.hard. A negative limit counts as 0.
 // The quantities were parsed already (kube::ParseResourceQuota); a fraction rounds up.
 NamespaceQuota QuotaFromResourceQuotas(const std::vector<kube::ResourceQuota>& quotas,
-                                       const DeviceConfig& config);
+                                       const config::DeviceConfig& config);
 
 // What a decided allocation (hami.io/vgpu-devices-allocated) takes from its namespace's quota:
 // per device, the larger of an init container's share and the sum of the containers' shares
@@ -81,6 +81,6 @@ QuotaAmounts RequestAmounts(const PodRequest& request);
 //   are used and the pod needs 4000
 std::optional<std::string> QuotaExceeded(std::string_view ns, const NamespaceQuota& quota,
                                          const QuotaAmounts& used, const QuotaAmounts& request,
-                                         const DeviceConfig& config);
+                                         const config::DeviceConfig& config);
 
 }  // namespace hami::scheduler

@@ -17,7 +17,7 @@ kube::ResourceQuota Quota(std::string name, json hard) {
 }
 
 TEST(Quota, ReadsLimitsOfTheConfiguredResourcesAndTheSmallestWins) {
-  DeviceConfig config;
+  config::DeviceConfig config;
   auto q = QuotaFromResourceQuotas(
       {Quota("a", {{"limits.nvidia.com/gpumem", "32000"}, {"cpu", "4"}}),
        Quota("b", {{"limits.nvidia.com/gpumem", "16000"}, {"limit.nvidia.com/gpucores", "200"}})},
@@ -32,7 +32,7 @@ TEST(Quota, ReadsLimitsOfTheConfiguredResourcesAndTheSmallestWins) {
 }
 
 TEST(Quota, FitsUpToTheLimitExactly) {
-  DeviceConfig config;
+  config::DeviceConfig config;
   NamespaceQuota q;
   q.memory_mib = 10000;
   q.memory_source = "gpu-quota";

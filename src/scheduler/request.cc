@@ -56,7 +56,8 @@ int32_t PodRequest::PeakGpuCount() const {
 }
 
 Result<ContainerRequest> ParseContainerRequest(const kube::Container& container,
-                                               const DeviceConfig& config, std::string_view what) {
+                                               const config::DeviceConfig& config,
+                                               std::string_view what) {
   const Found count = Lookup(container, config.resource_count_name);
   const Found mem = Lookup(container, config.resource_memory_name);
   const Found percent = Lookup(container, config.resource_memory_percentage_name);
@@ -126,7 +127,7 @@ std::string DescribePod(const kube::ObjectMeta& meta) {
   return "Pod " + meta.ns + "/" + meta.name;
 }
 
-Result<PodRequest> ParsePodRequest(const kube::Pod& pod, const DeviceConfig& config) {
+Result<PodRequest> ParsePodRequest(const kube::Pod& pod, const config::DeviceConfig& config) {
   PodRequest out;
   const std::string pod_name = DescribePod(pod.metadata);
   auto parse = [&](const std::vector<kube::Container>& list, std::string_view field,

@@ -7,7 +7,7 @@
 //   nvidia.com/gpumem-percentage  percent of each GPU's memory (1..100), when gpumem is absent
 //   nvidia.com/gpucores           percent of each GPU's compute (0..100); 100 is exclusive
 //   nvidia.com/priority           0 (high) or 1 (low): CUDA_TASK_PRIORITY
-// Defaults (DeviceConfig): memory or cores or a percentage without a count asks for
+// Defaults (config::DeviceConfig): memory or cores or a percentage without a count asks for
 // defaultGPUNum GPUs; no memory and no percentage asks for defaultMemory MiB, or the whole
 // GPU (100 percent) when defaultMemory is 0; no cores asks for defaultCores. A container that
 // names none of the count, memory, percentage and cores requests nothing (a priority alone
@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "common/result.h"
+#include "config/device_config.h"
 #include "kube/objects.h"
-#include "scheduler/device_config.h"
 
 namespace hami::scheduler {
 
@@ -70,8 +70,9 @@ struct PodRequest {
 // `what` names the container in errors ("Pod default/x: container \"main\"
 // (spec.containers[0])").
 Result<ContainerRequest> ParseContainerRequest(const kube::Container& container,
-                                               const DeviceConfig& config, std::string_view what);
-Result<PodRequest> ParsePodRequest(const kube::Pod& pod, const DeviceConfig& config);
+                                               const config::DeviceConfig& config,
+                                               std::string_view what);
+Result<PodRequest> ParsePodRequest(const kube::Pod& pod, const config::DeviceConfig& config);
 
 // "Pod default/x" (or "Pod (no name)"): how messages name a pod.
 std::string DescribePod(const kube::ObjectMeta& meta);

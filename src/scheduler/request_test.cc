@@ -22,14 +22,14 @@ kube::Pod PodWith(json limits, json requests = json::object(), json init = nullp
   return *parsed;
 }
 
-ContainerRequest Only(const kube::Pod& pod, const DeviceConfig& config = {}) {
+ContainerRequest Only(const kube::Pod& pod, const config::DeviceConfig& config = {}) {
   auto r = ParsePodRequest(pod, config);
   EXPECT_TRUE(r.ok()) << r.error().message();
   if (!r.ok() || r->containers.size() != 1) return {};
   return r->containers[0];
 }
 
-std::string ErrorOf(const kube::Pod& pod, const DeviceConfig& config = {}) {
+std::string ErrorOf(const kube::Pod& pod, const config::DeviceConfig& config = {}) {
   auto r = ParsePodRequest(pod, config);
   EXPECT_FALSE(r.ok());
   return r.ok() ? "" : r.error().message();
@@ -55,7 +55,7 @@ TEST(Request, CountMemoryAndCores) {
 }
 
 TEST(Request, MemoryIsMultipliedByMemoryFactor) {
-  DeviceConfig config;
+  config::DeviceConfig config;
   config.memory_factor = 10;
   auto c = Only(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "300"}}), config);
   EXPECT_EQ(c.mem_mib, 3000);
@@ -80,7 +80,7 @@ TEST(Request, NoMemoryTakesTheWholeGpuOrDefaultMemory) {
   auto whole = Only(PodWith({{"nvidia.com/gpu", "1"}}));
   EXPECT_EQ(whole.mem_mib, 0);
   EXPECT_EQ(whole.mem_percentage, 100);
-  DeviceConfig config;
+  config::DeviceConfig config;
   config.default_memory_mib = 2048;
   config.default_cores = 20;
   auto dflt = Only(PodWith({{"nvidia.com/gpu", "1"}}), config);
@@ -89,7 +89,7 @@ TEST(Request, NoMemoryTakesTheWholeGpuOrDefaultMemory) {
 }
 
 TEST(Request, MemoryWithoutCountTakesDefaultGpuNum) {
-  DeviceConfig config;
+  config::DeviceConfig config;
   config.default_gpu_num = 2;
   auto c = Only(PodWith({{"nvidia.com/gpumem", "1000"}}), config);
   EXPECT_EQ(c.count, 2);
@@ -120,7 +120,7 @@ TEST(Request, PriorityAloneRequestsNoGpu) {
 }
 
 TEST(Request, ConfiguredResourceNames) {
-  DeviceConfig config;
+  config::DeviceConfig config;
   config.resource_count_name = "example.com/vgpu";
   config.resource_memory_name = "example.com/vmem";
   auto c = Only(
@@ -165,7 +165,7 @@ TEST(Request, ErrorsNameThePodContainerAndResource) {
             "Pod default/x: container \"main\" (spec.containers[0]): "
             "resources.limits.nvidia.com/gpu is 0 while the container asks for GPU memory or "
             "cores");
-  DeviceConfig config;
+  config::DeviceConfig config;
   config.memory_factor = 1 << 20;
   EXPECT_EQ(ErrorOf(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}), config),
             "Pod default/x: container \"main\" (spec.containers[0]): "

@@ -6,17 +6,15 @@
 #include <utility>
 
 #include "common/cleanup.h"
-#include "common/raw_log.h"
-#include "kube/quote.h"
+#include "common/quote.h"
 #include "kube/resource.h"
+#include "log/log.h"
 
 namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
-
-RawLogger g_log("hami-scheduler", LogLevel::kInfo);
 
 // How long past the lock wait a bind may stay between taking the node lock and posting its
 // binding before its lock counts as left by a dead scheduler (HolderBinds).
@@ -324,9 +322,9 @@ bool Scheduler::Binding(const std::string& node) const {
 
 void Scheduler::Fail(const json* pod, const ExtenderBindingArgs& args, BindFailure failure,
                      const std::string& reason) {
-  g_log.Log(LogLevel::kWarn, "event=bind_failed pod=%s/%s node=%s reason=%s error=%s",
-            args.pod_namespace.c_str(), args.pod_name.c_str(), args.node.c_str(),
-            std::string(BindFailureName(failure)).c_str(), kube::QuoteInput(reason, 400).c_str());
+  HAMI_LOG(kWarn, "event=bind_failed pod=%s/%s node=%s reason=%s error=%s",
+           args.pod_namespace.c_str(), args.pod_name.c_str(), args.node.c_str(),
+           std::string(BindFailureName(failure)).c_str(), QuoteInput(reason, 400).c_str());
   if (events_ == nullptr) return;
   kube::ObjectReference ref;
   if (pod != nullptr) {
@@ -446,8 +444,8 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
   Cleanup release([&] {
     if (!unlock) return;
     if (auto s = locker_.Unlock(node_name, ns, name); !s.ok()) {
-      g_log.Log(LogLevel::kWarn, "event=unlock_failed node=%s pod=%s error=%s", node_name.c_str(),
-                pod_key.c_str(), kube::QuoteInput(s.error().message(), 300).c_str());
+      HAMI_LOG(kWarn, "event=unlock_failed node=%s pod=%s error=%s", node_name.c_str(),
+               pod_key.c_str(), QuoteInput(s.error().message(), 300).c_str());
     }
   });
 
@@ -529,8 +527,8 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
     auto reverted = client_.Patch(kube::kPods, ns, name, kube::PatchType::kMerge,
                                   json{{"metadata", {{"annotations", revert}}}});
     if (!reverted.ok()) {
-      g_log.Log(LogLevel::kWarn, "event=revert_failed pod=%s error=%s", pod_key.c_str(),
-                kube::QuoteInput(reverted.error().message(), 300).c_str());
+      HAMI_LOG(kWarn, "event=revert_failed pod=%s error=%s", pod_key.c_str(),
+               QuoteInput(reverted.error().message(), 300).c_str());
     }
     return fail(BindFailure::kApi, bound.error().message());
   }
@@ -538,10 +536,8 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
   // annotations.
   unlock = false;
   reserved = false;
-  if (g_log.Enabled(LogLevel::kDebug)) {
-    g_log.Log(LogLevel::kDebug, "event=bound pod=%s node=%s devices=%s", pod_key.c_str(),
-              node_name.c_str(), text->c_str());
-  }
+  HAMI_VLOG(4, "event=bound pod=%s node=%s devices=%s", pod_key.c_str(), node_name.c_str(),
+            text->c_str());
   return std::string();
 }
 

@@ -43,13 +43,13 @@
 #include <unordered_map>
 
 #include "common/result.h"
+#include "config/device_config.h"
 #include "kube/client.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
-#include "scheduler/device_config.h"
+#include "kube/node_lock.h"
 #include "scheduler/extender_api.h"
 #include "scheduler/metrics.h"
-#include "scheduler/node_lock.h"
 #include "scheduler/policy.h"
 #include "scheduler/state.h"
 
@@ -57,7 +57,7 @@ namespace hami::scheduler {
 
 struct SchedulerOptions {
   std::string scheduler_name = "hami-scheduler";
-  DeviceConfig device_config;
+  config::DeviceConfig device_config;
   GpuPolicy gpu_policy;  // empty sort_keys: "spread" (HAMi's default)
   NodePolicy node_policy = NodePolicy::kBinpack;
   std::chrono::seconds node_lock_timeout{300};
@@ -120,7 +120,7 @@ class Scheduler {
   SchedulerMetrics& metrics_;
   SchedulerOptions options_;
   ClusterState state_;
-  NodeLocker locker_;
+  kube::NodeLocker locker_;
   std::shared_ptr<kube::Informer> nodes_;
   std::shared_ptr<kube::Informer> pods_;
   std::shared_ptr<kube::Informer> quotas_;

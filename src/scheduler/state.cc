@@ -4,13 +4,11 @@
 #include <charconv>
 #include <utility>
 
-#include "common/raw_log.h"
-#include "kube/quote.h"
+#include "common/quote.h"
+#include "log/log.h"
 
 namespace hami::scheduler {
 namespace {
-
-RawLogger g_log("hami-scheduler", LogLevel::kInfo);
 
 std::string Key(std::string_view ns, std::string_view name) {
   std::string k(ns);
@@ -84,7 +82,7 @@ std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* b
   return s;
 }
 
-ClusterState::ClusterState(DeviceConfig config, std::chrono::seconds lock_timeout)
+ClusterState::ClusterState(config::DeviceConfig config, std::chrono::seconds lock_timeout)
     : config_(std::move(config)), lock_timeout_(lock_timeout) {}
 
 void ClusterState::Touch(NodeEntry& entry) {
@@ -172,8 +170,7 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
   // Everything is decoded before the lock is taken: fits read the view meanwhile.
   auto parsed = kube::ParseNode(*object);
   if (!parsed.ok()) {
-    g_log.Log(LogLevel::kWarn, "event=bad_node error=%s",
-              kube::QuoteInput(parsed.error().message(), 300).c_str());
+    HAMI_LOG(kWarn, "event=bad_node error=%s", QuoteInput(parsed.error().message(), 300).c_str());
     std::unique_lock lock(mu_);
     ++stats_.bad_objects;
     return;
@@ -183,8 +180,8 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
   uint64_t bad_annotations = 0;
   auto bad_annotation = [&](const Error& e) {
     ++bad_annotations;
-    g_log.Log(LogLevel::kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
-              kube::QuoteInput(e.message(), 300).c_str());
+    HAMI_LOG(kWarn, "event=bad_annotation node=%s error=%s", name.c_str(),
+             QuoteInput(e.message(), 300).c_str());
   };
 
   std::vector<kube::NodeDevice> devices;
@@ -266,8 +263,8 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
     if (devices.size() != entry.gpus.gpus.size()) {
       ++stats_.device_count_changes;
       if (!is_new) {
-        g_log.Log(LogLevel::kInfo, "event=device_count_changed node=%s from=%zu to=%zu",
-                  name.c_str(), entry.gpus.gpus.size(), devices.size());
+        HAMI_LOG(kInfo, "event=device_count_changed node=%s from=%zu to=%zu", name.c_str(),
+                 entry.gpus.gpus.size(), devices.size());
       }
     }
     entry.gpus.gpus.clear();
@@ -350,8 +347,7 @@ void ClusterState::UpsertPod(const kube::ObjectPtr& object) {
   NotePodVersion(*object);
   if (!parsed.ok()) {
     ++stats_.bad_objects;
-    g_log.Log(LogLevel::kWarn, "event=bad_pod error=%s",
-              kube::QuoteInput(parsed.error().message(), 300).c_str());
+    HAMI_LOG(kWarn, "event=bad_pod error=%s", QuoteInput(parsed.error().message(), 300).c_str());
     return;
   }
   const kube::Pod& pod = *parsed;
@@ -360,8 +356,8 @@ void ClusterState::UpsertPod(const kube::ObjectPtr& object) {
   std::optional<PodShare> share = ShareOfPod(pod, &bad);
   if (bad) {
     ++stats_.bad_pod_annotations;
-    g_log.Log(LogLevel::kWarn, "event=bad_annotation pod=%s error=%s", key.c_str(),
-              kube::QuoteInput(bad->message(), 300).c_str());
+    HAMI_LOG(kWarn, "event=bad_annotation pod=%s error=%s", key.c_str(),
+             QuoteInput(bad->message(), 300).c_str());
   }
   if (share) {
     // The informer has caught up with a reservation for this pod: the allocation replaces it.
@@ -397,8 +393,8 @@ void ClusterState::UpsertQuota(const kube::ObjectPtr& object) {
   std::unique_lock lock(mu_);
   if (!parsed.ok()) {
     ++stats_.bad_objects;
-    g_log.Log(LogLevel::kWarn, "event=bad_resourcequota error=%s",
-              kube::QuoteInput(parsed.error().message(), 300).c_str());
+    HAMI_LOG(kWarn, "event=bad_resourcequota error=%s",
+             QuoteInput(parsed.error().message(), 300).c_str());
     return;
   }
   quotas_[parsed->metadata.ns][parsed->metadata.name] = *parsed;

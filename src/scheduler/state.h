@@ -35,10 +35,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config/device_config.h"
 #include "kube/annotations.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
-#include "scheduler/device_config.h"
 #include "scheduler/fit.h"
 #include "scheduler/quota.h"
 
@@ -101,7 +101,7 @@ class ClusterState {
     DeviceUsage used;
   };
 
-  ClusterState(DeviceConfig config, std::chrono::seconds lock_timeout);
+  ClusterState(config::DeviceConfig config, std::chrono::seconds lock_timeout);
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
 
@@ -179,7 +179,7 @@ class ClusterState {
   // Per namespace: its quota and what its pods hold.
   std::map<std::string, std::pair<NamespaceQuota, QuotaAmounts>> Quotas() const;
 
-  const DeviceConfig& config() const { return config_; }
+  const config::DeviceConfig& config() const { return config_; }
   Stats stats() const;
 
  private:
@@ -211,7 +211,7 @@ class ClusterState {
   void Notify();
   void NotePodVersion(const nlohmann::json& pod);
 
-  const DeviceConfig config_;
+  const config::DeviceConfig config_;
   const std::chrono::seconds lock_timeout_;
 
   mutable std::shared_mutex mu_;

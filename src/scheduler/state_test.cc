@@ -33,7 +33,7 @@ std::string Handshake(kube::HandshakeState state) {
 
 class StateGeneration : public ::testing::Test {
  protected:
-  StateGeneration() : state_(DeviceConfig{}, std::chrono::seconds(300)) {
+  StateGeneration() : state_(config::DeviceConfig{}, std::chrono::seconds(300)) {
     state_.UpsertNode(Ptr(Node("1")));
   }
   ClusterState state_;

@@ -332,7 +332,7 @@ NamespaceView QuotaOf(int64_t limit_mib, int64_t used_mib) {
            {"spec", {{"hard", {{"limits.nvidia.com/gpumem", std::to_string(limit_mib)}}}}}});
   EXPECT_TRUE(q.ok()) << q.error().message();
   NamespaceView v;
-  v.quota = QuotaFromResourceQuotas({*q}, DeviceConfig{});
+  v.quota = QuotaFromResourceQuotas({*q}, config::DeviceConfig{});
   v.used.memory_mib = used_mib;
   return v;
 }

@@ -192,5 +192,18 @@ TEST_F(HamiCliTest, BenchPassesEverythingAfterTheNamesToTheBenchmark) {
   }
 }
 
+// A misspelt option of `hami bench` itself, before any benchmark name, is refused and runs
+// nothing; after a name or "--" an option is the benchmarks' (above).
+TEST_F(HamiCliTest, BenchRefusesAMisspeltOptionOfItsOwn) {
+  for (std::vector<std::string> argv : {std::vector<std::string>{"bench", "--lsit"},
+                                        std::vector<std::string>{"bench", "--lits", "broker"}}) {
+    Outcome o = Hami(argv);
+    EXPECT_EQ(o.status, 2) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("hami bench: unknown option '" + argv[1] + "'"));
+    EXPECT_THAT(o.out, HasSubstr("did you mean --list?"));
+    EXPECT_THAT(o.out, Not(HasSubstr("== hami bench")));
+  }
+}
+
 }  // namespace
 }  // namespace hami::testing

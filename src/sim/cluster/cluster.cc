@@ -231,9 +231,11 @@ class Starter {
     }
     const std::string log = info_.dir + "/logs/" + file + ".log";
     env[kClusterEnv] = info_.dir;
-    auto pid = Spawn(argv, env, log);
+    std::vector<std::string> words = argv;
+    words.insert(words.end(), o_.log_args.begin(), o_.log_args.end());
+    auto pid = Spawn(words, env, log);
     if (!pid.ok()) return std::move(pid).error().Context(name + " (log " + log + ")");
-    Component c{name, *pid, StartTicks(*pid), log, argv};
+    Component c{name, *pid, StartTicks(*pid), log, words};
     info_.components.push_back(c);
     HAMI_TRY(Save());
     Say(out_, "  started " + name + " (pid " + std::to_string(*pid) + ", log " + log + ")");

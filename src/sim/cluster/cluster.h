@@ -60,6 +60,9 @@ struct ClusterOptions {
   std::string monitor_resync_interval = "5m";
   std::chrono::seconds ready_timeout{90};
   std::chrono::seconds stop_timeout{15};  // per process, before SIGKILL
+  // Added to the command line of every component started (`--v=4`, `--log-level=debug`):
+  // each takes the daemons' logging flags.
+  std::vector<std::string> log_args;
 };
 
 // One process the cluster started.

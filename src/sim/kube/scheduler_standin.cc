@@ -15,15 +15,15 @@
 #include <utility>
 
 #include "common/file.h"
-#include "common/raw_log.h"
+#include "common/quote.h"
 #include "kube/base64.h"
 #include "kube/event_recorder.h"
 #include "kube/http.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
-#include "kube/quote.h"
 #include "kube/resource.h"
 #include "kube/time.h"
+#include "log/log.h"
 
 namespace hami::sim::kube {
 namespace {
@@ -31,8 +31,6 @@ namespace {
 using hami::kube::ObjectPtr;
 using nlohmann::json;
 using SteadyTime = std::chrono::steady_clock::time_point;
-
-RawLogger g_log("hami-kube-scheduler-standin", LogLevel::kInfo);
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
 constexpr size_t kMaxPemBytes = 1 << 20;
@@ -82,8 +80,7 @@ class ConfigReader {
     if (!Present(n)) return false;
     bool b = false;
     if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b)) {
-      return Fail(
-          field, "not a boolean" + (n.IsScalar() ? ": " + hami::kube::QuoteInput(n.Scalar()) : ""));
+      return Fail(field, "not a boolean" + (n.IsScalar() ? ": " + QuoteInput(n.Scalar()) : ""));
     }
     return b;
   }
@@ -94,8 +91,7 @@ class ConfigReader {
     if (!Present(n)) return absent;
     int64_t v = 0;
     if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) {
-      return Fail(field, "not an integer" +
-                             (n.IsScalar() ? ": " + hami::kube::QuoteInput(n.Scalar()) : ""));
+      return Fail(field, "not an integer" + (n.IsScalar() ? ": " + QuoteInput(n.Scalar()) : ""));
     }
     return v;
   }
@@ -140,7 +136,7 @@ class ConfigReader {
     if (x.url_prefix.empty()) return Fail(field + ".urlPrefix", "missing");
     if (x.url_prefix.rfind("http://", 0) != 0 && x.url_prefix.rfind("https://", 0) != 0) {
       return Fail(field + ".urlPrefix",
-                  hami::kube::QuoteInput(x.url_prefix) + " is not an http:// or https:// URL");
+                  QuoteInput(x.url_prefix) + " is not an http:// or https:// URL");
     }
     if (x.url_prefix.find_first_of(" \t\r\n") != std::string::npos) {
       return Fail(field + ".urlPrefix", "contains white space");
@@ -165,7 +161,7 @@ class ConfigReader {
       if (!d.ok()) return Fail(field + ".httpTimeout", d.error().message());
       if (d->count() < 0) {
         return Fail(field + ".httpTimeout",
-                    hami::kube::QuoteInput(timeout.Scalar()) + ": must not be negative");
+                    QuoteInput(timeout.Scalar()) + ": must not be negative");
       }
       if (d->count() > 0) {
         // Rounded up to a millisecond: the transport's unit; a positive timeout stays positive.
@@ -227,13 +223,13 @@ class ConfigReader {
         ""));
     std::string api_version = HAMI_TRY(String(root, "apiVersion", "apiVersion"));
     if (api_version != kApiVersion) {
-      return Fail("apiVersion", (api_version.empty() ? std::string("missing")
-                                                     : hami::kube::QuoteInput(api_version)) +
-                                    " (want " + std::string(kApiVersion) + ")");
+      return Fail("apiVersion",
+                  (api_version.empty() ? std::string("missing") : QuoteInput(api_version)) +
+                      " (want " + std::string(kApiVersion) + ")");
     }
     std::string kind = HAMI_TRY(String(root, "kind", "kind"));
     if (kind != "KubeSchedulerConfiguration") {
-      return Fail("kind", (kind.empty() ? std::string("missing") : hami::kube::QuoteInput(kind)) +
+      return Fail("kind", (kind.empty() ? std::string("missing") : QuoteInput(kind)) +
                               " (want KubeSchedulerConfiguration)");
     }
     SchedulerConfig c;
@@ -276,7 +272,7 @@ class ConfigReader {
         if (name.empty()) name = "default-scheduler";  // kube-scheduler's default profile name
         if (std::find(c.scheduler_names.begin(), c.scheduler_names.end(), name) !=
             c.scheduler_names.end()) {
-          return Fail(pf + ".schedulerName", hami::kube::QuoteInput(name) + " is used twice");
+          return Fail(pf + ".schedulerName", QuoteInput(name) + " is used twice");
         }
         c.scheduler_names.push_back(std::move(name));
       }
@@ -296,7 +292,7 @@ class ConfigReader {
         for (size_t j = 0; j < x.managed_resources.size(); ++j) {
           if (!managed.insert(x.managed_resources[j].name).second) {
             return Fail(ef + ".managedResources[" + std::to_string(j) + "].name",
-                        hami::kube::QuoteInput(x.managed_resources[j].name) +
+                        QuoteInput(x.managed_resources[j].name) +
                             ": duplicate extender managed resource name");
           }
         }
@@ -420,7 +416,7 @@ Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text, std::str
   auto fail = [&](std::string_view why) {
     std::string msg;
     if (!what.empty()) msg = std::string(what) + ": ";
-    msg += "duration " + hami::kube::QuoteInput(text) + ": " + std::string(why);
+    msg += "duration " + QuoteInput(text) + ": " + std::string(why);
     return Error(ErrorCode::kInvalidArgument, std::move(msg));
   };
   std::string_view s = text;
@@ -468,7 +464,7 @@ Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text, std::str
     for (const GoUnit& g : kGoUnits) {
       if (g.name == unit) u = &g;
     }
-    if (u == nullptr) return fail("unknown unit " + hami::kube::QuoteInput(unit));
+    if (u == nullptr) return fail("unknown unit " + QuoteInput(unit));
     if (whole > kLimit / u->nanos) return fail("out of range");
     uint64_t v = whole * u->nanos;
     if (frac > 0) {
@@ -823,8 +819,8 @@ struct SchedulerStandin::Impl {
     auto parsed = hami::kube::ParseNode(*object);
     if (!parsed.ok()) {
       info->parse_error = parsed.error().message();
-      g_log.Log(LogLevel::kWarn, "event=node_unreadable node=%s error=\"%s\"", name.c_str(),
-                info->parse_error.c_str());
+      HAMI_LOG(kWarn, "event=node_unreadable node=%s error=\"%s\"", name.c_str(),
+               info->parse_error.c_str());
     } else {
       info->ready = parsed->ready == hami::kube::ConditionStatus::kTrue;
       info->unschedulable = parsed->unschedulable;
@@ -881,7 +877,7 @@ struct SchedulerStandin::Impl {
       ForgetAssumedLocked(key);
       ObjectPtr pod = pod_informer->store().Get(key);
       if (pod != nullptr && PendingForUs(*pod) && !pending.contains(key)) {
-        g_log.Log(LogLevel::kWarn, "event=assume_expired pod=%s", key.c_str());
+        HAMI_LOG(kWarn, "event=assume_expired pod=%s", key.c_str());
         EnqueueLocked(key, now);
       }
     }
@@ -1009,8 +1005,7 @@ struct SchedulerStandin::Impl {
       return fail(ErrorCode::kUnavailable, "code " + std::to_string(res.status));
     json answer = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
     if (answer.is_discarded()) {
-      return fail(ErrorCode::kInvalidArgument,
-                  "the answer is not JSON: " + hami::kube::QuoteInput(res.body));
+      return fail(ErrorCode::kInvalidArgument, "the answer is not JSON: " + QuoteInput(res.body));
     }
     return answer;
   }
@@ -1062,9 +1057,8 @@ struct SchedulerStandin::Impl {
         auto it = by_name.find(name);
         if (it == by_name.end()) {
           return Error(ErrorCode::kInvalidArgument,
-                       "extender " + hami::kube::QuoteInput(e.config.url_prefix) +
-                           " claims a filtered node " + hami::kube::QuoteInput(name) +
-                           " which is not found in the input node list");
+                       "extender " + QuoteInput(e.config.url_prefix) + " claims a filtered node " +
+                           QuoteInput(name) + " which is not found in the input node list");
         }
         out.feasible.push_back(it->second);
       }
@@ -1177,8 +1171,8 @@ struct SchedulerStandin::Impl {
       auto filtered = Filter(e, pod, feasible, stop);
       if (!filtered.ok()) {
         if (e.config.ignorable) {
-          g_log.Log(LogLevel::kInfo, "event=extender_ignored pod=%s error=\"%s\"", key.c_str(),
-                    filtered.error().message().c_str());
+          HAMI_LOG(kInfo, "event=extender_ignored pod=%s error=\"%s\"", key.c_str(),
+                   filtered.error().message().c_str());
           continue;
         }
         a.message = filtered.error().message();
@@ -1216,8 +1210,8 @@ struct SchedulerStandin::Impl {
         if (e.config.prioritize_verb.empty() || !e.config.IsInterested(pod)) continue;
         auto p = Prioritize(e, pod, feasible, stop);
         if (!p.ok()) {
-          g_log.Log(LogLevel::kInfo, "event=prioritize_ignored pod=%s error=\"%s\"", key.c_str(),
-                    p.error().message().c_str());
+          HAMI_LOG(kInfo, "event=prioritize_ignored pod=%s error=\"%s\"", key.c_str(),
+                   p.error().message().c_str());
           continue;
         }
         weighted.push_back(std::move(*p));
@@ -1266,13 +1260,12 @@ struct SchedulerStandin::Impl {
     }
     hami::kube::ObjectReference ref = hami::kube::ReferenceToObject(hami::kube::kPods, pod);
     if (a.outcome == Outcome::kScheduled) {
-      g_log.Log(LogLevel::kDebug, "event=scheduled pod=%s node=%s", a.pod.c_str(), a.node.c_str());
+      HAMI_VLOG(4, "event=scheduled pod=%s node=%s", a.pod.c_str(), a.node.c_str());
       recorder->Record(ref, hami::kube::EventType::kNormal, "Scheduled", a.message);
     } else {
-      g_log.Log(LogLevel::kInfo, "event=failed_scheduling pod=%s reason=%s message=\"%s\"",
-                a.pod.c_str(),
-                a.outcome == Outcome::kUnschedulable ? "Unschedulable" : "SchedulerError",
-                a.message.c_str());
+      HAMI_LOG(kInfo, "event=failed_scheduling pod=%s reason=%s message=\"%s\"", a.pod.c_str(),
+               a.outcome == Outcome::kUnschedulable ? "Unschedulable" : "SchedulerError",
+               a.message.c_str());
       recorder->Record(ref, hami::kube::EventType::kWarning, "FailedScheduling", a.message);
       UpdateCondition(pod,
                       a.outcome == Outcome::kUnschedulable ? "Unschedulable" : "SchedulerError",
@@ -1306,10 +1299,10 @@ struct SchedulerStandin::Impl {
                           hami::kube::MetadataString(pod, "name"),
                           hami::kube::PatchType::kStrategic, patch, "status");
     if (!r.ok()) {
-      g_log.Log(LogLevel::kWarn, "event=condition_not_updated pod=%s/%s error=\"%s\"",
-                std::string(hami::kube::MetadataString(pod, "namespace")).c_str(),
-                std::string(hami::kube::MetadataString(pod, "name")).c_str(),
-                r.error().message().c_str());
+      HAMI_LOG(kWarn, "event=condition_not_updated pod=%s/%s error=\"%s\"",
+               std::string(hami::kube::MetadataString(pod, "namespace")).c_str(),
+               std::string(hami::kube::MetadataString(pod, "name")).c_str(),
+               r.error().message().c_str());
     }
   }
 };

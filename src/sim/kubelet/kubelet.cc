@@ -9,12 +9,10 @@
 #include <thread>
 #include <utility>
 
-#include "common/raw_log.h"
+#include "log/log.h"
 
 namespace hami::sim::kubelet {
 namespace {
-
-RawLogger g_log("hami-sim-kubelet", LogLevel::kInfo);
 
 std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
@@ -86,7 +84,7 @@ Status Kubelet::Start() {
       const std::string path = options_.dir + "/" + name;
       struct stat st;
       if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-        g_log.Log(LogLevel::kInfo, "event=removed_socket path=%s", path.c_str());
+        HAMI_LOG(kInfo, "event=removed_socket path=%s", path.c_str());
         unlink(path.c_str());
       }
     }
@@ -100,7 +98,7 @@ Status Kubelet::Start() {
   }
   std::lock_guard lock(mu_);
   server_ = std::move(*server);
-  g_log.Log(LogLevel::kInfo, "event=serving socket=%s", socket_path().c_str());
+  HAMI_LOG(kInfo, "event=serving socket=%s", socket_path().c_str());
   return OkStatus();
 }
 
@@ -128,7 +126,7 @@ Status Kubelet::Restart() {
 }
 
 void Kubelet::Reject(const std::string& message) {
-  g_log.Log(LogLevel::kWarn, "event=registration_refused error=%s", message.c_str());
+  HAMI_LOG(kWarn, "event=registration_refused error=%s", message.c_str());
   std::lock_guard lock(mu_);
   ++rejected_;
   last_rejection_ = message;
@@ -200,9 +198,9 @@ grpc::Status Kubelet::Register(const v1beta1::RegisterRequest& request) {
   }
   changed_.notify_all();
   if (old) Disconnect(std::move(old));
-  g_log.Log(LogLevel::kInfo, "event=registered resource=%s endpoint=%s preferred_allocation=%d",
-            connection->resource.c_str(), endpoint.c_str(),
-            int(plugin_options.get_preferred_allocation_available()));
+  HAMI_LOG(kInfo, "event=registered resource=%s endpoint=%s preferred_allocation=%d",
+           connection->resource.c_str(), endpoint.c_str(),
+           int(plugin_options.get_preferred_allocation_available()));
   return grpc::Status::OK;
 }
 
@@ -220,9 +218,9 @@ void Kubelet::WatchLoop(Connection* c) {
     changed_.notify_all();
   }
   grpc::Status s = reader->Finish();
-  g_log.Log(LogLevel::kInfo, "event=list_and_watch_ended resource=%s endpoint=%s status=%s %s",
-            c->resource.c_str(), c->endpoint.c_str(), plugin::StatusCodeName(s.error_code()),
-            s.error_message().c_str());
+  HAMI_LOG(kInfo, "event=list_and_watch_ended resource=%s endpoint=%s status=%s %s",
+           c->resource.c_str(), c->endpoint.c_str(), plugin::StatusCodeName(s.error_code()),
+           s.error_message().c_str());
   {
     std::lock_guard lock(mu_);
     c->connected = false;

@@ -2,7 +2,7 @@
 # device manager's DevicePlugin client (ListAndWatch, GetPreferredAllocation, Allocate) ----
 hami_cc_library(NAME hami_sim_kubelet
   SRCS kubelet.cc
-  DEPS hami::plugin_api hami::common Threads::Threads)
+  DEPS hami::plugin_api hami::log hami::common Threads::Threads)
 
 # Registration (version and name checks), the device lists, the device manager's choice and
 # restarts, against the project's DevicePlugin service over real Unix sockets. Not CONCURRENT:

@@ -10,7 +10,7 @@
 
 #include "common/strings.h"
 
-namespace hami::kube {
+namespace hami {
 
 inline std::string QuoteInput(std::string_view text, size_t max_bytes = 80) {
   std::string out = "'";
@@ -29,4 +29,4 @@ inline std::string QuoteInput(std::string_view text, size_t max_bytes = 80) {
   return out;
 }
 
-}  // namespace hami::kube
+}  // namespace hami

@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "scheduler/device_config.h"
+#include "config/device_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto c = hami::scheduler::ParseDeviceConfig(text, "fuzz");
+  auto c = hami::config::ParseDeviceConfig(text, "fuzz");
   if (!c.ok()) {
     if (c.error().message().empty()) std::abort();
     return 0;

@@ -26,7 +26,7 @@
 #include "kube/annotations.h"
 #include "kube/client.h"
 
-namespace hami::scheduler {
+namespace hami::kube {
 
 enum class LockState {
   kFree,        // no lock annotation
@@ -38,21 +38,20 @@ enum class LockState {
 
 struct LockView {
   LockState state = LockState::kFree;
-  std::optional<kube::NodeLock> lock;  // when the annotation decodes
+  std::optional<NodeLock> lock;  // when the annotation decodes
 };
 
 // `annotation` is the value of hami.io/mutex.lock, or nullptr when absent.
 LockView ClassifyLock(const std::string* annotation, std::string_view ns, std::string_view pod,
-                      kube::WallTime now, std::chrono::seconds timeout);
+                      WallTime now, std::chrono::seconds timeout);
 
 // "held by default/a since 2024-05-20T10:02:05Z" (an unknown holder: "held since ...").
-std::string DescribeLock(const kube::NodeLock& lock);
+std::string DescribeLock(const NodeLock& lock);
 
 class NodeLocker {
  public:
   // `client` must outlive the locker.
-  NodeLocker(kube::Client& client, std::chrono::seconds timeout)
-      : client_(client), timeout_(timeout) {}
+  NodeLocker(Client& client, std::chrono::seconds timeout) : client_(client), timeout_(timeout) {}
 
   std::chrono::seconds timeout() const { return timeout_; }
 
@@ -62,8 +61,8 @@ class NodeLocker {
   // lock hami.io/mutex.lock is held by default/a since ..."), or the client's error. A lock held
   // by another pod is broken when `holder_binds(lock)` says its holder no longer binds here.
   Result<nlohmann::json> TryLock(const nlohmann::json& node, std::string_view ns,
-                                 std::string_view name, kube::WallTime now,
-                                 const std::function<bool(const kube::NodeLock&)>& holder_binds);
+                                 std::string_view name, WallTime now,
+                                 const std::function<bool(const NodeLock&)>& holder_binds);
 
   // Removes the lock from node `node_name` if pod `ns/name` holds it (reading the Node, and
   // again after a conflict, up to 5 times); a lock of another pod is left alone, an unreadable
@@ -71,8 +70,8 @@ class NodeLocker {
   Status Unlock(std::string_view node_name, std::string_view ns, std::string_view name);
 
  private:
-  kube::Client& client_;
+  Client& client_;
   const std::chrono::seconds timeout_;
 };
 
-}  // namespace hami::scheduler
+}  // namespace hami::kube

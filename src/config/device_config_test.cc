@@ -1,8 +1,8 @@
-#include "scheduler/device_config.h"
+#include "config/device_config.h"
 
 #include <gtest/gtest.h>
 
-namespace hami::scheduler {
+namespace hami::config {
 namespace {
 
 TEST(DeviceConfig, EmptyFileGivesHamiDefaults) {
@@ -116,4 +116,4 @@ TEST(DeviceConfig, LoadNamesAMissingFile) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::config

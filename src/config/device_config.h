@@ -1,4 +1,4 @@
-// The device configuration the scheduler and its webhook read (--device-config-file): HAMi's
+// The device configuration the scheduler, its webhook and the device plugin read: HAMi's
 // `device-config.yaml`, whose `nvidia:` section names the resources a pod requests GPUs with
 // and the defaults applied to a request that leaves something out.
 //
@@ -28,7 +28,7 @@
 
 #include "common/result.h"
 
-namespace hami::scheduler {
+namespace hami::config {
 
 struct DeviceConfig {
   // Resource names a container requests (limits, else requests).
@@ -69,4 +69,4 @@ Result<DeviceConfig> ParseDeviceConfig(std::string_view text, std::string_view s
 // one).
 Result<DeviceConfig> LoadDeviceConfig(const std::string& path);
 
-}  // namespace hami::scheduler
+}  // namespace hami::config

@@ -1,10 +1,10 @@
-#include "scheduler/node_lock.h"
+#include "kube/node_lock.h"
 
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 
-namespace hami::scheduler {
+namespace hami::kube {
 namespace {
 
 using nlohmann::json;
@@ -14,7 +14,7 @@ const std::string* LockAnnotation(const json& node) {
   if (meta == node.end() || !meta->is_object()) return nullptr;
   auto ann = meta->find("annotations");
   if (ann == meta->end() || !ann->is_object()) return nullptr;
-  auto it = ann->find(kube::kNodeLockAnnotation);
+  auto it = ann->find(kNodeLockAnnotation);
   if (it == ann->end() || !it->is_string()) return nullptr;
   return &it->get_ref<const std::string&>();
 }
@@ -22,16 +22,16 @@ const std::string* LockAnnotation(const json& node) {
 json LockPatch(std::string_view resource_version, const json& value) {
   return {{"metadata",
            {{"resourceVersion", resource_version},
-            {"annotations", {{std::string(kube::kNodeLockAnnotation), value}}}}}};
+            {"annotations", {{std::string(kNodeLockAnnotation), value}}}}}};
 }
 
 }  // namespace
 
 LockView ClassifyLock(const std::string* annotation, std::string_view ns, std::string_view pod,
-                      kube::WallTime now, std::chrono::seconds timeout) {
+                      WallTime now, std::chrono::seconds timeout) {
   LockView v;
   if (annotation == nullptr) return v;
-  auto lock = kube::DecodeNodeLock(*annotation);
+  auto lock = DecodeNodeLock(*annotation);
   if (!lock.ok()) {
     v.state = LockState::kUnreadable;
     return v;
@@ -47,46 +47,45 @@ LockView ClassifyLock(const std::string* annotation, std::string_view ns, std::s
   return v;
 }
 
-std::string DescribeLock(const kube::NodeLock& lock) {
+std::string DescribeLock(const NodeLock& lock) {
   std::string s = "held ";
   if (!lock.pod.empty()) s += "by " + lock.ns + "/" + lock.pod + " ";
-  return s + "since " + kube::FormatTime(lock.time);
+  return s + "since " + FormatTime(lock.time);
 }
 
 Result<json> NodeLocker::TryLock(const json& node, std::string_view ns, std::string_view name,
-                                 kube::WallTime now,
-                                 const std::function<bool(const kube::NodeLock&)>& holder_binds) {
-  const std::string node_name(kube::MetadataString(node, "name"));
+                                 WallTime now,
+                                 const std::function<bool(const NodeLock&)>& holder_binds) {
+  const std::string node_name(MetadataString(node, "name"));
   const LockView view = ClassifyLock(LockAnnotation(node), ns, name, now, timeout_);
   if (view.state == LockState::kHeld) {
     const bool dangling = view.lock && !view.lock->pod.empty() && !holder_binds(*view.lock);
     if (!dangling) {
       return Error(ErrorCode::kBusy, "node " + node_name + ": the node lock " +
-                                         std::string(kube::kNodeLockAnnotation) + " is " +
+                                         std::string(kNodeLockAnnotation) + " is " +
                                          DescribeLock(*view.lock));
     }
   }
-  kube::NodeLock mine{now, std::string(ns), std::string(name)};
-  auto value = kube::EncodeNodeLock(mine);
+  NodeLock mine{now, std::string(ns), std::string(name)};
+  auto value = EncodeNodeLock(mine);
   if (!value.ok()) return std::move(value).error();
-  const json patch = LockPatch(kube::MetadataString(node, "resourceVersion"), *value);
-  return client_.Patch(kube::kNodes, "", node_name, kube::PatchType::kMerge, patch);
+  const json patch = LockPatch(MetadataString(node, "resourceVersion"), *value);
+  return client_.Patch(kNodes, "", node_name, PatchType::kMerge, patch);
 }
 
 Status NodeLocker::Unlock(std::string_view node_name, std::string_view ns, std::string_view name) {
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto node = client_.Get(kube::kNodes, "", node_name);
+    auto node = client_.Get(kNodes, "", node_name);
     if (!node.ok()) {
       if (node.error().code() == ErrorCode::kNotFound) return OkStatus();
       return std::move(node).error();
     }
     const std::string* value = LockAnnotation(*node);
     if (value == nullptr) return OkStatus();
-    auto lock = kube::DecodeNodeLock(*value);
+    auto lock = DecodeNodeLock(*value);
     if (lock.ok() && (lock->ns != ns || lock->pod != name)) return OkStatus();
-    auto patched =
-        client_.Patch(kube::kNodes, "", node_name, kube::PatchType::kMerge,
-                      LockPatch(kube::MetadataString(*node, "resourceVersion"), nullptr));
+    auto patched = client_.Patch(kNodes, "", node_name, PatchType::kMerge,
+                                 LockPatch(MetadataString(*node, "resourceVersion"), nullptr));
     if (patched.ok()) return OkStatus();
     if (patched.error().code() != ErrorCode::kConflict) return std::move(patched).error();
   }
@@ -95,4 +94,4 @@ Status NodeLocker::Unlock(std::string_view node_name, std::string_view ns, std::
                                          "changing)");
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::kube

@@ -1,4 +1,4 @@
-#include "scheduler/device_config.h"
+#include "config/device_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -11,9 +11,9 @@
 
 #include "common/file.h"
 #include "common/parse.h"
-#include "kube/quote.h"
+#include "common/quote.h"
 
-namespace hami::scheduler {
+namespace hami::config {
 namespace {
 
 constexpr size_t kMaxDeviceConfigBytes = 1 << 20;
@@ -39,7 +39,7 @@ class Reader {
                       int64_t max) const {
     const std::string text = HAMI_TRY(Scalar(node, key));
     auto parsed = ParseInt64(text, "value");
-    if (!parsed.ok()) return Fail(key, kube::QuoteInput(text) + " is not an integer");
+    if (!parsed.ok()) return Fail(key, QuoteInput(text) + " is not an integer");
     if (*parsed < min || *parsed > max) {
       return Fail(key, std::to_string(*parsed) + " is out of range " + std::to_string(min) + ".." +
                            std::to_string(max));
@@ -53,7 +53,7 @@ class Reader {
     const char* end = text.data() + text.size();
     auto [ptr, ec] = std::from_chars(text.data(), end, value);
     if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) {
-      return Fail(key, kube::QuoteInput(text) + " is not a number");
+      return Fail(key, QuoteInput(text) + " is not a number");
     }
     if (value <= 0) return Fail(key, text + " must be greater than 0");
     return value;
@@ -62,7 +62,7 @@ class Reader {
   Result<bool> Bool(const YAML::Node& node, std::string_view key) const {
     const std::string text = HAMI_TRY(Scalar(node, key));
     auto parsed = ParseBool(text, "value");
-    if (!parsed.ok()) return Fail(key, kube::QuoteInput(text) + " is not a boolean");
+    if (!parsed.ok()) return Fail(key, QuoteInput(text) + " is not a boolean");
     return *parsed;
   }
 
@@ -72,7 +72,7 @@ class Reader {
     if (text.empty()) return Fail(key, "must not be empty");
     for (char c : text) {
       if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
-        return Fail(key, kube::QuoteInput(text) + " holds whitespace or a control character");
+        return Fail(key, QuoteInput(text) + " holds whitespace or a control character");
       }
     }
     return text;
@@ -89,7 +89,7 @@ class Reader {
       if (!list.empty()) list += ", ";
       list += a;
     }
-    return Fail(key, kube::QuoteInput(text) + " is not one of " + list);
+    return Fail(key, QuoteInput(text) + " is not one of " + list);
   }
 
  private:
@@ -207,8 +207,8 @@ Result<DeviceConfig> ParseDeviceConfig(std::string_view text, std::string_view s
         if (k.name == key) found = &k;
       }
       if (found == nullptr) {
-        const bool plain = kube::QuoteInput(key) == "'" + key + "'";
-        return reader.Fail(plain ? key : kube::QuoteInput(key), "unknown key");
+        const bool plain = QuoteInput(key) == "'" + key + "'";
+        return reader.Fail(plain ? key : QuoteInput(key), "unknown key");
       }
       HAMI_TRY(found->set(reader, entry.second, config));
     }
@@ -224,4 +224,4 @@ Result<DeviceConfig> LoadDeviceConfig(const std::string& path) {
   return ParseDeviceConfig(*text, path);
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::config
