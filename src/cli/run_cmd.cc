@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,7 @@
 #include "common/visible_devices.h"
 #include "inventory/inventory.h"
 #include "limits/limits_file.h"
+#include "limits/vocabulary.h"
 #include "node/paths.h"
 #include "vgpu/config.h"
 
@@ -77,7 +79,7 @@ std::vector<std::string> RealDriverDevices(const std::string& sim_dir) {
 // The devices a CUDA program started now would see, in CUDA ordinal order: `all` (NVML
 // order) narrowed and ordered by CUDA_VISIBLE_DEVICES.
 std::vector<std::string> InCudaOrder(const std::vector<std::string>& all) {
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  const char* cvd = std::getenv(limits::KeyName(limits::Key::kVisibleDevices));
   VisibleDevices v = ParseVisibleDevices(
       cvd != nullptr ? std::optional<std::string_view>(cvd) : std::nullopt, all);
   std::vector<std::string> visible;
@@ -153,20 +155,6 @@ std::vector<std::string_view> SplitList(std::string_view text, char separator = 
   }
 }
 
-// "1g", "512m", "4096": the largest binary unit that states `bytes` exactly.
-std::string SizeText(uint64_t bytes) {
-  static constexpr struct {
-    int shift;
-    char suffix;
-  } kUnits[] = {{40, 't'}, {30, 'g'}, {20, 'm'}, {10, 'k'}};
-  for (const auto& u : kUnits) {
-    if (bytes != 0 && bytes % (uint64_t{1} << u.shift) == 0) {
-      return std::to_string(bytes >> u.shift) + u.suffix;
-    }
-  }
-  return std::to_string(bytes);
-}
-
 // --memory: one value for every device, or one per device the command sees.
 Result<std::vector<uint64_t>> ParseMemory(std::string_view text) {
   std::vector<uint64_t> out;
@@ -226,12 +214,16 @@ std::string VgpuLibrary() {
   return "";
 }
 
-void UnsetWithPrefix(std::string_view prefix) {
+// Unsets every variable of the environment that is one of `keys` (a per-device key: for any
+// device).
+void UnsetKeys(std::initializer_list<limits::Key> keys) {
   std::vector<std::string> names;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
-    if (entry.substr(0, prefix.size()) == prefix) {
-      names.emplace_back(entry.substr(0, entry.find('=')));
+    std::string_view name = entry.substr(0, entry.find('='));
+    const limits::KeyInfo* key = limits::Lookup(name, nullptr);
+    if (key != nullptr && std::find(keys.begin(), keys.end(), key->key) != keys.end()) {
+      names.emplace_back(name);
     }
   }
   for (const std::string& n : names) unsetenv(n.c_str());
@@ -559,7 +551,7 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
     sm = *parsed;
   }
   // --devices names devices as the driver lists them, whatever this shell narrowed.
-  if (o.devices_given) unsetenv("CUDA_VISIBLE_DEVICES");
+  if (o.devices_given) unsetenv(limits::KeyName(limits::Key::kVisibleDevices));
 
   std::string sim_dir = SimLibraryDir();
   std::vector<std::string> all;
@@ -577,7 +569,7 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
     auto n = CheckDevices(o.devices, devices);
     if (!n.ok()) return fail(kExitUsage, n.error().message());
     visible = *n;
-    setenv("CUDA_VISIBLE_DEVICES", o.devices.c_str(), 1);
+    setenv(limits::KeyName(limits::Key::kVisibleDevices), o.devices.c_str(), 1);
   }
   if (memory.size() > 1 && int(memory.size()) != visible) {
     return fail(kExitUsage, "--memory='" + o.memory + "': " + std::to_string(memory.size()) +
@@ -608,23 +600,23 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   }
 
   // What the command's processes are told, as variables and, with the mount, in the file.
-  std::vector<std::pair<std::string, std::string>> settings;
-  settings.emplace_back("CUDA_DEVICE_MEMORY_SHARED_CACHE", dir.File("usage.cache"));
+  std::vector<limits::Entry> settings;
+  settings.push_back(limits::SetSharedCache(dir.File("usage.cache")));
   if (o.memory_given) {
-    UnsetWithPrefix("CUDA_DEVICE_MEMORY_LIMIT");
+    UnsetKeys({limits::Key::kMemoryLimit, limits::Key::kDeviceMemoryLimit});
     if (memory.size() == 1) {
-      settings.emplace_back("CUDA_DEVICE_MEMORY_LIMIT", SizeText(memory[0]));
+      settings.push_back(limits::SetMemoryLimit(memory[0]));
     } else {
       for (size_t i = 0; i < memory.size(); ++i) {
-        settings.emplace_back("CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i), SizeText(memory[i]));
+        settings.push_back(limits::SetDeviceMemoryLimit(static_cast<int>(i), memory[i]));
       }
     }
   }
   if (sm) {
-    UnsetWithPrefix("CUDA_DEVICE_SM_LIMIT");
-    settings.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(*sm));
+    UnsetKeys({limits::Key::kSmLimit, limits::Key::kDeviceSmLimit});
+    settings.push_back(limits::SetSmLimit(*sm));
   }
-  if (o.devices_given) settings.emplace_back("CUDA_VISIBLE_DEVICES", o.devices);
+  if (o.devices_given) settings.push_back(limits::SetVisibleDevices(o.devices));
   for (const auto& [k, v] : settings) setenv(k.c_str(), v.c_str(), 1);
   PrependPreload(library);
 
@@ -729,8 +721,8 @@ void AddRunCommand(CLI::App& app) {
                     " in a private mount namespace, so processes started without the "
                     "environment stay limited");
   static std::vector<std::string> command;
-  run->add_option("command", command, "the command and its arguments (put them after --)")
-      ->required();
+  // Not ->required(): a missing command gets the message and status of the callback below.
+  run->add_option("command", command, "the command and its arguments (put them after --)");
   run->prefix_command();
   run->callback([run, memory, sm, devices] {
     // CLI11 gives the words after "--" to `command` and leaves the "--" itself among the

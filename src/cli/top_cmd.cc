@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/exit_status.h"
 #include "common/parse.h"
+#include "limits/vocabulary.h"
 #include "node/paths.h"
 
 namespace hami::cli {
@@ -29,7 +30,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kDefaultRegion = node::kDefaultSharedCache;
-constexpr char kRegionVariable[] = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
+constexpr const char* kRegionVariable = limits::KeyName(limits::Key::kSharedCache);
 constexpr char kClearScreen[] = "\x1b[H\x1b[2J";
 // Region files are looked for at most this many levels below a directory
 // (DIR/a/b/c/usage.cache is 4 levels down).

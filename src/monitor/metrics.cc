@@ -128,7 +128,7 @@ void DeclareAll(Exposition& e) {
             "1 while the priority feedback loop pauses the container's work.");
   e.Declare("hami_container_utilization_switch", "gauge",
             "1 while the core limiter limits a container of policy default.");
-  e.Declare("hami_container_priority", "gauge", "CUDA_TASK_PRIORITY (0 high, 1 low).");
+  e.Declare("hami_container_priority", "gauge", "The container's task priority (0 high, 1 low).");
   e.Declare("hami_container_processes", "gauge", "Live processes registered in the region.");
   e.Declare("hami_container_process_identity", "gauge",
             "One series per live process: its host PID and how it was learned (value 1).");

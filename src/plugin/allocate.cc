@@ -5,9 +5,10 @@
 #include <tuple>
 #include <utility>
 
+#include "common/quote.h"
 #include "common/strings.h"
-#include "kube/quote.h"
 #include "kube/time.h"
+#include "limits/vocabulary.h"
 
 namespace hami::plugin {
 namespace {
@@ -328,13 +329,14 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
                                 aligned[k].uuid + " is used as the scheduler decided");
       }
       devs = std::move(aligned);
+      auto set = [&resp](limits::Entry e) { resp.envs[e.first] = std::move(e.second); };
       for (size_t k = 0; k < devs.size(); ++k) {
         const kube::ContainerDevice& d = devs[k];
         auto gpu = std::find_if(in.gpus.begin(), in.gpus.end(),
                                 [&](const NodeGpu& g) { return g.uuid == d.uuid; });
         if (gpu == in.gpus.end()) {
           return fail(to_allocate_key + ": container " + ctr.name + " device " + std::to_string(k) +
-                      ": " + kube::QuoteInput(d.uuid) + " is not a GPU of node " + cfg.node_name);
+                      ": " + QuoteInput(d.uuid) + " is not a GPU of node " + cfg.node_name);
         }
         if (cfg.filter.Excludes(gpu->uuid, gpu->index)) {
           return fail(to_allocate_key + ": container " + ctr.name + " device " + std::to_string(k) +
@@ -348,36 +350,40 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
           return fail(to_allocate_key + ": container " + ctr.name + " device " + d.uuid +
                       ": 0 MiB of memory would be no limit; refusing to allocate");
         }
-        resp.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(k)] =
-            std::to_string(d.mem_mib) + "m";
+        set(limits::SetDeviceMemoryLimit(static_cast<int>(k), static_cast<uint64_t>(d.mem_mib)
+                                                                  << 20));
       }
-      resp.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(devs[0].cores);
-      resp.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = kContainerSharedCache;
-      if (cfg.device.device_memory_scaling > 1) resp.envs["CUDA_OVERSUBSCRIBE"] = "true";
-      if (cfg.device.lib_cuda_log_level != 2) {
-        resp.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(cfg.device.lib_cuda_log_level);
-      }
-      if (const std::string* v = SpecEnv(ctr, "CUDA_TASK_PRIORITY")) {
-        if (*v != "0" && *v != "1") {
-          return fail("container " + ctr.name + ": env CUDA_TASK_PRIORITY " + kube::QuoteInput(*v) +
+      set(limits::SetSmLimit(static_cast<uint32_t>(devs[0].cores)));
+      set(limits::SetSharedCache(kContainerSharedCache));
+      if (cfg.device.device_memory_scaling > 1) set(limits::SetOversubscribe(true));
+      if (cfg.device.lib_cuda_log_level != 2)
+        set(limits::SetLogLevel(cfg.device.lib_cuda_log_level));
+      // A container's own priority and policy are checked as libvgpu.so reads them, and
+      // passed on in the form every writer writes.
+      const std::string priority_name(limits::Name(limits::Key::kTaskPriority));
+      if (const std::string* v = SpecEnv(ctr, priority_name)) {
+        auto priority = limits::ParseTaskPriority(*v);
+        if (!priority.ok()) {
+          return fail("container " + ctr.name + ": env " + priority_name + " " + QuoteInput(*v) +
                       " is not 0 (high) or 1 (low)");
         }
-        resp.envs["CUDA_TASK_PRIORITY"] = *v;
+        set(limits::SetTaskPriority(*priority));
       }
-      if (const std::string* v = SpecEnv(ctr, "GPU_CORE_UTILIZATION_POLICY")) {
-        std::string lower = *v;
-        for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-        if (lower != "default" && lower != "force" && lower != "disable") {
-          return fail("container " + ctr.name + ": env GPU_CORE_UTILIZATION_POLICY " +
-                      kube::QuoteInput(*v) + " is not one of default, force, disable");
+      const std::string policy_name(limits::Name(limits::Key::kCorePolicy));
+      if (const std::string* v = SpecEnv(ctr, policy_name)) {
+        auto policy = limits::ParseCorePolicy(*v);
+        if (!policy.ok()) {
+          return fail("container " + ctr.name + ": env " + policy_name + " " + QuoteInput(*v) +
+                      " is not one of default, force, disable");
         }
-        resp.envs["GPU_CORE_UTILIZATION_POLICY"] = *v;
-      } else if (cfg.device.gpu_core_policy != "default") {
-        resp.envs["GPU_CORE_UTILIZATION_POLICY"] = cfg.device.gpu_core_policy;
+        set(limits::SetCorePolicy(*policy));
+      } else if (auto policy = limits::ParseCorePolicy(cfg.device.gpu_core_policy);
+                 policy.ok() && *policy != limits::CorePolicy::kDefault) {
+        set(limits::SetCorePolicy(*policy));
       }
-      if (cfg.device.disable_core_limit) resp.envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
-      resp.envs.erase(kBrokerGateEnv);
-      if (in.broker == Broker::kEnabled) resp.envs[kBrokerGateEnv] = "1";
+      if (cfg.device.disable_core_limit) set(limits::SetCorePolicy(limits::CorePolicy::kDisable));
+      resp.envs.erase(std::string(limits::Name(limits::Key::kHostPidBroker)));
+      if (in.broker == Broker::kEnabled) set(limits::SetHostPidBroker(true));
     }
     std::vector<std::string> visible;
     for (const auto& d : devs) {

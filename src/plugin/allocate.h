@@ -66,6 +66,7 @@
 #include "kube/annotations.h"
 #include "kube/objects.h"
 #include "limits/limits_file.h"
+#include "limits/vocabulary.h"
 #include "node/paths.h"
 #include "plugin/config.h"
 #include "plugin/types.h"
@@ -82,7 +83,7 @@ inline constexpr char kHostLibVgpu[] = "vgpu/libvgpu.so";
 inline constexpr char kHostLdSoPreload[] = "vgpu/ld.so.preload";
 
 // The broker gate variable; only "1" enables.
-inline constexpr char kBrokerGateEnv[] = "LIBVGPU_HOSTPID_BROKER";
+inline constexpr const char* kBrokerGateEnv = limits::KeyName(limits::Key::kHostPidBroker);
 inline constexpr char kDisableControlEnv[] = "CUDA_DISABLE_CONTROL";
 inline constexpr char kVisibleDevicesEnv[] = "NVIDIA_VISIBLE_DEVICES";
 

@@ -30,8 +30,8 @@ Result<std::unique_ptr<BrokerHost>> StartBrokerHost(const BrokerHostOptions& opt
   if (!BrokerGateEnabled(options.gate)) return std::unique_ptr<BrokerHost>();
   if (geteuid() != 0) {
     return Error(ErrorCode::kPermission,
-                 "the host-PID broker is enabled (LIBVGPU_HOSTPID_BROKER=1) but the device "
-                 "plugin does not run as root (effective UID " +
+                 "the host-PID broker is enabled (" + std::string(kBrokerGateEnv) +
+                     "=1) but the device plugin does not run as root (effective UID " +
                      std::to_string(geteuid()) + ")");
   }
   HAMI_TRY(CheckHostPidNamespace(options.host_pid_namespace_inode));

@@ -21,6 +21,7 @@
 #include "common/robust_mutex.h"
 #include "common/strings.h"
 #include "common/versioned_file.h"
+#include "limits/vocabulary.h"
 
 namespace hami::region {
 
@@ -411,17 +412,9 @@ const char* IdentityReasonName(IdentityReason reason) {
 }
 
 const char* IdentityTierName(IdentityTier tier) {
-  switch (tier) {
-    case IdentityTier::kBroker:
-      return "broker";
-    case IdentityTier::kProcfs:
-      return "procfs";
-    case IdentityTier::kNamespace:
-      return "namespace";
-    case IdentityTier::kProbe:
-      return "probe";
-  }
-  return "invalid";
+  static_assert(layout::kIdentityTiers == limits::kIdentityTierCount);
+  // A literal of the vocabulary's table: NUL-terminated.
+  return limits::IdentityTierName(static_cast<int>(tier)).data();
 }
 
 const char* LimiterModeName(LimiterMode mode) {
@@ -439,13 +432,14 @@ const char* LimiterModeName(LimiterMode mode) {
 }
 
 const char* CorePolicyName(CorePolicy policy) {
+  // The vocabulary's names (literals: NUL-terminated).
   switch (policy) {
     case CorePolicy::kDefault:
-      return "default";
+      return limits::CorePolicyName(limits::CorePolicy::kDefault).data();
     case CorePolicy::kForce:
-      return "force";
+      return limits::CorePolicyName(limits::CorePolicy::kForce).data();
     case CorePolicy::kDisable:
-      return "disable";
+      return limits::CorePolicyName(limits::CorePolicy::kDisable).data();
   }
   return "invalid";
 }

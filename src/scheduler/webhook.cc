@@ -5,10 +5,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/quote.h"
 #include "kube/base64.h"
 #include "kube/patch.h"
 #include "kube/quantity.h"
-#include "kube/quote.h"
+#include "limits/vocabulary.h"
 #include "scheduler/request.h"
 
 namespace hami::scheduler::webhook {
@@ -146,7 +147,7 @@ std::optional<kube::Quantity> QuantityOf(const json& container, std::string_view
   return std::nullopt;
 }
 
-bool MentionsHami(const json& container, const DeviceConfig& c) {
+bool MentionsHami(const json& container, const config::DeviceConfig& c) {
   for (const std::string* name :
        {&c.resource_count_name, &c.resource_memory_name, &c.resource_memory_percentage_name,
         &c.resource_core_name, &c.resource_priority_name}) {
@@ -244,7 +245,7 @@ bool LabelledIgnore(const kube::StringMap& labels) {
 }
 
 Result<Decision> DecidePod(const json& pod, const std::string& ns, const WebhookContext& ctx) {
-  const DeviceConfig& config = ctx.device_config;
+  const config::DeviceConfig& config = ctx.device_config;
   Decision allow;
 
   // Labels and the scheduler name, read leniently: a malformed pod is the API server's to refuse.
@@ -342,8 +343,8 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
     const std::vector<ContainerRequest>& list =
         c.init ? request->init_containers : request->containers;
     if (c.index >= list.size() || !list[c.index].priority.has_value()) continue;
-    SetEnv(*c.container, c.pointer, kTaskPriorityEnv, std::to_string(*list[c.index].priority),
-           patch);
+    const limits::Entry priority = limits::SetTaskPriority(*list[c.index].priority);
+    SetEnv(*c.container, c.pointer, priority.first, priority.second, patch);
   }
 
   if (!request->RequestsGpus()) {
@@ -415,12 +416,12 @@ Result<std::string> Review(std::string_view admission_review_json, const Webhook
   if (api_version != kReviewApiVersion) {
     return Malformed("apiVersion",
                      (api_version.empty() ? std::string("missing")
-                                          : kube::QuoteInput(api_version) + " is not served") +
+                                          : QuoteInput(api_version) + " is not served") +
                          " (want " + std::string(kReviewApiVersion) + ")");
   }
   std::string kind = HAMI_TRY(OptionalString(review, "kind", "kind"));
   if (kind != "AdmissionReview") {
-    return Malformed("kind", (kind.empty() ? std::string("missing") : kube::QuoteInput(kind)) +
+    return Malformed("kind", (kind.empty() ? std::string("missing") : QuoteInput(kind)) +
                                  " (want AdmissionReview)");
   }
   const json& request = *HAMI_TRY(RequiredObject(review, "request", "request"));
@@ -435,7 +436,7 @@ Result<std::string> Review(std::string_view admission_review_json, const Webhook
   if (operation != "CREATE" && operation != "UPDATE" && operation != "DELETE" &&
       operation != "CONNECT") {
     return Malformed("request.operation",
-                     kube::QuoteInput(operation) + " is not CREATE, UPDATE, DELETE or CONNECT");
+                     QuoteInput(operation) + " is not CREATE, UPDATE, DELETE or CONNECT");
   }
   std::string ns = HAMI_TRY(OptionalString(request, "namespace", "request.namespace"));
 
@@ -444,7 +445,7 @@ Result<std::string> Review(std::string_view admission_review_json, const Webhook
   }
   if (object_kind != "Pod") {
     return Malformed("request.kind.kind",
-                     kube::QuoteInput(object_kind) + " for resource pods (want Pod)");
+                     QuoteInput(object_kind) + " for resource pods (want Pod)");
   }
   const json& pod = *HAMI_TRY(RequiredObject(request, "object", "request.object"));
   if (ns.empty()) {

@@ -2,7 +2,7 @@
 # answer, part of hami_scheduler; its tests join scheduler_test. The JSON patch is base64 in
 # the answer (kube/base64.h of hami_kube_client).
 target_sources(hami_scheduler PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/webhook.cc)
-target_link_libraries(hami_scheduler PUBLIC hami::kube_client hami::kube_api)
+target_link_libraries(hami_scheduler PUBLIC hami::kube_client hami::kube_api hami::limits)
 target_sources(scheduler_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/webhook_test.cc)
 
 # Review under arbitrary bytes; the corpus (AdmissionReviews) is replayed by the test run.

@@ -5,7 +5,7 @@
 // status.message saying why (code 403, reason Forbidden; 400 BadRequest for a pod whose HAMi
 // resources cannot be read). docs/webhook.md lists every message.
 //
-// What it does, in this order (resource names from the DeviceConfig):
+// What it does, in this order (resource names from the config::DeviceConfig):
 //   1. anything but a CREATE of a pod (resource pods, no subresource) is allowed unchanged;
 //   2. a pod labelled hami.io/webhook=ignore, or one in a namespace so labelled, is allowed
 //      unchanged;
@@ -48,8 +48,8 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "config/device_config.h"
 #include "kube/objects.h"
-#include "scheduler/device_config.h"
 #include "scheduler/quota.h"
 
 namespace hami::scheduler::webhook {
@@ -57,8 +57,6 @@ namespace hami::scheduler::webhook {
 // The label that makes the webhook skip a pod, or every pod of a namespace.
 inline constexpr std::string_view kWebhookLabel = "hami.io/webhook";
 inline constexpr std::string_view kWebhookIgnore = "ignore";
-// The variable a container's priority is delivered in.
-inline constexpr std::string_view kTaskPriorityEnv = "CUDA_TASK_PRIORITY";
 // The variable overwriteEnv sets to "none" in containers that ask for no GPU.
 inline constexpr std::string_view kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
 
@@ -70,7 +68,7 @@ struct NamespaceView {
 };
 
 struct WebhookContext {
-  DeviceConfig device_config;
+  config::DeviceConfig device_config;
   std::string scheduler_name = "hami-scheduler";
   // The namespace's labels, quota and usage. kNotFound counts as a namespace without labels or
   // quota; another error fails the review. Empty: no namespace is ever labelled or limited.

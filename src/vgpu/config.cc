@@ -14,18 +14,8 @@ namespace {
 using region::layout::CorePolicy;
 using region::layout::IdentityTier;
 
-Error Bad(std::string_view name, std::string_view value, std::string_view why) {
-  return Error(ErrorCode::kInvalidArgument,
-               std::string(name) + "='" + std::string(value) + "': " + std::string(why));
-}
-
-std::string Lower(std::string_view v) {
-  std::string s(v);
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// ---- The parsers of vgpu/options.def: Parse(name, text) -> Result<T>, Text(value). -------
+// ---- The parsers of vgpu/options.def: the vocabulary's codec (limits/vocabulary.h) as
+// Parse(name, text) -> Result<T>, and Value(value), as people read it. ---------------------
 
 // The limits. `kClosed` is what a device gets when its value cannot be read, and
 // `kConsequence` says so in the problem.
@@ -33,7 +23,7 @@ struct MemoryLimit {
   static constexpr uint64_t kClosed = region::layout::kZeroBudgetBytes;
   static constexpr const char* kConsequence = "no allocation is admitted (a zero memory budget)";
   static Result<uint64_t> Parse(std::string_view name, std::string_view v) {
-    return ParseSize(v, name);
+    return limits::SizeCodec::Parse(name, v);
   }
   static OptionValue Value(uint64_t bytes) {
     std::string text = bytes == 0 ? "0 (unlimited)"
@@ -48,9 +38,7 @@ struct SmLimit {
   static constexpr uint32_t kClosed = region::layout::kStrictestSmPercent;
   static constexpr const char* kConsequence = "the compute share is the strictest, 1%";
   static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
-    uint64_t p = HAMI_TRY(ParseUint64(v, name));
-    if (p > 100) return Bad(name, v, "must be a percentage from 0 to 100");
-    return uint32_t(p);
+    return limits::PercentCodec::Parse(name, v);
   }
   static OptionValue Value(uint32_t percent) {
     std::string text = std::to_string(percent);
@@ -61,8 +49,7 @@ struct SmLimit {
 
 struct AbsolutePath {
   static Result<std::string> Parse(std::string_view name, std::string_view v) {
-    if (v.empty() || v[0] != '/') return Bad(name, v, "must be an absolute path");
-    return std::string(v);
+    return limits::PathCodec::Parse(name, v);
   }
   static OptionValue Value(const std::string& path) { return {path}; }
 };
@@ -70,31 +57,34 @@ struct AbsolutePath {
 // An absolute path, or unset (empty) for "not used".
 struct OptionalAbsolutePath {
   static Result<std::string> Parse(std::string_view name, std::string_view v) {
-    return AbsolutePath::Parse(name, v);
+    return limits::OptionalPathCodec::Parse(name, v);
   }
   static OptionValue Value(const std::string& path) {
     return {path.empty() ? "unset (not used)" : path};
   }
 };
 
+// The vocabulary's policy, as the region stores it.
 struct CorePolicyName {
-  struct Named {
-    CorePolicy policy;
-    const char* name;
-  };
-  static constexpr Named kNames[] = {{CorePolicy::kDefault, "default"},
-                                     {CorePolicy::kForce, "force"},
-                                     {CorePolicy::kDisable, "disable"}};
   static Result<CorePolicy> Parse(std::string_view name, std::string_view v) {
-    const std::string s = Lower(v);
-    for (const auto& n : kNames) {
-      if (s == n.name) return n.policy;
+    switch (HAMI_TRY(limits::CorePolicyCodec::Parse(name, v))) {
+      case limits::CorePolicy::kForce:
+        return CorePolicy::kForce;
+      case limits::CorePolicy::kDisable:
+        return CorePolicy::kDisable;
+      case limits::CorePolicy::kDefault:
+        break;
     }
-    return Bad(name, v, "expected default, force or disable");
+    return CorePolicy::kDefault;
   }
   static OptionValue Value(CorePolicy policy) {
-    for (const auto& n : kNames) {
-      if (n.policy == policy) return {n.name};
+    switch (policy) {
+      case CorePolicy::kForce:
+        return {std::string(limits::CorePolicyName(limits::CorePolicy::kForce))};
+      case CorePolicy::kDisable:
+        return {std::string(limits::CorePolicyName(limits::CorePolicy::kDisable))};
+      case CorePolicy::kDefault:
+        return {std::string(limits::CorePolicyName(limits::CorePolicy::kDefault))};
     }
     return {"?"};
   }
@@ -102,20 +92,17 @@ struct CorePolicyName {
 
 struct UnaccountedPolicyName {
   static Result<UnaccountedPolicy> Parse(std::string_view name, std::string_view v) {
-    const std::string s = Lower(v);
-    if (s == "report") return UnaccountedPolicy::kReport;
-    if (s == "suspend") return UnaccountedPolicy::kSuspend;
-    return Bad(name, v, "expected report or suspend");
+    return limits::UnaccountedPolicyCodec::Parse(name, v);
   }
   static OptionValue Value(UnaccountedPolicy policy) {
-    return {policy == UnaccountedPolicy::kSuspend ? "suspend" : "report"};
+    return {std::string(limits::UnaccountedPolicyName(policy))};
   }
 };
 
 // A size that is not a limit: bytes, or k/m/g/t units.
 struct Bytes {
   static Result<uint64_t> Parse(std::string_view name, std::string_view v) {
-    return ParseSize(v, name);
+    return limits::SizeCodec::Parse(name, v);
   }
   static OptionValue Value(uint64_t bytes) {
     return {FormatBytes(bytes) + ", " + std::to_string(bytes) + " bytes", "bytes", bytes};
@@ -124,8 +111,7 @@ struct Bytes {
 
 struct TaskPriority {
   static Result<int32_t> Parse(std::string_view name, std::string_view v) {
-    if (v != "0" && v != "1") return Bad(name, v, "expected 0 (high) or 1 (low)");
-    return v == "0" ? 0 : 1;
+    return limits::PriorityCodec::Parse(name, v);
   }
   static OptionValue Value(int32_t priority) { return {priority == 0 ? "0 (high)" : "1 (low)"}; }
 };
@@ -133,9 +119,7 @@ struct TaskPriority {
 struct LogLevelNumber {
   static constexpr const char* kNames[] = {"off", "errors", "errors and warnings", "info", "debug"};
   static Result<int> Parse(std::string_view name, std::string_view v) {
-    uint64_t level = HAMI_TRY(ParseUint64(v, name));
-    if (level > 4) return Bad(name, v, "must be from 0 to 4");
-    return int(level);
+    return limits::LogLevelCodec::Parse(name, v);
   }
   static OptionValue Value(int level) {
     return {std::to_string(level) + " (" + (level >= 0 && level <= 4 ? kNames[level] : "?") + ")"};
@@ -144,7 +128,7 @@ struct LogLevelNumber {
 
 struct Boolean {
   static Result<bool> Parse(std::string_view name, std::string_view v) {
-    return ParseBool(v, name);
+    return limits::BoolCodec::Parse(name, v);
   }
   static OptionValue Value(bool on) { return {on ? "true" : "false"}; }
 };
@@ -153,9 +137,7 @@ struct Boolean {
 // comment; anything else is reported (and so off).
 struct ExactlyOne {
   static Result<bool> Parse(std::string_view name, std::string_view v) {
-    if (v == "1") return true;
-    if (v == "0" || v.empty()) return false;
-    return Bad(name, v, "only the exact value 1 enables the broker; treated as off");
+    return limits::BrokerGateCodec::Parse(name, v);
   }
   static OptionValue Value(bool on) { return {on ? "1 (on)" : "off"}; }
 };
@@ -164,57 +146,29 @@ struct ExactlyOne {
 // IdentityTierName, any case), tried always in the tiers' own order.
 struct IdentityTiers {
   static Result<uint8_t> Parse(std::string_view name, std::string_view v) {
-    const std::string s = Lower(v);
-    if (s == "none") return uint8_t{0};
-    uint8_t tiers = 0;
-    size_t pos = 0;
-    while (pos <= s.size()) {
-      size_t end = std::min(s.find(',', pos), s.size());
-      std::string_view t = std::string_view(s).substr(pos, end - pos);
-      bool known = false;
-      for (int i = 0; i < region::layout::kIdentityTiers; ++i) {
-        if (t == region::IdentityTierName(IdentityTier(i))) {
-          tiers |= uint8_t(1u << unsigned(i));
-          known = true;
-        }
-      }
-      if (!known) {
-        std::string list;
-        for (int i = 0; i < region::layout::kIdentityTiers; ++i) {
-          list += std::string(i == 0 ? "" : ", ") + region::IdentityTierName(IdentityTier(i));
-        }
-        return Bad(name, v, "expected none or a comma-separated list of " + list);
-      }
-      pos = end + 1;
-    }
-    return tiers;
+    return limits::IdentityTiersCodec::Parse(name, v);
   }
   static OptionValue Value(uint8_t tiers) { return {IdentityTiersText(tiers)}; }
 };
 
 struct WaitMs {
   static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
-    uint64_t ms = HAMI_TRY(ParseUint64(v, name));
-    if (ms > 600000) return Bad(name, v, "must be at most 600000 (10 minutes)");
-    return uint32_t(ms);
+    return limits::MillisecondsCodec::Parse(name, v);
   }
   static OptionValue Value(uint32_t ms) { return {std::to_string(ms) + " ms"}; }
 };
 
 struct LimitsFormat {
   static Result<uint32_t> Parse(std::string_view name, std::string_view v) {
-    if (v != limits::kFormat) {
-      return Bad(name, v, "unknown limits-file format; reading it as format 1");
-    }
-    return uint32_t{1};
+    return limits::FormatCodec::Parse(name, v);
   }
   static OptionValue Value(uint32_t format) { return {std::to_string(format)}; }
 };
 
 // CUDA_VISIBLE_DEVICES, kept as given: set but empty ("no device") differs from unset.
 struct VisibleDevicesList {
-  static Result<std::optional<std::string>> Parse(std::string_view, std::string_view v) {
-    return std::optional<std::string>(std::string(v));
+  static Result<std::optional<std::string>> Parse(std::string_view name, std::string_view v) {
+    return limits::DeviceListCodec::Parse(name, v);
   }
   static OptionValue Value(const std::optional<std::string>& v) {
     return {!v ? "all devices" : v->empty() ? "no device" : *v};
@@ -224,6 +178,7 @@ struct VisibleDevicesList {
 // ---- The rows, expanded from vgpu/options.def. -------------------------------------------
 
 struct Option {
+  limits::Key key;
   OptionScope scope;
   const char* name;
   const char* doc;
@@ -237,10 +192,11 @@ struct Option {
   const char* (*close)(Config& c, int device);
 };
 
-const Option kOptions[] = {
-#define HAMI_OPTION(name, field, type, default_value, parser, doc)        \
-  {OptionScope::kScalar,                                                  \
-   name,                                                                  \
+constexpr Option kOptions[] = {
+#define HAMI_OPTION(key, field, type, default_value, parser, doc)         \
+  {limits::Key::k##key,                                                   \
+   OptionScope::kScalar,                                                  \
+   limits::KeyName(limits::Key::k##key),                                  \
    doc,                                                                   \
    [](Config& c, std::string_view n, int, std::string_view v) -> Status { \
      c.field = HAMI_TRY(parser::Parse(n, v));                             \
@@ -249,9 +205,10 @@ const Option kOptions[] = {
    [](const Config& c, int) { return parser::Value(c.field); },           \
    [] { return parser::Value(type(default_value)).text; },                \
    nullptr},
-#define HAMI_DEVICE_OPTION(name, field, type, default_value, parser, doc)    \
-  {OptionScope::kAllDevices,                                                 \
-   name,                                                                     \
+#define HAMI_DEVICE_OPTION(key, field, type, default_value, parser, doc)     \
+  {limits::Key::k##key,                                                      \
+   OptionScope::kAllDevices,                                                 \
+   limits::KeyName(limits::Key::k##key),                                     \
    doc,                                                                      \
    [](Config& c, std::string_view n, int, std::string_view v) -> Status {    \
      c.field.fill(HAMI_TRY(parser::Parse(n, v)));                            \
@@ -263,9 +220,10 @@ const Option kOptions[] = {
      c.field.fill(parser::kClosed);                                          \
      return parser::kConsequence;                                            \
    }},
-#define HAMI_PER_DEVICE_OPTION(name, field, parser, doc)                     \
-  {OptionScope::kPerDevice,                                                  \
-   name,                                                                     \
+#define HAMI_PER_DEVICE_OPTION(key, field, parser, doc)                      \
+  {limits::Key::k##key,                                                      \
+   OptionScope::kPerDevice,                                                  \
+   limits::KeyName(limits::Key::k##key),                                     \
    doc,                                                                      \
    [](Config& c, std::string_view n, int d, std::string_view v) -> Status {  \
      c.field[size_t(d)] = HAMI_TRY(parser::Parse(n, v));                     \
@@ -284,47 +242,31 @@ const Option kOptions[] = {
 };
 constexpr size_t kOptionCount = std::size(kOptions);
 
-// "CUDA_DEVICE_MEMORY_LIMIT" for "CUDA_DEVICE_MEMORY_LIMIT_<i>".
-std::string_view AllDevicesName(std::string_view per_device_name) {
-  return per_device_name.substr(0, per_device_name.size() - 4);  // drop "_<i>"
+static_assert(region::layout::kMaxDevices == limits::kMaxDevices);
+
+// Every row of the vocabulary has its row here, at the same index.
+constexpr bool RowsFollowTheVocabulary() {
+  if (kOptionCount != std::size(limits::kKeyNames)) return false;
+  for (size_t i = 0; i < kOptionCount; ++i) {
+    if (static_cast<size_t>(kOptions[i].key) != i) return false;
+  }
+  return true;
 }
+static_assert(RowsFollowTheVocabulary(),
+              "vgpu/options.def must list the keys of limits/vocabulary.def, in its order");
+
+// The all-devices row's name of a per-device row (the row before it).
+std::string_view AllDevicesName(const Option& per_device) { return (&per_device - 1)->name; }
 
 // Finds the option for a variable name; *index gets the device of a per-device one.
 const Option* Find(std::string_view name, int* index) {
-  for (const Option& o : kOptions) {
-    std::string_view n = o.name;
-    if (o.scope != OptionScope::kPerDevice) {
-      if (n == name) return &o;
-      continue;
-    }
-    std::string_view prefix = n.substr(0, n.size() - 3);  // drop "<i>"
-    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
-    std::string_view digits = name.substr(prefix.size());
-    // Only the ordinal in plain decimal ("_1", never "_01"): the names the environment is read by.
-    if (digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string_view::npos ||
-        (digits.size() > 1 && digits[0] == '0')) {
-      continue;
-    }
-    int i = 0;
-    for (char c : digits) i = i * 10 + (c - '0');
-    if (i >= kMaxDevices) continue;
-    *index = i;
-    return &o;
-  }
-  return nullptr;
+  const limits::KeyInfo* key = limits::Lookup(name, index);
+  return key == nullptr ? nullptr : &kOptions[static_cast<size_t>(key->key)];
 }
 
 }  // namespace
 
-std::string IdentityTiersText(uint8_t tiers) {
-  std::string text;
-  for (int t = 0; t < region::layout::kIdentityTiers; ++t) {
-    if ((tiers & (1u << unsigned(t))) == 0) continue;
-    if (!text.empty()) text += ",";
-    text += region::IdentityTierName(IdentityTier(t));
-  }
-  return text.empty() ? "none" : text;
-}
+std::string IdentityTiersText(uint8_t tiers) { return limits::IdentityTiersCodec::Format(tiers); }
 
 const char* SourceName(Source source) {
   switch (source) {
@@ -347,8 +289,8 @@ std::span<const OptionInfo> OptionTable() {
     auto* t = new Table();  // never freed: usable during static destruction
     for (size_t i = 0; i < kOptionCount; ++i) {
       const Option& o = kOptions[i];
-      t->defaults[i] = o.scope == OptionScope::kPerDevice ? std::string(AllDevicesName(o.name))
-                                                          : o.default_text();
+      t->defaults[i] =
+          o.scope == OptionScope::kPerDevice ? std::string(AllDevicesName(o)) : o.default_text();
       t->rows[i] = {o.name, t->defaults[i].c_str(), o.doc, o.scope};
     }
     return t;

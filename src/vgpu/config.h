@@ -28,24 +28,25 @@
 
 #include "common/result.h"
 #include "limits/limits_file.h"
+#include "limits/vocabulary.h"
 #include "node/paths.h"
 #include "region/crosscheck.h"
 #include "region/layout.h"
 
 namespace hami::vgpu {
 
-inline constexpr int kMaxDevices = 16;
+using limits::kMaxDevices;
 // Compiled in, never taken from the environment: that is what a login session loses.
 using node::kLimitsFilePath;
 inline constexpr uint32_t kDefaultProbeWaitMs = 10000;
-// The identity tiers (a bit per region::layout::IdentityTier), tried in that order.
-inline constexpr uint8_t kAllIdentityTiers = 0xf;
+// The identity tiers (a bit per region::layout::IdentityTier, named by the vocabulary), tried
+// in that order.
+using limits::kAllIdentityTiers;
 
-// HAMI_UNACCOUNTED_POLICY: what a gap the NVML cross-check finds does (vgpu/watch.h).
-enum class UnaccountedPolicy : uint8_t {
-  kReport,   // logged and recorded in the region (hami inspect exits 3)
-  kSuspend,  // also: the container's allocations on the device are refused while it lasts
-};
+// HAMI_UNACCOUNTED_POLICY: what a gap the NVML cross-check finds does (vgpu/watch.h):
+// kReport logs it and records it in the region (hami inspect exits 3); kSuspend also refuses
+// the container's allocations on the device while it lasts.
+using limits::UnaccountedPolicy;
 
 enum class Source { kDefault, kEnvironment, kLimitsFile };
 const char* SourceName(Source source);

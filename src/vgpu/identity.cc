@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "limits/vocabulary.h"
 #include "region/region.h"
 
 namespace hami::vgpu {
@@ -107,8 +108,8 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready, IdentityClock no
   if (c.identity_tiers == 0) {
     rt.identity_state.store(int(IdentityState::kOff), std::memory_order_release);
     g_log.Log(LogLevel::kInfo,
-              "host PID not looked up (HAMI_IDENTITY_TIERS=none); memory limits are enforced "
-              "as always");
+              "host PID not looked up (%s=none); memory limits are enforced as always",
+              limits::KeyName(limits::Key::kIdentityTiers));
     return;
   }
   rt.identity_backoff_ns = NextIdentityBackoffNs(rt.identity_backoff_ns);

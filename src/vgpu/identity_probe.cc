@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "limits/vocabulary.h"
 #include "vgpu/accounting.h"
 #include "vgpu/identity.h"
 #include "vgpu/probe_lock.h"
@@ -37,15 +38,17 @@ bool TakeProbeLock(const Config& config, ProbeLock* lock) {
     case ProbeLockOutcome::kStalled:
       g_log.Log(LogLevel::kInfo,
                 "identity probe: gave up on the lock %s after %.1f ms: its holder kept it %u ms "
-                "without a change (HAMI_IDENTITY_PROBE_WAIT_MS)",
-                config.probe_lock.c_str(), double(report.waited_ns) / 1e6, config.probe_wait_ms);
+                "without a change (%s)",
+                config.probe_lock.c_str(), double(report.waited_ns) / 1e6, config.probe_wait_ms,
+                limits::KeyName(limits::Key::kIdentityProbeWaitMs));
       return false;
     case ProbeLockOutcome::kBoundReached:
       g_log.Log(LogLevel::kInfo,
                 "identity probe: gave up on the lock %s after %.1f ms in its queue (%u changes "
-                "of holder; at most %lld x HAMI_IDENTITY_PROBE_WAIT_MS)",
+                "of holder; at most %lld x %s)",
                 config.probe_lock.c_str(), double(report.waited_ns) / 1e6, report.holder_changes,
-                static_cast<long long>(kProbeLockBoundFactor));
+                static_cast<long long>(kProbeLockBoundFactor),
+                limits::KeyName(limits::Key::kIdentityProbeWaitMs));
       return false;
   }
   return false;

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "common/unique_fd.h"
+#include "limits/vocabulary.h"
 #include "vgpu/identity.h"
 #include "vgpu/nstgid.h"
 
@@ -20,7 +21,8 @@ TierOutcome ProcfsTier(const char* root) {
   o.reason = IdentityReason::kUnreadable;
   struct statfs fs;
   if (statfs(root, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) {
-    g_log.Log(LogLevel::kDebug, "LIBVGPU_HOST_PROCFS=%s is not a procfs mount", root);
+    g_log.Log(LogLevel::kDebug, "%s=%s is not a procfs mount",
+              limits::KeyName(limits::Key::kHostProcfs), root);
     return o;
   }
   char path[4096];

@@ -15,6 +15,7 @@
 #include "common/check.h"
 #include "common/proc.h"
 #include "common/visible_devices.h"
+#include "limits/vocabulary.h"
 #include "vgpu/identity.h"
 #include "vgpu/watch.h"
 
@@ -137,9 +138,9 @@ void LearnDevicesFromNvmlLocked(Runtime& rt, const NvmlDeviceList& list) REQUIRE
   if (v.stopped_at && !rt.warned_visible) {
     rt.warned_visible = true;
     g_log.Log(LogLevel::kWarn,
-              "CUDA_VISIBLE_DEVICES='%s': entry '%s' names no device (or repeats one); the "
-              "devices after it are not visible",
-              cvd->c_str(), v.stopped_at->c_str());
+              "%s='%s': entry '%s' names no device (or repeats one); the devices after it are "
+              "not visible",
+              limits::KeyName(limits::Key::kVisibleDevices), cvd->c_str(), v.stopped_at->c_str());
   }
   for (int p : v.physical) rt.devices.push_back({list.uuids[size_t(p)], -1, nullptr});
   MapToNvmlLocked(rt, list);
@@ -253,8 +254,8 @@ void EnsureConfigured() {
   // a value from the limits file must reach it there too, or a login that lost the variable
   // would see every device, and per-device limits would land on the wrong ones.
   for (const Setting& s : rt.config.settings) {
-    if (s.name == "CUDA_VISIBLE_DEVICES" && s.source == Source::kLimitsFile) {
-      setenv("CUDA_VISIBLE_DEVICES", s.value.c_str(), 1);
+    if (s.name == limits::Name(limits::Key::kVisibleDevices) && s.source == Source::kLimitsFile) {
+      setenv(limits::KeyName(limits::Key::kVisibleDevices), s.value.c_str(), 1);
     }
   }
   static std::once_flag atfork;
@@ -379,8 +380,9 @@ region::PolicySpec SpecFor(const Config& c, const std::vector<VisibleDevice>& de
 // Whether the container named its region (CUDA_DEVICE_MEMORY_SHARED_CACHE in the limits file
 // or the environment), rather than leaving the default.
 bool RegionConfigured(const Config& c) {
-  return std::any_of(c.settings.begin(), c.settings.end(),
-                     [](const Setting& s) { return s.name == "CUDA_DEVICE_MEMORY_SHARED_CACHE"; });
+  return std::any_of(c.settings.begin(), c.settings.end(), [](const Setting& s) {
+    return s.name == limits::Name(limits::Key::kSharedCache);
+  });
 }
 
 // Opens the container's region. A configured region that cannot be used (a symlink, another
@@ -402,10 +404,9 @@ std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::Policy
   if (!opened.ok()) {
     // Limits must not silently turn off: hold this process to them on its own.
     g_log.Log(LogLevel::kError,
-              "%s; no shared region was configured (CUDA_DEVICE_MEMORY_SHARED_CACHE) and the "
-              "default cannot be used, so this process's limits are enforced for it alone, "
-              "in a private region",
-              opened.error().c_str());
+              "%s; no shared region was configured (%s) and the default cannot be used, so "
+              "this process's limits are enforced for it alone, in a private region",
+              opened.error().c_str(), limits::KeyName(limits::Key::kSharedCache));
     opened = region::Region::CreatePrivate(spec);
     if (!opened.ok()) {
       g_log.Always(LogLevel::kError,

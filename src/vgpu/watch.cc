@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/unique_fd.h"
+#include "limits/vocabulary.h"
 #include "region/crosscheck.h"
 #include "vgpu/nvml_list.h"
 #include "vgpu/runtime.h"
@@ -121,14 +122,16 @@ void CrossCheck(const Runtime& rt, region::Region* reg, WatchState& w) {
                    "device %d: host pid %d (pid %d) holds %llu MiB as NVML counts it, but its "
                    "books in the shared region %s say %llu MiB: %llu MiB were allocated past "
                    "libvgpu (edited counters, a driver loaded with dlmopen, a static helper or "
-                   "raw ioctls); recorded in the region%s",
+                   "raw ioctls); recorded in the region%s%s%s",
                    i, int(g.host_pid), int(g.pid),
                    static_cast<unsigned long long>(g.nvml_bytes) / kMiB, reg->path().c_str(),
                    static_cast<unsigned long long>(g.accounted_bytes) / kMiB,
                    static_cast<unsigned long long>(g.gap_bytes) / kMiB,
                    suspend ? "; the container's allocations on the device are refused while it "
-                             "lasts (HAMI_UNACCOUNTED_POLICY=suspend)"
-                           : "");
+                             "lasts ("
+                           : "",
+                   suspend ? limits::KeyName(limits::Key::kUnaccountedPolicy) : "",
+                   suspend ? "=suspend)" : "");
     }
   }
 }
@@ -210,10 +213,10 @@ bool WatcherRefuses(int index) {
     const region::Region::CrossCheckState c = reg->CrossCheck(index);
     g_log.Always(LogLevel::kError,
                  "device %d: an allocation is refused (CUDA_ERROR_OUT_OF_MEMORY) while NVML shows "
-                 "%llu MiB held past the container's books (host pid %d has the most); "
-                 "HAMI_UNACCOUNTED_POLICY=suspend",
+                 "%llu MiB held past the container's books (host pid %d has the most); %s=%s",
                  index, static_cast<unsigned long long>(c.unaccounted_bytes) / kMiB,
-                 int(c.host_pid));
+                 int(c.host_pid), limits::KeyName(limits::Key::kUnaccountedPolicy),
+                 limits::UnaccountedPolicyName(limits::UnaccountedPolicy::kSuspend).data());
   }
   return true;
 }

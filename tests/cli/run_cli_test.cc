@@ -144,7 +144,7 @@ TEST_F(RunCliTest, SetsTheVariablesLibvgpuReads) {
   Outcome o = Run({"run", "-q", "--memory", "1g,1536m", "--sm", "40", "--devices", "1,0", "--",
                    "/usr/bin/env"});
   ASSERT_EQ(o.status, 0) << o.out;
-  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=1g\n"));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n"));
   EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_1=1536m\n"));
   EXPECT_THAT(o.out, Not(HasSubstr("CUDA_DEVICE_MEMORY_LIMIT=")));
   EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_SM_LIMIT=40\n"));
@@ -221,6 +221,58 @@ TEST_F(RunCliTest, BadMemoryValuesFailNamingThem) {
   Outcome sm = Run({"run", "--sm", "150", "--", "/bin/true"});
   EXPECT_EQ(sm.status, 2);
   EXPECT_THAT(sm.out, HasSubstr("--sm='150': must be a percentage from 0 to 100"));
+}
+
+// Every long option `hami run --help` lists, misspelt three ways, in the `--x=v`, `--x v`
+// and no-`--` forms: each is a usage error naming the word and the option meant, and the
+// program never runs (it would print RAN).
+TEST_F(RunCliTest, AMisspeltOptionIsRefusedAndNothingRuns) {
+  Outcome help = Run({"run", "--help"});
+  ASSERT_EQ(help.status, 0) << help.out;
+  std::vector<std::string> flags;
+  std::istringstream in(help.out);
+  for (std::string line; std::getline(in, line);) {
+    size_t at = line.find("--");
+    if (line.find_first_not_of(' ') != line.find('-') || at == std::string::npos) continue;
+    size_t end = line.find_first_of(" =,", at);
+    std::string flag = line.substr(at, end == std::string::npos ? end : end - at);
+    if (flag.size() > 3) flags.push_back(flag);
+  }
+  ASSERT_THAT(flags, ::testing::IsSupersetOf({"--memory", "--sm", "--devices", "--quiet", "--sim",
+                                              "--limits-file-mount"}))
+      << help.out;
+  const std::string program = "echo RAN";
+  for (const std::string& flag : flags) {
+    std::string name = flag.substr(2);
+    std::vector<std::string> typos = {
+        "--" + name.substr(1, 1) + name.substr(0, 1) + name.substr(2),  // first letters swapped
+        "--" + name.substr(0, name.size() - 1),                         // last letter dropped
+        "--" + name + name.substr(name.size() - 1),                     // last letter doubled
+    };
+    for (const std::string& typo : typos) {
+      std::vector<std::vector<std::string>> forms = {
+          {"run", "--sm", "30", typo + "=2g", "--", "/bin/sh", "-c", program},
+          {"run", typo, "2g", "--", "/bin/sh", "-c", program},
+          {"run", "-q", typo, "2g", "/bin/sh", "-c", program},
+      };
+      for (const std::vector<std::string>& args : forms) {
+        Outcome o = Run(args);
+        std::string said = ::testing::PrintToString(args) + "\n" + o.out;
+        EXPECT_EQ(o.status, 2) << said;
+        EXPECT_THAT(o.out, HasSubstr("hami run: unknown option '" + typo)) << said;
+        EXPECT_THAT(o.out, Not(HasSubstr("RAN"))) << said;
+      }
+    }
+    Outcome near = Run(
+        {"run", "--" + name.substr(1, 1) + name.substr(0, 1) + name.substr(2), "--", "/bin/true"});
+    if (name.size() >= 4) EXPECT_THAT(near.out, HasSubstr("did you mean " + flag + "?"));
+  }
+}
+
+TEST_F(RunCliTest, WithoutACommandItSaysSoAsAUsageError) {
+  Outcome o = Run({"run", "--memory", "1g"});
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("hami run: no command given"));
 }
 
 TEST_F(RunCliTest, BadDevicesEntriesFailNamingThem) {

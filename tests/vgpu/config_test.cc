@@ -18,6 +18,7 @@
 
 #include "common/file.h"
 #include "common/temp_dir.h"
+#include "limits/vocabulary.h"
 
 namespace hami::vgpu {
 namespace {
@@ -66,6 +67,75 @@ constexpr uint64_t kZeroBudget = region::layout::kZeroBudgetBytes;
 constexpr uint32_t kStrictest = region::layout::kStrictestSmPercent;
 constexpr const char* kZeroBudgetText = "no allocation is admitted (a zero memory budget)";
 constexpr const char* kStrictestText = "the compute share is the strictest, 1%";
+
+// --- The vocabulary ------------------------------------------------------------------------
+
+// Every variable of limits/vocabulary.def, written by its typed writer into a limits file (as
+// the device plugin and `hami run` write), reaches the field libvgpu.so fills from it, with the
+// value written. A row added to the vocabulary fails the count below until it is added here.
+TEST(ConfigVocabulary, EveryTypedWriterReachesTheLibrarysFieldUnchanged) {
+  const std::vector<limits::Entry> entries = {
+      limits::SetMemoryLimit(3000 * kMiB),
+      limits::SetDeviceMemoryLimit(2, 512 * kMiB),
+      limits::SetSmLimit(30),
+      limits::SetDeviceSmLimit(1, 60),
+      limits::SetSharedCache("/var/run/hami/usage.cache"),
+      limits::SetCorePolicy(limits::CorePolicy::kForce),
+      limits::SetTaskPriority(0),
+      limits::SetLogLevel(4),
+      limits::SetOversubscribe(true),
+      limits::SetHostPidBroker(true),
+      limits::SetHostProcfs("/host/proc"),
+      limits::SetIdentityTiers(0b0101),
+      limits::SetIdentityProbeLock("/var/lock/probe.lock"),
+      limits::SetIdentityProbeWaitMs(1234),
+      limits::SetUnaccountedPolicy(limits::UnaccountedPolicy::kSuspend),
+      limits::SetUnaccountedTolerance(8 * kMiB),
+      limits::SetVisibleDevices(std::string("1,0")),
+  };
+  // HAMI_LIMITS_FORMAT is the one the file's writer adds.
+  ASSERT_EQ(entries.size() + 1, limits::Keys().size());
+  auto text = limits::LimitsText(entries);
+  ASSERT_TRUE(text.ok()) << text.error().message();
+  Resolution r = Resolve({}, *text);
+  EXPECT_THAT(r.problems, IsEmpty()) << *text;
+  EXPECT_THAT(r.closed, IsEmpty()) << *text;
+  const Config& c = r.config;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    EXPECT_EQ(c.memory_limit[size_t(d)], d == 2 ? 512 * kMiB : 3000 * kMiB) << d;
+    EXPECT_EQ(c.sm_limit[size_t(d)], d == 1 ? 60u : 30u) << d;
+  }
+  EXPECT_EQ(c.shared_cache, "/var/run/hami/usage.cache");
+  EXPECT_EQ(c.core_policy, region::layout::CorePolicy::kForce);
+  EXPECT_EQ(c.priority, 0);
+  EXPECT_EQ(c.log_level, 4);
+  EXPECT_TRUE(c.oversubscribe);
+  EXPECT_TRUE(c.hostpid_broker);
+  EXPECT_EQ(c.host_procfs, "/host/proc");
+  EXPECT_EQ(c.identity_tiers, 0b0101);
+  EXPECT_EQ(c.probe_lock, "/var/lock/probe.lock");
+  EXPECT_EQ(c.probe_wait_ms, 1234u);
+  EXPECT_EQ(c.unaccounted_policy, UnaccountedPolicy::kSuspend);
+  EXPECT_EQ(c.unaccounted_tolerance, 8 * kMiB);
+  EXPECT_EQ(c.limits_format, 1u);
+  EXPECT_EQ(c.visible_devices, std::optional<std::string>("1,0"));
+  // And each was taken from the file, under the vocabulary's name.
+  for (const limits::Entry& e : entries) {
+    const Setting* s = FindSetting(c, e.first);
+    ASSERT_NE(s, nullptr) << e.first;
+    EXPECT_EQ(s->source, Source::kLimitsFile) << e.first;
+    EXPECT_EQ(s->value, e.second) << e.first;
+  }
+}
+
+// The options table lists the vocabulary's variables, in its order, under its names.
+TEST(ConfigVocabulary, TheOptionsTableIsTheVocabularys) {
+  std::span<const OptionInfo> table = OptionTable();
+  ASSERT_EQ(table.size(), limits::Keys().size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    EXPECT_STREQ(table[i].name, limits::Keys()[i].name) << i;
+  }
+}
 
 // --- Quantities -------------------------------------------------------------------------
 
