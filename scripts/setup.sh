@@ -20,6 +20,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc   # the kubelet device-plugin API (gRPC over Unix sockets)
   python3-grpcio python3-grpc-tools   # a real gRPC peer (and its stub generator) the device plugin and the simulated kubelet are tested against
   python3-kubernetes   # the official Python client, a real peer of the simulated API server
+  python3-jsonpatch    # an RFC 6902 JSON Patch implementation: the oracle for src/kube/patch.cc
   prometheus           # promtool: the scheduler's test checks its metrics exposition
   python3-yaml openssl # tests/deploy read the rendered manifests; deploy/gen-webhook-cert.sh
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
