@@ -20,6 +20,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc   # the kubelet device-plugin API (gRPC over Unix sockets)
   python3-grpcio python3-grpc-tools   # a real gRPC peer (and its stub generator) the device plugin and the simulated kubelet are tested against
   python3-kubernetes   # the official Python client, a real peer of the simulated API server
+  python3-jsonpatch    # an RFC 6902 JSON Patch implementation: the oracle for src/kube/patch.cc
   prometheus           # promtool: the scheduler's test checks its metrics exposition
   python3-yaml openssl # tests/deploy read the rendered manifests; deploy/gen-webhook-cert.sh
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
@@ -51,6 +52,44 @@ if ((${#missing[@]})); then
     "${sudo[@]}" apt-get update
     "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
   fi
+fi
+
+# python3-pynvml (NVIDIA's ctypes NVML bindings) is the oracle for src/nvml/nvml.h's struct
+# layouts. It is in Debian's contrib component, which a default installation does not enable,
+# and it depends on libnvidia-ml1 from non-free (the proprietary driver's library and its
+# alternatives), which a machine without a GPU must not get. So its .deb is downloaded and
+# unpacked under $pynvml_root, not installed; the layout test imports it from there, and
+# nothing here loads libnvidia-ml. Contrib is enabled once, in its own sources file, only when
+# no configured source offers the package.
+pynvml_root=/opt/hami-oracles/python3-pynvml
+if [[ ! -f "$pynvml_root/usr/lib/python3/dist-packages/pynvml/nvml.py" &&
+      ! -f "$pynvml_root/usr/lib/python3/dist-packages/pynvml.py" ]]; then
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to unpack python3-pynvml under $pynvml_root" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  if ! apt-cache policy python3-pynvml 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    if [[ -z "$codename" ]]; then
+      echo "setup: cannot enable Debian contrib for python3-pynvml: /etc/os-release has no VERSION_CODENAME" >&2
+      exit 1
+    fi
+    contrib=/etc/apt/sources.list.d/hami-contrib.sources
+    echo "setup: enabling Debian contrib ($codename) in $contrib for python3-pynvml"
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" \
+      "Suites: $codename $codename-updates" "Components: contrib" \
+      "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
+      "${sudo[@]}" tee "$contrib" >/dev/null
+    "${sudo[@]}" apt-get update
+  fi
+  download=$(mktemp -d)
+  chmod 755 "$download"  # apt-get download fetches as the _apt user
+  trap 'rm -rf "$download"' EXIT
+  (cd "$download" && apt-get download python3-pynvml)
+  "${sudo[@]}" mkdir -p "$pynvml_root"
+  "${sudo[@]}" dpkg-deb -x "$download"/python3-pynvml_*.deb "$pynvml_root"
+  echo "setup: unpacked $(basename "$download"/python3-pynvml_*.deb) under $pynvml_root"
 fi
 
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}

@@ -30,11 +30,15 @@ VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
           found = found == -1 ? int(i) : -2;  // -2: the prefix is ambiguous
         }
       }
-    } else if (!tok.empty() && tok.size() <= 3 &&
-               tok.find_first_not_of("0123456789") == std::string_view::npos) {
-      int idx = 0;
-      for (char c : tok) idx = idx * 10 + (c - '0');
-      if (idx < int(uuids.size())) found = idx;
+    } else if (!tok.empty() && tok.find_first_not_of("0123456789") == std::string_view::npos) {
+      // Any number of digits ("0001" is index 1); a value past the last device stops the
+      // scan before it can overflow.
+      size_t idx = 0;
+      for (char c : tok) {
+        idx = idx * 10 + size_t(c - '0');
+        if (idx >= uuids.size()) break;
+      }
+      if (idx < uuids.size()) found = int(idx);
     }
     if (found < 0 ||
         std::find(out.physical.begin(), out.physical.end(), found) != out.physical.end()) {

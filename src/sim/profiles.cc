@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "common/strings.h"
-#include "common/visible_devices.h"
 
 namespace hami::sim {
 
@@ -51,7 +50,7 @@ void FillIdentity(DeviceSpec* d, std::string_view node, int count) {
   // RFC 4122 version 4 / variant bits, as real GPU UUIDs look random.
   d->uuid_bytes[6] = uint8_t((d->uuid_bytes[6] & 0x0f) | 0x40);
   d->uuid_bytes[8] = uint8_t((d->uuid_bytes[8] & 0x3f) | 0x80);
-  d->uuid = GpuUuidText(d->uuid_bytes);
+  d->uuid = GpuUuidString(d->uuid_bytes);
   d->pci_domain = 0;
   d->pci_bus = 0x08 + 0x0f * d->index;
   d->pci_device = 0;
@@ -63,6 +62,18 @@ void FillIdentity(DeviceSpec* d, std::string_view node, int count) {
 }
 
 }  // namespace
+
+std::string GpuUuidString(const void* bytes16) {
+  const auto* b = static_cast<const uint8_t*>(bytes16);
+  std::string out = "GPU-";
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[b[i] >> 4];
+    out += kHex[b[i] & 0xf];
+  }
+  return out;
+}
 
 std::span<const DeviceProfile> Profiles() { return kProfiles; }
 

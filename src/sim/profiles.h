@@ -61,6 +61,12 @@ struct DeviceSpec {
 Result<std::vector<DeviceSpec>> ParseProfileSpec(std::string_view spec, std::string_view node,
                                                  std::string_view what = "HAMI_SIM_PROFILE");
 
+// "GPU-" and the 16 bytes at `bytes16` as 8-4-4-4-12 lower-case hex digits, the form in which
+// nvidia-smi -L and NVML print a device UUID (and CUDA_VISIBLE_DEVICES names one). The
+// simulator's own formatter: the product has another (common/visible_devices.h), and the
+// simulated machine must not take its UUIDs' text from the code it checks.
+std::string GpuUuidString(const void* bytes16);
+
 // "a100-40g, a100-80g, ..." for error messages and help.
 std::string ProfileKeys();
 

@@ -3,93 +3,81 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "sim/visible_devices_cases.h"
+
 namespace hami::sim {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using visible_cases::Case;
 
-// Three devices with UUIDs chosen so that two of them share a prefix.
 std::vector<DeviceSpec> Machine() {
   auto d = ParseProfileSpec("h100-80g:3", "");
   EXPECT_TRUE(d.ok());
   std::vector<DeviceSpec> out = *d;
-  out[0].uuid = "GPU-aaaa1111-0000-4000-8000-000000000000";
-  out[1].uuid = "GPU-aaaa2222-0000-4000-8000-000000000001";
-  out[2].uuid = "GPU-bbbb3333-0000-4000-8000-000000000002";
+  for (size_t i = 0; i < out.size(); ++i) out[i].uuid = visible_cases::kUuids[i];
   return out;
 }
 
-VisibleDevices Parse(std::optional<std::string_view> value) {
-  return ParseVisibleDevices(value, Machine());
+class SimVisibleDevices : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SimVisibleDevices, FollowsTheDocumentedRule) {
+  const Case& c = GetParam();
+  const VisibleDevices v = ParseVisibleDevices(c.value, Machine());
+  const std::string shown(c.value.value_or("(unset)"));
+  EXPECT_EQ(v.physical, c.visible) << "CUDA_VISIBLE_DEVICES='" << shown << "'";
+  ASSERT_EQ(v.stopped.has_value(), c.stop.has_value()) << "CUDA_VISIBLE_DEVICES='" << shown << "'";
+  if (c.stop) {
+    EXPECT_EQ(v.stopped->reason, *c.stop)
+        << "CUDA_VISIBLE_DEVICES='" << shown << "': entry '" << v.stopped->entry << "' "
+        << VisibleStopText(v.stopped->reason);
+  }
 }
 
-TEST(ParseVisibleDevices, UnsetShowsEveryDeviceInOrder) {
-  VisibleDevices v = Parse(std::nullopt);
-  EXPECT_THAT(v.physical, ElementsAre(0, 1, 2));
-  EXPECT_FALSE(v.stopped_at.has_value());
-}
+INSTANTIATE_TEST_SUITE_P(Cases, SimVisibleDevices, ::testing::ValuesIn(visible_cases::Cases()),
+                         [](const ::testing::TestParamInfo<Case>& param) {
+                           return std::string(param.param.name);
+                         });
 
-TEST(ParseVisibleDevices, EmptyShowsNoDevice) {
-  VisibleDevices v = Parse("");
-  EXPECT_THAT(v.physical, IsEmpty());
-  EXPECT_FALSE(v.stopped_at.has_value());
-}
-
-TEST(ParseVisibleDevices, IndicesSelectAndOrderDevices) {
-  EXPECT_THAT(Parse("1").physical, ElementsAre(1));
-  EXPECT_THAT(Parse("2,0").physical, ElementsAre(2, 0));
-  EXPECT_THAT(Parse("2,1,0").physical, ElementsAre(2, 1, 0));
-  EXPECT_THAT(Parse("01").physical, ElementsAre(1));
-}
-
-TEST(ParseVisibleDevices, IgnoresSpacesAroundEntriesAndATrailingComma) {
-  EXPECT_THAT(Parse(" 1 ,\t0").physical, ElementsAre(1, 0));
-  VisibleDevices v = Parse("0,1,");
-  EXPECT_THAT(v.physical, ElementsAre(0, 1));
-  EXPECT_FALSE(v.stopped_at.has_value());
-}
-
-TEST(ParseVisibleDevices, AFullUuidOrAUniquePrefixNamesADevice) {
-  EXPECT_THAT(Parse("GPU-bbbb3333-0000-4000-8000-000000000002").physical, ElementsAre(2));
-  EXPECT_THAT(Parse("GPU-aaaa2,GPU-b").physical, ElementsAre(1, 2));
-  EXPECT_THAT(Parse("GPU-bbbb3333,0").physical, ElementsAre(2, 0));
-}
-
-struct Stop {
-  const char* value;
-  std::vector<int> visible;
-  const char* stopped_at;
-};
-
-class ParseVisibleDevicesStops : public ::testing::TestWithParam<Stop> {};
-
-TEST_P(ParseVisibleDevicesStops, AtTheFirstBadEntryNamingIt) {
-  const Stop& c = GetParam();
-  VisibleDevices v = Parse(c.value);
-  EXPECT_EQ(v.physical, c.visible) << c.value;
-  EXPECT_EQ(v.stopped_at.value_or("(none)"), c.stopped_at) << c.value;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Values, ParseVisibleDevicesStops,
-    ::testing::Values(Stop{"0,7,1", {0}, "7"},              // no such index
-                      Stop{"3", {}, "3"},                   // one past the last device
-                      Stop{"1,1,2", {1}, "1"},              // a repeat
-                      Stop{"2,GPU-bbbb", {2}, "GPU-bbbb"},  // a repeat by UUID
-                      Stop{"GPU-aaaa,1", {}, "GPU-aaaa"},   // an ambiguous prefix
-                      Stop{"GPU-cccc,1", {}, "GPU-cccc"},   // a UUID of no device
-                      Stop{"GPU-,1", {}, "GPU-"},           // a bare prefix
-                      Stop{"1,-1,0", {1}, "-1"},            // not an index
-                      Stop{"0,abc", {0}, "abc"}, Stop{"1000", {}, "1000"},
-                      Stop{"0,1 2", {0}, "1 2"}, Stop{"MIG-aaaa1111,0", {}, "MIG-aaaa1111"},
-                      Stop{"gpu-aaaa1111", {}, "gpu-aaaa1111"}));
-
-TEST(ParseVisibleDevices, AnEmptyEntryEndsTheListAndIsReported) {
-  VisibleDevices v = Parse("0,,1");
+TEST(SimVisibleDevices, ReportsTheEntryThatEndedTheListWithoutItsBlanks) {
+  VisibleDevices v = ParseVisibleDevices("0, GPU-aaaa ,1", Machine());
   EXPECT_THAT(v.physical, ElementsAre(0));
-  ASSERT_TRUE(v.stopped_at.has_value());
-  EXPECT_EQ(*v.stopped_at, "");
+  ASSERT_TRUE(v.stopped.has_value());
+  EXPECT_EQ(v.stopped->entry, "GPU-aaaa");
+  EXPECT_EQ(v.stopped->reason, VisibleStop::kAmbiguousUuid);
+}
+
+TEST(SimVisibleDevices, AMachineWithoutDevicesShowsNoneEvenForIndexZero) {
+  VisibleDevices v = ParseVisibleDevices("0", {});
+  EXPECT_THAT(v.physical, IsEmpty());
+  ASSERT_TRUE(v.stopped.has_value());
+  EXPECT_EQ(v.stopped->reason, VisibleStop::kNoSuchIndex);
+  EXPECT_THAT(ParseVisibleDevices(std::nullopt, {}).physical, IsEmpty());
+}
+
+TEST(SimVisibleDevices, EveryStopReasonHasItsOwnText) {
+  using enum VisibleStop;
+  const VisibleStop all[] = {kEmptyEntry, kNoSuchIndex, kNoSuchUuid, kAmbiguousUuid,
+                             kMigDevice,  kRepeated,    kNotADevice};
+  std::set<std::string_view> texts;
+  for (VisibleStop r : all) texts.insert(VisibleStopText(r));
+  EXPECT_EQ(texts.size(), std::size(all));
+}
+
+// The machine's UUID text is the simulator's own formatting of the 16 bytes.
+TEST(GpuUuidString, PrintsLowerCaseHexInEightFourFourFourTwelveGroups) {
+  const uint8_t bytes[16] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                             0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10};
+  EXPECT_EQ(GpuUuidString(bytes), "GPU-01234567-89ab-cdef-fedc-ba9876543210");
+}
+
+TEST(GpuUuidString, IsTheTextOfEachSimulatedDevicesUuidBytes) {
+  auto d = ParseProfileSpec("a100-40g:2", "node-a");
+  ASSERT_TRUE(d.ok());
+  for (const DeviceSpec& s : *d) EXPECT_EQ(s.uuid, GpuUuidString(s.uuid_bytes));
 }
 
 }  // namespace

@@ -40,11 +40,12 @@ std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices) 
   const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
   VisibleDevices v = ParseVisibleDevices(
       env != nullptr ? std::optional<std::string_view>(env) : std::nullopt, devices);
-  if (v.stopped_at) {
+  if (v.stopped) {
+    const std::string_view why = VisibleStopText(v.stopped->reason);
     g_log.Log(LogLevel::kWarn,
-              "CUDA_VISIBLE_DEVICES='%s': entry '%s' names no device (or repeats one); "
-              "devices listed after it are not visible",
-              env, v.stopped_at->c_str());
+              "CUDA_VISIBLE_DEVICES='%s': entry '%s' %.*s, so it and the entries after it are "
+              "ignored (%zu device(s) visible)",
+              env, v.stopped->entry.c_str(), int(why.size()), why.data(), v.physical.size());
   }
   return v.physical;
 }

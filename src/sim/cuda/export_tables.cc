@@ -16,7 +16,6 @@
 #include <ctime>
 #include <utility>
 
-#include "common/visible_devices.h"
 #include "sim/cuda/integrity.h"
 #include "sim/cuda/model.h"
 
@@ -75,7 +74,7 @@ const char* TableName(Table t) {
 }
 
 // 8-4-4-4-12 lower-case hex digits, as NVIDIA's tools print a UUID.
-std::string UuidText(const CUuuid* id) { return GpuUuidText(id->bytes).substr(4); }
+std::string UuidText(const CUuuid* id) { return GpuUuidString(id->bytes).substr(4); }
 
 // A slot whose meaning the model does not know: logged, CUDA_ERROR_NOT_SUPPORTED. Called
 // with whatever arguments the caller passes (the C calling convention ignores them).
