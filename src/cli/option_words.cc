@@ -47,7 +47,8 @@ const CLI::Option* FindShort(const CLI::App& command, char name) {
   return nullptr;
 }
 
-bool TakesValue(const CLI::Option* o) { return o->get_type_size_max() > 0; }
+// A flag expects no value (CLI11 sets expected(0) on every add_flag, the help flag included).
+bool TakesValue(const CLI::Option* o) { return o->get_expected_max() > 0; }
 
 std::string Unknown(const CLI::App& command, const std::string& word) {
   std::string name = word.substr(0, word.find('='));

@@ -156,10 +156,26 @@ std::vector<std::string_view> SplitList(std::string_view text, char separator = 
 }
 
 // --memory: one value for every device, or one per device the command sees.
+// One --memory entry: libvgpu's form (digits with an optional binary k, m, g or t, any case)
+// or a Kubernetes binary quantity (Ki, Mi, Gi, Ti), as a Kubernetes user writes it: 3000Mi.
+Result<uint64_t> ParseMemoryEntry(std::string_view entry) {
+  std::string_view size = entry;
+  if (size.size() > 2 && size.back() == 'i' &&
+      std::string_view("KMGT").find(size[size.size() - 2]) != std::string_view::npos) {
+    size.remove_suffix(1);  // "3000Mi" is "3000M"
+  }
+  auto bytes = ParseSize(size, "--memory");
+  if (!bytes.ok()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--memory='" + std::string(entry) +
+                     "': not a size (digits with k, m, g or t, or Kubernetes' Ki, Mi, Gi, Ti)");
+  }
+  return *bytes;
+}
+
 Result<std::vector<uint64_t>> ParseMemory(std::string_view text) {
   std::vector<uint64_t> out;
-  for (std::string_view entry : SplitList(text))
-    out.push_back(HAMI_TRY(ParseSize(entry, "--memory")));
+  for (std::string_view entry : SplitList(text)) out.push_back(HAMI_TRY(ParseMemoryEntry(entry)));
   return out;
 }
 

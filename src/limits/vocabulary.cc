@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "common/parse.h"
+#include "limits/limits_file.h"
 
 namespace hami::limits {
 
@@ -34,10 +35,12 @@ constexpr bool KeysInOrder() {
   return true;
 }
 static_assert(KeysInOrder(), "Key values index kKeys");
+// The limits file's own format line is the vocabulary's LimitsFormat.
+static_assert(std::string_view(kFormatKey) == KeyName(Key::kLimitsFormat));
 
 constexpr std::array<std::string_view, 3> kCorePolicyNames = {"default", "force", "disable"};
 constexpr std::array<std::string_view, kIdentityTierCount> kTierNames = {"broker", "procfs",
-                                                                     "namespace", "probe"};
+                                                                         "namespace", "probe"};
 
 }  // namespace
 

@@ -154,6 +154,22 @@ TEST_F(RunCliTest, SetsTheVariablesLibvgpuReads) {
   EXPECT_THAT(Lines(o.out, "LD_PRELOAD=")[0], HasSubstr("/lib/libvgpu.so"));
 }
 
+TEST_F(RunCliTest, MemoryTakesKubernetesBinarySuffixesToo) {
+  Outcome o = Run({"run", "-q", "--memory", "3000Mi,2Gi", "--", "/usr/bin/env"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_1=2048m\n"));
+  Outcome one = Run({"run", "-q", "--memory", "1Ti", "--", "/usr/bin/env"});
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_THAT(one.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT=1048576m\n"));
+  // What is neither form is refused, naming both.
+  for (const char* bad : {"500M1", "1.5Gi", "2mi", "3Pi"}) {
+    Outcome r = Run({"run", "--memory", bad, "--", "/bin/true"});
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(std::string("--memory='") + bad + "': not a size")) << bad;
+  }
+}
+
 TEST_F(RunCliTest, WithoutLimitsTheCommandRunsAsBeforeWithoutLibvgpu) {
   Outcome o = Run({"run", "-q", "--", "/bin/sh", "-c", "echo \"preload=[$LD_PRELOAD]\"", "x"});
   EXPECT_EQ(o.status, 0);
@@ -265,7 +281,9 @@ TEST_F(RunCliTest, AMisspeltOptionIsRefusedAndNothingRuns) {
     }
     Outcome near = Run(
         {"run", "--" + name.substr(1, 1) + name.substr(0, 1) + name.substr(2), "--", "/bin/true"});
-    if (name.size() >= 4) EXPECT_THAT(near.out, HasSubstr("did you mean " + flag + "?"));
+    if (name.size() >= 4) {
+      EXPECT_THAT(near.out, HasSubstr("did you mean " + flag + "?"));
+    }
   }
 }
 

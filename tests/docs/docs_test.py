@@ -153,7 +153,11 @@ class DocsTest(unittest.TestCase):
                 continue
             text = section(page, "### " + daemon)
             self.assertIsNotNone(text, f"docs/configuration.md has no '### {daemon}' section")
-            for flag in re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)', read(main)):
+            code = read(main)
+            # The logging flags every daemon takes (src/log/flags.cc), where it adds them.
+            if "log::AddFlags(" in code:
+                code += read(os.path.join(SOURCE_DIR, "src/log/flags.cc"))
+            for flag in re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)', code):
                 if not re.search(r"`" + re.escape(flag) + r"[ `]", text):
                     missing.append(f"{daemon} {flag}")
         self.assertEqual(missing, [], "flags docs/configuration.md does not list")
@@ -163,7 +167,7 @@ class DocsTest(unittest.TestCase):
         missing = []
         device = section(page, "## device-config.yaml: the `nvidia:` section")
         self.assertIsNotNone(device, "docs/configuration.md has no device-config.yaml section")
-        src = read(os.path.join(SOURCE_DIR, "src/scheduler/device_config.cc"))
+        src = read(os.path.join(SOURCE_DIR, "src/config/device_config.cc"))
         keys = set(re.findall(r'(?:name|integer|boolean|positive|ignored)\("([A-Za-z]+)"', src))
         keys |= set(re.findall(r'\{"([A-Za-z]+)", \[\]', src))
         for group in re.findall(r"for \(std::string_view key : \{([^}]*)\}", src):
