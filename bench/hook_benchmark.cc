@@ -280,7 +280,7 @@ class TempDir {
     for (const char* f : {kSimState, kRegion, kChildResults}) unlink((path_ + "/" + f).c_str());
     // The simulated machine's host-PID resolver (served by this process) beside its state.
     const std::string resolver = path_ + "/" + kSimState + ".hostpid";
-    for (const char* f : {"broker.sock", "broker.lock"}) unlink((resolver + "/" + f).c_str());
+    for (const char* f : {"resolver.sock", "resolver.lock"}) unlink((resolver + "/" + f).c_str());
     rmdir(resolver.c_str());
     rmdir(path_.c_str());
   }

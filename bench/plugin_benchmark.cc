@@ -684,8 +684,8 @@ class Run {
                Tail(log_path_, 20));
       return false;
     }
-    for (const plugin::ReplicaDevice& d : kubelet_->Devices(kResource)) {
-      if (!d.healthy) continue;
+    for (const sim::kubelet::Device& d : kubelet_->Devices(kResource)) {
+      if (!d.healthy()) continue;
       replicas_.push_back(d.id);
       if (std::find(gpus_.begin(), gpus_.end(), GpuOf(d.id)) == gpus_.end()) {
         gpus_.push_back(GpuOf(d.id));
@@ -773,7 +773,7 @@ class Run {
     }
 
     PodSample s;
-    plugin::PreferredRequest pr;
+    sim::kubelet::PreferredRequest pr;
     pr.available_device_ids = available;
     pr.allocation_size = 1;
     const int64_t t0 = MonotonicNs();
@@ -787,10 +787,8 @@ class Run {
     }
     const std::string replica = (*preferred)[0][0];
     if (GpuOf(replica) != gpu) ++f_->prefer_off_gpu;
-    plugin::ContainerRequest req;
-    req.device_ids = {replica};
     const int64_t t2 = MonotonicNs();
-    auto allocated = kubelet_->Allocate(kResource, {req});
+    auto allocated = kubelet_->Allocate(kResource, {{replica}});
     const int64_t t3 = MonotonicNs();
     if (!allocated.ok()) {
       Fail(f_, "pods", "Allocate for " + name + ": " + allocated.error().message());

@@ -1,5 +1,5 @@
 // The kubelet device-plugin API v1beta1 over gRPC: conversions between its protobuf messages
-// (plugin/proto/api.proto) and the plain values of plugin/types.h, the one conversion between
+// (kubeletapi/api.proto) and the plain values of plugin/types.h, the one conversion between
 // the project's Error and grpc::Status, the DevicePlugin service, and a gRPC server on one
 // Unix socket. Everything else in the plugin speaks types.h and never sees protobuf.
 //
@@ -40,7 +40,7 @@
 
 #include "common/mutex.h"
 #include "common/result.h"
-#include "plugin/proto/api.grpc.pb.h"
+#include "kubeletapi/api.grpc.pb.h"
 #include "plugin/types.h"
 
 namespace hami::plugin {

@@ -58,7 +58,7 @@ TEST(PluginApiGrpcio, APythonKubeletAgreesWithTheServer) {
   ASSERT_TRUE(out.ok());
   testing::Subprocess python(
       {"/usr/bin/python3", std::string(HAMI_PLUGIN_SOURCE_DIR) + "/api_grpcio_checks.py",
-       std::string(HAMI_PLUGIN_SOURCE_DIR) + "/proto", (*server)->path(), out.path()},
+       HAMI_KUBELET_API_PROTO_DIR, (*server)->path(), out.path()},
       {{"PYTHONDONTWRITEBYTECODE", "1"}});
   const std::string output = python.ReadAll(60'000);
   const int status = python.Wait(60'000);

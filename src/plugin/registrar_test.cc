@@ -127,7 +127,8 @@ TEST_F(PluginRegistrar, ServesAgainWhenItsSocketIsRemoved) {
   service_->SetDevices({{"GPU-a-0", false, -1}});
   EXPECT_TRUE(kubelet_->WaitForDevicesMatching(
       "nvidia.com/gpu",
-      [](const std::vector<ReplicaDevice>& d) { return d.size() == 1 && !d[0].healthy; }, kWaitMs));
+      [](const std::vector<sim::kubelet::Device>& d) { return d.size() == 1 && !d[0].healthy(); },
+      kWaitMs));
 }
 
 TEST_F(PluginRegistrar, RegistersOnceTheKubeletAppears) {

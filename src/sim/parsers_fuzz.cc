@@ -1,11 +1,12 @@
 // Fuzzes the simulated GPU's parsers of outside input: the device list (HAMI_SIM_PROFILE),
-// CUDA_VISIBLE_DEVICES and module manifests. None may crash; what they accept must be
-// self-consistent.
+// CUDA_VISIBLE_DEVICES, module manifests and the procfs texts it reads. None may crash; what they
+// accept must be self-consistent.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "sim/manifest.h"
+#include "sim/procfs.h"
 #include "sim/profiles.h"
 #include "sim/visible_devices.h"
 
@@ -24,5 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (bytes == 0 || name.empty()) std::abort();
     }
   }
+  for (pid_t pid : hami::sim::procfs::ParseStatusPids(text, "NStgid")) {
+    if (pid <= 0) std::abort();
+  }
+  (void)hami::sim::procfs::ParsePidNsLink(text);
+  (void)hami::sim::procfs::ParseStatusParent(text);
+  (void)hami::sim::procfs::ParseStatStartTicks(text);
   return 0;
 }

@@ -12,11 +12,11 @@
 #include "common/clock.h"
 #include "common/futex.h"
 #include "common/ofd_lock.h"
-#include "common/proc.h"
 #include "common/robust_mutex.h"
 #include "common/strings.h"
 #include "common/versioned_file.h"
 #include "sim/host_pid.h"
+#include "sim/procfs.h"
 
 namespace hami::sim {
 
@@ -66,7 +66,7 @@ Status FillFile(File* f, std::string_view profile_spec, std::string_view node,
   h.layout_fingerprint = state::LayoutFingerprint();
   h.config_fingerprint = ConfigFingerprint(devices);
   h.device_count = uint32_t(devices.size());
-  h.host_pidns_inode = PidNamespaceInode();
+  h.host_pidns_inode = procfs::PidNsInode();
   h.created_realtime_ns = RealtimeNs();
   CopyString(h.profile_spec, sizeof(h.profile_spec), profile_spec);
   CopyString(h.node, sizeof(h.node), node);
@@ -299,9 +299,9 @@ Result<int> SharedState::ClaimSlot() {
   s.host_pid.store(PidInNamespace(file_->header.host_pidns_inode, path_),
                    std::memory_order_relaxed);
   s.generation += 1;
-  s.pidns_inode = PidNamespaceInode();
-  s.start_time_ticks = ProcessStartTicks();
-  CopyString(s.comm, sizeof(s.comm), ProcessComm());
+  s.pidns_inode = procfs::PidNsInode();
+  s.start_time_ticks = procfs::StartTicks();
+  CopyString(s.comm, sizeof(s.comm), procfs::Comm());
   std::memset(s.used_bytes, 0, sizeof(s.used_bytes));
   std::memset(s.contexts, 0, sizeof(s.contexts));
   std::memset(s.busy_ns, 0, sizeof(s.busy_ns));
@@ -440,7 +440,7 @@ std::vector<ProcessBusy> SharedState::ProcessesBusy(int device, int64_t from_ns,
 pid_t SharedState::HostPidOf(state::Slot& s) {
   pid_t h = s.host_pid.load(std::memory_order_relaxed);
   if (h != 0) return h;
-  if (PidNamespaceInode() == file_->header.host_pidns_inode) {
+  if (procfs::PidNsInode() == file_->header.host_pidns_inode) {
     h = FindPidByNamespacePid(s.pidns_inode, s.ns_pid, s.start_time_ticks);
     if (h != 0) {
       s.host_pid.store(h, std::memory_order_relaxed);

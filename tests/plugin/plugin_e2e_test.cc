@@ -210,7 +210,7 @@ class PluginEndToEnd : public ::testing::Test {
   // response's mounts and environment, the (simulated) driver libraries where the loader finds
   // them, and the simulated GPU's state at its default path, so that a process with an empty
   // environment still reaches the GPU.
-  rt::ContainerSpec Spec(const plugin::ContainerResponse& response,
+  rt::ContainerSpec Spec(const sim::kubelet::ContainerAllocation& response,
                          std::vector<std::string> command) const {
     rt::ContainerSpec spec;
     spec.response = response;
@@ -262,7 +262,7 @@ TEST_F(PluginEndToEnd, APodIsAllocatedAndALoginSessionInItsContainerIsHeldToTheS
   const std::string uid = CreateScheduledPod("trainer");
   auto allocated = kubelet_->AllocateContainer(uid, "main", kResource, 1);
   ASSERT_TRUE(allocated.ok()) << allocated.error().message();
-  const plugin::ContainerResponse& response = allocated->response;
+  const sim::kubelet::ContainerAllocation& response = allocated->response;
   EXPECT_EQ(response.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
   EXPECT_EQ(response.envs.at("CUDA_DEVICE_SM_LIMIT"), "30");
 
@@ -384,9 +384,9 @@ TEST_F(PluginEndToEnd, AnXidMarksTheGpuUnhealthyForTheKubeletAndTheScheduler) {
         int sick = 0, well = 0;
         for (const auto& d : devices) {
           if (GpuOf(d.id) == gpu_) {
-            sick += d.healthy ? 0 : 1;
+            sick += d.healthy() ? 0 : 1;
           } else {
-            well += d.healthy ? 1 : 0;
+            well += d.healthy() ? 1 : 0;
           }
         }
         return sick == 10 && well == 10;

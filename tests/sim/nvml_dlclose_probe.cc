@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "broker/client.h"
 #include "sim/host_pid.h"
 
 int main(int argc, char** argv) {
@@ -26,12 +25,7 @@ int main(int argc, char** argv) {
     return std::printf("nvml failed\n"), 1;
   }
   dlclose(lib);
-  const std::string socket = hami::sim::HostPidSocketPath(std::getenv("HAMI_SIM_STATE"));
-  hami::broker::ClientOptions options;
-  options.socket_path = socket.c_str();
-  options.trusted_uid = geteuid();
-  options.require_read_only_mount = false;
-  hami::broker::ClientResult r = hami::broker::QueryHostPid(options);
-  std::printf("resolver %d\nself %d\n", int(r.pid), int(getpid()));
-  return r.failure == hami::broker::ClientFailure::kNone ? 0 : 1;
+  const pid_t resolved = hami::sim::AskHostPid(std::getenv("HAMI_SIM_STATE"));
+  std::printf("resolver %d\nself %d\n", int(resolved), int(getpid()));
+  return resolved > 0 ? 0 : 1;
 }

@@ -392,7 +392,7 @@ class PodWorker {
 
  private:
   void Run();
-  void RunContainer(size_t i, const plugin::ContainerResponse& response);
+  void RunContainer(size_t i, const kubelet::ContainerAllocation& response);
   void WriteStatusLocked();
   void SignalAllLocked(int sig);
   // A kubelet event about the pod (or one of its containers: `container` not empty).
@@ -447,7 +447,7 @@ void PodWorker::Run() {
     WriteStatusLocked();
   }
   // Admission: the device manager's allocation for every container, before any starts.
-  std::vector<plugin::ContainerResponse> responses(plan_.containers.size());
+  std::vector<kubelet::ContainerAllocation> responses(plan_.containers.size());
   for (size_t i = 0; i < plan_.containers.size(); ++i) {
     for (const auto& [resource, count] : plan_.containers[i].devices) {
       auto allocated = agent_->kubelet->AllocateContainer(plan_.uid, plan_.containers[i].name,
@@ -477,7 +477,7 @@ void PodWorker::Run() {
         done_ = true;
         return;
       }
-      plugin::ContainerResponse& r = responses[i];
+      kubelet::ContainerAllocation& r = responses[i];
       for (const auto& [k, v] : allocated->response.envs) r.envs[k] = v;
       r.mounts.insert(r.mounts.end(), allocated->response.mounts.begin(),
                       allocated->response.mounts.end());
@@ -533,7 +533,7 @@ void PodWorker::Run() {
   done_ = true;
 }
 
-void PodWorker::RunContainer(size_t i, const plugin::ContainerResponse& response) {
+void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& response) {
   const ContainerPlan& c = plan_.containers[i];
   const NodeAgentOptions& o = agent_->options;
   const std::string ref = plan_.ns + "/" + plan_.name + "/" + c.name;
@@ -646,7 +646,7 @@ std::map<std::string, int64_t> NodeAgent::Impl::HealthyDevices() const {
   for (const std::string& r : options.resources) {
     int64_t n = 0;
     if (kubelet->Connected(r)) {
-      for (const plugin::ReplicaDevice& d : kubelet->Devices(r)) n += d.healthy ? 1 : 0;
+      for (const kubelet::Device& d : kubelet->Devices(r)) n += d.healthy() ? 1 : 0;
     }
     out[r] = n;
   }

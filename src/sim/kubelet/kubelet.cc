@@ -1,6 +1,7 @@
 #include "sim/kubelet/kubelet.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "log/log.h"
+#include "sim/kubelet/convert.h"
 
 namespace hami::sim::kubelet {
 namespace {
@@ -20,6 +22,46 @@ std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
 
 std::chrono::steady_clock::time_point SteadyDeadlineIn(int64_t ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// A channel to a Unix socket with a subchannel pool of its own, so that dialling a plugin
+// again after a restart connects at once instead of inheriting another channel's backoff.
+std::shared_ptr<grpc::Channel> UnixSocketChannel(const std::string& path) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+}
+
+// Serves `service` on the Unix socket `path`, replacing a stale socket there (anything else at
+// the path is refused); the inode it bound goes to `inode`.
+Result<std::unique_ptr<grpc::Server>> ServeUnixSocket(const std::string& path,
+                                                      grpc::Service* service, ino_t* inode) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   path + ": exists and is not a socket; refusing to replace it");
+    }
+    if (unlink(path.c_str()) != 0) return Error::FromErrno("removing the stale socket " + path);
+  } else if (errno != ENOENT) {
+    return Error::FromErrno(path);
+  }
+  std::unique_ptr<grpc::Server> server;
+  try {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kIo, "serving gRPC on " + path + ": " + e.what());
+  }
+  if (!server) {
+    return Error(ErrorCode::kIo, "serving gRPC on " + path +
+                                     ": the server did not start (is the directory there?)");
+  }
+  if (lstat(path.c_str(), &st) != 0) return Error::FromErrno("the socket gRPC bound at " + path);
+  *inode = st.st_ino;
+  return server;
 }
 
 // The kubelet's IsExtendedResourceName, in short: "<domain>/<name>", both parts non-empty,
@@ -62,7 +104,7 @@ Kubelet::Kubelet(KubeletOptions options)
 
 Kubelet::~Kubelet() { Stop(); }
 
-std::string Kubelet::socket_path() const { return options_.dir + "/" + plugin::kKubeletSocketName; }
+std::string Kubelet::socket_path() const { return options_.dir + "/" + kKubeletSocketName; }
 
 bool Kubelet::running() const {
   std::lock_guard lock(mu_);
@@ -80,7 +122,7 @@ Status Kubelet::Start() {
     if (d == nullptr) return Error::FromErrno("kubelet device-plugins directory " + options_.dir);
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
-      if (name == plugin::kKubeletSocketName) continue;
+      if (name == kKubeletSocketName) continue;
       const std::string path = options_.dir + "/" + name;
       struct stat st;
       if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
@@ -90,7 +132,8 @@ Status Kubelet::Start() {
     }
     closedir(d);
   }
-  auto server = plugin::UnixServer::Start(socket_path(), {service_.get()});
+  ino_t inode = 0;
+  auto server = ServeUnixSocket(socket_path(), service_.get(), &inode);
   if (!server.ok()) {
     std::lock_guard lock(mu_);
     accepting_ = false;
@@ -98,20 +141,31 @@ Status Kubelet::Start() {
   }
   std::lock_guard lock(mu_);
   server_ = std::move(*server);
+  server_inode_ = inode;
   HAMI_LOG(kInfo, "event=serving socket=%s", socket_path().c_str());
   return OkStatus();
 }
 
 void Kubelet::Stop() {
-  std::unique_ptr<plugin::UnixServer> server;
+  std::unique_ptr<grpc::Server> server;
+  ino_t inode = 0;
   std::map<std::string, std::shared_ptr<Connection>> connections;
   {
     std::lock_guard lock(mu_);
     accepting_ = false;
     server = std::move(server_);
+    inode = server_inode_;
   }
   // Register handlers still running finish first (they see accepting_ false and add nothing).
-  if (server) server->Stop();
+  if (server) {
+    server->Shutdown(DeadlineIn(1000));
+    server->Wait();
+    // gRPC removes the path it listened on; what is there now is removed only if still ours.
+    struct stat st;
+    if (lstat(socket_path().c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == inode) {
+      unlink(socket_path().c_str());
+    }
+  }
   {
     std::lock_guard lock(mu_);
     connections.swap(connections_);
@@ -138,11 +192,11 @@ grpc::Status Kubelet::Register(const v1beta1::RegisterRequest& request) {
     Reject(message);
     return grpc::Status(code, message);
   };
-  if (request.version() != plugin::kApiVersion) {
+  if (request.version() != kApiVersion) {
     return refuse(grpc::StatusCode::UNKNOWN,
                   "requested API version \"" + request.version() +
-                      "\" is not supported by kubelet. Supported versions are [\"" +
-                      plugin::kApiVersion + "\"]");
+                      "\" is not supported by kubelet. Supported versions are [\"" + kApiVersion +
+                      "\"]");
   }
   if (!IsExtendedResourceName(request.resource_name())) {
     return refuse(grpc::StatusCode::UNKNOWN,
@@ -159,7 +213,7 @@ grpc::Status Kubelet::Register(const v1beta1::RegisterRequest& request) {
   connection->resource = request.resource_name();
   connection->endpoint = endpoint;
   const std::string path = options_.dir + "/" + endpoint;
-  connection->channel = plugin::UnixChannel(path);
+  connection->channel = UnixSocketChannel(path);
   if (!connection->channel->WaitForConnected(DeadlineIn(options_.dial_timeout_ms))) {
     return refuse(grpc::StatusCode::UNKNOWN,
                   "failed to dial device plugin: " + path + " did not accept a connection");
@@ -173,7 +227,7 @@ grpc::Status Kubelet::Register(const v1beta1::RegisterRequest& request) {
         connection->stub->GetDevicePluginOptions(&ctx, v1beta1::Empty(), &plugin_options);
     if (!s.ok()) {
       return refuse(grpc::StatusCode::UNKNOWN,
-                    plugin::FromGrpcStatus(s, "GetDevicePluginOptions of " + path).message());
+                    ErrorOfStatus(s, "GetDevicePluginOptions of " + path).message());
     }
   }
 
@@ -208,7 +262,7 @@ void Kubelet::WatchLoop(Connection* c) {
   auto reader = c->stub->ListAndWatch(&c->watch_context, v1beta1::Empty());
   v1beta1::ListAndWatchResponse response;
   while (reader->Read(&response)) {
-    std::vector<plugin::ReplicaDevice> devices = plugin::FromProto(response);
+    std::vector<Device> devices = DevicesOf(response);
     {
       std::lock_guard lock(mu_);
       DeviceState& state = devices_[c->resource];
@@ -219,7 +273,7 @@ void Kubelet::WatchLoop(Connection* c) {
   }
   grpc::Status s = reader->Finish();
   HAMI_LOG(kInfo, "event=list_and_watch_ended resource=%s endpoint=%s status=%s %s",
-           c->resource.c_str(), c->endpoint.c_str(), plugin::StatusCodeName(s.error_code()),
+           c->resource.c_str(), c->endpoint.c_str(), StatusCodeText(s.error_code()).c_str(),
            s.error_message().c_str());
   {
     std::lock_guard lock(mu_);
@@ -267,10 +321,10 @@ std::optional<RegisteredPlugin> Kubelet::Plugin(const std::string& resource) con
   return it->second;
 }
 
-std::vector<plugin::ReplicaDevice> Kubelet::Devices(const std::string& resource) const {
+std::vector<Device> Kubelet::Devices(const std::string& resource) const {
   std::lock_guard lock(mu_);
   auto it = devices_.find(resource);
-  return it == devices_.end() ? std::vector<plugin::ReplicaDevice>{} : it->second.devices;
+  return it == devices_.end() ? std::vector<Device>{} : it->second.devices;
 }
 
 uint64_t Kubelet::DeviceGeneration(const std::string& resource) const {
@@ -285,9 +339,9 @@ bool Kubelet::Connected(const std::string& resource) const {
   return it != connections_.end() && it->second->connected;
 }
 
-Result<std::vector<plugin::ReplicaDevice>> Kubelet::WaitForDevices(const std::string& resource,
-                                                                   uint64_t after_generation,
-                                                                   int64_t timeout_ms) const {
+Result<std::vector<Device>> Kubelet::WaitForDevices(const std::string& resource,
+                                                    uint64_t after_generation,
+                                                    int64_t timeout_ms) const {
   std::unique_lock lock(mu_);
   const bool arrived = changed_.wait_until(lock, SteadyDeadlineIn(timeout_ms), [&] {
     auto it = devices_.find(resource);
@@ -302,8 +356,7 @@ Result<std::vector<plugin::ReplicaDevice>> Kubelet::WaitForDevices(const std::st
 }
 
 bool Kubelet::WaitForDevicesMatching(
-    const std::string& resource,
-    const std::function<bool(const std::vector<plugin::ReplicaDevice>&)>& condition,
+    const std::string& resource, const std::function<bool(const std::vector<Device>&)>& condition,
     int64_t timeout_ms) const {
   std::unique_lock lock(mu_);
   return changed_.wait_until(lock, SteadyDeadlineIn(timeout_ms), [&] {
@@ -312,8 +365,8 @@ bool Kubelet::WaitForDevicesMatching(
   });
 }
 
-Result<std::vector<plugin::ContainerResponse>> Kubelet::Allocate(
-    const std::string& resource, const std::vector<plugin::ContainerRequest>& containers) {
+Result<std::vector<ContainerAllocation>> Kubelet::Allocate(
+    const std::string& resource, const std::vector<std::vector<std::string>>& containers) {
   std::shared_ptr<Connection> c = ConnectionFor(resource);
   if (!c) {
     return Error(ErrorCode::kNotFound, "no device plugin is registered for " + resource);
@@ -321,19 +374,23 @@ Result<std::vector<plugin::ContainerResponse>> Kubelet::Allocate(
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(options_.call_timeout_ms));
   v1beta1::AllocateResponse response;
-  grpc::Status s = c->stub->Allocate(&ctx, plugin::ToAllocateRequest(containers), &response);
-  if (!s.ok()) return plugin::FromGrpcStatus(s, "Allocate for " + resource);
+  grpc::Status s = c->stub->Allocate(&ctx, AllocateRequestOf(containers), &response);
+  if (!s.ok()) return ErrorOfStatus(s, "Allocate for " + resource);
   if (response.container_responses_size() != int(containers.size())) {
     return Error(ErrorCode::kCorrupt, "Allocate for " + resource + ": the plugin answered " +
                                           std::to_string(response.container_responses_size()) +
                                           " containers for " + std::to_string(containers.size()) +
                                           " requested");
   }
-  return plugin::FromProto(response);
+  std::vector<ContainerAllocation> out;
+  for (const v1beta1::ContainerAllocateResponse& r : response.container_responses()) {
+    out.push_back(AllocationOf(r));
+  }
+  return out;
 }
 
 Result<std::vector<std::vector<std::string>>> Kubelet::GetPreferredAllocation(
-    const std::string& resource, const std::vector<plugin::PreferredRequest>& containers) {
+    const std::string& resource, const std::vector<PreferredRequest>& containers) {
   std::shared_ptr<Connection> c = ConnectionFor(resource);
   if (!c) {
     return Error(ErrorCode::kNotFound, "no device plugin is registered for " + resource);
@@ -341,10 +398,9 @@ Result<std::vector<std::vector<std::string>>> Kubelet::GetPreferredAllocation(
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(options_.call_timeout_ms));
   v1beta1::PreferredAllocationResponse response;
-  grpc::Status s = c->stub->GetPreferredAllocation(
-      &ctx, plugin::ToPreferredAllocationRequest(containers), &response);
-  if (!s.ok()) return plugin::FromGrpcStatus(s, "GetPreferredAllocation for " + resource);
-  return plugin::FromProto(response);
+  grpc::Status s = c->stub->GetPreferredAllocation(&ctx, PreferredRequestOf(containers), &response);
+  if (!s.ok()) return ErrorOfStatus(s, "GetPreferredAllocation for " + resource);
+  return PreferredIdsOf(response);
 }
 
 Result<AllocatedContainer> Kubelet::AllocateContainer(const std::string& pod_uid,
@@ -370,8 +426,8 @@ Result<AllocatedContainer> Kubelet::AllocateContainer(const std::string& pod_uid
       for (const auto& [k, ids] : held) in_use.insert(ids.begin(), ids.end());
       auto dit = devices_.find(resource);
       if (dit != devices_.end()) {
-        for (const plugin::ReplicaDevice& d : dit->second.devices) {
-          if (d.healthy && !in_use.contains(d.id)) available.push_back(d.id);
+        for (const Device& d : dit->second.devices) {
+          if (d.healthy() && !in_use.contains(d.id)) available.push_back(d.id);
         }
       }
       if (int(available.size()) < count) {
@@ -386,8 +442,8 @@ Result<AllocatedContainer> Kubelet::AllocateContainer(const std::string& pod_uid
   }
   if (chosen.empty()) {
     if (offered) {
-      auto preferred = HAMI_TRY(
-          GetPreferredAllocation(resource, {plugin::PreferredRequest{available, {}, count}}));
+      auto preferred =
+          HAMI_TRY(GetPreferredAllocation(resource, {PreferredRequest{available, {}, count}}));
       if (!preferred.empty()) {
         for (const std::string& id : preferred[0]) {
           if (int(chosen.size()) == count) break;
@@ -403,7 +459,7 @@ Result<AllocatedContainer> Kubelet::AllocateContainer(const std::string& pod_uid
       if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
     }
   }
-  auto responses = HAMI_TRY(Allocate(resource, {plugin::ContainerRequest{chosen}}));
+  auto responses = HAMI_TRY(Allocate(resource, {chosen}));
   {
     std::lock_guard lock(mu_);
     allocated_[resource][key] = chosen;

@@ -16,16 +16,24 @@
 //     resource's device list and bumps its generation; WaitForDevices waits on it.
 // AllocateContainer(pod, container, resource, n): the device manager's choice and call for one
 //   container: devices already given to this container are reused (a retried admission);
-//   otherwise n healthy devices not held by another container are chosen: those that
-//   GetPreferredAllocation answers first (when the plugin offers it; each must be available),
-//   then the rest in list order. Then Allocate with that one container's request. A failed
-//   Allocate leaves the devices free again. ReleasePod frees a pod's devices.
+//   otherwise n healthy devices (health exactly "Healthy") not held by another container are
+//   chosen: those that GetPreferredAllocation answers first (when the plugin offers it; each must
+//   be available), then the rest in list order. Then Allocate with that one container's request. A
+//   failed Allocate leaves the devices free again. ReleasePod frees a pod's devices.
 // Stop(): stops serving, ends every ListAndWatch stream (cancelling it), removes kubelet.sock.
 //   Start() again is a kubelet restart: kubelet.sock is recreated and plugins register again.
+//
+// It speaks the protocol through the vendor contract's generated code (kubeletapi/) and reads
+// the messages with conversions of its own (convert.h, types.h), never the device plugin's:
+// this is the kubelet that checks the plugin, so a field the plugin misreads must not be
+// misread identically here.
 //
 // Thread safety: every method may be called from any thread. Waits are condition variables
 // with deadlines (no polling).
 #pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <sys/types.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -39,16 +47,16 @@
 #include <vector>
 
 #include "common/result.h"
-#include "plugin/api.h"
-#include "plugin/types.h"
+#include "kubeletapi/api.grpc.pb.h"
+#include "sim/kubelet/types.h"
 
 namespace hami::sim::kubelet {
 
 struct KubeletOptions {
-  std::string dir = plugin::kDevicePluginDir;  // where kubelet.sock and the plugins' sockets are
-  bool clean_directory_on_start = true;        // remove other sockets at Start, as the kubelet
-  int64_t dial_timeout_ms = 10'000;            // connecting to a plugin at Register
-  int64_t call_timeout_ms = 30'000;            // each RPC to a plugin
+  std::string dir = kDevicePluginDir;    // where kubelet.sock and the plugins' sockets are
+  bool clean_directory_on_start = true;  // remove other sockets at Start, as the kubelet
+  int64_t dial_timeout_ms = 10'000;      // connecting to a plugin at Register
+  int64_t call_timeout_ms = 30'000;      // each RPC to a plugin
 };
 
 // What the kubelet recorded of a registration.
@@ -64,7 +72,7 @@ struct RegisteredPlugin {
 // One container's allocation, as the device manager keeps it.
 struct AllocatedContainer {
   std::vector<std::string> device_ids;  // what the kubelet chose and sent in Allocate
-  plugin::ContainerResponse response;   // the plugin's answer
+  ContainerAllocation response;         // the plugin's answer
 };
 
 class Kubelet {
@@ -96,20 +104,18 @@ class Kubelet {
 
   // ListAndWatch: the latest list, the number of responses received for the resource (over
   // every connection), and whether its stream is open now.
-  std::vector<plugin::ReplicaDevice> Devices(const std::string& resource) const;
+  std::vector<Device> Devices(const std::string& resource) const;
   uint64_t DeviceGeneration(const std::string& resource) const;
   bool Connected(const std::string& resource) const;
   // Waits until a response with generation > `after_generation` arrived; returns that list
   // (the latest). kTimeout after `timeout_ms`.
-  Result<std::vector<plugin::ReplicaDevice>> WaitForDevices(const std::string& resource,
-                                                            uint64_t after_generation,
-                                                            int64_t timeout_ms) const;
+  Result<std::vector<Device>> WaitForDevices(const std::string& resource, uint64_t after_generation,
+                                             int64_t timeout_ms) const;
   // Waits until the resource's latest list satisfies `condition` (checked now and at every
   // response; it runs under the kubelet's lock: it must only look). False after `timeout_ms`.
-  bool WaitForDevicesMatching(
-      const std::string& resource,
-      const std::function<bool(const std::vector<plugin::ReplicaDevice>&)>& condition,
-      int64_t timeout_ms) const;
+  bool WaitForDevicesMatching(const std::string& resource,
+                              const std::function<bool(const std::vector<Device>&)>& condition,
+                              int64_t timeout_ms) const;
 
   // The device manager (see the top of this file).
   Result<AllocatedContainer> AllocateContainer(const std::string& pod_uid,
@@ -117,10 +123,11 @@ class Kubelet {
                                                const std::string& resource, int count);
   void ReleasePod(const std::string& pod_uid);
   // The RPCs as the device manager sends them, for tests that choose the devices themselves.
-  Result<std::vector<plugin::ContainerResponse>> Allocate(
-      const std::string& resource, const std::vector<plugin::ContainerRequest>& containers);
+  // Allocate: the device IDs of each container, one ContainerAllocateRequest per element.
+  Result<std::vector<ContainerAllocation>> Allocate(
+      const std::string& resource, const std::vector<std::vector<std::string>>& containers);
   Result<std::vector<std::vector<std::string>>> GetPreferredAllocation(
-      const std::string& resource, const std::vector<plugin::PreferredRequest>& containers);
+      const std::string& resource, const std::vector<PreferredRequest>& containers);
 
  private:
   class RegistrationService;
@@ -137,8 +144,9 @@ class Kubelet {
   std::mutex allocate_mu_;  // one AllocateContainer at a time (held across its RPCs)
 
   mutable std::mutex mu_;
-  mutable std::condition_variable changed_;     // registrations, device lists, streams
-  std::unique_ptr<plugin::UnixServer> server_;  // guarded by mu_ (set by Start/Stop)
+  mutable std::condition_variable changed_;  // registrations, device lists, streams
+  std::unique_ptr<grpc::Server> server_;     // guarded by mu_ (set by Start/Stop)
+  ino_t server_inode_ = 0;                   // of kubelet.sock as Start bound it; guarded by mu_
   bool accepting_ = false;  // between Start and Stop: a Register may add a connection
   uint64_t registrations_ = 0;
   uint64_t rejected_ = 0;
@@ -146,7 +154,7 @@ class Kubelet {
   std::map<std::string, RegisteredPlugin> plugins_;
   std::map<std::string, std::shared_ptr<Connection>> connections_;
   struct DeviceState {
-    std::vector<plugin::ReplicaDevice> devices;
+    std::vector<Device> devices;
     uint64_t generation = 0;
   };
   std::map<std::string, DeviceState> devices_;

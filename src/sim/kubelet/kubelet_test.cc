@@ -5,19 +5,20 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "plugin/api.h"
+#include "kubeletapi/api.grpc.pb.h"
 
 namespace hami::sim::kubelet {
 namespace {
 
-using plugin::ReplicaDevice;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -28,65 +29,62 @@ bool Exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
-// A device plugin of the project's own service, with fake Allocate and PreferFn.
-class FakePlugin {
+std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// A device plugin written here on the generated service, independent of the project's plugin
+// (src/plugin), with a fake Allocate (NVIDIA_VISIBLE_DEVICES = the IDs) and a preference for
+// the last available devices, so that the kubelet's use of the answer shows.
+class FakePlugin final : public v1beta1::DevicePlugin::Service {
  public:
-  FakePlugin(const std::string& dir, bool offer_preferred) : path_(dir + "/hami-nvidia.sock") {
-    plugin::ServiceOptions options;
-    options.offer_preferred_allocation = offer_preferred;
-    options.allocate = [this](const std::vector<plugin::ContainerRequest>& containers)
-        -> Result<std::vector<plugin::ContainerResponse>> {
-      std::lock_guard lock(mu_);
-      ++allocate_calls_;
-      if (!fail_with_.empty()) return Error(ErrorCode::kInvalidArgument, fail_with_);
-      std::vector<plugin::ContainerResponse> out;
-      for (const auto& c : containers) {
-        plugin::ContainerResponse r;
-        std::string ids;
-        for (const auto& id : c.device_ids) ids += (ids.empty() ? "" : ",") + id;
-        r.envs["NVIDIA_VISIBLE_DEVICES"] = ids;
-        out.push_back(r);
-      }
-      return out;
-    };
-    // Prefers the last available devices, so that the kubelet's use of the answer shows.
-    options.prefer = [this](const std::vector<plugin::PreferredRequest>& containers)
-        -> Result<std::vector<std::vector<std::string>>> {
-      std::lock_guard lock(mu_);
-      ++prefer_calls_;
-      std::vector<std::vector<std::string>> out;
-      for (const auto& c : containers) {
-        out.emplace_back(c.available_device_ids.end() - c.allocation_size,
-                         c.available_device_ids.end());
-      }
-      return out;
-    };
-    service_ = std::make_unique<plugin::DevicePluginService>(std::move(options));
-  }
+  FakePlugin(const std::string& dir, bool offer_preferred)
+      : path_(dir + "/hami-nvidia.sock"), offer_preferred_(offer_preferred) {}
+  ~FakePlugin() override { StopServing(); }
 
   void Serve() {
-    server_.reset();  // the old server first: gRPC unlinks its path when it shuts down
-    auto server = plugin::UnixServer::Start(path_, service_.get());
-    ASSERT_TRUE(server.ok()) << server.error().message();
-    server_ = std::move(*server);
+    StopServing();  // the old server first: gRPC unlinks its path when it shuts down
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = false;
+    }
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + path_, grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    ASSERT_TRUE(server_ != nullptr) << "cannot serve on " << path_;
   }
 
   grpc::Status Register(const std::string& kubelet_socket, const std::string& version,
                         const std::string& resource = "nvidia.com/gpu") {
-    auto stub = v1beta1::Registration::NewStub(grpc::CreateChannel(
-        plugin::UnixTarget(kubelet_socket), grpc::InsecureChannelCredentials()));
+    auto stub = v1beta1::Registration::NewStub(
+        grpc::CreateChannel("unix:" + kubelet_socket, grpc::InsecureChannelCredentials()));
     v1beta1::RegisterRequest request;
     request.set_version(version);
     request.set_endpoint("hami-nvidia.sock");
     request.set_resource_name(resource);
-    *request.mutable_options() = service_->PluginOptions();
+    request.mutable_options()->set_get_preferred_allocation_available(offer_preferred_);
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kWaitMs));
+    ctx.set_deadline(DeadlineIn(kWaitMs));
     v1beta1::Empty empty;
     return stub->Register(&ctx, request, &empty);
   }
 
-  plugin::DevicePluginService& service() { return *service_; }
+  // Sends `devices` on every open ListAndWatch stream and to later ones.
+  void SetDevices(const std::vector<Device>& devices) {
+    v1beta1::ListAndWatchResponse message;
+    for (const Device& d : devices) {
+      v1beta1::Device* out = message.add_devices();
+      out->set_id(d.id);
+      out->set_health(d.health);
+      for (int64_t node : d.numa_nodes) out->mutable_topology()->add_nodes()->set_id(node);
+    }
+    std::lock_guard lock(mu_);
+    message_ = std::move(message);
+    ++version_;
+    changed_.notify_all();
+  }
+
   const std::string& path() const { return path_; }
   int allocate_calls() {
     std::lock_guard lock(mu_);
@@ -101,18 +99,97 @@ class FakePlugin {
     fail_with_ = std::move(message);
   }
 
+  // ---- the service ----
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
+                                      v1beta1::DevicePluginOptions* options) override {
+    options->set_get_preferred_allocation_available(offer_preferred_);
+    return grpc::Status::OK;
+  }
+
+  // Writes the list whenever it changes, until the client goes or the server stops.
+  grpc::Status ListAndWatch(grpc::ServerContext*, const v1beta1::Empty*,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
+    std::unique_lock lock(mu_);
+    uint64_t sent = 0;
+    while (!stopping_) {
+      if (sent == version_) {
+        changed_.wait(lock);
+        continue;
+      }
+      v1beta1::ListAndWatchResponse message = message_;
+      sent = version_;
+      lock.unlock();
+      const bool written = writer->Write(message);
+      lock.lock();
+      if (!written) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
+                                      const v1beta1::PreferredAllocationRequest* request,
+                                      v1beta1::PreferredAllocationResponse* response) override {
+    if (!offer_preferred_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not offered");
+    std::lock_guard lock(mu_);
+    ++prefer_calls_;
+    for (const auto& c : request->container_requests()) {
+      auto* out = response->add_container_responses();
+      const int n = c.available_deviceids_size();
+      for (int i = std::max(0, n - c.allocation_size()); i < n; ++i) {
+        out->add_deviceids(c.available_deviceids(i));
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* request,
+                        v1beta1::AllocateResponse* response) override {
+    std::lock_guard lock(mu_);
+    ++allocate_calls_;
+    if (!fail_with_.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, fail_with_);
+    for (const auto& c : request->container_requests()) {
+      std::string ids;
+      for (const auto& id : c.devices_ids()) ids += (ids.empty() ? "" : ",") + id;
+      (*response->add_container_responses()->mutable_envs())["NVIDIA_VISIBLE_DEVICES"] = ids;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+                                 v1beta1::PreStartContainerResponse*) override {
+    return grpc::Status::OK;
+  }
+
  private:
+  void StopServing() {
+    if (!server_) return;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;  // ends the ListAndWatch handlers, so the shutdown waits for none
+      changed_.notify_all();
+    }
+    server_->Shutdown(DeadlineIn(1000));
+    server_.reset();
+  }
+
   const std::string path_;
-  std::unique_ptr<plugin::DevicePluginService> service_;
-  std::unique_ptr<plugin::UnixServer> server_;
+  const bool offer_preferred_;
+  std::unique_ptr<grpc::Server> server_;
   std::mutex mu_;
+  std::condition_variable changed_;
+  v1beta1::ListAndWatchResponse message_;
+  uint64_t version_ = 0;
+  bool stopping_ = false;
   int allocate_calls_ = 0;
   int prefer_calls_ = 0;
   std::string fail_with_;
 };
 
-std::vector<ReplicaDevice> FourReplicas() {
-  return {{"GPU-a-0", true, 0}, {"GPU-a-1", true, 0}, {"GPU-b-0", false, 1}, {"GPU-b-1", true, 1}};
+std::vector<Device> FourReplicas() {
+  return {{"GPU-a-0", "Healthy", {0}},
+          {"GPU-a-1", "Healthy", {0}},
+          {"GPU-b-0", "Unhealthy", {1}},
+          {"GPU-b-1", "Healthy", {1}}};
 }
 
 class SimKubelet : public ::testing::Test {
@@ -129,7 +206,7 @@ class SimKubelet : public ::testing::Test {
   // Serves the fake plugin with FourReplicas and registers it; waits for the first list.
   void RegisterPlugin(bool offer_preferred = true) {
     plugin_ = std::make_unique<FakePlugin>(dir_.path(), offer_preferred);
-    plugin_->service().SetDevices(FourReplicas());
+    plugin_->SetDevices(FourReplicas());
     ASSERT_NO_FATAL_FAILURE(plugin_->Serve());
     grpc::Status s = plugin_->Register(kubelet_->socket_path(), "v1beta1");
     ASSERT_TRUE(s.ok()) << s.error_message();
@@ -154,9 +231,10 @@ TEST_F(SimKubelet, RecordsARegistrationAndFollowsListAndWatch) {
   EXPECT_TRUE(kubelet_->Connected("nvidia.com/gpu"));
 
   const uint64_t generation = kubelet_->DeviceGeneration("nvidia.com/gpu");
-  std::vector<ReplicaDevice> changed = FourReplicas();
-  changed[0].healthy = false;
-  plugin_->service().SetDevices(changed);
+  std::vector<Device> changed = FourReplicas();
+  changed[0].health = "Unhealthy";
+  changed[1].numa_nodes = {};
+  plugin_->SetDevices(changed);
   auto devices = kubelet_->WaitForDevices("nvidia.com/gpu", generation, kWaitMs);
   ASSERT_TRUE(devices.ok()) << devices.error().message();
   EXPECT_EQ(*devices, changed);
@@ -247,7 +325,7 @@ TEST_F(SimKubelet, ARetriedAdmissionReusesTheDevicesAndAFailureFreesThem) {
 }
 
 TEST_F(SimKubelet, AllocateWithoutAPluginNamesTheResource) {
-  auto r = kubelet_->Allocate("nvidia.com/gpu", {{{"GPU-a-0"}}});
+  auto r = kubelet_->Allocate("nvidia.com/gpu", {{"GPU-a-0"}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message(), "no device plugin is registered for nvidia.com/gpu");
 }

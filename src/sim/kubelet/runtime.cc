@@ -404,21 +404,21 @@ Result<std::vector<MountStep>> PlanMounts(const ContainerSpec& spec) {
   for (const char* base : {"/dev", "/sys"}) {
     steps.push_back(HAMI_TRY(Step(std::string("the host's ") + base, base, base, false)));
   }
-  const plugin::ContainerResponse& r = spec.response;
+  const kubelet::ContainerAllocation& r = spec.response;
   for (size_t i = 0; i < r.mounts.size(); ++i) {
-    const plugin::Mount& m = r.mounts[i];
+    const kubelet::Mount& m = r.mounts[i];
     steps.push_back(HAMI_TRY(
         Step(Describe("mount " + std::to_string(i), m.host_path, m.container_path, m.read_only),
              m.host_path, m.container_path, m.read_only)));
   }
   for (size_t i = 0; i < r.devices.size(); ++i) {
-    const plugin::DeviceNode& d = r.devices[i];
+    const kubelet::DeviceSpec& d = r.devices[i];
     steps.push_back(
         HAMI_TRY(Step(Describe("device " + std::to_string(i), d.host_path, d.container_path, false),
                       d.host_path, d.container_path, false)));
   }
   for (size_t i = 0; i < spec.host_mounts.size(); ++i) {
-    const plugin::Mount& m = spec.host_mounts[i];
+    const kubelet::Mount& m = spec.host_mounts[i];
     steps.push_back(HAMI_TRY(Step(
         Describe("host mount " + std::to_string(i), m.host_path, m.container_path, m.read_only),
         m.host_path, m.container_path, m.read_only)));

@@ -1,6 +1,7 @@
-// The simulated container runtime: applies a device plugin's Allocate answer
-// (plugin::ContainerResponse) for real and runs a command in the resulting "container", as
-// containerd with runc and the NVIDIA container toolkit would. Test and demo infrastructure.
+// The simulated container runtime: applies a device plugin's Allocate answer, as the simulated
+// kubelet read it (kubelet::ContainerAllocation, sim/kubelet/types.h), for real and runs a command
+// in the resulting "container", as containerd with runc and the NVIDIA container toolkit would.
+// Test and demo infrastructure.
 //
 // A container is a private mount namespace (and, by default, a private PID namespace) whose
 // root is an overlay of the host's root filesystem: the lower layer is the host's "/" (its
@@ -59,7 +60,7 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
-#include "plugin/types.h"
+#include "sim/kubelet/types.h"
 
 namespace hami::sim::runtime {
 
@@ -77,15 +78,15 @@ enum class PidNamespace {
 };
 
 struct ContainerSpec {
-  plugin::ContainerResponse response;  // envs, mounts (in order), devices; annotations unused
-  std::vector<std::string> command;    // argv, not empty
-  Env image_env;                       // the image's variables (PATH, HOME, ...)
-  std::string working_dir = "/";       // inside the container
+  kubelet::ContainerAllocation response;  // envs, mounts (in order), devices; the rest unused
+  std::vector<std::string> command;       // argv, not empty
+  Env image_env;                          // the image's variables (PATH, HOME, ...)
+  std::string working_dir = "/";          // inside the container
   PidNamespace pid_namespace = PidNamespace::kPrivate;
-  std::vector<plugin::Mount> host_mounts;  // added after the response's mounts and devices
-  std::vector<std::string> driver_libs;    // host files, bound read-only into kDriverLibDir
-  std::string sim_state;                   // host state file bound at kSimStatePath; "": none
-  int stdin_fd = -1;                       // -1: the caller's
+  std::vector<kubelet::Mount> host_mounts;  // added after the response's mounts and devices
+  std::vector<std::string> driver_libs;     // host files, bound read-only into kDriverLibDir
+  std::string sim_state;                    // host state file bound at kSimStatePath; "": none
+  int stdin_fd = -1;                        // -1: the caller's
   int stdout_fd = -1;
   int stderr_fd = -1;
 };
