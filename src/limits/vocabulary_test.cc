@@ -85,7 +85,9 @@ std::vector<std::optional<std::string>> Samples<DeviceListCodec>() {
 Entry ThroughTheFile(const Entry& entry) {
   // The format line is the one the writer adds itself: it must be what SetLimitsFormat says.
   const bool format_line = entry.first == kFormatKey;
-  if (format_line) EXPECT_EQ(entry.second, kFormat);
+  if (format_line) {
+    EXPECT_EQ(entry.second, kFormat);
+  }
   Entry written = entry;
   auto text = LimitsText(std::span<const Entry>(&written, format_line ? 0 : 1));
   EXPECT_TRUE(text.ok()) << entry.first << ": " << text.error().message();
