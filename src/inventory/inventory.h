@@ -17,9 +17,11 @@
 // reason ("nvmlDeviceGetMemoryInfo: GPU is lost"); the other devices are unaffected. An
 // optional query that is not supported is not a failure.
 //
-// Libraries are opened RTLD_LOCAL; NVML is shut down and closed again before ReadInventory
-// returns, the CUDA driver stays loaded (RTLD_NODELETE: once cuInit ran, its threads may run
-// its code). Calls are typed through decltype of the declarations in nvml/nvml.h and cuda.h.
+// Libraries are opened RTLD_LOCAL, NVML through its one loader (nvml_library.h). NVML is shut
+// down before ReadInventory returns; both stay loaded (RTLD_NODELETE): what NVML's constructors
+// allocated is reachable only from its own data, and once cuInit ran the CUDA driver's threads
+// may run its code. Calls are typed through decltype of the declarations in nvml/nvml.h and
+// cuda.h.
 // Thread-safe as far as NVML is (nvmlInit/nvmlShutdown are reference-counted); not for libvgpu.so
 // (it allocates and calls dlopen).
 #pragma once
