@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct Device {
   bool healthy = true;
   std::string health_reason;  // why not healthy; empty when healthy
 };
+
+// Health by GPU UUID, as the health watcher (health.h) reports it: true is healthy.
+using HealthMap = std::map<std::string, bool>;
 
 struct Inventory {
   std::string nvml_library;    // the file the loader opened (realpath), for provenance

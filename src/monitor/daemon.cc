@@ -18,6 +18,7 @@
 #include "common/prometheus.h"
 #include "common/stop_signals.h"
 #include "common/unique_fd.h"
+#include "inventory/health.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
@@ -29,7 +30,6 @@
 #include "monitor/metrics.h"
 #include "monitor/nvml_sampler.h"
 #include "monitor/regions.h"
-#include "plugin/health.h"
 
 namespace hami::monitor {
 
@@ -57,7 +57,7 @@ struct Daemon::Impl {
   std::unique_ptr<kube::EventRecorder> events;
   std::unique_ptr<Cleaner> cleaner;
   std::string cleanup_off_reason;
-  std::unique_ptr<plugin::HealthWatcher> health;
+  std::unique_ptr<inventory::HealthWatcher> health;
   RegionSet regions;
 
   std::unique_ptr<httplib::Server> http;
@@ -422,18 +422,18 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   }
 
   if (d.options.health_checks) {
-    plugin::HealthOptions ho;
+    inventory::HealthOptions ho;
     ho.nvml_library = d.options.nvml_library;
-    ho.xids = plugin::XidPolicy::FromEnvironment();
+    ho.xids = inventory::XidPolicy::FromEnvironment();
     Impl* self = &d;
-    ho.on_change = [self](const plugin::HealthChange& c) {
+    ho.on_change = [self](const inventory::HealthChange& c) {
       log::Log(c.healthy ? log::Level::kInfo : log::Level::kError,
                "event=gpu_health device_uuid=%s healthy=%d reason=%s", c.uuid.c_str(),
                int(c.healthy), c.reason.c_str());
       std::lock_guard lock(self->mu_);
       self->gpu_health[c.uuid] = GpuHealthView{c.healthy, c.reason};
     };
-    auto health = plugin::HealthWatcher::Start(std::move(ho));
+    auto health = inventory::HealthWatcher::Start(std::move(ho));
     if (health.ok()) {
       d.health = std::move(health).value();
     } else {

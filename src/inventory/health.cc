@@ -1,4 +1,4 @@
-#include "plugin/health.h"
+#include "inventory/health.h"
 
 #include <dlfcn.h>
 
@@ -13,7 +13,7 @@
 #include "log/log.h"
 #include "nvml/nvml.h"
 
-namespace hami::plugin {
+namespace hami::inventory {
 
 namespace {
 
@@ -320,4 +320,4 @@ bool HealthWatcher::WaitForEvents(uint64_t count, std::chrono::milliseconds time
   return cv_.wait_for(l, timeout, [&] { return events_handled_ >= count; });
 }
 
-}  // namespace hami::plugin
+}  // namespace hami::inventory

@@ -30,10 +30,10 @@
 #include <vector>
 
 #include "common/result.h"
+#include "inventory/inventory.h"
 #include "nvml/nvml.h"
-#include "plugin/devices.h"
 
-namespace hami::plugin {
+namespace hami::inventory {
 
 // Which Xids leave a GPU healthy: the application errors NVIDIA's plugin ignores
 // (13 graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing,
@@ -130,4 +130,4 @@ class HealthWatcher {
   bool stopped_ = false;
 };
 
-}  // namespace hami::plugin
+}  // namespace hami::inventory
