@@ -19,6 +19,7 @@
 #include "common/stop_signals.h"
 #include "common/unique_fd.h"
 #include "inventory/health.h"
+#include "inventory/nvml_sampler.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
@@ -28,7 +29,6 @@
 #include "monitor/cleanup.h"
 #include "monitor/feedback.h"
 #include "monitor/metrics.h"
-#include "monitor/nvml_sampler.h"
 #include "monitor/regions.h"
 
 namespace hami::monitor {
@@ -51,7 +51,7 @@ std::string MiB(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 struct Daemon::Impl {
   DaemonOptions options;
-  std::unique_ptr<NvmlSampler> sampler;
+  std::unique_ptr<inventory::NvmlSampler> sampler;
   std::unique_ptr<kube::Client> client;
   std::unique_ptr<kube::Informer> pods;
   std::unique_ptr<kube::EventRecorder> events;
@@ -74,7 +74,7 @@ struct Daemon::Impl {
   prometheus::Histogram scrape_seconds;
 
   mutable std::mutex mu_;  // guards what follows
-  std::shared_ptr<const NodeSample> sample;
+  std::shared_ptr<const inventory::NodeSample> sample;
   std::vector<UnaccountedProcess> unaccounted;
   // Sampler thread only: unaccounted processes of the previous tick.
   std::set<std::tuple<pid_t, std::string, UnaccountedReason>> seen_last_tick;
@@ -127,7 +127,7 @@ struct Daemon::Impl {
 
   void Tick(std::chrono::steady_clock::time_point now,
             std::chrono::steady_clock::time_point& next_cleanup) {
-    auto fresh = std::make_shared<NodeSample>(sampler->Sample());
+    auto fresh = std::make_shared<inventory::NodeSample>(sampler->Sample());
     if (!fresh->ok) {
       HAMI_LOG(kWarn, "event=nvml_sample_failed: %s", fresh->error.c_str());
     }
@@ -305,7 +305,7 @@ struct Daemon::Impl {
     MetricsInput in;
     in.node = options.node_name;
     in.version = options.version;
-    std::shared_ptr<const NodeSample> s;
+    std::shared_ptr<const inventory::NodeSample> s;
     {
       std::lock_guard lock(mu_);
       s = sample;
@@ -377,7 +377,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   d.options = std::move(options);
   d.options.client.user_agent = "hami-monitor";
 
-  auto sampler = NvmlSampler::Open(d.options.nvml_library);
+  auto sampler = inventory::NvmlSampler::Open(d.options.nvml_library);
   if (!sampler.ok()) return StepError("nvml", sampler.error());
   d.sampler = std::move(sampler).value();
 

@@ -16,7 +16,7 @@
 
 #include "common/result.h"
 
-namespace hami::monitor {
+namespace hami::inventory {
 
 struct GpuProcess {
   uint32_t pid = 0;         // host PID, as NVML lists it
@@ -65,4 +65,4 @@ class NvmlSampler {
   uint64_t last_util_timestamp_us_ = 0;
 };
 
-}  // namespace hami::monitor
+}  // namespace hami::inventory

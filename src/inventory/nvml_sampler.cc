@@ -1,10 +1,10 @@
-#include "monitor/nvml_sampler.h"
+#include "inventory/nvml_sampler.h"
 
 #include <dlfcn.h>
 
 #include "nvml/nvml.h"
 
-namespace hami::monitor {
+namespace hami::inventory {
 
 #define HAMI_NVML_FN(name) decltype(&::name) name = nullptr;
 struct NvmlSampler::Nvml {
@@ -196,4 +196,4 @@ NodeSample NvmlSampler::Sample() {
   return out;
 }
 
-}  // namespace hami::monitor
+}  // namespace hami::inventory
