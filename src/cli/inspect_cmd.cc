@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/region_report.h"
 #include "common/parse.h"
-#include "monitor/nvml_sampler.h"
+#include "inventory/nvml_sampler.h"
 #include "node/paths.h"
 #include "region/crosscheck.h"
 
@@ -49,12 +49,12 @@ void CrossCheckNow(const region::Region& r, const InspectOptions& o, json& repor
     out = {{"run", false}, {"reason", tolerance.error().message()}};
     return;
   }
-  auto sampler = monitor::NvmlSampler::Open(o.nvml_library);
+  auto sampler = inventory::NvmlSampler::Open(o.nvml_library);
   if (!sampler.ok()) {
     out = {{"run", false}, {"reason", sampler.error().message()}};
     return;
   }
-  const monitor::NodeSample sample = (*sampler)->Sample();
+  const inventory::NodeSample sample = (*sampler)->Sample();
   if (!sample.ok) {
     out = {{"run", false}, {"reason", sample.error}};
     return;
@@ -64,12 +64,12 @@ void CrossCheckNow(const region::Region& r, const InspectOptions& o, json& repor
   json devices = json::array();
   for (int d = 0; d < policy.device_count; ++d) {
     const std::string& uuid = policy.uuid[size_t(d)];
-    auto gpu =
-        std::find_if(sample.gpus.begin(), sample.gpus.end(),
-                     [&](const monitor::GpuSample& g) { return !uuid.empty() && g.uuid == uuid; });
+    auto gpu = std::find_if(
+        sample.gpus.begin(), sample.gpus.end(),
+        [&](const inventory::GpuSample& g) { return !uuid.empty() && g.uuid == uuid; });
     if (gpu == sample.gpus.end()) continue;  // not on this host (or a region without UUIDs)
     std::vector<region::NvmlProcessUse> uses;
-    for (const monitor::GpuProcess& p : gpu->processes)
+    for (const inventory::GpuProcess& p : gpu->processes)
       uses.push_back({pid_t(p.pid), p.used_bytes});
     const region::DeviceCrossCheck check = region::CrossCheckDevice(d, slots, uses, *tolerance);
     devices.push_back({{"index", d},

@@ -2,9 +2,6 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
-#include <limits.h>
-#include <link.h>
-#include <stdlib.h>
 
 #include <cstdio>
 #include <map>
@@ -13,29 +10,23 @@
 #include "common/file.h"
 #include "common/parse.h"
 #include "common/visible_devices.h"
-#include "nvml/nvml.h"
+#include "inventory/nvml_library.h"
 
 namespace hami::inventory {
 
 namespace {
 
-// One dlopen()ed library, closed on destruction (unless opened with RTLD_NODELETE).
+// The CUDA driver, dlopen()ed; closed on destruction (unless opened with RTLD_NODELETE).
 class Library {
  public:
   explicit Library(const std::string& name, int extra_flags = 0)
-      : handle_(dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | extra_flags)) {
-    if (handle_ == nullptr) {
-      const char* e = dlerror();
-      error_ = e != nullptr ? e : "dlopen failed";
-    }
-  }
+      : handle_(dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | extra_flags)) {}
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
   ~Library() {
     if (handle_ != nullptr) dlclose(handle_);
   }
   bool ok() const { return handle_ != nullptr; }
-  const std::string& error() const { return error_; }
 
   // The function `name`, typed as its declaration `F` (decltype(&::fn)); nullptr when absent.
   template <typename F>
@@ -43,70 +34,9 @@ class Library {
     return reinterpret_cast<F>(dlsym(handle_, name));
   }
 
-  // The file the loader opened, resolved; empty when unknown.
-  std::string Path() const {
-    link_map* map = nullptr;
-    if (dlinfo(handle_, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) {
-      return "";
-    }
-    char resolved[PATH_MAX];
-    return realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
-  }
-
  private:
   void* handle_;
-  std::string error_;
 };
-
-#define HAMI_NVML_FN(name) decltype(&::name) name = nullptr;
-struct Nvml {
-  // Required.
-  HAMI_NVML_FN(nvmlInit_v2)
-  HAMI_NVML_FN(nvmlShutdown)
-  HAMI_NVML_FN(nvmlDeviceGetCount_v2)
-  HAMI_NVML_FN(nvmlDeviceGetHandleByIndex_v2)
-  HAMI_NVML_FN(nvmlDeviceGetUUID)
-  HAMI_NVML_FN(nvmlDeviceGetName)
-  HAMI_NVML_FN(nvmlDeviceGetMemoryInfo)
-  HAMI_NVML_FN(nvmlDeviceGetPciInfo_v3)
-  HAMI_NVML_FN(nvmlDeviceGetCudaComputeCapability)
-  // Optional: older drivers lack them.
-  HAMI_NVML_FN(nvmlErrorString)
-  HAMI_NVML_FN(nvmlSystemGetDriverVersion)
-  HAMI_NVML_FN(nvmlDeviceGetNumaNodeId)
-  HAMI_NVML_FN(nvmlDeviceGetMigMode)
-
-  std::string Why(nvmlReturn_t r) const {
-    const char* s = nvmlErrorString != nullptr ? nvmlErrorString(r) : nullptr;
-    return s != nullptr ? s : "NVML error " + std::to_string(int(r));
-  }
-};
-#undef HAMI_NVML_FN
-
-// Loads every function of Nvml; the name of the first required one missing, else empty.
-std::string LoadNvml(const Library& lib, Nvml* n) {
-  std::string missing;
-#define HAMI_REQUIRED(name)                    \
-  n->name = lib.Get<decltype(&::name)>(#name); \
-  if (n->name == nullptr && missing.empty()) missing = #name;
-#define HAMI_OPTIONAL(name) n->name = lib.Get<decltype(&::name)>(#name);
-  HAMI_REQUIRED(nvmlInit_v2)
-  HAMI_REQUIRED(nvmlShutdown)
-  HAMI_REQUIRED(nvmlDeviceGetCount_v2)
-  HAMI_REQUIRED(nvmlDeviceGetHandleByIndex_v2)
-  HAMI_REQUIRED(nvmlDeviceGetUUID)
-  HAMI_REQUIRED(nvmlDeviceGetName)
-  HAMI_REQUIRED(nvmlDeviceGetMemoryInfo)
-  HAMI_REQUIRED(nvmlDeviceGetPciInfo_v3)
-  HAMI_REQUIRED(nvmlDeviceGetCudaComputeCapability)
-  HAMI_OPTIONAL(nvmlErrorString)
-  HAMI_OPTIONAL(nvmlSystemGetDriverVersion)
-  HAMI_OPTIONAL(nvmlDeviceGetNumaNodeId)
-  HAMI_OPTIONAL(nvmlDeviceGetMigMode)
-#undef HAMI_REQUIRED
-#undef HAMI_OPTIONAL
-  return missing;
-}
 
 // /sys/bus/pci/devices/<dddd:bb:dd.0>/numa_node, or -1.
 int SysfsNumaNode(const std::string& sysfs_root, const nvmlPciInfo_t& pci) {
@@ -153,13 +83,14 @@ std::map<std::string, int> CudaSmCounts(const std::string& path) {
 }
 
 // Reads device `index`; a failed required query makes it unhealthy with the reason.
-Device ReadDevice(const Nvml& n, unsigned index, const Options& options) {
+Device ReadDevice(const NvmlLibrary& lib, unsigned index, const Options& options) {
+  const NvmlFunctions& n = lib.fn();
   Device d;
   d.index = int(index);
   auto failed = [&](const char* call, nvmlReturn_t r) {
     if (!d.healthy) return;
     d.healthy = false;
-    d.health_reason = std::string(call) + ": " + n.Why(r);
+    d.health_reason = std::string(call) + ": " + lib.Why(r);
   };
   nvmlDevice_t h = nullptr;
   if (nvmlReturn_t r = n.nvmlDeviceGetHandleByIndex_v2(index, &h); r != NVML_SUCCESS) {
@@ -233,22 +164,27 @@ const char* MigModeName(MigMode mode) {
 Result<Inventory> ReadInventory(const Options& options) {
   // Kept loaded, as the driver is: what NVML's constructors allocated is reachable only
   // from its own data, and unloading it would drop that on every reading.
-  Library lib(options.nvml_library, RTLD_NODELETE);
+  auto lib = NvmlLibrary::Open(options.nvml_library, Unload::kNever);
   if (!lib.ok()) {
-    return Error(ErrorCode::kNotFound, "cannot open " + options.nvml_library + ": " + lib.error());
+    return Error(ErrorCode::kNotFound,
+                 "cannot open " + options.nvml_library + ": " + lib.error().message());
   }
   Inventory inv;
-  inv.nvml_library = lib.Path();
+  inv.nvml_library = lib->Path();
   const std::string& where = inv.nvml_library.empty() ? options.nvml_library : inv.nvml_library;
-  Nvml n;
-  if (std::string missing = LoadNvml(lib, &n); !missing.empty()) {
+  if (std::string missing = lib->FirstMissing(
+          {"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+           "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo",
+           "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetCudaComputeCapability"});
+      !missing.empty()) {
     return Error(ErrorCode::kIncompatible, where + " has no " + missing);
   }
+  const NvmlFunctions& n = lib->fn();
   if (nvmlReturn_t r = n.nvmlInit_v2(); r != NVML_SUCCESS) {
-    return Error(ErrorCode::kUnavailable, where + ": nvmlInit_v2: " + n.Why(r));
+    return Error(ErrorCode::kUnavailable, where + ": nvmlInit_v2: " + lib->Why(r));
   }
   struct Shutdown {
-    const Nvml& n;
+    const NvmlFunctions& n;
     ~Shutdown() { n.nvmlShutdown(); }
   } shutdown{n};
   if (n.nvmlSystemGetDriverVersion != nullptr) {
@@ -259,9 +195,9 @@ Result<Inventory> ReadInventory(const Options& options) {
   }
   unsigned count = 0;
   if (nvmlReturn_t r = n.nvmlDeviceGetCount_v2(&count); r != NVML_SUCCESS) {
-    return Error(ErrorCode::kUnavailable, where + ": nvmlDeviceGetCount_v2: " + n.Why(r));
+    return Error(ErrorCode::kUnavailable, where + ": nvmlDeviceGetCount_v2: " + lib->Why(r));
   }
-  for (unsigned i = 0; i < count; ++i) inv.devices.push_back(ReadDevice(n, i, options));
+  for (unsigned i = 0; i < count; ++i) inv.devices.push_back(ReadDevice(*lib, i, options));
   if (!options.cuda_library.empty() && !inv.devices.empty()) {
     std::map<std::string, int> sms = CudaSmCounts(options.cuda_library);
     for (Device& d : inv.devices) {

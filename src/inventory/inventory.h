@@ -17,14 +17,17 @@
 // reason ("nvmlDeviceGetMemoryInfo: GPU is lost"); the other devices are unaffected. An
 // optional query that is not supported is not a failure.
 //
-// Libraries are opened RTLD_LOCAL; NVML is shut down and closed again before ReadInventory
-// returns, the CUDA driver stays loaded (RTLD_NODELETE: once cuInit ran, its threads may run
-// its code). Calls are typed through decltype of the declarations in nvml/nvml.h and cuda.h.
+// Libraries are opened RTLD_LOCAL, NVML through its one loader (nvml_library.h). NVML is shut
+// down before ReadInventory returns; both stay loaded (RTLD_NODELETE): what NVML's constructors
+// allocated is reachable only from its own data, and once cuInit ran the CUDA driver's threads
+// may run its code. Calls are typed through decltype of the declarations in nvml/nvml.h and
+// cuda.h.
 // Thread-safe as far as NVML is (nvmlInit/nvmlShutdown are reference-counted); not for libvgpu.so
 // (it allocates and calls dlopen).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,9 @@ struct Device {
   bool healthy = true;
   std::string health_reason;  // why not healthy; empty when healthy
 };
+
+// Health by GPU UUID, as the health watcher (health.h) reports it: true is healthy.
+using HealthMap = std::map<std::string, bool>;
 
 struct Inventory {
   std::string nvml_library;    // the file the loader opened (realpath), for provenance

@@ -18,6 +18,8 @@
 #include "common/prometheus.h"
 #include "common/stop_signals.h"
 #include "common/unique_fd.h"
+#include "inventory/health.h"
+#include "inventory/nvml_sampler.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
@@ -27,9 +29,7 @@
 #include "monitor/cleanup.h"
 #include "monitor/feedback.h"
 #include "monitor/metrics.h"
-#include "monitor/nvml_sampler.h"
 #include "monitor/regions.h"
-#include "plugin/health.h"
 
 namespace hami::monitor {
 
@@ -51,13 +51,13 @@ std::string MiB(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 struct Daemon::Impl {
   DaemonOptions options;
-  std::unique_ptr<NvmlSampler> sampler;
+  std::unique_ptr<inventory::NvmlSampler> sampler;
   std::unique_ptr<kube::Client> client;
   std::unique_ptr<kube::Informer> pods;
   std::unique_ptr<kube::EventRecorder> events;
   std::unique_ptr<Cleaner> cleaner;
   std::string cleanup_off_reason;
-  std::unique_ptr<plugin::HealthWatcher> health;
+  std::unique_ptr<inventory::HealthWatcher> health;
   RegionSet regions;
 
   std::unique_ptr<httplib::Server> http;
@@ -74,7 +74,7 @@ struct Daemon::Impl {
   prometheus::Histogram scrape_seconds;
 
   mutable std::mutex mu_;  // guards what follows
-  std::shared_ptr<const NodeSample> sample;
+  std::shared_ptr<const inventory::NodeSample> sample;
   std::vector<UnaccountedProcess> unaccounted;
   // Sampler thread only: unaccounted processes of the previous tick.
   std::set<std::tuple<pid_t, std::string, UnaccountedReason>> seen_last_tick;
@@ -127,7 +127,7 @@ struct Daemon::Impl {
 
   void Tick(std::chrono::steady_clock::time_point now,
             std::chrono::steady_clock::time_point& next_cleanup) {
-    auto fresh = std::make_shared<NodeSample>(sampler->Sample());
+    auto fresh = std::make_shared<inventory::NodeSample>(sampler->Sample());
     if (!fresh->ok) {
       HAMI_LOG(kWarn, "event=nvml_sample_failed: %s", fresh->error.c_str());
     }
@@ -305,7 +305,7 @@ struct Daemon::Impl {
     MetricsInput in;
     in.node = options.node_name;
     in.version = options.version;
-    std::shared_ptr<const NodeSample> s;
+    std::shared_ptr<const inventory::NodeSample> s;
     {
       std::lock_guard lock(mu_);
       s = sample;
@@ -377,7 +377,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   d.options = std::move(options);
   d.options.client.user_agent = "hami-monitor";
 
-  auto sampler = NvmlSampler::Open(d.options.nvml_library);
+  auto sampler = inventory::NvmlSampler::Open(d.options.nvml_library);
   if (!sampler.ok()) return StepError("nvml", sampler.error());
   d.sampler = std::move(sampler).value();
 
@@ -422,18 +422,18 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   }
 
   if (d.options.health_checks) {
-    plugin::HealthOptions ho;
+    inventory::HealthOptions ho;
     ho.nvml_library = d.options.nvml_library;
-    ho.xids = plugin::XidPolicy::FromEnvironment();
+    ho.xids = inventory::XidPolicy::FromEnvironment();
     Impl* self = &d;
-    ho.on_change = [self](const plugin::HealthChange& c) {
+    ho.on_change = [self](const inventory::HealthChange& c) {
       log::Log(c.healthy ? log::Level::kInfo : log::Level::kError,
                "event=gpu_health device_uuid=%s healthy=%d reason=%s", c.uuid.c_str(),
                int(c.healthy), c.reason.c_str());
       std::lock_guard lock(self->mu_);
       self->gpu_health[c.uuid] = GpuHealthView{c.healthy, c.reason};
     };
-    auto health = plugin::HealthWatcher::Start(std::move(ho));
+    auto health = inventory::HealthWatcher::Start(std::move(ho));
     if (health.ok()) {
       d.health = std::move(health).value();
     } else {

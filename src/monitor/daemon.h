@@ -8,7 +8,7 @@
 //   cleanup        the node's single-cleaner lock (<hook>/vgpu/monitor.lock); held by another
 //                  monitor: logged, exported as hami_monitor_cleanup_enabled 0, not fatal;
 //                  --no-cleanup: not taken
-//   health         NVML Xid/ECC events (plugin/health.h); a failure is logged, not fatal
+//   health         NVML Xid/ECC events (inventory/health.h); a failure is logged, not fatal
 //   metrics_server GET /metrics, /healthz, /readyz on --metrics-bind-address
 //   sampler        the sampling thread: every --feedback-interval it scans the container
 //                  directories (regions.h), samples NVML, runs the priority feedback pass over

@@ -180,7 +180,7 @@ std::string RenderMetrics(const MetricsInput& in) {
     e.Add("hami_build_info", l, 1);
   }
   if (in.sample != nullptr) {
-    for (const GpuSample& g : in.sample->gpus) {
+    for (const inventory::GpuSample& g : in.sample->gpus) {
       std::string l;
       Label(l, "node", in.node);
       Label(l, "device_index", std::to_string(g.index));

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "inventory/nvml_sampler.h"
 #include "monitor/containers.h"
-#include "monitor/nvml_sampler.h"
 #include "monitor/unaccounted.h"
 #include "region/layout.h"
 
@@ -103,11 +103,11 @@ struct FeedbackView {
 struct MetricsInput {
   std::string node;
   std::string version;
-  const NodeSample* sample = nullptr;           // null: no NVML sample yet
-  std::map<std::string, GpuHealthView> health;  // by UUID; absent: not watched
-  std::vector<RegionView> regions;              // sorted by key, then path
-  int containers = 0;                           // directories seen by the latest scan
-  int containers_without_pod = 0;               // of those, no pod known with their UID
+  const inventory::NodeSample* sample = nullptr;  // null: no NVML sample yet
+  std::map<std::string, GpuHealthView> health;    // by UUID; absent: not watched
+  std::vector<RegionView> regions;                // sorted by key, then path
+  int containers = 0;                             // directories seen by the latest scan
+  int containers_without_pod = 0;                 // of those, no pod known with their UID
   std::vector<UnaccountedProcess> unaccounted;
   std::map<std::string, PodRef> pods_by_uid;  // for the unaccounted processes' labels
   std::vector<RegionErrorView> region_errors;

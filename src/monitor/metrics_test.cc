@@ -11,9 +11,9 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-MetricsInput Example(NodeSample& sample) {
+MetricsInput Example(inventory::NodeSample& sample) {
   sample.ok = true;
-  GpuSample g;
+  inventory::GpuSample g;
   g.index = 0;
   g.uuid = "GPU-0000";
   g.name = "NVIDIA H100 80GB HBM3";
@@ -88,7 +88,7 @@ MetricsInput Example(NodeSample& sample) {
 }
 
 TEST(RenderMetrics, MatchesTheGoldenExposition) {
-  NodeSample sample;
+  inventory::NodeSample sample;
   const std::string text = RenderMetrics(Example(sample));
   const std::string path = std::string(HAMI_MONITOR_TESTDATA) + "/metrics_golden.txt";
   if (const char* u = std::getenv("HAMI_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
@@ -102,7 +102,7 @@ TEST(RenderMetrics, MatchesTheGoldenExposition) {
 }
 
 TEST(RenderMetrics, EverySeriesCarriesTheZoneAndLabelsAreEscaped) {
-  NodeSample sample;
+  inventory::NodeSample sample;
   const std::string text = RenderMetrics(Example(sample));
   std::istringstream lines(text);
   std::string line;

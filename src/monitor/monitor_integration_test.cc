@@ -17,9 +17,9 @@
 #include <string>
 
 #include "common/temp_dir.h"
+#include "inventory/nvml_sampler.h"
 #include "kube/client.h"
 #include "kube/resource.h"
-#include "monitor/nvml_sampler.h"
 #include "region/region.h"
 #include "sim/kube/api_server.h"
 #include "support/sim_env.h"
@@ -41,9 +41,9 @@ class MonitorIntegration : public ::testing::Test {
     state_ = testing::SimEnv::NewStatePath();
     setenv("HAMI_SIM_STATE", state_.c_str(), 1);
     setenv("HAMI_SIM_PROFILE", kProfile, 1);
-    auto sampler = NvmlSampler::Open(Nvml());
+    auto sampler = inventory::NvmlSampler::Open(Nvml());
     ASSERT_TRUE(sampler.ok()) << sampler.error().message();
-    NodeSample s = (*sampler)->Sample();
+    inventory::NodeSample s = (*sampler)->Sample();
     ASSERT_EQ(s.gpus.size(), 2u);
     gpu0_ = s.gpus[0].uuid;
 

@@ -145,7 +145,8 @@ uint64_t RegionSet::scans() const {
   return scans_;
 }
 
-RegionView ReadRegion(const OpenedRegion& r, const NodeSample* sample, int64_t now_mono_ns) {
+RegionView ReadRegion(const OpenedRegion& r, const inventory::NodeSample* sample,
+                      int64_t now_mono_ns) {
   const region::Region& reg = *r.region;
   const region::layout::File& f = reg.file();
   RegionView v;
@@ -193,13 +194,13 @@ RegionView ReadRegion(const OpenedRegion& r, const NodeSample* sample, int64_t n
     dv.limiter_waited_seconds = double(lim.waited_ns.load(std::memory_order_relaxed)) / 1e9;
     dv.limiter_measured_ratio = double(lim.measured.load(std::memory_order_relaxed)) / 10000.0;
     if (sample != nullptr && !dv.uuid.empty()) {
-      for (const GpuSample& g : sample->gpus) {
+      for (const inventory::GpuSample& g : sample->gpus) {
         if (g.uuid != dv.uuid) continue;
         uint64_t bytes = 0;
         uint32_t percent = 0;
         for (const ProcessView& proc : v.processes) {
           if (proc.host_pid <= 0) continue;
-          for (const GpuProcess& gp : g.processes) {
+          for (const inventory::GpuProcess& gp : g.processes) {
             if (gp.pid == uint32_t(proc.host_pid)) bytes += gp.used_bytes;
           }
           if (auto it = g.process_sm_percent.find(uint32_t(proc.host_pid));

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "common/result.h"
+#include "inventory/nvml_sampler.h"
 #include "monitor/containers.h"
 #include "monitor/metrics.h"
-#include "monitor/nvml_sampler.h"
 #include "monitor/unaccounted.h"
 #include "region/region.h"
 
@@ -78,7 +78,8 @@ class RegionSet {
 // What a scrape shows of one region now: the ledger, limits, limiter, policy words, live
 // processes and identity counters, and, with `sample`, what NVML showed those processes
 // holding and using. `now_mono_ns` is CLOCK_MONOTONIC (the region's kernel times are).
-RegionView ReadRegion(const OpenedRegion& r, const NodeSample* sample, int64_t now_mono_ns);
+RegionView ReadRegion(const OpenedRegion& r, const inventory::NodeSample* sample,
+                      int64_t now_mono_ns);
 
 // The live slots of `r` with a host PID, per device they hold memory on (for unaccounted
 // memory).

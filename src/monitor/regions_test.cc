@@ -8,8 +8,6 @@
 
 #include "common/temp_dir.h"
 #include "gtest/gtest.h"
-#include "monitor/nvml_sampler.h"
-#include "support/sim_env.h"
 
 namespace hami::monitor {
 namespace {
@@ -118,26 +116,6 @@ TEST_F(RegionSetTest, ACorruptFileIsReportedOnceByPathAndTheOthersStay) {
   // Logged once: the next scan has nothing new, the error stays exported.
   EXPECT_TRUE(set.Scan(hook_.path()).new_problems.empty());
   EXPECT_EQ(set.errors().size(), 1u);
-}
-
-TEST(NvmlSampler, SamplesTheSimulatedGpus) {
-  testing::SimEnv::Setup("h100-80g:2");
-  auto s = NvmlSampler::Open(std::string(HAMI_SIM_LIB_DIR) + "/libnvidia-ml.so.1");
-  ASSERT_TRUE(s.ok()) << s.error().message();
-  NodeSample sample = (*s)->Sample();
-  ASSERT_TRUE(sample.ok) << sample.error;
-  ASSERT_EQ(sample.gpus.size(), 2u);
-  EXPECT_TRUE(sample.gpus[0].ok) << sample.gpus[0].error;
-  EXPECT_EQ(sample.gpus[0].uuid.rfind("GPU-", 0), 0u);
-  EXPECT_EQ(sample.gpus[0].name, "NVIDIA H100 80GB HBM3");
-  EXPECT_GT(sample.gpus[0].memory_total_bytes, 80000 * kMiB);
-}
-
-TEST(NvmlSampler, AMissingLibraryIsNotFoundNamingIt) {
-  auto s = NvmlSampler::Open("/nonexistent/libnvidia-ml.so.1");
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().code(), ErrorCode::kNotFound);
-  EXPECT_NE(s.error().message().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
 }
 
 }  // namespace

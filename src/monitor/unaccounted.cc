@@ -16,7 +16,7 @@ const char* UnaccountedReasonName(UnaccountedReason reason) {
 }
 
 std::vector<UnaccountedProcess> FindUnaccounted(
-    const NodeSample& sample, const std::vector<AccountedProcess>& accounted,
+    const inventory::NodeSample& sample, const std::vector<AccountedProcess>& accounted,
     uint64_t tolerance_bytes, const std::function<Attribution(pid_t)>& attribute) {
   // (uuid, pid) -> bytes accounted, and the first slot's container.
   std::map<std::pair<std::string, pid_t>, std::pair<uint64_t, const ContainerKey*>> slots;
@@ -27,12 +27,14 @@ std::vector<UnaccountedProcess> FindUnaccounted(
     if (entry.second == nullptr) entry.second = &a.key;
   }
   std::vector<UnaccountedProcess> out;
-  for (const GpuSample& gpu : sample.gpus) {
+  for (const inventory::GpuSample& gpu : sample.gpus) {
     if (gpu.uuid.empty()) continue;
-    std::vector<GpuProcess> procs = gpu.processes;
+    std::vector<inventory::GpuProcess> procs = gpu.processes;
     std::sort(procs.begin(), procs.end(),
-              [](const GpuProcess& a, const GpuProcess& b) { return a.pid < b.pid; });
-    for (const GpuProcess& p : procs) {
+              [](const inventory::GpuProcess& a, const inventory::GpuProcess& b) {
+                return a.pid < b.pid;
+              });
+    for (const inventory::GpuProcess& p : procs) {
       if (p.used_bytes == 0) continue;
       UnaccountedProcess u;
       u.pid = pid_t(p.pid);

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "inventory/nvml_sampler.h"
 #include "monitor/attribution.h"
-#include "monitor/nvml_sampler.h"
 #include "region/crosscheck.h"
 
 namespace hami::monitor {
@@ -50,7 +50,7 @@ struct UnaccountedProcess {
 // Every process of `sample` holding memory that `accounted` does not cover, in GPU then PID
 // order. A PID several slots name on a device is summed. A process holding 0 bytes (or an
 // unknown amount) is never reported. `attribute` is called only for kNoRegion processes.
-std::vector<UnaccountedProcess> FindUnaccounted(const NodeSample& sample,
+std::vector<UnaccountedProcess> FindUnaccounted(const inventory::NodeSample& sample,
                                                 const std::vector<AccountedProcess>& accounted,
                                                 uint64_t tolerance_bytes,
                                                 const std::function<Attribution(pid_t)>& attribute);

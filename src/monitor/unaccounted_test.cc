@@ -7,10 +7,10 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-NodeSample OneGpu(std::vector<GpuProcess> procs) {
-  NodeSample s;
+inventory::NodeSample OneGpu(std::vector<inventory::GpuProcess> procs) {
+  inventory::NodeSample s;
   s.ok = true;
-  GpuSample g;
+  inventory::GpuSample g;
   g.index = 0;
   g.uuid = "GPU-a";
   g.processes = std::move(procs);
@@ -19,7 +19,7 @@ NodeSample OneGpu(std::vector<GpuProcess> procs) {
 }
 
 TEST(FindUnaccounted, ProcessWithoutSlotIsNoRegionAndAttributed) {
-  NodeSample s = OneGpu({{10, 500 * kMiB}, {11, 300 * kMiB}});
+  inventory::NodeSample s = OneGpu({{10, 500 * kMiB}, {11, 300 * kMiB}});
   std::vector<AccountedProcess> acc = {{11, {"u1", "c1"}, "GPU-a", 300 * kMiB}};
   std::vector<pid_t> asked;
   auto out = FindUnaccounted(s, acc, 64 * kMiB, [&](pid_t pid) {
@@ -35,7 +35,7 @@ TEST(FindUnaccounted, ProcessWithoutSlotIsNoRegionAndAttributed) {
 }
 
 TEST(FindUnaccounted, UnderReportingPastTheToleranceOnly) {
-  NodeSample s = OneGpu({{20, 400 * kMiB}, {21, 400 * kMiB}});
+  inventory::NodeSample s = OneGpu({{20, 400 * kMiB}, {21, 400 * kMiB}});
   std::vector<AccountedProcess> acc = {{20, {"u1", "c1"}, "GPU-a", 350 * kMiB},
                                        {21, {"u2", "c2"}, "GPU-a", 300 * kMiB}};
   auto out = FindUnaccounted(s, acc, 64 * kMiB, nullptr);
@@ -49,7 +49,7 @@ TEST(FindUnaccounted, UnderReportingPastTheToleranceOnly) {
 }
 
 TEST(FindUnaccounted, SlotsOnAnotherGpuDoNotCountAndZeroBytesNeverReported) {
-  NodeSample s = OneGpu({{30, 200 * kMiB}, {31, 0}});
+  inventory::NodeSample s = OneGpu({{30, 200 * kMiB}, {31, 0}});
   std::vector<AccountedProcess> acc = {{30, {"u1", "c1"}, "GPU-b", 200 * kMiB}};
   auto out = FindUnaccounted(s, acc, 0, nullptr);
   ASSERT_EQ(out.size(), 1u);
@@ -58,7 +58,7 @@ TEST(FindUnaccounted, SlotsOnAnotherGpuDoNotCountAndZeroBytesNeverReported) {
 }
 
 TEST(FindUnaccounted, SeveralSlotsOfOnePidAreSummed) {
-  NodeSample s = OneGpu({{40, 300 * kMiB}});
+  inventory::NodeSample s = OneGpu({{40, 300 * kMiB}});
   std::vector<AccountedProcess> acc = {{40, {"u1", "c1"}, "GPU-a", 150 * kMiB},
                                        {40, {"u1", "c1"}, "GPU-a", 150 * kMiB}};
   EXPECT_TRUE(FindUnaccounted(s, acc, 0, nullptr).empty());

@@ -140,7 +140,7 @@ Status Daemon::InstallHookFiles() {
                      std::string(kContainerLibVgpu) + "\n", 0644);
 }
 
-void Daemon::OnHealthChange(const HealthChange& change) {
+void Daemon::OnHealthChange(const inventory::HealthChange& change) {
   {
     MutexLock lock(&health_mu_);
     health_[change.uuid] = change.healthy;
@@ -237,15 +237,17 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
 
   // 6. Health.
   if (o.health_checks) {
-    HealthOptions health_options;
+    inventory::HealthOptions health_options;
     health_options.nvml_library = o.inventory.nvml_library;
     for (const kube::NodeDevice& dev : view.node_devices) health_options.uuids.push_back(dev.id);
-    health_options.xids = XidPolicy::FromEnvironment();
+    health_options.xids = inventory::XidPolicy::FromEnvironment();
     for (const std::string& w : health_options.xids.warnings()) {
       HAMI_LOG(kWarn, "%s", w.c_str());
     }
-    health_options.on_change = [self](const HealthChange& change) { self->OnHealthChange(change); };
-    auto watcher = HealthWatcher::Start(std::move(health_options));
+    health_options.on_change = [self](const inventory::HealthChange& change) {
+      self->OnHealthChange(change);
+    };
+    auto watcher = inventory::HealthWatcher::Start(std::move(health_options));
     if (!watcher.ok()) {
       return Error(watcher.error().code(), "watching GPU health: " + watcher.error().message());
     }

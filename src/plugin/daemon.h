@@ -11,7 +11,8 @@
 //      `vgpu_library` names the library to install), <hook>/vgpu/containers/ made;
 //   4. the host-PID broker (broker_host.h), when its gate is exactly "1";
 //   5. the API client, the allocator (allocator.h), the DevicePlugin service (api.h);
-//   6. the health watcher (health.h): a GPU's critical Xid resends ListAndWatch, updates the
+//   6. the health watcher (inventory/health.h): a GPU's critical Xid resends ListAndWatch, updates
+//   the
 //      allocator's view and kicks the registration loop;
 //   7. the registration loop (register_loop.h) and the kubelet registrar (registrar.h).
 // Stop ends them in reverse. Wait blocks until a stop signal (SIGINT, SIGTERM: they must be
@@ -29,6 +30,7 @@
 
 #include "common/mutex.h"
 #include "common/result.h"
+#include "inventory/health.h"
 #include "inventory/inventory.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -38,7 +40,6 @@
 #include "plugin/broker_host.h"
 #include "plugin/config.h"
 #include "plugin/devices.h"
-#include "plugin/health.h"
 #include "plugin/register_loop.h"
 #include "plugin/registrar.h"
 
@@ -93,7 +94,7 @@ class Daemon {
  private:
   Daemon() = default;
   Status InstallHookFiles();
-  void OnHealthChange(const HealthChange& change);
+  void OnHealthChange(const inventory::HealthChange& change);
   // The GPUs' current view (inventory and health) given to the allocator and to ListAndWatch.
   void Republish();
   DeviceView View() const;
@@ -112,7 +113,7 @@ class Daemon {
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<DevicePluginService> service_;
   std::unique_ptr<RegisterLoop> register_loop_;
-  std::unique_ptr<HealthWatcher> health_watcher_;
+  std::unique_ptr<inventory::HealthWatcher> health_watcher_;
   std::unique_ptr<Registrar> registrar_;
   bool stopped_ = false;
 };

@@ -61,7 +61,7 @@ Status ValidateDeviceOptions(const DeviceOptions& options);
 
 // Health the watcher reported, by GPU UUID; a GPU absent from it is as healthy as the
 // inventory says.
-using HealthMap = std::map<std::string, bool>;
+using HealthMap = inventory::HealthMap;
 
 struct DeviceView {
   // "<UUID>-<i>" for i < split count, per offered GPU in index order, with the GPU's health

@@ -3,7 +3,8 @@
 
 - every relative link of docs/*.md and README.md names a file that exists and, for a page, a
   heading it has (GitHub's anchors);
-- every `event=NAME` the daemons log (src/plugin, src/scheduler, src/monitor) is named in the
+- every `event=NAME` the daemons log (src/plugin, src/scheduler, src/monitor, and the
+  inventory's health watcher they run, src/inventory) is named in the
   docs, and so is every fixed start-up failure of their main.cc (`Fail("...")`);
 - every flag of hami-scheduler, hami-device-plugin and hami-monitor is in its section of
   docs/configuration.md, and so is every key the device config's and config.json's parsers
@@ -29,7 +30,9 @@ SOURCE_DIR = os.environ.get("HAMI_SOURCE_DIR", os.path.dirname(os.path.dirname(H
 DOCS = os.path.join(SOURCE_DIR, "docs")
 OBSERVABILITY = os.path.join(DOCS, "observability.md")
 CONFIGURATION = os.path.join(DOCS, "configuration.md")
-DAEMON_DIRS = ["src/plugin", "src/scheduler", "src/monitor"]
+# Whose log events the docs name: the daemons' folders and src/inventory (the health watcher the
+# device plugin and hami-monitor run logs its own events).
+DAEMON_DIRS = ["src/plugin", "src/scheduler", "src/monitor", "src/inventory"]
 METRIC_DIRS = ["src/scheduler", "src/monitor"]  # every "hami_..." literal there is a metric
 # A histogram is exported as these series beside its name.
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

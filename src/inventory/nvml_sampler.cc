@@ -1,39 +1,21 @@
-#include "monitor/nvml_sampler.h"
+#include "inventory/nvml_sampler.h"
 
-#include <dlfcn.h>
+#include <utility>
 
+#include "inventory/nvml_library.h"
 #include "nvml/nvml.h"
 
-namespace hami::monitor {
+namespace hami::inventory {
 
-#define HAMI_NVML_FN(name) decltype(&::name) name = nullptr;
 struct NvmlSampler::Nvml {
-  void* handle = nullptr;
-  HAMI_NVML_FN(nvmlInit_v2)
-  HAMI_NVML_FN(nvmlShutdown)
-  HAMI_NVML_FN(nvmlDeviceGetCount_v2)
-  HAMI_NVML_FN(nvmlDeviceGetHandleByIndex_v2)
-  HAMI_NVML_FN(nvmlDeviceGetUUID)
-  HAMI_NVML_FN(nvmlDeviceGetName)
-  HAMI_NVML_FN(nvmlDeviceGetMemoryInfo)
-  // Optional.
-  HAMI_NVML_FN(nvmlErrorString)
-  HAMI_NVML_FN(nvmlDeviceGetUtilizationRates)
-  HAMI_NVML_FN(nvmlDeviceGetComputeRunningProcesses_v3)
-  HAMI_NVML_FN(nvmlDeviceGetGraphicsRunningProcesses_v3)
-  HAMI_NVML_FN(nvmlDeviceGetProcessUtilization)
+  explicit Nvml(NvmlLibrary library) : lib(std::move(library)) {}
+  ~Nvml() {  // before the library closes
+    if (initialized) lib.fn().nvmlShutdown();
+  }
 
-  ~Nvml() {
-    if (handle == nullptr) return;
-    if (nvmlShutdown != nullptr) nvmlShutdown();
-    dlclose(handle);
-  }
-  std::string Why(nvmlReturn_t r) const {
-    const char* s = nvmlErrorString != nullptr ? nvmlErrorString(r) : nullptr;
-    return s != nullptr ? s : "NVML error " + std::to_string(int(r));
-  }
+  NvmlLibrary lib;
+  bool initialized = false;
 };
-#undef HAMI_NVML_FN
 
 namespace {
 
@@ -62,54 +44,36 @@ NvmlSampler::NvmlSampler(std::unique_ptr<Nvml> nvml) : nvml_(std::move(nvml)) {}
 NvmlSampler::~NvmlSampler() = default;
 
 Result<std::unique_ptr<NvmlSampler>> NvmlSampler::Open(const std::string& library) {
-  auto n = std::make_unique<Nvml>();
-  n->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (n->handle == nullptr) {
-    const char* e = dlerror();
-    return Error(ErrorCode::kNotFound,
-                 "NVML library " + library + ": " + (e != nullptr ? e : "dlopen failed"));
+  auto lib = NvmlLibrary::Open(library, Unload::kOnClose);
+  if (!lib.ok()) {
+    return Error(ErrorCode::kNotFound, "NVML library " + library + ": " + lib.error().message());
   }
-  std::string missing;
-#define HAMI_REQUIRED(name)                                               \
-  n->name = reinterpret_cast<decltype(&::name)>(dlsym(n->handle, #name)); \
-  if (n->name == nullptr && missing.empty()) missing = #name;
-#define HAMI_OPTIONAL(name) n->name = reinterpret_cast<decltype(&::name)>(dlsym(n->handle, #name));
-  HAMI_REQUIRED(nvmlInit_v2)
-  HAMI_REQUIRED(nvmlShutdown)
-  HAMI_REQUIRED(nvmlDeviceGetCount_v2)
-  HAMI_REQUIRED(nvmlDeviceGetHandleByIndex_v2)
-  HAMI_REQUIRED(nvmlDeviceGetUUID)
-  HAMI_REQUIRED(nvmlDeviceGetName)
-  HAMI_REQUIRED(nvmlDeviceGetMemoryInfo)
-  HAMI_OPTIONAL(nvmlErrorString)
-  HAMI_OPTIONAL(nvmlDeviceGetUtilizationRates)
-  HAMI_OPTIONAL(nvmlDeviceGetComputeRunningProcesses_v3)
-  HAMI_OPTIONAL(nvmlDeviceGetGraphicsRunningProcesses_v3)
-  HAMI_OPTIONAL(nvmlDeviceGetProcessUtilization)
-#undef HAMI_REQUIRED
-#undef HAMI_OPTIONAL
-  if (!missing.empty()) {
-    n->nvmlShutdown = nullptr;  // never initialized
+  auto n = std::make_unique<Nvml>(std::move(lib).value());
+  if (std::string missing = n->lib.FirstMissing(
+          {"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+           "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo"});
+      !missing.empty()) {
     return Error(ErrorCode::kIncompatible, "NVML library " + library + ": lacks " + missing);
   }
-  if (nvmlReturn_t r = n->nvmlInit_v2(); r != NVML_SUCCESS) {
-    std::string why = n->Why(r);
-    n->nvmlShutdown = nullptr;
-    return Error(ErrorCode::kUnavailable, "nvmlInit_v2: " + why);
+  const NvmlFunctions& f = n->lib.fn();
+  if (nvmlReturn_t r = f.nvmlInit_v2(); r != NVML_SUCCESS) {
+    return Error(ErrorCode::kUnavailable, "nvmlInit_v2: " + n->lib.Why(r));
   }
+  n->initialized = true;
   unsigned int count = 0;
-  if (nvmlReturn_t r = n->nvmlDeviceGetCount_v2(&count); r != NVML_SUCCESS) {
-    return Error(ErrorCode::kUnavailable, "nvmlDeviceGetCount_v2: " + n->Why(r));
+  if (nvmlReturn_t r = f.nvmlDeviceGetCount_v2(&count); r != NVML_SUCCESS) {
+    return Error(ErrorCode::kUnavailable, "nvmlDeviceGetCount_v2: " + n->lib.Why(r));
   }
   return std::unique_ptr<NvmlSampler>(new NvmlSampler(std::move(n)));
 }
 
 NodeSample NvmlSampler::Sample() {
-  const Nvml& n = *nvml_;
+  const NvmlLibrary& lib = nvml_->lib;
+  const NvmlFunctions& n = lib.fn();
   NodeSample out;
   unsigned int count = 0;
   if (nvmlReturn_t r = n.nvmlDeviceGetCount_v2(&count); r != NVML_SUCCESS) {
-    out.error = "nvmlDeviceGetCount_v2: " + n.Why(r);
+    out.error = "nvmlDeviceGetCount_v2: " + lib.Why(r);
     return out;
   }
   out.ok = true;
@@ -120,7 +84,7 @@ NodeSample NvmlSampler::Sample() {
     GpuSample g;
     g.index = int(i);
     auto fail = [&](const char* what, nvmlReturn_t r) {
-      if (g.ok) g.error = std::string(what) + ": " + n.Why(r);
+      if (g.ok) g.error = std::string(what) + ": " + lib.Why(r);
       g.ok = false;
     };
     nvmlDevice_t dev = nullptr;
@@ -196,4 +160,4 @@ NodeSample NvmlSampler::Sample() {
   return out;
 }
 
-}  // namespace hami::monitor
+}  // namespace hami::inventory

@@ -2,8 +2,8 @@
 // the processes holding memory and their SM utilization), taken on the sampling tick and
 // cached, so that a scrape never calls NVML.
 //
-// NVML is dlopen()ed (RTLD_LOCAL) as the inventory does, its calls typed by decltype of
-// nvml/nvml.h, initialized once by Open and shut down by the destructor.
+// NVML is opened through the one loader (nvml_library.h), initialized once by Open, and shut
+// down and closed by the destructor.
 //
 // Thread safety: Sample() from one thread at a time; the NodeSample it returns is a plain value.
 #pragma once
@@ -16,7 +16,7 @@
 
 #include "common/result.h"
 
-namespace hami::monitor {
+namespace hami::inventory {
 
 struct GpuProcess {
   uint32_t pid = 0;         // host PID, as NVML lists it
@@ -65,4 +65,4 @@ class NvmlSampler {
   uint64_t last_util_timestamp_us_ = 0;
 };
 
-}  // namespace hami::monitor
+}  // namespace hami::inventory

@@ -1,7 +1,7 @@
 // The health watcher against the simulated GPU's NVML (opened by path), with Xids recorded in
 // the simulated machine's state by `hami sim xid` or directly; and against the inventory's
 // fake NVML, which has no event API.
-#include "plugin/health.h"
+#include "inventory/health.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "sim/state.h"
 #include "support/subprocess.h"
 
-namespace hami::plugin {
+namespace hami::inventory {
 namespace {
 
 using ::testing::ElementsAre;
@@ -203,4 +203,4 @@ TEST(XidPolicy, AllDisablesEverythingUnlessSomeAreEnabled) {
 }
 
 }  // namespace
-}  // namespace hami::plugin
+}  // namespace hami::inventory

@@ -1,6 +1,4 @@
-#include "plugin/health.h"
-
-#include <dlfcn.h>
+#include "inventory/health.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,10 +8,11 @@
 
 #include "common/parse.h"
 #include "common/strings.h"
+#include "inventory/nvml_library.h"
 #include "log/log.h"
 #include "nvml/nvml.h"
 
-namespace hami::plugin {
+namespace hami::inventory {
 
 namespace {
 
@@ -83,44 +82,25 @@ std::string XidPolicy::Describe() const {
 
 // ---- HealthWatcher ----
 
-#define HAMI_HEALTH_NVML(name) decltype(&::name) name = nullptr;
 struct HealthWatcher::Nvml {
-  void* handle = nullptr;
-  HAMI_HEALTH_NVML(nvmlInit_v2)
-  HAMI_HEALTH_NVML(nvmlShutdown)
-  HAMI_HEALTH_NVML(nvmlErrorString)
-  HAMI_HEALTH_NVML(nvmlDeviceGetCount_v2)
-  HAMI_HEALTH_NVML(nvmlDeviceGetHandleByIndex_v2)
-  HAMI_HEALTH_NVML(nvmlDeviceGetUUID)
-  HAMI_HEALTH_NVML(nvmlDeviceGetSupportedEventTypes)
-  HAMI_HEALTH_NVML(nvmlEventSetCreate)
-  HAMI_HEALTH_NVML(nvmlDeviceRegisterEvents)
-  HAMI_HEALTH_NVML(nvmlEventSetWait_v2)
-  HAMI_HEALTH_NVML(nvmlEventSetFree)
+  explicit Nvml(NvmlLibrary library) : lib(std::move(library)) {}
+  ~Nvml() {  // before the library closes
+    if (set != nullptr) fn().nvmlEventSetFree(set);
+    if (initialized) fn().nvmlShutdown();
+  }
+  const NvmlFunctions& fn() const { return lib.fn(); }
+  bool HasEventApi() const {
+    return lib
+        .FirstMissing({"nvmlDeviceGetSupportedEventTypes", "nvmlEventSetCreate",
+                       "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"})
+        .empty();
+  }
+
+  NvmlLibrary lib;
   bool initialized = false;
   nvmlEventSet_t set = nullptr;
   std::vector<std::pair<nvmlDevice_t, std::string>> devices;  // watched, with their UUIDs
-
-  template <typename F>
-  void Load(F* fn, const char* name) {
-    *fn = reinterpret_cast<F>(dlsym(handle, name));
-  }
-  bool HasEventApi() const {
-    return nvmlDeviceGetSupportedEventTypes != nullptr && nvmlEventSetCreate != nullptr &&
-           nvmlDeviceRegisterEvents != nullptr && nvmlEventSetWait_v2 != nullptr &&
-           nvmlEventSetFree != nullptr;
-  }
-  std::string Why(nvmlReturn_t r) const {
-    const char* s = nvmlErrorString != nullptr ? nvmlErrorString(r) : nullptr;
-    return s != nullptr ? s : "NVML error " + std::to_string(int(r));
-  }
-  ~Nvml() {
-    if (set != nullptr) nvmlEventSetFree(set);
-    if (initialized) nvmlShutdown();
-    if (handle != nullptr) dlclose(handle);
-  }
 };
-#undef HAMI_HEALTH_NVML
 
 Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions options) {
   for (const std::string& w : options.xids.warnings()) {
@@ -130,48 +110,33 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
     HAMI_LOG(kInfo, "event=health_disabled reason=DP_DISABLE_HEALTHCHECKS");
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(std::move(options), nullptr));
   }
-  auto n = std::make_unique<Nvml>();
-  n->handle = dlopen(options.nvml_library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (n->handle == nullptr) {
-    const char* e = dlerror();
+  auto lib = NvmlLibrary::Open(options.nvml_library, Unload::kOnClose);
+  if (!lib.ok()) {
     return Error(ErrorCode::kNotFound,
-                 "cannot open " + options.nvml_library + ": " + (e != nullptr ? e : "dlopen"));
+                 "cannot open " + options.nvml_library + ": " + lib.error().message());
   }
-#define HAMI_LOAD(name) n->Load(&n->name, #name);
-  HAMI_LOAD(nvmlInit_v2)
-  HAMI_LOAD(nvmlShutdown)
-  HAMI_LOAD(nvmlErrorString)
-  HAMI_LOAD(nvmlDeviceGetCount_v2)
-  HAMI_LOAD(nvmlDeviceGetHandleByIndex_v2)
-  HAMI_LOAD(nvmlDeviceGetUUID)
-  HAMI_LOAD(nvmlDeviceGetSupportedEventTypes)
-  HAMI_LOAD(nvmlEventSetCreate)
-  HAMI_LOAD(nvmlDeviceRegisterEvents)
-  HAMI_LOAD(nvmlEventSetWait_v2)
-  HAMI_LOAD(nvmlEventSetFree)
-#undef HAMI_LOAD
-  for (auto [fn, name] :
-       {std::pair<bool, const char*>{n->nvmlInit_v2 != nullptr, "nvmlInit_v2"},
-        {n->nvmlShutdown != nullptr, "nvmlShutdown"},
-        {n->nvmlDeviceGetCount_v2 != nullptr, "nvmlDeviceGetCount_v2"},
-        {n->nvmlDeviceGetHandleByIndex_v2 != nullptr, "nvmlDeviceGetHandleByIndex_v2"},
-        {n->nvmlDeviceGetUUID != nullptr, "nvmlDeviceGetUUID"}}) {
-    if (!fn) return Error(ErrorCode::kIncompatible, options.nvml_library + " has no " + name);
+  auto n = std::make_unique<Nvml>(std::move(lib).value());
+  if (std::string missing =
+          n->lib.FirstMissing({"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2",
+                               "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID"});
+      !missing.empty()) {
+    return Error(ErrorCode::kIncompatible, options.nvml_library + " has no " + missing);
   }
-  if (nvmlReturn_t r = n->nvmlInit_v2(); r != NVML_SUCCESS) {
-    return Error(ErrorCode::kUnavailable, options.nvml_library + ": nvmlInit_v2: " + n->Why(r));
+  const NvmlFunctions& f = n->fn();
+  if (nvmlReturn_t r = f.nvmlInit_v2(); r != NVML_SUCCESS) {
+    return Error(ErrorCode::kUnavailable, options.nvml_library + ": nvmlInit_v2: " + n->lib.Why(r));
   }
   n->initialized = true;
   unsigned count = 0;
-  if (nvmlReturn_t r = n->nvmlDeviceGetCount_v2(&count); r != NVML_SUCCESS) {
+  if (nvmlReturn_t r = f.nvmlDeviceGetCount_v2(&count); r != NVML_SUCCESS) {
     return Error(ErrorCode::kUnavailable,
-                 options.nvml_library + ": nvmlDeviceGetCount_v2: " + n->Why(r));
+                 options.nvml_library + ": nvmlDeviceGetCount_v2: " + n->lib.Why(r));
   }
   const bool events = n->HasEventApi();
   if (events) {
-    if (nvmlReturn_t r = n->nvmlEventSetCreate(&n->set); r != NVML_SUCCESS) {
+    if (nvmlReturn_t r = f.nvmlEventSetCreate(&n->set); r != NVML_SUCCESS) {
       return Error(ErrorCode::kUnavailable,
-                   options.nvml_library + ": nvmlEventSetCreate: " + n->Why(r));
+                   options.nvml_library + ": nvmlEventSetCreate: " + n->lib.Why(r));
     }
   } else {
     HAMI_LOG(kWarn, "event=health_unwatched reason=\"%s has no NVML event API\" devices=all",
@@ -184,8 +149,8 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t h = nullptr;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-    if (n->nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
-        n->nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS) {
+    if (f.nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
+        f.nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS) {
       // Not identifiable: the inventory reports it (it has no UUID to offer).
       continue;
     }
@@ -200,8 +165,8 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
       continue;
     }
     unsigned long long supported = 0;
-    nvmlReturn_t r = n->nvmlDeviceGetSupportedEventTypes(h, &supported);
-    if (r == NVML_SUCCESS) r = n->nvmlDeviceRegisterEvents(h, kWatchedEvents & supported, n->set);
+    nvmlReturn_t r = f.nvmlDeviceGetSupportedEventTypes(h, &supported);
+    if (r == NVML_SUCCESS) r = f.nvmlDeviceRegisterEvents(h, kWatchedEvents & supported, n->set);
     if (r == NVML_ERROR_NOT_SUPPORTED) {
       HAMI_LOG(kWarn,
                "event=health_unwatched device=%s reason=\"event registration not supported\"",
@@ -211,7 +176,7 @@ Result<std::unique_ptr<HealthWatcher>> HealthWatcher::Start(HealthOptions option
     }
     if (r != NVML_SUCCESS) {
       health[id] = false;
-      initial.push_back({id, false, "nvmlDeviceRegisterEvents: " + n->Why(r)});
+      initial.push_back({id, false, "nvmlDeviceRegisterEvents: " + n->lib.Why(r)});
       continue;
     }
     n->devices.emplace_back(h, id);
@@ -271,10 +236,10 @@ void HealthWatcher::Run(std::stop_token stop) {
   const unsigned timeout_ms = unsigned(std::max<int64_t>(1, options_.wait_timeout.count()));
   while (!stop.stop_requested()) {
     nvmlEventData_t e{};
-    const nvmlReturn_t r = n.nvmlEventSetWait_v2(n.set, &e, timeout_ms);
+    const nvmlReturn_t r = n.fn().nvmlEventSetWait_v2(n.set, &e, timeout_ms);
     if (r == NVML_ERROR_TIMEOUT) continue;
     if (r != NVML_SUCCESS) {
-      const std::string reason = "nvmlEventSetWait_v2: " + n.Why(r);
+      const std::string reason = "nvmlEventSetWait_v2: " + n.lib.Why(r);
       for (const auto& [h, uuid] : n.devices) {
         if (MarkUnhealthy(uuid)) report({uuid, false, reason});
       }
@@ -320,4 +285,4 @@ bool HealthWatcher::WaitForEvents(uint64_t count, std::chrono::milliseconds time
   return cv_.wait_for(l, timeout, [&] { return events_handled_ >= count; });
 }
 
-}  // namespace hami::plugin
+}  // namespace hami::inventory

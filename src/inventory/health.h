@@ -10,8 +10,8 @@
 // ("nvmlDeviceRegisterEvents: <NVML error>"), as is every GPU when a wait fails
 // ("nvmlEventSetWait_v2: <NVML error>").
 //
-// NVML is dlopen()ed as the inventory does (RTLD_LOCAL, calls typed by decltype of
-// nvml/nvml.h), initialized by Start and shut down and closed by Stop.
+// NVML is opened through the one loader (nvml_library.h), initialized by Start, and shut down
+// and closed by Stop.
 //
 // Thread safety: Start, Stop and the destructor from one thread; health() and unwatched()
 // from any. The callback runs on the watcher's thread, never under its lock (it may call
@@ -30,10 +30,10 @@
 #include <vector>
 
 #include "common/result.h"
+#include "inventory/inventory.h"
 #include "nvml/nvml.h"
-#include "plugin/devices.h"
 
-namespace hami::plugin {
+namespace hami::inventory {
 
 // Which Xids leave a GPU healthy: the application errors NVIDIA's plugin ignores
 // (13 graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing,
@@ -130,4 +130,4 @@ class HealthWatcher {
   bool stopped_ = false;
 };
 
-}  // namespace hami::plugin
+}  // namespace hami::inventory
