@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "limits/vocabulary.h"
+
 namespace hami::plugin {
 
 bool BrokerGateEnabled(std::optional<std::string_view> value) { return value && *value == "1"; }
@@ -30,7 +32,8 @@ Result<std::unique_ptr<BrokerHost>> StartBrokerHost(const BrokerHostOptions& opt
   if (!BrokerGateEnabled(options.gate)) return std::unique_ptr<BrokerHost>();
   if (geteuid() != 0) {
     return Error(ErrorCode::kPermission,
-                 "the host-PID broker is enabled (" + std::string(kBrokerGateEnv) +
+                 "the host-PID broker is enabled (" +
+                     std::string(limits::Name(limits::Key::kHostPidBroker)) +
                      "=1) but the device plugin does not run as root (effective UID " +
                      std::to_string(geteuid()) + ")");
   }

@@ -1,6 +1,6 @@
 # ---- the host-PID broker embedded in the plugin (broker_host.h) ----
 hami_cc_library(NAME hami_plugin_broker_host SRCS broker_host.cc
-  DEPS hami::broker_server hami::node_paths hami::common)
+  DEPS hami::broker_server hami::node_paths hami::limits hami::common)
 
 # Real sockets, a forked client, and (as root) the refusals in a child PID namespace and for a
 # non-root UID.
@@ -14,4 +14,4 @@ hami_cc_library(NAME hami_plugin_daemon SRCS daemon.cc
        hami::inventory_health hami::plugin_register_loop hami::plugin_broker_host hami::plugin_config
        hami::inventory hami::kube_client hami::log hami::common)
 
-hami_cc_binary(NAME hami-device-plugin SRCS main.cc DEPS hami::plugin_daemon CLI11::CLI11)
+hami_cc_binary(NAME hami-device-plugin SRCS main.cc DEPS hami::plugin_daemon hami::log_flags CLI11::CLI11)

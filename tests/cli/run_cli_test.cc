@@ -429,7 +429,7 @@ TEST_F(RunCliTest, LimitsFileMountHoldsAProcessWithAnEmptyEnvironment) {
     GTEST_SKIP() << "this machine refuses mount namespaces: " << o.out;
   }
   ASSERT_EQ(o.status, 0) << o.out;
-  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT=1g\n"));
+  EXPECT_THAT(o.out, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT=1024m\n"));
   EXPECT_THAT(o.out, HasSubstr("HAMI_LIMITS_FORMAT=1\n"));
   EXPECT_THAT(Totals(o.out), ContainerEq(std::vector<uint64_t>{kGiB}));
   EXPECT_THAT(o.out, HasSubstr("try-alloc 2147483648 2\n"));
