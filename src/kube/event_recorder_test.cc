@@ -13,7 +13,7 @@
 
 #include "common/unique_fd.h"
 #include "kube/client.h"
-#include "kube/control_test_support.h"
+#include "support/kube_control.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"

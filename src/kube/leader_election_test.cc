@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "kube/client.h"
-#include "kube/control_test_support.h"
+#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "sim/kube/api_server.h"

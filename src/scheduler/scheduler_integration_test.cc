@@ -17,7 +17,7 @@
 #include "common/temp_dir.h"
 #include "kube/annotations.h"
 #include "kube/client.h"
-#include "kube/control_test_support.h"
+#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "scheduler/daemon.h"

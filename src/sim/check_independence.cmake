@@ -11,7 +11,10 @@ foreach(_v SRC LIBS NM)
 endforeach()
 
 # Product code with a counterpart written independently under src/sim.
-set(_headers "common/visible_devices.h")
+set(_headers "common/visible_devices.h"  # CUDA_VISIBLE_DEVICES (sim/visible_devices.h)
+             "common/proc.h"             # /proc: NStgid, PID namespaces (sim/procfs.h)
+             "broker/client.h" "broker/server.h" "broker/protocol.h"  # host PIDs (sim/host_pid.h)
+             "plugin/api.h" "plugin/types.h")  # the kubelet API's messages (sim/kubelet/convert.h)
 set(_symbols "hami::ParseVisibleDevices" "hami::GpuUuidText")
 set(_own_symbol "hami::sim::ParseVisibleDevices")
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kube/client.h"
-#include "kube/control_test_support.h"
+#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "sim/kube/api_server.h"
 

@@ -1,4 +1,4 @@
-// Helpers shared by kube_control_test's files (informer, leader election and event recorder
+// Test support shared by kube_control_test's files (informer, leader election and event recorder
 // tests): a simulated API server, a client of it, bounded polling and readable durations.
 #pragma once
 
