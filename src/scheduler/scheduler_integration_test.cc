@@ -375,6 +375,49 @@ TEST_F(SchedulerIntegration, BindWritesTheAnnotationsTakesTheNodeLockAndBinds) {
   EXPECT_EQ(share->node, "n1");
 }
 
+TEST_F(SchedulerIntegration, ThePluginReadsTheBindsChunksInTheKubeletsContainerOrder) {
+  // An init container and a main container with GPUs and a sidecar without: the scheduler
+  // writes one chunk per container, init containers first; the node's real Allocator, asked
+  // container by container as the kubelet asks, must give each container its own chunk.
+  AddNode({.name = "n1", .gpus = 2});
+  Daemon* d = StartDaemon(Options());
+  StartPlugin();
+  auto gpu = [](int mem_mib) {
+    return json{
+        {"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(mem_mib)}}}};
+  };
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "p"}, {"namespace", "default"}}},
+      {"spec",
+       {{"schedulerName", "hami-scheduler"},
+        {"initContainers", {{{"name", "init"}, {"image", "cuda"}, {"resources", gpu(1000)}}}},
+        {"containers",
+         {{{"name", "sidecar"}, {"image", "busybox"}},
+          {{"name", "main"}, {"image", "cuda"}, {"resources", gpu(2000)}}}}}}};
+  auto created = api_->CreateObject(kube::kPods, pod);
+  ASSERT_TRUE(created.ok()) << created.error().message();
+  ASSERT_EQ(Bind(d->port(), *created, "n1"), "");
+  // (Polled: the driver's count moves with each admission; nothing announces one.)
+  ASSERT_TRUE(WaitUntil([&] { return plugin_->allocated() + plugin_->failures() == 1; },
+                        std::chrono::seconds(20)));
+  ASSERT_EQ(plugin_->failures(), 0u);
+  const json ann = GetPod("p")["metadata"]["annotations"];
+  EXPECT_EQ(ann.value("hami.io/bind-phase", ""), "success");
+  EXPECT_EQ(ann.value("hami.io/vgpu-devices-to-allocate", ""), ";;;");
+  const std::string uid = (*created)["metadata"].value("uid", "");
+  for (const auto& [container, mib] : {std::pair{"init", 1000}, std::pair{"main", 2000}}) {
+    std::ifstream file(plugin_->HookPath("n1") + "/vgpu/containers/" + uid + "_" + container +
+                       ".limits");
+    std::stringstream limits;
+    limits << file.rdbuf();
+    EXPECT_NE(limits.str().find("CUDA_DEVICE_MEMORY_LIMIT_0=" + std::to_string(mib) + "m\n"),
+              std::string::npos)
+        << container << ": " << limits.str();
+  }
+}
+
 TEST_F(SchedulerIntegration, BindRechecksTheFitAgainstCurrentUsage) {
   AddNode({.name = "n1", .gpus = 1});
   Daemon* d = StartDaemon(Options());
