@@ -13,6 +13,12 @@ hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc
        hami::broker_node_prep hami::limits hami::node_paths hami::common
        nlohmann_json::nlohmann_json Threads::Threads)
 
+# Test support: the kubelet's side of the bind flow for many nodes, against each node's real
+# Allocator (for the scheduler's tests and benchmark).
+hami_cc_library(NAME hami_plugin_kubelet_driver LAYER support SRCS kubelet_driver.cc
+  DEPS hami::plugin_allocator hami::kube_control hami::kube_client hami::kube_codec
+       hami::node_paths hami::common nlohmann_json::nlohmann_json Threads::Threads)
+
 hami_cc_test(NAME plugin_config_test LABELS unit
   SRCS config_test.cc
   DEPS hami::plugin_config)
@@ -27,6 +33,10 @@ target_compile_definitions(plugin_allocate_test PRIVATE
 hami_cc_test(NAME plugin_allocator_test LABELS integration TIMEOUT 120
   SRCS allocator_test.cc
   DEPS hami::plugin_allocator hami::sim_kube)
+
+hami_cc_test(NAME plugin_kubelet_driver_test LABELS integration TIMEOUT 120
+  SRCS kubelet_driver_test.cc
+  DEPS hami::plugin_kubelet_driver hami::sim_kube hami_test_support)
 
 # config.json under arbitrary bytes; the corpus is replayed by the plain test run.
 hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami::plugin_config

@@ -1,6 +1,8 @@
 // hami-scheduler against the simulated API server, over its real HTTP endpoints: filter,
 // prioritize and bind as kube-scheduler calls them, the node lock under races, restart, bad
-// input, readiness, metrics (promtool), HTTPS, the handshake loop.
+// input, readiness, metrics (promtool), HTTPS, the handshake loop. Where a test needs the
+// device plugin's side of the bind, each node's real Allocator plays it (plugin::KubeletDriver),
+// and no admission may fail.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/wait.h>
@@ -20,9 +22,9 @@
 #include "support/kube_control.h"
 #include "kube/resource.h"
 #include "kube/time.h"
+#include "plugin/kubelet_driver.h"
 #include "scheduler/daemon.h"
 #include "scheduler/handshake.h"
-#include "scheduler/plugin_standin.h"
 #include "scheduler/test_cluster.h"
 #include "sim/kube/api_server.h"
 #include "sim/kube/scheduler_standin.h"
@@ -45,8 +47,8 @@ bool ViewWait(Daemon* d, const std::function<bool()>& pred, std::chrono::millise
   return d->scheduler().state().WaitFor(pred, SteadyClock::now() + timeout);
 }
 
-// What has no change event to wait on (the API server's store and events, the plugin
-// stand-in's count, the leader flag) is polled, bounded by the timeout.
+// What has no change event to wait on (the API server's store and events, the kubelet
+// driver's count, the leader flag) is polled, bounded by the timeout.
 using kube::control_test::WaitUntil;
 
 struct HttpAnswer {
@@ -65,6 +67,12 @@ class SchedulerIntegration : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (plugin_) {
+      plugin_->Stop();
+      std::string messages;
+      for (const std::string& m : plugin_->failure_messages()) messages += "\n  " + m;
+      EXPECT_EQ(plugin_->failures(), 0u) << "the device plugin's side failed:" << messages;
+    }
     plugin_.reset();
     daemons_.clear();
     client_.reset();
@@ -107,8 +115,9 @@ class SchedulerIntegration : public ::testing::Test {
     return daemons_.back().get();
   }
 
+  // The device plugin's side of the bind, each node's real Allocator, asked as a kubelet asks.
   void StartPlugin() {
-    plugin_ = std::make_unique<PluginStandin>(*client_);
+    plugin_ = std::make_unique<plugin::KubeletDriver>(*client_);
     plugin_->Start();
   }
 
@@ -185,7 +194,7 @@ class SchedulerIntegration : public ::testing::Test {
   std::unique_ptr<sim::kube::ApiServer> api_;
   std::unique_ptr<kube::Client> client_;
   std::vector<std::unique_ptr<Daemon>> daemons_;
-  std::unique_ptr<PluginStandin> plugin_;
+  std::unique_ptr<plugin::KubeletDriver> plugin_;
 };
 
 // ---- filter, prioritize, bind ----------------------------------------------------------------
@@ -340,7 +349,8 @@ TEST_F(SchedulerIntegration, BindWritesTheAnnotationsTakesTheNodeLockAndBinds) {
   EXPECT_EQ(lock->ns, "default");
   EXPECT_EQ(lock->pod, "p");
 
-  // The plugin's side: success, lock released; the pod keeps its share.
+  // The plugin's side (the node's real Allocator): success, chunk taken, lock released, both
+  // devices' limits published; the pod keeps its share.
   StartPlugin();
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -349,9 +359,63 @@ TEST_F(SchedulerIntegration, BindWritesTheAnnotationsTakesTheNodeLockAndBinds) {
       },
       std::chrono::seconds(10)));
   EXPECT_EQ(GetPod("p")["metadata"]["annotations"].value("hami.io/bind-phase", ""), "success");
+  EXPECT_EQ(GetPod("p")["metadata"]["annotations"].value("hami.io/vgpu-devices-to-allocate", ""),
+            ";");
+  std::ifstream file(plugin_->HookPath("n1") + "/vgpu/containers/" +
+                     stored["metadata"].value("uid", "") + "_main.limits");
+  std::stringstream limits;
+  limits << file.rdbuf();
+  EXPECT_NE(
+      limits.str().find("CUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_MEMORY_LIMIT_1=3000m\n"),
+      std::string::npos)
+      << limits.str();
+  EXPECT_NE(limits.str().find("CUDA_DEVICE_SM_LIMIT=20\n"), std::string::npos) << limits.str();
   auto share = d->scheduler().state().Share("default", "p");
   ASSERT_TRUE(share.has_value());
   EXPECT_EQ(share->node, "n1");
+}
+
+TEST_F(SchedulerIntegration, ThePluginReadsTheBindsChunksInTheKubeletsContainerOrder) {
+  // An init container and a main container with GPUs and a sidecar without: the scheduler
+  // writes one chunk per container, init containers first; the node's real Allocator, asked
+  // container by container as the kubelet asks, must give each container its own chunk.
+  AddNode({.name = "n1", .gpus = 2});
+  Daemon* d = StartDaemon(Options());
+  StartPlugin();
+  auto gpu = [](int mem_mib) {
+    return json{
+        {"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(mem_mib)}}}};
+  };
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "p"}, {"namespace", "default"}}},
+      {"spec",
+       {{"schedulerName", "hami-scheduler"},
+        {"initContainers", {{{"name", "init"}, {"image", "cuda"}, {"resources", gpu(1000)}}}},
+        {"containers",
+         {{{"name", "sidecar"}, {"image", "busybox"}},
+          {{"name", "main"}, {"image", "cuda"}, {"resources", gpu(2000)}}}}}}};
+  auto created = api_->CreateObject(kube::kPods, pod);
+  ASSERT_TRUE(created.ok()) << created.error().message();
+  ASSERT_EQ(Bind(d->port(), *created, "n1"), "");
+  // (Polled: the driver's count moves with each admission; nothing announces one.)
+  ASSERT_TRUE(WaitUntil([&] { return plugin_->allocated() + plugin_->failures() == 1; },
+                        std::chrono::seconds(20)));
+  ASSERT_EQ(plugin_->failures(), 0u);
+  const json ann = GetPod("p")["metadata"]["annotations"];
+  EXPECT_EQ(ann.value("hami.io/bind-phase", ""), "success");
+  EXPECT_EQ(ann.value("hami.io/vgpu-devices-to-allocate", ""), ";;;");
+  const std::string uid = (*created)["metadata"].value("uid", "");
+  for (const auto& [container, mib] : {std::pair{"init", 1000}, std::pair{"main", 2000}}) {
+    std::ifstream file(plugin_->HookPath("n1") + "/vgpu/containers/" + uid + "_" + container +
+                       ".limits");
+    std::stringstream limits;
+    limits << file.rdbuf();
+    EXPECT_NE(limits.str().find("CUDA_DEVICE_MEMORY_LIMIT_0=" + std::to_string(mib) + "m\n"),
+              std::string::npos)
+        << container << ": " << limits.str();
+  }
 }
 
 TEST_F(SchedulerIntegration, BindRechecksTheFitAgainstCurrentUsage) {
@@ -497,7 +561,7 @@ TEST_F(SchedulerIntegration, DanglingExpiredAndOwnLocksAreTakenOver) {
   set_lock(lock_text(clock - std::chrono::seconds(12), "stale"));
   EXPECT_EQ(Bind(d->port(), p5, "n1"), "");
   json bound = AddPod({.name = "bound", .mem_mib = 100});
-  set_lock(lock_text(clock, "ghost"));  // p5's lock, which no device plugin releases here
+  set_lock(lock_text(clock, "ghost"));          // p5's lock, which no device plugin releases here
   ASSERT_EQ(Bind(d->port(), bound, "n1"), "");  // bound to n1, bind-phase allocating
   json p6 = AddPod({.name = "p6", .mem_mib = 100});
   set_lock(lock_text(clock - std::chrono::seconds(60), "bound"));

@@ -1,14 +1,18 @@
 // Correctness under load, the whole system: 2,000 GPU pods submitted at once against 100 nodes,
 // scheduled by the kube-scheduler stand-in through a real hami-scheduler process (its HTTP
 // verbs, as kube-scheduler calls them), with the device plugin's side of the bind flow played
-// by the plugin stand-in. The scheduler is killed (SIGKILL) mid-burst and started again on the
-// same port. At the end, read from the pods' annotations alone: no GPU holds more memory, cores
-// or slots than it has, every pod that fits is bound, and every other pod is unschedulable
-// with a reason.
+// by each node's real Allocator, asked as a kubelet asks (plugin::KubeletDriver). The scheduler
+// is killed (SIGKILL) mid-burst and started again on the same port. At the end, read from the
+// pods' annotations alone: no GPU holds more memory, cores or slots than it has, every pod that
+// fits is bound, and every other pod is unschedulable with a reason; and every bound pod was
+// allocated by its node's plugin (bind-phase success, its limits file published with its
+// share), none failed.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,7 +23,7 @@
 #include "kube/annotations.h"
 #include "kube/client.h"
 #include "kube/resource.h"
-#include "scheduler/plugin_standin.h"
+#include "plugin/kubelet_driver.h"
 #include "scheduler/test_cluster.h"
 #include "sim/kube/api_server.h"
 #include "sim/kube/scheduler_standin.h"
@@ -110,7 +114,7 @@ TEST(SchedulerLoad, TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill)
   co.qps = 0;
   auto client = kube::Client::Create(config, co);
   ASSERT_TRUE(client.ok());
-  scheduler::PluginStandin plugin(**client, 4);
+  plugin::KubeletDriver plugin(**client, 4);
   plugin.Start();
 
   auto sched_config = sim::kube::ParseSchedulerConfig(
@@ -156,7 +160,8 @@ TEST(SchedulerLoad, TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill)
         ++unschedulable;
       }
     }
-    return bound == kFitting && unschedulable == kPods - kFitting;
+    return bound == kFitting && unschedulable == kPods - kFitting &&
+           plugin.allocated() + plugin.failures() >= uint64_t(kFitting);
   };
   // (Polled: the API server's store is the only place the outcome shows.) Bounded well inside
   // CTest's timeout, so that a run that does not finish says where it stands.
@@ -182,7 +187,7 @@ TEST(SchedulerLoad, TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill)
     }
     ADD_FAILURE() << bound << " of " << kFitting
                   << " bound; pending pods by last message:" << report
-                  << "\nplugin stand-in: " << plugin.allocated() << " allocated, "
+                  << "\nkubelet driver: " << plugin.allocated() << " allocated, "
                   << plugin.failures() << " failures";
   }
   // The outcome as it stands now (stopping the stand-in may still touch a pod's condition).
@@ -221,8 +226,25 @@ TEST(SchedulerLoad, TwoThousandPodsOnAHundredNodesNeverOverAllocateThroughAKill)
     h.mem += d.mem_mib;
     h.cores += d.cores;
     h.slots += 1;
+    // The plugin's side: the pod was allocated on its node, with its share.
+    EXPECT_EQ(ann.value("hami.io/bind-phase", ""), "success") << name;
+    EXPECT_EQ(ann.value("hami.io/vgpu-devices-to-allocate", ""), ";") << name;
+    const std::string uid = pod["metadata"].value("uid", "");
+    std::ifstream file(plugin.HookPath(node) + "/vgpu/containers/" + uid + "_main.limits");
+    const std::string limits((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+    EXPECT_NE(limits.find("CUDA_DEVICE_MEMORY_LIMIT_0=" + std::to_string(kPodMemMib) + "m\n"),
+              std::string::npos)
+        << name << "'s limits file: '" << limits << "'";
+    EXPECT_NE(limits.find("CUDA_DEVICE_SM_LIMIT=" + std::to_string(kPodCores) + "\n"),
+              std::string::npos)
+        << name << "'s limits file: '" << limits << "'";
   }
   EXPECT_EQ(bound, kFitting);
+  std::string messages;
+  for (const std::string& m : plugin.failure_messages()) messages += "\n  " + m;
+  EXPECT_EQ(plugin.allocated(), uint64_t(kFitting)) << messages;
+  EXPECT_EQ(plugin.failures(), 0u) << messages;
   for (const auto& [uuid, h] : held) {
     EXPECT_LE(h.mem, kGpuMemMib) << uuid;
     EXPECT_LE(h.cores, 100) << uuid;

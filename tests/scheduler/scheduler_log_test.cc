@@ -12,7 +12,7 @@
 
 #include "common/temp_dir.h"
 #include "kube/client.h"
-#include "scheduler/plugin_standin.h"
+#include "plugin/kubelet_driver.h"
 #include "scheduler/test_cluster.h"
 #include "sim/kube/api_server.h"
 #include "sim/kube/scheduler_standin.h"
@@ -73,7 +73,7 @@ class SchedulerLogTest : public ::testing::Test {
     }
     const int port = std::stoi(line->substr(std::string(kServing).size()));
 
-    scheduler::PluginStandin plugin(*client_, 1);
+    plugin::KubeletDriver plugin(*client_, 1);
     plugin.Start();
     auto config = sim::kube::ParseSchedulerConfig(scheduler::testing::ExtenderSchedulerConfig(port),
                                                   "log test");
@@ -93,6 +93,12 @@ class SchedulerLogTest : public ::testing::Test {
     // (Polled: the stand-in's observer counts binds; nothing else announces one.)
     EXPECT_TRUE(testing::PollUntil([&] { return scheduled.load() == 1; }, 60000, 10000))
         << pod << " was not scheduled";
+    // The node lock is released once the plugin's side has run, before the next pod's bind.
+    // (Polled: the driver's counts move with each admission; nothing announces one.)
+    EXPECT_TRUE(testing::PollUntil([&] { return plugin.allocated() + plugin.failures() == 1; },
+                                   60000, 10000))
+        << pod << " was not allocated";
+    EXPECT_EQ(plugin.failures(), 0u) << pod << ": the device plugin's side failed";
     (*standin)->Stop();
     plugin.Stop();
     proc.Kill(SIGTERM);
