@@ -19,7 +19,7 @@ namespace {
 using namespace hami::scheduler;
 
 void CheckPod(const hami::kube::Pod& pod) {
-  auto request = ParsePodRequest(pod, config::DeviceConfig{});
+  auto request = ParsePodRequest(pod, hami::config::DeviceConfig{});
   if (!request.ok()) {
     if (request.error().message().empty()) std::abort();
     return;
