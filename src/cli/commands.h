@@ -18,4 +18,9 @@ void AddBrokerCommand(CLI::App& app);
 // subcommands). `hami sim ARGS` runs `hami-sim ARGS` (SimToolPath in cli/paths.h).
 void ConfigureSimCommand(CLI::App& app);
 
+// hami-sim's subcommands that ConfigureSimCommand adds from other files: `sim kube-scheduler`
+// (sim_kube_scheduler_cmd.cc), and `sim node` and `sim cluster` (sim_cluster_cmd.cc).
+void AddSimKubeSchedulerCommand(CLI::App& sim);
+void AddSimClusterCommands(CLI::App& sim);
+
 }  // namespace hami::cli
