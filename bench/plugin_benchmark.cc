@@ -983,10 +983,11 @@ double MiB(int64_t bytes) { return double(bytes) / 1048576.0; }
 Json PhaseJson(const PhaseFigures& p, const PhaseStats& st) {
   Json requests = Json::array();
   for (const auto& [kind, us] : p.request_us) {
+    const double per_call =
+        p.samples.empty() ? 0.0
+                          : static_cast<double>(us.size()) / static_cast<double>(p.samples.size());
     requests.push_back(
-        {{"kind", kind},
-         {"per_call", p.samples.empty() ? 0.0 : double(us.size()) / p.samples.size()},
-         {"latency_us", ToJson(NearestRank(us))}});
+        {{"kind", kind}, {"per_call", per_call}, {"latency_us", ToJson(NearestRank(us))}});
   }
   auto steps = [](const auto& list) {
     Json out = Json::array();

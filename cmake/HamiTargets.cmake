@@ -16,18 +16,13 @@ endfunction()
 #   NO_EXCEPTIONS / NO_RTTI: -fno-exceptions / -fno-rtti (libvgpu.so and what it links);
 #   HIDDEN: -fvisibility=hidden -fvisibility-inlines-hidden (the interposer's objects; only
 #     what is marked HAMI_EXPORT, vgpu/export.h, keeps default visibility);
-#   NO_WARNINGS: generated code, built without the project's warnings;
-#   STRICT: HAMI_STRICT_WARNINGS too (the warnings not yet clean everywhere:
-#     cmake/HamiWarnings.cmake). `set(HAMI_STRICT ON)` at the top of a folder's CMakeLists.txt
-#     makes every target defined there (and in its subfolders) STRICT.
+#   NO_WARNINGS: generated code (protoc's and grpc_cpp_plugin's output), built without the
+#     project's warnings (HAMI_WARNINGS, cmake/HamiWarnings.cmake).
 # Other arguments are ignored, so a helper passes its whole argument list.
 function(hami_target_options target scope)
-  cmake_parse_arguments(O "NO_EXCEPTIONS;NO_RTTI;HIDDEN;NO_WARNINGS;STRICT" "" "" ${ARGN})
+  cmake_parse_arguments(O "NO_EXCEPTIONS;NO_RTTI;HIDDEN;NO_WARNINGS" "" "" ${ARGN})
   if(NOT O_NO_WARNINGS)
     target_compile_options(${target} ${scope} ${HAMI_WARNINGS})
-    if(O_STRICT OR HAMI_STRICT)
-      target_compile_options(${target} ${scope} ${HAMI_STRICT_WARNINGS})
-    endif()
   endif()
   if(O_NO_EXCEPTIONS)
     target_compile_options(${target} ${scope} $<$<COMPILE_LANGUAGE:CXX>:-fno-exceptions>)
@@ -40,10 +35,10 @@ function(hami_target_options target scope)
       CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   endif()
 endfunction()
-set(HAMI_TARGET_FLAGS NO_EXCEPTIONS NO_RTTI HIDDEN NO_WARNINGS STRICT)
+set(HAMI_TARGET_FLAGS NO_EXCEPTIONS NO_RTTI HIDDEN NO_WARNINGS)
 
 # hami_cc_library(NAME n [SRCS ...] [DEPS ...] [NO_EXCEPTIONS] [NO_RTTI] [HIDDEN]
-#                 [NO_WARNINGS] [STRICT])
+#                 [NO_WARNINGS])
 # A static, position-independent library (an INTERFACE library when SRCS is empty), with
 # its alias hami::n. Includes are rooted at src/ ("common/result.h"); DEPS are public.
 function(hami_cc_library)
@@ -64,7 +59,7 @@ endfunction()
 
 # hami_cc_shared_library(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME name] [SUFFIX .so.1]
 #                        [OUTPUT_DIRECTORY dir] [VERSION_SCRIPT file] [MODULE] [NO_UNDEFINED]
-#                        [NO_EXCEPTIONS] [NO_RTTI] [HIDDEN] [STRICT])
+#                        [NO_EXCEPTIONS] [NO_RTTI] [HIDDEN])
 # A shared library (MODULE: one only ever dlopen'ed), alias hami::n. DEPS are private. VERSION_SCRIPT: the
 # linker's export list (a relink when it changes). NO_UNDEFINED: -Wl,-z,defs, except under a
 # sanitizer, whose runtime resolves in the executable.
@@ -100,7 +95,7 @@ function(hami_cc_shared_library)
 endfunction()
 
 # hami_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME name] [OUTPUT_DIRECTORY dir]
-#                [NO_EXCEPTIONS] [NO_RTTI] [STRICT])
+#                [NO_EXCEPTIONS] [NO_RTTI])
 # OUTPUT_DIRECTORY: instead of build/bin (e.g. ${HAMI_TEST_BIN_DIR} for a program only
 # tests run).
 function(hami_cc_binary)
@@ -119,7 +114,7 @@ function(hami_cc_binary)
 endfunction()
 
 # hami_cc_test(NAME n SRCS ... [DEPS ...] LABELS unit|integration|sim|gpu|cluster
-#              [ENV K=V ...] [TIMEOUT seconds] [RUN_SERIAL] [CONCURRENT] [STRICT])
+#              [ENV K=V ...] [TIMEOUT seconds] [RUN_SERIAL] [CONCURRENT])
 # A GoogleTest binary under build/tests; each test case becomes one CTest test carrying
 # the label, so `ctest -L unit` or `-LE gpu` select them. One label per test: unit (no
 # processes or files beyond temp files), integration (several processes, real files and

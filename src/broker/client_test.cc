@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -276,7 +277,7 @@ TEST_F(ClientTest, NoSocketOrNoDirectoryIsMissing) {
 
 TEST_F(ClientTest, AWritableDirectoryIsNeverTrusted) {
   FakeServer server(path_, Replying(golden::kResponsePid8011));
-  for (mode_t mode : {0777, 0775, 0757, 01777}) {
+  for (mode_t mode : std::initializer_list<mode_t>{0777, 0775, 0757, 01777}) {
     ASSERT_EQ(chmod(dir_.path().c_str(), mode), 0);
     EXPECT_EQ(Query().failure, ClientFailure::kUnsafeDirectory) << std::oct << mode;
   }

@@ -23,4 +23,9 @@ void ConfigureSimCommand(CLI::App& app);
 // component it starts; hami-sim's main sets them once parsed.
 void SetSimLogArgs(std::vector<std::string> args);
 
+// hami-sim's subcommands that ConfigureSimCommand adds from other files: `sim kube-scheduler`
+// (sim_kube_scheduler_cmd.cc), and `sim node` and `sim cluster` (sim_cluster_cmd.cc).
+void AddSimKubeSchedulerCommand(CLI::App& sim);
+void AddSimClusterCommands(CLI::App& sim);
+
 }  // namespace hami::cli

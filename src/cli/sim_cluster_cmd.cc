@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli/commands.h"
 #include "cli/paths.h"
 #include "common/exit_status.h"
 #include "common/proc.h"

@@ -252,9 +252,6 @@ int ServeApiServer(const ApiServerFlags& f) {
 
 }  // namespace
 
-void AddSimKubeSchedulerCommand(CLI::App& sim);  // sim_kube_scheduler_cmd.cc
-void AddSimClusterCommands(CLI::App& sim);       // sim_cluster_cmd.cc
-
 void ConfigureSimCommand(CLI::App& app) {
   CLI::App* sim = &app;
   static bool json = false;

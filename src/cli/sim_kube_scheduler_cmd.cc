@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/commands.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "sim/kube/scheduler_standin.h"

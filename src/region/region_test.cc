@@ -103,7 +103,7 @@ TEST_F(RegionTest, ConflictsPastTheKeptOnesAreCounted) {
   auto a = MustOpen(TwoDevices(1ull << 30));
   std::vector<std::unique_ptr<Region>> others;
   for (int i = 0; i < layout::kMaxConflicts + 3; ++i) {
-    others.push_back(MustOpen(TwoDevices((2ull + uint64_t(i)) << 30)));
+    others.push_back(MustOpen(TwoDevices((uint64_t{2} + static_cast<uint64_t>(i)) << 30)));
   }
   std::vector<Inconsistency> found = a->Check();
   ASSERT_EQ(found.size(), size_t(layout::kMaxConflicts) + 1);

@@ -35,7 +35,7 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
 
 uint64_t Hash(std::string_view s, uint64_t seed) {
   uint64_t h = 0xcbf29ce484222325ull ^ seed;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
   return Mix(h);
 }
 

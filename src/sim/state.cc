@@ -150,7 +150,7 @@ class StateFormat final : public VersionedFileFormat {
 uint64_t ConfigFingerprint(std::span<const DeviceSpec> devices) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::string_view s) {
-    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
     h = (h ^ 0xff) * 0x100000001b3ull;
   };
   for (const DeviceSpec& d : devices) {

@@ -377,7 +377,9 @@ TEST_F(StateTest, XidsAreLoggedPerDeviceInOrderAndTheOldestAreOverwritten) {
   EXPECT_GT(first->realtime_ns, 0);
   EXPECT_EQ(s->XidFrom(1, 1)->code, 13u);
   EXPECT_FALSE(s->XidFrom(1, 2).has_value());
-  for (int i = 0; i < state::kXidRing + 3; ++i) ASSERT_TRUE(s->RecordXid(0, 100 + i).ok());
+  for (int i = 0; i < state::kXidRing + 3; ++i) {
+    ASSERT_TRUE(s->RecordXid(0, static_cast<uint64_t>(100 + i)).ok());
+  }
   auto oldest = s->XidFrom(0, 0);  // the first three were overwritten
   ASSERT_TRUE(oldest.has_value());
   EXPECT_EQ(oldest->sequence, 3u);

@@ -17,6 +17,8 @@
 //   glibc says (null).
 // Names not listed (cuda*, cudnn*, cublas*, any cu*/nvml* we do not intercept) are never
 // substituted.
+#include "vgpu/dl.h"
+
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -73,12 +75,9 @@ void* Decide(void* handle, const char* name, const char* version) {
 
 }  // namespace
 
-__attribute__((visibility("hidden"))) void* hami_dlsym_decide(void* handle, const char* name) {
-  return Decide(handle, name, nullptr);
-}
+void* hami_dlsym_decide(void* handle, const char* name) { return Decide(handle, name, nullptr); }
 
-__attribute__((visibility("hidden"))) void* hami_dlvsym_decide(void* handle, const char* name,
-                                                               const char* version) {
+void* hami_dlvsym_decide(void* handle, const char* name, const char* version) {
   return Decide(handle, name, version);
 }
 

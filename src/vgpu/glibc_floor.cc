@@ -18,6 +18,8 @@
 // The floor that stays, GLIBC_2.34 (where libpthread and libdl merged into libc: pthread_create,
 // dlopen and their kin carry that version), is checked by the vgpu_glibc_floor test and stated
 // in docs/install.md.
+#include "vgpu/glibc_floor.h"
+
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/random.h>
@@ -25,11 +27,11 @@
 #include <cerrno>
 #include <cstdint>
 
-extern "C" __attribute__((visibility("hidden"))) uint32_t arc4random(void) {
+uint32_t arc4random(void) noexcept {
   uint32_t value = 0;
   for (;;) {
     const ssize_t n = getrandom(&value, sizeof(value), 0);
-    if (n == ssize_t(sizeof(value))) return value;
+    if (n == static_cast<ssize_t>(sizeof(value))) return value;
     if (n < 0 && errno != EINTR) return value;  // never reached in libvgpu; no abort here
   }
 }

@@ -2,13 +2,13 @@
 // _dl_find_object interposes glibc's for the whole process (the shared unwinder included), so
 // a C++ exception thrown and caught here is unwound through it; glibc's own is reached with
 // dlvsym for the comparison.
+#include "vgpu/glibc_floor.h"
+
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <stdexcept>
-
-extern "C" uint32_t arc4random(void);
 
 namespace {
 

@@ -120,13 +120,14 @@ TEST(Ledger, ConcurrentSharesNeverLoseAPage) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kRounds; ++i) {
-        const uint64_t size = 512ull * uint64_t(1 + (i + t) % 64);
+        const uint64_t size = uint64_t{512} * static_cast<uint64_t>(1 + (i + t) % 64);
         if (!l.TakeSmall(Ctx(1), 0, size, kGranule)) {
           const uint64_t pages = l.PagesNeeded(Ctx(1), 0, size, kGranule);
           admitted += pages * kGranule;
           returned += DataOf(l.TakeSmallWithPages(Ctx(1), 0, size, pages, kGranule));
         }
-        const CUdeviceptr p = 0x1000000ull * uint64_t(t + 1) + uint64_t(i) * 0x1000;
+        const CUdeviceptr p = CUdeviceptr{0x1000000} * static_cast<CUdeviceptr>(t + 1) +
+                              static_cast<CUdeviceptr>(i) * 0x1000;
         l.Track(p, Allocation{0, size, UsageKind::kData, Ctx(1), true});
         if (i % 2 == 1) returned += DataOf(*l.Forget(p));
       }
@@ -135,7 +136,9 @@ TEST(Ledger, ConcurrentSharesNeverLoseAPage) {
   for (auto& th : threads) th.join();
   uint64_t live = 0;
   for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kRounds; i += 2) live += 512ull * uint64_t(1 + (i + t) % 64);
+    for (int i = 0; i < kRounds; i += 2) {
+      live += uint64_t{512} * static_cast<uint64_t>(1 + (i + t) % 64);
+    }
   }
   const uint64_t held = admitted - returned;
   EXPECT_GE(held, RoundUp(live, kGranule)) << "a page in use was given back";

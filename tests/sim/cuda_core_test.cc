@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/sim_test_util.h"
+#include "support/enum_values.h"
 #include "support/subprocess.h"
 
 namespace hami::testing {
@@ -242,7 +243,8 @@ TEST_F(CudaDeviceTest, AnAttributeOutOfRangeIsInvalidAndABadDeviceIsInvalidDevic
   int v = 0;
   EXPECT_EQ(cuDeviceGetAttribute(&v, CUdevice_attribute(0), 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuDeviceGetAttribute(&v, CUdevice_attribute(100000), 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, UnnamedValue<CUdevice_attribute>(100000), 0),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 2), CUDA_ERROR_INVALID_DEVICE);
   EXPECT_EQ(cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0),
             CUDA_ERROR_INVALID_VALUE);
@@ -506,8 +508,8 @@ TEST_F(CudaContextTest, LimitsArePerContextAndUnknownOnesInvalid) {
   ASSERT_EQ(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
   EXPECT_EQ(v, 8u << 20);
   EXPECT_EQ(cuCtxDestroy_v2(other), CUDA_SUCCESS);
-  EXPECT_EQ(cuCtxGetLimit(&v, CUlimit(0x100)), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuCtxSetLimit(CUlimit(0x100), 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxGetLimit(&v, UnnamedValue<CUlimit>(0x100)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxSetLimit(UnnamedValue<CUlimit>(0x100), 1), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuCtxGetLimit(nullptr, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024), CUDA_SUCCESS);
 }
@@ -617,10 +619,10 @@ TEST(CudaErrors, NameAndDescribeKnownCodesAndRefuseUnknownOnes) {
   ASSERT_EQ(cuGetErrorName(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, &s), CUDA_SUCCESS);
   EXPECT_STREQ(s, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
   s = "stale";
-  EXPECT_EQ(cuGetErrorName(CUresult(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetErrorName(UnnamedValue<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(s, nullptr);
   s = "stale";
-  EXPECT_EQ(cuGetErrorString(CUresult(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetErrorString(UnnamedValue<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(s, nullptr);
   EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
 }

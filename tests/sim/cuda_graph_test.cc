@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_device_fixture.h"
+#include "support/enum_values.h"
 
 // Exported by the simulated libcuda.so.1; cuda.h declares these ABIs for the driver's own
 // build only (plain names map to their successors).
@@ -507,7 +508,7 @@ TEST_F(GraphMemoryTest, BadAllocNodesAndQueriesAreRejected) {
   EXPECT_TRUE(NodeTypes(g).empty());
 
   cuuint64_t v = 0;
-  EXPECT_EQ(cuDeviceGetGraphMemAttribute(dev_, CUgraphMem_attribute(99), &v),
+  EXPECT_EQ(cuDeviceGetGraphMemAttribute(dev_, UnnamedValue<CUgraphMem_attribute>(99), &v),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuDeviceGetGraphMemAttribute(7, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &v),
             CUDA_ERROR_INVALID_DEVICE);

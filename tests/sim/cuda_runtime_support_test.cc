@@ -14,6 +14,7 @@
 
 #include "common/file.h"
 #include "sim_test_util.h"
+#include "support/enum_values.h"
 
 namespace hami::testing {
 namespace {
@@ -465,7 +466,7 @@ TEST_F(RuntimeCallsTest, TheCaptureModeIsExchangedPerThread) {
   }).join();
   ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
   EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
-  auto bad = CUstreamCaptureMode(7);
+  auto bad = UnnamedValue<CUstreamCaptureMode>(7);
   EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&bad), CUDA_ERROR_INVALID_VALUE);
 }
 

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "sim/sim_test_util.h"
+#include "support/enum_values.h"
 #include "support/subprocess.h"
 
 namespace hami::testing {
@@ -589,7 +590,8 @@ TEST_F(NvmlTest, TurningAccountingOffDropsItsRecordsAndRefusesItsQueries) {
       EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
       return;
     }
-    EXPECT_EQ(nvmlDeviceSetAccountingMode(dev, nvmlEnableState_t(2)), NVML_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(nvmlDeviceSetAccountingMode(dev, UnnamedValue<nvmlEnableState_t>(2)),
+              NVML_ERROR_INVALID_ARGUMENT);
     {
       PrimaryContext ctx;
       EXPECT_THAT(AccountingPids(dev), ::testing::ElementsAre(unsigned(getpid())));
@@ -792,7 +794,7 @@ TEST_F(NvmlTest, ErrorStringsNameEachCode) {
   EXPECT_STREQ(nvmlErrorString(NVML_SUCCESS), "Success");
   EXPECT_STREQ(nvmlErrorString(NVML_ERROR_INSUFFICIENT_SIZE), "Insufficient Size");
   EXPECT_STREQ(nvmlErrorString(NVML_ERROR_UNINITIALIZED), "Uninitialized");
-  EXPECT_STREQ(nvmlErrorString(nvmlReturn_t(12345)), "Unknown Error");
+  EXPECT_STREQ(nvmlErrorString(UnnamedValue<nvmlReturn_t>(12345)), "Unknown Error");
 }
 
 TEST_F(NvmlTest, VersionsFollowTheSimulatedCudaDriverVersion) {

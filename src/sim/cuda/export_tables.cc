@@ -82,10 +82,9 @@ template <Table kTable, int kSlot>
 CUresult UnknownSlot(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f) {
   g_log.Log(LogLevel::kInfo,
             "export table %s slot %d is not modelled by the simulated GPU: "
-            "CUDA_ERROR_NOT_SUPPORTED (arguments %llx %llx %llx %llx %llx %llx)",
-            TableName(kTable), kSlot, (unsigned long long)a, (unsigned long long)b,
-            (unsigned long long)c, (unsigned long long)d, (unsigned long long)e,
-            (unsigned long long)f);
+            "CUDA_ERROR_NOT_SUPPORTED (arguments %" PRIx64 " %" PRIx64 " %" PRIx64 " %" PRIx64
+            " %" PRIx64 " %" PRIx64 ")",
+            TableName(kTable), kSlot, a, b, c, d, e, f);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -553,7 +553,9 @@ Result<bool> ReadPtx(std::string_view text, ImageInfo* info) {
       if (v.open_dimension) {  // one element per initializer value
         uint64_t values = 1;
         size_t j = e;
-        while (j < t.size() && t[j] != ";") values += t[j++] == "," ? 1 : 0;
+        for (; j < t.size() && t[j] != ";"; ++j) {
+          if (t[j] == ",") ++values;
+        }
         bytes *= values;
       }
       ImageGlobal& g = info->globals[std::string(v.name)];
@@ -643,8 +645,6 @@ Status ReadFatbin(std::span<const uint8_t> bytes, ImageInfo* info) {
   return OkStatus();
 }
 
-}  // namespace
-
 // True when `b` starts with the `n` non-zero bytes of `magic`; compares byte by byte, so a
 // shorter NUL-terminated text is never read past its NUL.
 bool StartsWith(const uint8_t* b, const uint8_t* magic, size_t n) {
@@ -653,6 +653,8 @@ bool StartsWith(const uint8_t* b, const uint8_t* magic, size_t n) {
   }
   return true;
 }
+
+}  // namespace
 
 constexpr uint8_t kWrapperBytes[4] = {0xb1, 0x43, 0x62, 0x46};
 constexpr uint8_t kFatbinBytes[4] = {0x50, 0xed, 0x55, 0xba};

@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/raw_log.h"
 #include "sim/host_pid.h"
+#include "sim/nvml/stubs.h"
 #include "sim/options.h"
 #include "sim/state.h"
 
