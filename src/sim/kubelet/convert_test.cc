@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/enum_values.h"
+
 namespace hami::sim::kubelet {
 namespace {
 
@@ -96,7 +98,7 @@ TEST(SimKubeletConvert, AFailedCallNamesWhatFailedTheMessageAndTheCode) {
             ErrorCode::kTimeout);
   EXPECT_EQ(ErrorOfStatus(grpc::Status(grpc::StatusCode::UNKNOWN, "x"), "y").code(),
             ErrorCode::kInternal);
-  EXPECT_EQ(StatusCodeText(grpc::StatusCode(99)), "CODE_99");
+  EXPECT_EQ(StatusCodeText(::hami::testing::UnnamedValue<grpc::StatusCode>(99)), "CODE_99");
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ hami_cc_library(NAME hami_sim_kubelet
 # Its reading of each message, field by field.
 hami_cc_test(NAME sim_kubelet_convert_test LABELS unit
   SRCS convert_test.cc
-  DEPS hami::sim_kubelet)
+  DEPS hami::sim_kubelet hami_test_support)
 
 # Registration (version and name checks), the device lists, the device manager's choice and
 # restarts, against a fake device plugin of the test's own over real Unix sockets. Not
