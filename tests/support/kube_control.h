@@ -9,11 +9,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "kube/client.h"
 #include "kube/config.h"
 #include "sim/kube/api_server.h"
+#include "support/subprocess.h"
 
 namespace hami::kube::control_test {
 
@@ -48,16 +48,11 @@ inline std::unique_ptr<Client> ConnectTo(const std::string& url, const std::stri
   return std::move(client).value();
 }
 
-// Polls `pred` every 5 ms until it holds (true) or `timeout` passes (false). Only for
-// counters no event announces (a server's, an informer's or an elector's stats); the timeout
-// bounds a failure, it is not a wait for time to pass.
+// Polls `pred` until it holds (true) or `timeout` passes (false): testing::PollUntil, every
+// 5 ms. Only for counters no event announces (a server's, an informer's or an elector's
+// stats); the timeout bounds a failure, it is not a wait for time to pass.
 inline bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
+  return ::hami::testing::PollUntil(pred, static_cast<int>(timeout.count()), 5000);
 }
 
 }  // namespace hami::kube::control_test
