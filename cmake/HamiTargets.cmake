@@ -3,6 +3,7 @@
 include(CMakeParseArguments)
 include(GoogleTest)
 include(${CMAKE_CURRENT_LIST_DIR}/HamiLayers.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/HamiPaths.cmake)
 
 # Each library is also reachable as hami::<name without the hami_ prefix> (hami_common is
 # hami::common). DEPS name the aliases: a misspelt alias fails at configure time, where a

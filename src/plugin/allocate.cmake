@@ -27,8 +27,8 @@ hami_cc_test(NAME plugin_allocate_test LABELS unit
   SRCS allocate_test.cc
   DEPS hami::plugin_allocate)
 # The golden files; HAMI_UPDATE_GOLDEN=1 in the environment rewrites them.
-target_compile_definitions(plugin_allocate_test PRIVATE
-  HAMI_PLUGIN_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
+hami_target_paths(plugin_allocate_test PRIVATE
+  HAMI_PLUGIN_TESTDATA ${CMAKE_CURRENT_SOURCE_DIR}/testdata)
 
 hami_cc_test(NAME plugin_allocator_test LABELS integration TIMEOUT 120
   SRCS allocator_test.cc

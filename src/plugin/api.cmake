@@ -28,6 +28,6 @@ hami_cc_test(NAME plugin_registrar_test LABELS integration
 hami_cc_test(NAME plugin_api_grpcio_test LABELS integration
   SRCS api_grpcio_test.cc
   DEPS hami::plugin_api hami_test_support)
-target_compile_definitions(plugin_api_grpcio_test PRIVATE
-  HAMI_PLUGIN_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}"
-  HAMI_KUBELET_API_PROTO_DIR="${HAMI_KUBELET_API_PROTO_DIR}")
+hami_target_paths(plugin_api_grpcio_test PRIVATE
+  HAMI_PLUGIN_SOURCE_DIR ${CMAKE_CURRENT_SOURCE_DIR}
+  HAMI_KUBELET_API_PROTO_DIR ${HAMI_KUBELET_API_PROTO_DIR})

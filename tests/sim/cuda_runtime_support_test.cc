@@ -164,7 +164,8 @@ TEST_F(ExportTableTest, TheToolsModuleTableWalksTheFunctionsOfAModule) {
   ASSERT_GT(reinterpret_cast<uintptr_t>(t[0]), 7u * 8) << "cuFFT requires slot 7";
   using Walk = unsigned (*)(CUcontext, CUmodule, void (*)(void*, CUfunction, CUmodule), void*);
   auto walk = reinterpret_cast<Walk>(t[7]);
-  auto fatbin = ReadFileToString(HAMI_IMAGE_CORPUS "/kernels_ptx_lz4.fatbin", 1 << 20);
+  auto fatbin =
+      ReadFileToString(std::string(HAMI_IMAGE_CORPUS) + "/kernels_ptx_lz4.fatbin", 1 << 20);
   ASSERT_TRUE(fatbin.ok());
   CUmodule m;
   ASSERT_EQ(cuModuleLoadData(&m, fatbin->data()), CUDA_SUCCESS);
@@ -192,7 +193,8 @@ TEST_F(ExportTableTest, TheToolsModuleTableWalksTheFunctionsOfAModule) {
   EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
   EXPECT_EQ(walk(ctx_, m, &Visit, &v), 0u) << "an unloaded module";
   // An image the model cannot see into lists nothing.
-  auto zstd = ReadFileToString(HAMI_IMAGE_CORPUS "/kernels_ptx_zstd.fatbin", 1 << 20);
+  auto zstd =
+      ReadFileToString(std::string(HAMI_IMAGE_CORPUS) + "/kernels_ptx_zstd.fatbin", 1 << 20);
   ASSERT_TRUE(zstd.ok());
   ASSERT_EQ(cuModuleLoadData(&m, zstd->data()), CUDA_SUCCESS);
   v = {};
@@ -307,7 +309,7 @@ TEST_F(LibraryTest, KernelAttributesApplyPerDeviceToEveryInstance) {
 }
 
 TEST_F(LibraryTest, ACubinDeclaresItsKernelsParametersAndGlobals) {
-  auto cubin = ReadFileToString(HAMI_IMAGE_CORPUS "/kernels.cubin", 1 << 20);
+  auto cubin = ReadFileToString(std::string(HAMI_IMAGE_CORPUS) + "/kernels.cubin", 1 << 20);
   ASSERT_TRUE(cubin.ok());
   CUlibrary lib;
   ASSERT_EQ(cuLibraryLoadData(&lib, cubin->data(), nullptr, nullptr, 0, nullptr, nullptr, 0),

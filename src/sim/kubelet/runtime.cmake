@@ -15,9 +15,9 @@ hami_cc_binary(NAME hami_sim_runtime_probe SRCS runtime_main.cc DEPS ${CMAKE_DL_
 hami_cc_test(NAME sim_runtime_test LABELS integration RUN_SERIAL
   SRCS runtime_test.cc
   DEPS hami::sim_runtime)
-target_compile_definitions(sim_runtime_test PRIVATE
-  HAMI_RUNTIME_PROBE="$<TARGET_FILE:hami_sim_runtime_probe>"
-  HAMI_BUILD_DIR="${CMAKE_BINARY_DIR}"
-  HAMI_SIM_CUDA_LIB="$<TARGET_FILE:hami_sim_cuda>"
-  HAMI_SIM_NVML_LIB="$<TARGET_FILE:hami_sim_nvml>")
+hami_target_paths(sim_runtime_test PRIVATE
+  HAMI_RUNTIME_PROBE $<TARGET_FILE:hami_sim_runtime_probe>
+  HAMI_BUILD_DIR ${CMAKE_BINARY_DIR}
+  HAMI_SIM_CUDA_LIB $<TARGET_FILE:hami_sim_cuda>
+  HAMI_SIM_NVML_LIB $<TARGET_FILE:hami_sim_nvml>)
 add_dependencies(sim_runtime_test hami_sim_runtime_probe hami_sim_cuda hami_sim_nvml)
