@@ -46,21 +46,21 @@ enum class Books {
                // device (a limit nobody set for it is not no limit): refused
 };
 // Waits (holding nothing) while another thread joins.
-Books BooksFor(int ordinal);
+Books BooksFor(Runtime& rt, int ordinal);
 // Reserves `bytes` unless that would pass the limit, or the process is refused (false). Waits
 // first while this process is suspended. Must be called with no lock of libvgpu held, except
 // the pool, graph and module locks (runtime.h).
-bool Admit(int ordinal, uint64_t bytes, UsageKind kind);
+bool Admit(Runtime& rt, int ordinal, uint64_t bytes, UsageKind kind);
 // Records memory the driver already holds (never refused: the truth is recorded).
-void Record(int ordinal, uint64_t bytes, UsageKind kind);
-void Return(int ordinal, uint64_t bytes, UsageKind kind);
+void Record(Runtime& rt, int ordinal, uint64_t bytes, UsageKind kind);
+void Return(Runtime& rt, int ordinal, uint64_t bytes, UsageKind kind);
 // Hands back everything in `returns`.
-void Apply(const Returns& returns);
+void Apply(Runtime& rt, const Returns& returns);
 // The device's allocation granularity (asked once; 2 MiB when the driver cannot say).
-uint64_t Granularity(int ordinal);
+uint64_t Granularity(Runtime& rt, int ordinal);
 // The CUDA ordinal of a stream's device (the current context's for the NULL and per-thread
 // streams), or the driver's error.
-CUresult StreamDevice(CUstream stream, int* ordinal);
+CUresult StreamDevice(Runtime& rt, CUstream stream, int* ordinal);
 
 // ---- linear memory ----
 // The charge of an allocation, computed and recorded (for small ones, the page share)
@@ -76,13 +76,13 @@ struct Charge {
 // Reserves for `bytes` of `kind` on the current context's device. CUDA_ERROR_OUT_OF_MEMORY
 // past the limit or when the process is refused; the driver's error when there is no current
 // context.
-CUresult Reserve(uint64_t bytes, UsageKind kind, Charge* charge);
+CUresult Reserve(Runtime& rt, uint64_t bytes, UsageKind kind, Charge* charge);
 // Undoes Reserve (the driver call failed).
-void Unreserve(const Charge& charge, UsageKind kind);
+void Unreserve(Runtime& rt, const Charge& charge, UsageKind kind);
 // Records a successful allocation at `ptr`.
-void Track(CUdeviceptr ptr, const Charge& charge, UsageKind kind);
+void Track(Runtime& rt, CUdeviceptr ptr, const Charge& charge, UsageKind kind);
 // Forgets `ptr` and releases its charge; false if it was not ours.
-bool Forget(CUdeviceptr ptr);
+bool Forget(Runtime& rt, CUdeviceptr ptr);
 
 // Marks a driver call that allocates or frees as in flight: module loads are measured only
 // across a window in which none ran.
@@ -90,43 +90,49 @@ class Allocating {
  public:
   static constexpr uint64_t kBegun = 1ull << 32;
   static constexpr uint64_t kInFlight = 1;
-  Allocating() { Rt().allocation_calls.fetch_add(kBegun + kInFlight, std::memory_order_seq_cst); }
-  ~Allocating() { Rt().allocation_calls.fetch_sub(kInFlight, std::memory_order_seq_cst); }
+  explicit Allocating(Runtime& rt) : calls_(rt.allocation_calls) {
+    calls_.fetch_add(kBegun + kInFlight, std::memory_order_seq_cst);
+  }
+  ~Allocating() { calls_.fetch_sub(kInFlight, std::memory_order_seq_cst); }
   Allocating(const Allocating&) = delete;
   Allocating& operator=(const Allocating&) = delete;
+
+ private:
+  std::atomic<uint64_t>& calls_;
 };
 
 // Reserve + driver call + Track, for calls that produce one device pointer.
 template <typename Call>
-CUresult AdmitAllocation(CUdeviceptr* dptr, uint64_t bytes, UsageKind kind, Call call) {
+CUresult AdmitAllocation(Runtime& rt, CUdeviceptr* dptr, uint64_t bytes, UsageKind kind,
+                         Call call) {
   if (dptr == nullptr || bytes == 0) return call();
   Charge charge;
-  CUresult r = Reserve(bytes, kind, &charge);
+  CUresult r = Reserve(rt, bytes, kind, &charge);
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY) {
     return call();  // the driver's own answer for a thread without a usable context
   }
   if (r != CUDA_SUCCESS) return r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
   if (r != CUDA_SUCCESS) {
-    Unreserve(charge, kind);
+    Unreserve(rt, charge, kind);
     return r;
   }
-  Track(*dptr, charge, kind);
+  Track(rt, *dptr, charge, kind);
   return CUDA_SUCCESS;
 }
 
 // Driver call, then release what `ptr` held (unknown pointers: the driver's result alone).
 template <typename Call>
-CUresult FreeAllocation(CUdeviceptr ptr, Call call) {
+CUresult FreeAllocation(Runtime& rt, CUdeviceptr ptr, Call call) {
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
-  if (r == CUDA_SUCCESS) Forget(ptr);
+  if (r == CUDA_SUCCESS) Forget(rt, ptr);
   return r;
 }
 
@@ -142,85 +148,87 @@ constexpr uint64_t PitchEstimate(uint64_t width, uint64_t height) {
 }
 // Settles `charge` (reserved for the estimate) on the real size `actual` of the allocation at
 // `ptr`. False: the real size did not fit, the memory was freed and nothing is charged.
-bool SettlePitch(CUdeviceptr ptr, uint64_t actual, Charge* charge);
+bool SettlePitch(Runtime& rt, CUdeviceptr ptr, uint64_t actual, Charge* charge);
 
 // Reserve + driver call + settle + Track of a pitched allocation. A NULL output or an empty
 // shape goes to the driver.
 template <typename Size, typename Call>
-CUresult AllocPitch(CUdeviceptr* dptr, Size* pitch, uint64_t width, uint64_t height, Call call) {
+CUresult AllocPitch(Runtime& rt, CUdeviceptr* dptr, Size* pitch, uint64_t width, uint64_t height,
+                    Call call) {
   if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return call();
   Charge charge;
-  if (CUresult r = Reserve(PitchEstimate(width, height), UsageKind::kData, &charge);
+  if (CUresult r = Reserve(rt, PitchEstimate(width, height), UsageKind::kData, &charge);
       r != CUDA_SUCCESS) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return r;
     return call();  // the driver's own answer for a thread without a usable context
   }
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
   if (r != CUDA_SUCCESS) {
-    Unreserve(charge, UsageKind::kData);
+    Unreserve(rt, charge, UsageKind::kData);
     return r;
   }
-  if (!SettlePitch(*dptr, SaturatingMul(uint64_t(*pitch), height), &charge)) {
+  if (!SettlePitch(rt, *dptr, SaturatingMul(uint64_t(*pitch), height), &charge)) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  Track(*dptr, charge, UsageKind::kData);
+  Track(rt, *dptr, charge, UsageKind::kData);
   return CUDA_SUCCESS;
 }
 
 // ---- objects: arrays, mipmapped arrays, modules, libraries (arrays.h, modules.h) ----
-void TrackObject(const void* handle, const Held& held);
+void TrackObject(Runtime& rt, const void* handle, const Held& held);
 // Releases what `handle` held; false if it was not ours.
-bool ForgetObject(const void* handle);
+bool ForgetObject(Runtime& rt, const void* handle);
 
 // Admission + driver call + TrackObject for a created object of `bytes` on the current
 // context's device.
 template <typename Handle, typename Call>
-CUresult AdmitObject(Handle* handle, uint64_t bytes, UsageKind kind, Call call) {
+CUresult AdmitObject(Runtime& rt, Handle* handle, uint64_t bytes, UsageKind kind, Call call) {
   int dev;
   CUcontext ctx;
-  if (handle == nullptr || bytes == 0 || CurrentDevice(&dev, &ctx) != CUDA_SUCCESS) {
+  if (handle == nullptr || bytes == 0 || CurrentDevice(rt, &dev, &ctx) != CUDA_SUCCESS) {
     return call();
   }
-  uint64_t charge = RoundUp(bytes, Granularity(dev));
-  if (!Admit(dev, charge, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t charge = RoundUp(bytes, Granularity(rt, dev));
+  if (!Admit(rt, dev, charge, kind)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
   if (r != CUDA_SUCCESS) {
-    Return(dev, charge, kind);
+    Return(rt, dev, charge, kind);
     return r;
   }
-  TrackObject(*handle, Held{dev, charge, kind, ctx});
+  TrackObject(rt, *handle, Held{dev, charge, kind, ctx});
   return CUDA_SUCCESS;
 }
 
 // ---- pools and graph memory (pools.h, graphs.h) ----
 // Calls `fn` for every node of `graph` and of its child graphs (not the child-graph nodes
 // themselves), at most 16 levels deep.
-void ForEachGraphNode(CUgraph graph, const std::function<void(CUgraphNode, CUgraphNodeType)>& fn);
+void ForEachGraphNode(Runtime& rt, CUgraph graph,
+                      const std::function<void(CUgraphNode, CUgraphNodeType)>& fn);
 // Brings what the region holds for each pool this process uses to the pool's reserved
 // memory now.
-void ReconcilePools();
+void ReconcilePools(Runtime& rt);
 // The same for graph memory on CUDA ordinal `ordinal` (-1: every device).
-void ReconcileGraphMemory(int ordinal);
+void ReconcileGraphMemory(Runtime& rt, int ordinal);
 
 // ---- contexts ----
 // Charges a newly created context (primary or not).
 template <typename Call>
-CUresult CreateContext(CUdevice dev, CUcontext* pctx, bool primary, Call call);
+CUresult CreateContext(Runtime& rt, CUdevice dev, CUcontext* pctx, bool primary, Call call);
 // A primary context may have gone (last release, reset): release it if so.
-void PrimaryMayHaveEnded(CUdevice dev);
+void PrimaryMayHaveEnded(Runtime& rt, CUdevice dev);
 // A context was destroyed: release its charge and everything allocated in it.
-void ContextEnded(CUcontext ctx);
+void ContextEnded(Runtime& rt, CUcontext ctx);
 
 // ---- implementation details of CreateContext ----
-bool PrimaryActive(CUdevice dev);
+bool PrimaryActive(Runtime& rt, CUdevice dev);
 // What NVML says is in use on CUDA device `dev`: by the whole device, and by this process
 // (its own entry in the running-process list, 0 when not listed). UINT64_MAX when unknown.
 struct DeviceUse {
@@ -228,7 +236,7 @@ struct DeviceUse {
   uint64_t process = 0;
   bool process_listed = false;
 };
-DeviceUse MeasureUse(CUdevice dev);
+DeviceUse MeasureUse(Runtime& rt, CUdevice dev);
 // NVML's list of compute processes on `h`: up to kMaxListedProcesses entries. False when NVML
 // cannot say.
 inline constexpr unsigned kMaxListedProcesses = 512;
@@ -237,43 +245,43 @@ struct ListedProcesses {
   nvmlProcessInfo_t infos[kMaxListedProcesses];
   const nvmlProcessInfo_t* Find(unsigned pid) const;
 };
-bool ListProcesses(nvmlDevice_t h, ListedProcesses* out);
+bool ListProcesses(Runtime& rt, nvmlDevice_t h, ListedProcesses* out);
 // An entry's memory, 0 when NVML does not know it.
 uint64_t UsedMemory(const nvmlProcessInfo_t& p);
 // The context size measured on `dev` so far (0 = not yet).
-uint64_t KnownContextBytes(CUdevice dev);
+uint64_t KnownContextBytes(Runtime& rt, CUdevice dev);
 // A context of a known size, admitted before the driver is asked: false when the budget
 // cannot hold it (or the process or device is refused).
-bool AdmitContext(CUdevice dev, uint64_t bytes);
+bool AdmitContext(Runtime& rt, CUdevice dev, uint64_t bytes);
 // Books a context just made: `admitted` bytes were admitted before (AdmitContext); with 0,
 // its size is measured now (from `before`) and admitted. False when that admission is
 // refused: the caller undoes the context.
-bool ChargeContext(CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before,
+bool ChargeContext(Runtime& rt, CUdevice dev, CUcontext ctx, bool primary, const DeviceUse& before,
                    uint64_t admitted);
 // Gives back a context the budget could not hold (the driver's destroy, or the primary's
 // release), so that the failed call leaves nothing behind.
-void UndoContext(CUdevice dev, CUcontext ctx, bool primary);
+void UndoContext(Runtime& rt, CUdevice dev, CUcontext ctx, bool primary);
 
 // Every new context is admitted like any memory: by its measured size before the driver is
 // asked, or (its size not known yet) measured once made and undone when the budget cannot
 // hold it. Over the budget: CUDA_ERROR_OUT_OF_MEMORY, as a full GPU answers.
 template <typename Call>
-CUresult CreateContext(CUdevice dev, CUcontext* pctx, bool primary, Call call) {
-  if (pctx == nullptr || (primary && PrimaryActive(dev))) return call();
-  const uint64_t known = KnownContextBytes(dev);
+CUresult CreateContext(Runtime& rt, CUdevice dev, CUcontext* pctx, bool primary, Call call) {
+  if (pctx == nullptr || (primary && PrimaryActive(rt, dev))) return call();
+  const uint64_t known = KnownContextBytes(rt, dev);
   DeviceUse before;
   if (known != 0) {
-    if (!AdmitContext(dev, known)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!AdmitContext(rt, dev, known)) return CUDA_ERROR_OUT_OF_MEMORY;
   } else {
-    before = MeasureUse(dev);
+    before = MeasureUse(rt, dev);
   }
   CUresult r = call();
   if (r != CUDA_SUCCESS) {
-    if (known != 0) Return(int(dev), known, UsageKind::kContext);
+    if (known != 0) Return(rt, int(dev), known, UsageKind::kContext);
     return r;
   }
-  if (!ChargeContext(dev, *pctx, primary, before, known)) {
-    UndoContext(dev, *pctx, primary);
+  if (!ChargeContext(rt, dev, *pctx, primary, before, known)) {
+    UndoContext(rt, dev, *pctx, primary);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return r;

@@ -43,21 +43,21 @@ uint64_t ArrayBytes(const ArrayShape& shape, unsigned levels);
 
 // Admission + driver call + tracking of an array (levels 1) or a mipmapped array.
 template <typename Handle, typename Desc, typename Call>
-CUresult CreateArray(Handle* handle, const Desc* desc, unsigned levels, Call call) {
+CUresult CreateArray(Runtime& rt, Handle* handle, const Desc* desc, unsigned levels, Call call) {
   if (desc == nullptr) return call();
-  return AdmitObject(handle, ArrayBytes(ShapeOf(*desc), levels), UsageKind::kData, call);
+  return AdmitObject(rt, handle, ArrayBytes(ShapeOf(*desc), levels), UsageKind::kData, call);
 }
 
 // Driver call, then what `handle` (an array, a module, a library) held is given back; one
 // this process did not charge is the driver's business alone.
 template <typename Handle, typename Call>
-CUresult DestroyObject(Handle handle, Call call) {
+CUresult DestroyObject(Runtime& rt, Handle handle, Call call) {
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
-  if (r == CUDA_SUCCESS) ForgetObject(handle);
+  if (r == CUDA_SUCCESS) ForgetObject(rt, handle);
   return r;
 }
 

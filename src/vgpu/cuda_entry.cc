@@ -38,13 +38,13 @@ extern "C" {
 
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   HAMI_CUDA_PROLOGUE(cuInit, Flags);  // no driver at all: "no device", never a crash
-  BeginIdentity();
+  BeginIdentity(rt);
   CUresult r = drv.cuda.cuInit(Flags);
   if (r == CUDA_SUCCESS) {
-    Rt().cuda_initialized.store(true, std::memory_order_release);
-    LearnDevicesFromCuda();
+    rt.cuda_initialized.store(true, std::memory_order_release);
+    LearnDevicesFromCuda(rt);
     // The one place a CUDA process joins its region.
-    if (JoinRegion() == JoinState::kJoined) ResolveIdentity(true);  // the probe, if needed
+    if (JoinRegion(rt) == JoinState::kJoined) ResolveIdentity(rt, true);  // the probe, if needed
   }
   return r;
 }
@@ -69,7 +69,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   HAMI_CUDA_PROLOGUE(cuMemGetInfo_v2, free, total);
-  return ContainerMemInfo(free, total, drv.cuda.cuMemGetInfo_v2(free, total));
+  return ContainerMemInfo(rt, free, total, drv.cuda.cuMemGetInfo_v2(free, total));
 }
 
 CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
@@ -79,7 +79,7 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
   }
   // The same view through the 64-bit call, then narrowed as the old ABI does.
   size_t f = 0, t = 0;
-  CUresult r = ContainerMemInfo(&f, &t, drv.cuda.cuMemGetInfo_v2(&f, &t));
+  CUresult r = ContainerMemInfo(rt, &f, &t, drv.cuda.cuMemGetInfo_v2(&f, &t));
   if (r == CUDA_SUCCESS) {
     *free = unsigned(std::min<size_t>(f, 0xffffffffu));
     *total = unsigned(std::min<size_t>(t, 0xffffffffu));
@@ -90,14 +90,14 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int* free, unsigned int* total) {
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDeviceTotalMem_v2, bytes, dev);
   CUresult r = drv.cuda.cuDeviceTotalMem_v2(bytes, dev);
-  if (r == CUDA_SUCCESS && bytes != nullptr) *bytes = ContainerTotalMem(dev, *bytes);
+  if (r == CUDA_SUCCESS && bytes != nullptr) *bytes = ContainerTotalMem(rt, dev, *bytes);
   return r;
 }
 
 CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDeviceTotalMem, bytes, dev);
   CUresult r = drv.cuda.cuDeviceTotalMem(bytes, dev);
-  if (r == CUDA_SUCCESS && bytes != nullptr) *bytes = unsigned(ContainerTotalMem(dev, *bytes));
+  if (r == CUDA_SUCCESS && bytes != nullptr) *bytes = unsigned(ContainerTotalMem(rt, dev, *bytes));
   return r;
 }
 
@@ -105,73 +105,75 @@ CUresult CUDAAPI cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDevicePrimaryCtxRetain, pctx, dev);
-  return CreateContext(dev, pctx, true,
+  return CreateContext(rt, dev, pctx, true,
                        [&] { return drv.cuda.cuDevicePrimaryCtxRetain(pctx, dev); });
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDevicePrimaryCtxRelease, dev);
   CUresult r = drv.cuda.cuDevicePrimaryCtxRelease(dev);
-  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(dev);
+  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(rt, dev);
   return r;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDevicePrimaryCtxRelease_v2, dev);
   CUresult r = drv.cuda.cuDevicePrimaryCtxRelease_v2(dev);
-  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(dev);
+  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(rt, dev);
   return r;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDevicePrimaryCtxReset, dev);
   CUresult r = drv.cuda.cuDevicePrimaryCtxReset(dev);
-  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(dev);
+  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(rt, dev);
   return r;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuDevicePrimaryCtxReset_v2, dev);
   CUresult r = drv.cuda.cuDevicePrimaryCtxReset_v2(dev);
-  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(dev);
+  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(rt, dev);
   return r;
 }
 
 CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuCtxCreate, pctx, flags, dev);
-  return CreateContext(dev, pctx, false, [&] { return drv.cuda.cuCtxCreate(pctx, flags, dev); });
+  return CreateContext(rt, dev, pctx, false,
+                       [&] { return drv.cuda.cuCtxCreate(pctx, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuCtxCreate_v2, pctx, flags, dev);
-  return CreateContext(dev, pctx, false, [&] { return drv.cuda.cuCtxCreate_v2(pctx, flags, dev); });
+  return CreateContext(rt, dev, pctx, false,
+                       [&] { return drv.cuda.cuCtxCreate_v2(pctx, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n,
                                 unsigned int flags, CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuCtxCreate_v3, pctx, params, n, flags, dev);
-  return CreateContext(dev, pctx, false,
+  return CreateContext(rt, dev, pctx, false,
                        [&] { return drv.cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                                 CUdevice dev) {
   HAMI_CUDA_PROLOGUE(cuCtxCreate_v4, pctx, params, flags, dev);
-  return CreateContext(dev, pctx, false,
+  return CreateContext(rt, dev, pctx, false,
                        [&] { return drv.cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
 }
 
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
   HAMI_CUDA_PROLOGUE(cuCtxDestroy, ctx);
   CUresult r = drv.cuda.cuCtxDestroy(ctx);
-  if (r == CUDA_SUCCESS) ContextEnded(ctx);
+  if (r == CUDA_SUCCESS) ContextEnded(rt, ctx);
   return r;
 }
 
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   HAMI_CUDA_PROLOGUE(cuCtxDestroy_v2, ctx);
   CUresult r = drv.cuda.cuCtxDestroy_v2(ctx);
-  if (r == CUDA_SUCCESS) ContextEnded(ctx);
+  if (r == CUDA_SUCCESS) ContextEnded(rt, ctx);
   return r;
 }
 

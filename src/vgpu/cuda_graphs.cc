@@ -11,7 +11,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph h
                                              unsigned long long flags) {
   HAMI_CUDA_PROLOGUE(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags);
   CUresult r = drv.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
-  Instantiated(r, phGraphExec, hGraph);
+  Instantiated(rt, r, phGraphExec, hGraph);
   return r;
 }
 
@@ -20,7 +20,7 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph,
                                     CUgraphNode* phErrorNode, char* logBuffer, size_t bufferSize) {
   HAMI_CUDA_PROLOGUE(cuGraphInstantiate, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
   CUresult r = drv.cuda.cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-  Instantiated(r, phGraphExec, hGraph);
+  Instantiated(rt, r, phGraphExec, hGraph);
   return r;
 }
 
@@ -31,7 +31,7 @@ CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
                      bufferSize);
   CUresult r =
       drv.cuda.cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-  Instantiated(r, phGraphExec, hGraph);
+  Instantiated(rt, r, phGraphExec, hGraph);
   return r;
 }
 
@@ -39,7 +39,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph 
                                               CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   HAMI_CUDA_PROLOGUE(cuGraphInstantiateWithParams, phGraphExec, hGraph, params);
   CUresult r = drv.cuda.cuGraphInstantiateWithParams(phGraphExec, hGraph, params);
-  Instantiated(r, phGraphExec, hGraph);
+  Instantiated(rt, r, phGraphExec, hGraph);
   return r;
 }
 
@@ -47,46 +47,48 @@ CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUg
                                                    CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   HAMI_CUDA_PROLOGUE(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, params);
   CUresult r = drv.cuda.cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, params);
-  Instantiated(r, phGraphExec, hGraph);
+  Instantiated(rt, r, phGraphExec, hGraph);
   return r;
 }
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   HAMI_CUDA_PROLOGUE(cuGraphLaunch, hGraphExec, hStream);
-  PaceGraphLaunch(hGraphExec, hStream);
-  return LaunchWithMemory(hGraphExec, [&] { return drv.cuda.cuGraphLaunch(hGraphExec, hStream); });
+  PaceGraphLaunch(rt, hGraphExec, hStream);
+  return LaunchWithMemory(rt, hGraphExec,
+                          [&] { return drv.cuda.cuGraphLaunch(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   HAMI_CUDA_PROLOGUE(cuGraphLaunch_ptsz, hGraphExec, hStream);
-  PaceGraphLaunch(hGraphExec, hStream);
-  return LaunchWithMemory(hGraphExec,
+  PaceGraphLaunch(rt, hGraphExec, hStream);
+  return LaunchWithMemory(rt, hGraphExec,
                           [&] { return drv.cuda.cuGraphLaunch_ptsz(hGraphExec, hStream); });
 }
 
 // An upload may make the graph's memory resident ahead of its first launch.
 CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
   HAMI_CUDA_PROLOGUE(cuGraphUpload, hGraphExec, hStream);
-  return LaunchWithMemory(hGraphExec, [&] { return drv.cuda.cuGraphUpload(hGraphExec, hStream); });
+  return LaunchWithMemory(rt, hGraphExec,
+                          [&] { return drv.cuda.cuGraphUpload(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   HAMI_CUDA_PROLOGUE(cuGraphUpload_ptsz, hGraphExec, hStream);
-  return LaunchWithMemory(hGraphExec,
+  return LaunchWithMemory(rt, hGraphExec,
                           [&] { return drv.cuda.cuGraphUpload_ptsz(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
   HAMI_CUDA_PROLOGUE(cuGraphExecDestroy, hGraphExec);
   CUresult r = drv.cuda.cuGraphExecDestroy(hGraphExec);
-  if (r == CUDA_SUCCESS) GraphExecDestroyed(hGraphExec);
+  if (r == CUDA_SUCCESS) GraphExecDestroyed(rt, hGraphExec);
   return r;
 }
 
 CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device) {
   HAMI_CUDA_PROLOGUE(cuDeviceGraphMemTrim, device);
   CUresult r = drv.cuda.cuDeviceGraphMemTrim(device);
-  if (r == CUDA_SUCCESS) GraphMemTrimmed(device);
+  if (r == CUDA_SUCCESS) GraphMemTrimmed(rt, device);
   return r;
 }
 

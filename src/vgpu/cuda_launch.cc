@@ -15,7 +15,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 void** extra) {
   HAMI_CUDA_PROLOGUE(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                      blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
-  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+  PaceLaunch(rt, hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                  sharedMemBytes, hStream, kernelParams, extra);
@@ -28,7 +28,7 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                      void** kernelParams, void** extra) {
   HAMI_CUDA_PROLOGUE(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                      blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
-  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+  PaceLaunch(rt, hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                                       blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
@@ -38,7 +38,8 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, vo
                                   void** extra) {
   HAMI_CUDA_PROLOGUE(cuLaunchKernelEx, config, f, kernelParams, extra);
   if (config != nullptr) {
-    PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
+    PaceLaunch(rt, config->hStream,
+               uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
                uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
   }
   return drv.cuda.cuLaunchKernelEx(config, f, kernelParams, extra);
@@ -48,7 +49,8 @@ CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction 
                                        void** kernelParams, void** extra) {
   HAMI_CUDA_PROLOGUE(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
   if (config != nullptr) {
-    PaceLaunch(config->hStream, uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
+    PaceLaunch(rt, config->hStream,
+               uint64_t(config->gridDimX) * config->gridDimY * config->gridDimZ,
                uint64_t(config->blockDimX) * config->blockDimY * config->blockDimZ);
   }
   return drv.cuda.cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
@@ -61,7 +63,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
                                            CUstream hStream, void** kernelParams) {
   HAMI_CUDA_PROLOGUE(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
                      blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
-  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+  PaceLaunch(rt, hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                                             blockDimZ, sharedMemBytes, hStream, kernelParams);
@@ -74,7 +76,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 CUstream hStream, void** kernelParams) {
   HAMI_CUDA_PROLOGUE(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
                      blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
-  PaceLaunch(hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
+  PaceLaunch(rt, hStream, uint64_t(gridDimX) * gridDimY * gridDimZ,
              uint64_t(blockDimX) * blockDimY * blockDimZ);
   return drv.cuda.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,
                                                  blockDimY, blockDimZ, sharedMemBytes, hStream,

@@ -12,7 +12,7 @@ extern "C" {
 // Linear memory: charged as the driver hands it out (see accounting.h).
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   HAMI_CUDA_PROLOGUE(cuMemAlloc_v2, dptr, bytesize);
-  return AdmitAllocation(dptr, bytesize, UsageKind::kData,
+  return AdmitAllocation(rt, dptr, bytesize, UsageKind::kData,
                          [&] { return drv.cuda.cuMemAlloc_v2(dptr, bytesize); });
 }
 
@@ -21,7 +21,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
   HAMI_CUDA_PROLOGUE(cuMemAlloc, dptr, bytesize);
   if (dptr == nullptr) return drv.cuda.cuMemAlloc(dptr, bytesize);
   CUdeviceptr wide = 0;
-  return AdmitAllocation(&wide, bytesize, UsageKind::kData, [&] {
+  return AdmitAllocation(rt, &wide, bytesize, UsageKind::kData, [&] {
     CUresult r = drv.cuda.cuMemAlloc(dptr, bytesize);
     wide = *dptr;
     return r;
@@ -31,14 +31,14 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
 // Managed memory: charged like device memory (it is resident on the device when used).
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   HAMI_CUDA_PROLOGUE(cuMemAllocManaged, dptr, bytesize, flags);
-  return AdmitAllocation(dptr, bytesize, UsageKind::kData,
+  return AdmitAllocation(rt, dptr, bytesize, UsageKind::kData,
                          [&] { return drv.cuda.cuMemAllocManaged(dptr, bytesize, flags); });
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes) {
   HAMI_CUDA_PROLOGUE(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  return AllocPitch(dptr, pPitch, WidthInBytes, Height, [&] {
+  return AllocPitch(rt, dptr, pPitch, WidthInBytes, Height, [&] {
     return drv.cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   });
 }
@@ -51,7 +51,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
     return drv.cuda.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   }
   CUdeviceptr wide = 0;
-  return AllocPitch(&wide, pPitch, WidthInBytes, Height, [&] {
+  return AllocPitch(rt, &wide, pPitch, WidthInBytes, Height, [&] {
     CUresult r = drv.cuda.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (r == CUDA_SUCCESS) wide = *dptr;
     return r;
@@ -60,12 +60,12 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   HAMI_CUDA_PROLOGUE(cuMemFree_v2, dptr);
-  return FreeAllocation(dptr, [&] { return drv.cuda.cuMemFree_v2(dptr); });
+  return FreeAllocation(rt, dptr, [&] { return drv.cuda.cuMemFree_v2(dptr); });
 }
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) {
   HAMI_CUDA_PROLOGUE(cuMemFree, dptr);
-  return FreeAllocation(dptr, [&] { return drv.cuda.cuMemFree(dptr); });
+  return FreeAllocation(rt, dptr, [&] { return drv.cuda.cuMemFree(dptr); });
 }
 
 }  // extern "C"

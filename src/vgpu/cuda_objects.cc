@@ -15,71 +15,74 @@ extern "C" {
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                              const CUmemAllocationProp* prop, unsigned long long flags) {
   HAMI_CUDA_PROLOGUE(cuMemCreate, handle, size, prop, flags);
-  return CreatePhysical(handle, size, prop,
+  return CreatePhysical(rt, handle, size, prop,
                         [&] { return drv.cuda.cuMemCreate(handle, size, prop, flags); });
 }
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   HAMI_CUDA_PROLOGUE(cuMemRelease, handle);
-  return ReleasePhysical(handle, [&] { return drv.cuda.cuMemRelease(handle); });
+  return ReleasePhysical(rt, handle, [&] { return drv.cuda.cuMemRelease(handle); });
 }
 
 CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   HAMI_CUDA_PROLOGUE(cuMemRetainAllocationHandle, handle, addr);
-  return RetainPhysical(handle, [&] { return drv.cuda.cuMemRetainAllocationHandle(handle, addr); });
+  return RetainPhysical(rt, handle,
+                        [&] { return drv.cuda.cuMemRetainAllocationHandle(handle, addr); });
 }
 
 CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
   HAMI_CUDA_PROLOGUE(cuMemMap, ptr, size, offset, handle, flags);
-  return MapPhysical(ptr, size, handle,
+  return MapPhysical(rt, ptr, size, handle,
                      [&] { return drv.cuda.cuMemMap(ptr, size, offset, handle, flags); });
 }
 
 CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   HAMI_CUDA_PROLOGUE(cuMemUnmap, ptr, size);
-  return UnmapPhysical(ptr, size, [&] { return drv.cuda.cuMemUnmap(ptr, size); });
+  return UnmapPhysical(rt, ptr, size, [&] { return drv.cuda.cuMemUnmap(ptr, size); });
 }
 
 // ---- arrays ----
 
 CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   HAMI_CUDA_PROLOGUE(cuArrayCreate_v2, pHandle, desc);
-  return CreateArray(pHandle, desc, 1, [&] { return drv.cuda.cuArrayCreate_v2(pHandle, desc); });
+  return CreateArray(rt, pHandle, desc, 1,
+                     [&] { return drv.cuda.cuArrayCreate_v2(pHandle, desc); });
 }
 
 CUresult CUDAAPI cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* desc) {
   HAMI_CUDA_PROLOGUE(cuArrayCreate, pHandle, desc);
-  return CreateArray(pHandle, desc, 1, [&] { return drv.cuda.cuArrayCreate(pHandle, desc); });
+  return CreateArray(rt, pHandle, desc, 1, [&] { return drv.cuda.cuArrayCreate(pHandle, desc); });
 }
 
 CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   HAMI_CUDA_PROLOGUE(cuArray3DCreate_v2, pHandle, desc);
-  return CreateArray(pHandle, desc, 1, [&] { return drv.cuda.cuArray3DCreate_v2(pHandle, desc); });
+  return CreateArray(rt, pHandle, desc, 1,
+                     [&] { return drv.cuda.cuArray3DCreate_v2(pHandle, desc); });
 }
 
 CUresult CUDAAPI cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
   HAMI_CUDA_PROLOGUE(cuArray3DCreate, pHandle, desc);
-  return CreateArray(pHandle, desc, 1, [&] { return drv.cuda.cuArray3DCreate(pHandle, desc); });
+  return CreateArray(rt, pHandle, desc, 1, [&] { return drv.cuda.cuArray3DCreate(pHandle, desc); });
 }
 
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
   HAMI_CUDA_PROLOGUE(cuArrayDestroy, hArray);
-  return DestroyObject(hArray, [&] { return drv.cuda.cuArrayDestroy(hArray); });
+  return DestroyObject(rt, hArray, [&] { return drv.cuda.cuArrayDestroy(hArray); });
 }
 
 CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
                                         const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                         unsigned int numMipmapLevels) {
   HAMI_CUDA_PROLOGUE(cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels);
-  return CreateArray(pHandle, desc, numMipmapLevels, [&] {
+  return CreateArray(rt, pHandle, desc, numMipmapLevels, [&] {
     return drv.cuda.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
   });
 }
 
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
   HAMI_CUDA_PROLOGUE(cuMipmappedArrayDestroy, hMipmappedArray);
-  return DestroyObject(hMipmappedArray,
+  return DestroyObject(rt, hMipmappedArray,
                        [&] { return drv.cuda.cuMipmappedArrayDestroy(hMipmappedArray); });
 }
 
@@ -88,14 +91,14 @@ CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
 CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
   HAMI_CUDA_PROLOGUE(cuModuleLoad, module, fname);
   return MeasuredLoad(
-      module, LoadScope::kContext, [&] { return drv.cuda.cuModuleLoad(module, fname); },
+      rt, module, LoadScope::kContext, [&] { return drv.cuda.cuModuleLoad(module, fname); },
       drv.cuda.cuModuleUnload);
 }
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   HAMI_CUDA_PROLOGUE(cuModuleLoadData, module, image);
   return MeasuredLoad(
-      module, LoadScope::kContext, [&] { return drv.cuda.cuModuleLoadData(module, image); },
+      rt, module, LoadScope::kContext, [&] { return drv.cuda.cuModuleLoadData(module, image); },
       drv.cuda.cuModuleUnload);
 }
 
@@ -103,7 +106,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigne
                                     CUjit_option* options, void** optionValues) {
   HAMI_CUDA_PROLOGUE(cuModuleLoadDataEx, module, image, numOptions, options, optionValues);
   return MeasuredLoad(
-      module, LoadScope::kContext,
+      rt, module, LoadScope::kContext,
       [&] { return drv.cuda.cuModuleLoadDataEx(module, image, numOptions, options, optionValues); },
       drv.cuda.cuModuleUnload);
 }
@@ -111,13 +114,13 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigne
 CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
   HAMI_CUDA_PROLOGUE(cuModuleLoadFatBinary, module, fatCubin);
   return MeasuredLoad(
-      module, LoadScope::kContext, [&] { return drv.cuda.cuModuleLoadFatBinary(module, fatCubin); },
-      drv.cuda.cuModuleUnload);
+      rt, module, LoadScope::kContext,
+      [&] { return drv.cuda.cuModuleLoadFatBinary(module, fatCubin); }, drv.cuda.cuModuleUnload);
 }
 
 CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   HAMI_CUDA_PROLOGUE(cuModuleUnload, hmod);
-  return DestroyObject(hmod, [&] { return drv.cuda.cuModuleUnload(hmod); });
+  return DestroyObject(rt, hmod, [&] { return drv.cuda.cuModuleUnload(hmod); });
 }
 
 CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
@@ -130,7 +133,7 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_o
     return drv.cuda.cuLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions,
                                       libraryOptions, libraryOptionValues, numLibraryOptions);
   };
-  return MeasuredLoad(library, LoadScope::kProcess, call, drv.cuda.cuLibraryUnload);
+  return MeasuredLoad(rt, library, LoadScope::kProcess, call, drv.cuda.cuLibraryUnload);
 }
 
 CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
@@ -144,12 +147,12 @@ CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
                                           numJitOptions, libraryOptions, libraryOptionValues,
                                           numLibraryOptions);
   };
-  return MeasuredLoad(library, LoadScope::kProcess, call, drv.cuda.cuLibraryUnload);
+  return MeasuredLoad(rt, library, LoadScope::kProcess, call, drv.cuda.cuLibraryUnload);
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
   HAMI_CUDA_PROLOGUE(cuLibraryUnload, library);
-  return DestroyObject(library, [&] { return drv.cuda.cuLibraryUnload(library); });
+  return DestroyObject(rt, library, [&] { return drv.cuda.cuLibraryUnload(library); });
 }
 
 }  // extern "C"

@@ -33,7 +33,7 @@ const T* Publish(std::atomic<const T*>* slot, const T* mine) {
 }  // namespace
 
 const CudaDriver* LoadCudaSlow() {
-  EnsureConfigured();
+  EnsureConfigured(Rt());
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   DlsymFn real = RealDlsym();
   if (h == nullptr || real == nullptr) {
@@ -57,7 +57,7 @@ const CudaDriver* LoadCudaSlow() {
 }
 
 const NvmlDriver* LoadNvmlSlow() {
-  EnsureConfigured();
+  EnsureConfigured(Rt());
   void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   DlsymFn real = RealDlsym();
   if (h == nullptr || real == nullptr) {

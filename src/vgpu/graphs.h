@@ -28,19 +28,19 @@ namespace hami::vgpu {
 using Needs = std::array<uint64_t, kMaxDevices>;
 
 // Adds what the allocation nodes of `graph` (and of its child graphs) need per device.
-void AddNeeds(CUgraph graph, Needs* needs);
+void AddNeeds(Runtime& rt, CUgraph graph, Needs* needs);
 // Brings the graph-memory charge of `device` to what the driver reports.
 void ReconcileLocked(Runtime& rt, int device) REQUIRES(rt.graph_mu);
 // The device's graph memory no longer holds any graph's allocations resident for reuse.
 void TrimLocked(Runtime& rt, int device) REQUIRES(rt.graph_mu);
 // Records what a new executable graph will need.
-void Instantiated(CUresult r, CUgraphExec* exec, CUgraph graph);
+void Instantiated(Runtime& rt, CUresult r, CUgraphExec* exec, CUgraph graph);
 // After a successful cuGraphExecDestroy: what the graph needed is forgotten, and the graph
 // memory charge brought to what the driver still reserves.
-void GraphExecDestroyed(CUgraphExec exec);
+void GraphExecDestroyed(Runtime& rt, CUgraphExec exec);
 // After a successful cuDeviceGraphMemTrim on CUDA device `device`: no graph's memory is
 // resident there any more, and the charge is brought to what the driver still reserves.
-void GraphMemTrimmed(CUdevice device);
+void GraphMemTrimmed(Runtime& rt, CUdevice device);
 // Whether a launch of `exec` makes graph memory resident that is not yet admitted.
 bool NeedsAdmission(Runtime& rt, CUgraphExec exec) REQUIRES(rt.graph_mu);
 
@@ -55,11 +55,11 @@ CUresult LaunchFirstLocked(Runtime& rt, CUgraphExec exec, Call call) REQUIRES(rt
   for (int d = 0; d < kMaxDevices; ++d) {
     uint64_t want = needs.resident[size_t(d)] ? 0 : needs.bytes[size_t(d)];
     if (want == 0) continue;
-    if (!Admit(d, want, UsageKind::kGraph)) {
+    if (!Admit(rt, d, want, UsageKind::kGraph)) {
       TrimLocked(rt, d);
-      if (!Admit(d, want, UsageKind::kGraph)) {
+      if (!Admit(rt, d, want, UsageKind::kGraph)) {
         for (int e = 0; e < d; ++e) {
-          Return(e, admitted[size_t(e)], UsageKind::kGraph);
+          Return(rt, e, admitted[size_t(e)], UsageKind::kGraph);
           rt.graph_charged[size_t(e)] -= admitted[size_t(e)];
         }
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -70,7 +70,7 @@ CUresult LaunchFirstLocked(Runtime& rt, CUgraphExec exec, Call call) REQUIRES(rt
   }
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -83,8 +83,7 @@ CUresult LaunchFirstLocked(Runtime& rt, CUgraphExec exec, Call call) REQUIRES(rt
 
 // Admits the memory a launch (or upload) of `exec` makes resident, runs it, then settles.
 template <typename Call>
-CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
-  Runtime& rt = Rt();
+CUresult LaunchWithMemory(Runtime& rt, CUgraphExec exec, Call call) {
   if (!rt.any_graph_memory.load(std::memory_order_relaxed)) return call();
   bool first;
   {
@@ -92,7 +91,7 @@ CUresult LaunchWithMemory(CUgraphExec exec, Call call) {
     first = NeedsAdmission(rt, exec);
   }
   if (!first) return call();
-  GateAllocation();  // before the lock: a suspended process waits holding nothing
+  GateAllocation(rt);  // before the lock: a suspended process waits holding nothing
   MutexLock l(&rt.graph_mu);
   return LaunchFirstLocked(rt, exec, call);
 }

@@ -61,7 +61,7 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready, IdentityClock no
     }
   };
   if (Enabled(c, IdentityTier::kBroker) && c.hostpid_broker) {
-    run(IdentityTier::kBroker, IdentitySource::kBroker, [] { return BrokerTier(); });
+    run(IdentityTier::kBroker, IdentitySource::kBroker, [&rt] { return BrokerTier(rt); });
   }
   if (Enabled(c, IdentityTier::kProcfs) && !c.host_procfs.empty()) {
     run(IdentityTier::kProcfs, IdentitySource::kProcfs,
@@ -78,7 +78,7 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready, IdentityClock no
       reasons[size_t(IdentityTier::kProbe)] = IdentityReason::kNoDriver;
       awaiting_cuda = true;
     } else {
-      run(IdentityTier::kProbe, IdentitySource::kNvmlProbe, [&c] { return ProbeTier(c); });
+      run(IdentityTier::kProbe, IdentitySource::kNvmlProbe, [&rt, &c] { return ProbeTier(rt, c); });
     }
   }
   const int64_t duration = now_ns() - start;
@@ -129,9 +129,8 @@ void Attempt(Runtime& rt, region::Region* reg, bool cuda_ready, IdentityClock no
 
 }  // namespace
 
-void BeginIdentity() {
-  EnsureConfigured();
-  Runtime& rt = Rt();
+void BeginIdentity(Runtime& rt) {
+  EnsureConfigured(rt);
   const Config& c = rt.config;
   if (!c.hostpid_broker || !Enabled(c, IdentityTier::kBroker) ||
       rt.identity_state.load(std::memory_order_acquire) != int(IdentityState::kNotStarted)) {
@@ -145,12 +144,11 @@ void BeginIdentity() {
   rt.identity_mu.Unlock();
 }
 
-void ResolveIdentity(bool cuda_ready, IdentityClock now_ns) {
+void ResolveIdentity(Runtime& rt, bool cuda_ready, IdentityClock now_ns) {
   if (t_resolving) return;
-  Runtime& rt = Rt();
   const int settled = rt.identity_state.load(std::memory_order_acquire);
   if (settled == int(IdentityState::kResolved) || settled == int(IdentityState::kOff)) return;
-  region::Region* reg = ViewRegion();
+  region::Region* reg = ViewRegion(rt);
   if (reg == nullptr || reg->slot() < 0) return;
   // Others do not wait: identity_mu is only ever tried, so holding it across the tiers (the
   // broker's socket, the probe's driver calls) blocks no thread.
@@ -168,10 +166,9 @@ void ResolveIdentity(bool cuda_ready, IdentityClock now_ns) {
   rt.identity_mu.Unlock();
 }
 
-void RetryIdentitySlow(IdentityClock now_ns) {
-  Runtime& rt = Rt();
+void RetryIdentitySlow(Runtime& rt, IdentityClock now_ns) {
   if (now_ns() < rt.identity_retry_ns.load(std::memory_order_relaxed)) return;
-  ResolveIdentity(rt.cuda_initialized.load(std::memory_order_acquire), now_ns);
+  ResolveIdentity(rt, rt.cuda_initialized.load(std::memory_order_acquire), now_ns);
 }
 
 }  // namespace hami::vgpu

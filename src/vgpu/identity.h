@@ -38,10 +38,10 @@ struct TierOutcome {
 };
 
 // The tiers (identity_*.cc). Each is called only when enabled.
-TierOutcome BrokerTier();  // with Rt().identity_mu held
+TierOutcome BrokerTier(Runtime& rt);  // with rt.identity_mu held
 TierOutcome ProcfsTier(const char* procfs_root);
 TierOutcome NamespaceTier();
-TierOutcome ProbeTier(const Config& config);
+TierOutcome ProbeTier(Runtime& rt, const Config& config);
 
 // The process's identity state (Runtime::identity_state).
 enum class IdentityState : int {
@@ -55,7 +55,7 @@ enum class IdentityState : int {
 // Sends the broker its request ahead of the attempt (from the cuInit hook, before the real
 // cuInit), when the broker tier will run: the answer then arrives while the driver
 // initializes, and the attempt reads it without waiting.
-void BeginIdentity();
+void BeginIdentity(Runtime& rt);
 
 // Where the retry schedule reads the time: CLOCK_MONOTONIC in the library; an in-process test
 // passes its own, so that it moves past a backoff without waiting it out.
@@ -76,14 +76,14 @@ constexpr int64_t NextIdentityBackoffNs(int64_t previous_ns) {
 // on the same clock from the end of that attempt). Requires a registered region (does nothing
 // otherwise). `cuda_ready`: the real cuInit has succeeded in this process, so the probe may
 // run.
-void ResolveIdentity(bool cuda_ready, IdentityClock now_ns = MonotonicNs);
+void ResolveIdentity(Runtime& rt, bool cuda_ready, IdentityClock now_ns = MonotonicNs);
 
 // Cheap unless a retry is due; call from paths that run often but are not hot (admission,
 // context creation).
-void RetryIdentitySlow(IdentityClock now_ns = MonotonicNs);
-inline void MaybeRetryIdentity() {
-  if (Rt().identity_state.load(std::memory_order_relaxed) == int(IdentityState::kRetryLater)) {
-    RetryIdentitySlow();
+void RetryIdentitySlow(Runtime& rt, IdentityClock now_ns = MonotonicNs);
+inline void MaybeRetryIdentity(Runtime& rt) {
+  if (rt.identity_state.load(std::memory_order_relaxed) == int(IdentityState::kRetryLater)) {
+    RetryIdentitySlow(rt);
   }
 }
 

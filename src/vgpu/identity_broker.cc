@@ -4,9 +4,8 @@
 
 namespace hami::vgpu {
 
-TierOutcome BrokerTier() NO_THREAD_SAFETY_ANALYSIS {  // Rt().identity_mu is held
+TierOutcome BrokerTier(Runtime& rt) NO_THREAD_SAFETY_ANALYSIS {  // rt.identity_mu is held
   broker::ClientOptions options;  // the compiled path, root-owned, read-only mount, 500 ms
-  Runtime& rt = Rt();
   broker::ClientResult r;
   if (rt.broker_query_started) {  // asked before cuInit: read the answer
     rt.broker_query_started = false;

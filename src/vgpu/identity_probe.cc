@@ -67,16 +67,16 @@ unsigned NewPids(const ListedProcesses& before, const ListedProcesses& after, un
 
 // With this process already listed: allocate a marker in `ctx` and find the one PID whose
 // memory grew by at least its size.
-IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* out) {
-  const CudaDriver* d = CudaIfLoaded();
+IdentityReason MarkAndFind(Runtime& rt, CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* out) {
+  const CudaDriver* d = rt.CudaIfLoaded();
   if (d == nullptr) return IdentityReason::kNoDriver;
   const CudaDriver& drv = *d;
   if (drv.aux.cuCtxPushCurrent_v2 == nullptr || drv.aux.cuCtxPopCurrent_v2 == nullptr ||
       drv.cuda.cuMemAlloc_v2 == nullptr || drv.cuda.cuMemFree_v2 == nullptr) {
     return IdentityReason::kNoDriver;
   }
-  const uint64_t marker = 2 * Granularity(ordinal);
-  if (!Admit(ordinal, marker, UsageKind::kOther)) return IdentityReason::kBusy;
+  const uint64_t marker = 2 * Granularity(rt, ordinal);
+  if (!Admit(rt, ordinal, marker, UsageKind::kOther)) return IdentityReason::kBusy;
   IdentityReason reason = IdentityReason::kDriverError;
   if (drv.aux.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
     auto before_owner = std::make_unique<ListedProcesses>();
@@ -84,14 +84,14 @@ IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* ou
     ListedProcesses& before = *before_owner;
     ListedProcesses& after = *after_owner;
     CUdeviceptr p = 0;
-    if (ListProcesses(h, &before)) {
+    if (ListProcesses(rt, h, &before)) {
       CUresult r;
       {
-        Allocating allocating;
+        Allocating allocating(rt);
         r = drv.cuda.cuMemAlloc_v2(&p, marker);
       }
       if (r == CUDA_SUCCESS) {
-        if (ListProcesses(h, &after)) {
+        if (ListProcesses(rt, h, &after)) {
           unsigned found = 0, candidate = 0;
           for (unsigned i = 0; i < after.count; ++i) {
             const nvmlProcessInfo_t* was = before.Find(after.infos[i].pid);
@@ -107,26 +107,26 @@ IdentityReason MarkAndFind(CUcontext ctx, int ordinal, nvmlDevice_t h, pid_t* ou
                                 : IdentityReason::kAmbiguous;
           if (found == 1) *out = pid_t(candidate);
         }
-        Allocating allocating;
+        Allocating allocating(rt);
         drv.cuda.cuMemFree_v2(p);
       }
     }
     CUcontext popped;
     drv.aux.cuCtxPopCurrent_v2(&popped);
   }
-  Return(ordinal, marker, UsageKind::kOther);
+  Return(rt, ordinal, marker, UsageKind::kOther);
   return reason;
 }
 
 }  // namespace
 
-TierOutcome ProbeTier(const Config& config) {
+TierOutcome ProbeTier(Runtime& rt, const Config& config) {
   TierOutcome o;
   o.reason = IdentityReason::kNoDriver;
-  const CudaDriver* d = Cuda();
+  const CudaDriver* d = rt.Cuda();
   if (d == nullptr) return o;
   const CudaDriver& drv = *d;
-  if (!NvmlReady() || drv.aux.cuDeviceGet == nullptr ||
+  if (!rt.NvmlReady() || drv.aux.cuDeviceGet == nullptr ||
       drv.cuda.cuDevicePrimaryCtxRetain == nullptr ||
       (drv.cuda.cuDevicePrimaryCtxRelease_v2 == nullptr &&
        drv.cuda.cuDevicePrimaryCtxRelease == nullptr)) {
@@ -135,7 +135,7 @@ TierOutcome ProbeTier(const Config& config) {
   // The first device this process sees, whatever CUDA_VISIBLE_DEVICES says: its NVML handle
   // is matched by UUID.
   CUdevice dev;
-  nvmlDevice_t h = NvmlHandleOf(0);
+  nvmlDevice_t h = NvmlHandleOf(rt, 0);
   if (h == nullptr || drv.aux.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return o;
 
   ProbeLock lock;  // released (and handed on) when the probe returns
@@ -148,22 +148,22 @@ TierOutcome ProbeTier(const Config& config) {
   // The lists are 12 KiB each: on the heap, not on the application's thread's stack.
   auto before_owner = std::make_unique<ListedProcesses>();
   ListedProcesses& before = *before_owner;
-  if (!ListProcesses(h, &before)) return o;
+  if (!ListProcesses(rt, h, &before)) return o;
   // Listed under its own PID: NVML sees this process's PID namespace.
   if (before.Find(unsigned(getpid())) != nullptr) {
     o.host_pid = getpid();
     o.reason = IdentityReason::kNone;
     return o;
   }
-  const bool held_context = Rt().ledger.AnyContext() || PrimaryActive(dev);
+  const bool held_context = rt.ledger.AnyContext() || PrimaryActive(rt, dev);
 
   CUcontext ctx = nullptr;
-  CUresult r =
-      CreateContext(dev, &ctx, true, [&] { return drv.cuda.cuDevicePrimaryCtxRetain(&ctx, dev); });
+  CUresult r = CreateContext(rt, dev, &ctx, true,
+                             [&] { return drv.cuda.cuDevicePrimaryCtxRetain(&ctx, dev); });
   if (r != CUDA_SUCCESS) return o;
   auto after_owner = std::make_unique<ListedProcesses>();
   ListedProcesses& after = *after_owner;
-  if (ListProcesses(h, &after)) {
+  if (ListProcesses(rt, h, &after)) {
     unsigned candidate = 0;
     const unsigned appeared = NewPids(before, after, &candidate);
     if (appeared == 1) {
@@ -172,14 +172,14 @@ TierOutcome ProbeTier(const Config& config) {
     } else if (appeared > 1) {
       o.reason = IdentityReason::kAmbiguous;
     } else if (held_context) {
-      o.reason = MarkAndFind(ctx, 0, h, &o.host_pid);
+      o.reason = MarkAndFind(rt, ctx, 0, h, &o.host_pid);
     } else {
       o.reason = IdentityReason::kNotFound;
     }
   }
   r = drv.cuda.cuDevicePrimaryCtxRelease_v2 != nullptr ? drv.cuda.cuDevicePrimaryCtxRelease_v2(dev)
                                                        : drv.cuda.cuDevicePrimaryCtxRelease(dev);
-  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(dev);
+  if (r == CUDA_SUCCESS) PrimaryMayHaveEnded(rt, dev);
   return o;
 }
 

@@ -4,7 +4,6 @@
 // when another process appears or allocates at the same time. The lock is a real one in a
 // temporary directory; the region is a real one in a temporary file. Nothing sleeps.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "vgpu/accounting.h"
 #include "vgpu/identity.h"
 #include "vgpu/runtime.h"
+#include "vgpu/test_state.h"
 
 namespace hami::vgpu {
 namespace {
@@ -152,44 +152,57 @@ nvmlReturn_t FakeNvmlProcesses(nvmlDevice_t, unsigned* count, nvmlProcessInfo_t*
   return NVML_SUCCESS;
 }
 
+// The fake libraries' tables: the test's own, handed to each test's state.
+const CudaDriver& FakeCuda() {
+  static const CudaDriver cuda = [] {
+    CudaDriver d;
+    d.aux.cuDeviceGetCount = FakeDeviceGetCount;
+    d.aux.cuDeviceGet = FakeDeviceGet;
+    d.aux.cuDeviceGetUuid_v2 = FakeUuid;
+    d.aux.cuMemGetAllocationGranularity = FakeGranularity;
+    d.aux.cuDevicePrimaryCtxGetState = FakePrimaryState;
+    d.aux.cuCtxPushCurrent_v2 = FakePush;
+    d.aux.cuCtxPopCurrent_v2 = FakePop;
+    d.aux.cuCtxGetCurrent = FakeGetCurrent;
+    d.aux.cuCtxGetDevice = FakeGetDevice;
+    d.cuda.cuDevicePrimaryCtxRetain = FakeRetain;
+    d.cuda.cuDevicePrimaryCtxRelease_v2 = FakeRelease;
+    d.cuda.cuMemAlloc_v2 = FakeAlloc;
+    d.cuda.cuMemFree_v2 = FakeFree;
+    return d;
+  }();
+  return cuda;
+}
+const NvmlDriver& FakeNvml() {
+  static const NvmlDriver nvml = [] {
+    NvmlDriver n;
+    n.nvml.nvmlInit_v2 = FakeNvmlInit;
+    n.nvml.nvmlDeviceGetCount_v2 = FakeNvmlCount;
+    n.nvml.nvmlDeviceGetHandleByIndex_v2 = FakeNvmlHandle;
+    n.aux.nvmlDeviceGetUUID = FakeNvmlUuid;
+    n.nvml.nvmlDeviceGetMemoryInfo = FakeNvmlMemory;
+    n.nvml.nvmlDeviceGetComputeRunningProcesses_v3 = FakeNvmlProcesses;
+    return n;
+  }();
+  return nvml;
+}
+
+// Each test: a state of its own over a region of its own (4 GiB on the one device); the test
+// calls the probe tier itself.
 class ProbeTierTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    static TempDir dir("hami-probe-tier-test");
-    static const std::string region = dir.File("usage.cache");
-    static const std::string lock = dir.File("lock/probe.lock");
-    setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", region.c_str(), 1);
-    setenv("CUDA_DEVICE_MEMORY_LIMIT", "4g", 1);
-    setenv("HAMI_IDENTITY_TIERS", "none", 1);  // the test calls the tier itself
-    setenv("HAMI_IDENTITY_PROBE_LOCK", lock.c_str(), 1);
-    std::memset(g_uuid, 0x6b, sizeof(g_uuid));
-    static CudaDriver cuda;
-    cuda.aux.cuDeviceGetCount = FakeDeviceGetCount;
-    cuda.aux.cuDeviceGet = FakeDeviceGet;
-    cuda.aux.cuDeviceGetUuid_v2 = FakeUuid;
-    cuda.aux.cuMemGetAllocationGranularity = FakeGranularity;
-    cuda.aux.cuDevicePrimaryCtxGetState = FakePrimaryState;
-    cuda.aux.cuCtxPushCurrent_v2 = FakePush;
-    cuda.aux.cuCtxPopCurrent_v2 = FakePop;
-    cuda.aux.cuCtxGetCurrent = FakeGetCurrent;
-    cuda.aux.cuCtxGetDevice = FakeGetDevice;
-    cuda.cuda.cuDevicePrimaryCtxRetain = FakeRetain;
-    cuda.cuda.cuDevicePrimaryCtxRelease_v2 = FakeRelease;
-    cuda.cuda.cuMemAlloc_v2 = FakeAlloc;
-    cuda.cuda.cuMemFree_v2 = FakeFree;
-    static NvmlDriver nvml;
-    nvml.nvml.nvmlInit_v2 = FakeNvmlInit;
-    nvml.nvml.nvmlDeviceGetCount_v2 = FakeNvmlCount;
-    nvml.nvml.nvmlDeviceGetHandleByIndex_v2 = FakeNvmlHandle;
-    nvml.aux.nvmlDeviceGetUUID = FakeNvmlUuid;
-    nvml.nvml.nvmlDeviceGetMemoryInfo = FakeNvmlMemory;
-    nvml.nvml.nvmlDeviceGetComputeRunningProcesses_v3 = FakeNvmlProcesses;
-    internal::g_cuda.store(&cuda);
-    internal::g_nvml.store(&nvml);
-    LearnDevicesFromCuda();
-    ASSERT_EQ(JoinRegion(), JoinState::kJoined);
-  }
+  ProbeTierTest()
+      : state_(testing::MakeState({{limits::Key::kSharedCache, dir_.File("usage.cache")},
+                                   {limits::Key::kMemoryLimit, "4g"},
+                                   {limits::Key::kIdentityTiers, "none"},
+                                   {limits::Key::kIdentityProbeLock, dir_.File("lock/probe.lock")}},
+                                  &FakeCuda(), &FakeNvml())),
+        rt(*state_) {}
+
   void SetUp() override {
+    std::memset(g_uuid, 0x6b, sizeof(g_uuid));
+    LearnDevicesFromCuda(rt);
+    ASSERT_EQ(JoinRegion(rt), JoinState::kJoined);
     g_listed.clear();
     g_primary_refs = 0;
     g_neighbour_starts_with_us = false;
@@ -197,8 +210,12 @@ class ProbeTierTest : public ::testing::Test {
     g_nvml_lists_us = true;
     g_listed.push_back({kNeighbourPid, kContextBytes});  // another container is running
   }
-  static TierOutcome Probe() { return ProbeTier(Rt().config); }
-  static uint64_t Used() { return ViewRegion()->UsedBytes(RegionIndex(0)); }
+  TierOutcome Probe() { return ProbeTier(rt, rt.config); }
+  uint64_t Used() { return ViewRegion(rt)->UsedBytes(RegionIndex(rt, 0)); }
+
+  TempDir dir_{"hami-probe-tier-test"};
+  std::unique_ptr<Runtime> state_;
+  Runtime& rt;
 };
 
 TEST_F(ProbeTierTest, ThePidThatAppearsWithTheProbesContextIsTheHostPid) {

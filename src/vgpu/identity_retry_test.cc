@@ -4,7 +4,6 @@
 // a root that the test points at a plain directory (not a procfs: it fails) and later at this
 // process's /proc (it answers); the probe has no NVML here and fails. Nothing sleeps.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +16,7 @@
 #include "vgpu/accounting.h"
 #include "vgpu/identity.h"
 #include "vgpu/runtime.h"
+#include "vgpu/test_state.h"
 
 namespace hami::vgpu {
 namespace {
@@ -44,77 +44,84 @@ CUresult FakeUuid(CUuuid* u, CUdevice) {
   return CUDA_SUCCESS;
 }
 
+const CudaDriver& FakeCuda() {
+  static const CudaDriver cuda = [] {
+    CudaDriver d;
+    d.aux.cuDeviceGetCount = FakeDeviceGetCount;
+    d.aux.cuDeviceGet = FakeDeviceGet;
+    d.aux.cuDeviceGetUuid_v2 = FakeUuid;
+    return d;
+  }();
+  return cuda;
+}
+
+// A state of its own whose identity tiers are procfs (at a root the test points) and the
+// probe (no NVML: it fails).
 class IdentityRetryTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    static TempDir dir("hami-identity-retry-test");
-    static const std::string region = dir.File("usage.cache");
-    plain_ = new std::string(dir.File("plain"));
-    root_ = new std::string(dir.File("root"));
-    std::filesystem::create_directory(*plain_);
-    std::filesystem::create_directory_symlink(*plain_, *root_);
-    setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", region.c_str(), 1);
-    setenv("CUDA_DEVICE_MEMORY_LIMIT", "64m", 1);
-    setenv("HAMI_IDENTITY_TIERS", "procfs,probe", 1);
-    setenv("LIBVGPU_HOST_PROCFS", root_->c_str(), 1);
-    static CudaDriver fake;
-    fake.aux.cuDeviceGetCount = FakeDeviceGetCount;
-    fake.aux.cuDeviceGet = FakeDeviceGet;
-    fake.aux.cuDeviceGetUuid_v2 = FakeUuid;
-    internal::g_cuda.store(&fake);
-    internal::g_nvml.store(&internal::kNoNvml);
-    LearnDevicesFromCuda();
-    ASSERT_EQ(JoinRegion(), JoinState::kJoined);
+  IdentityRetryTest()
+      : state_(testing::MakeState({{limits::Key::kSharedCache, dir_.File("usage.cache")},
+                                   {limits::Key::kMemoryLimit, "64m"},
+                                   {limits::Key::kIdentityTiers, "procfs,probe"},
+                                   {limits::Key::kHostProcfs, root_}},
+                                  &FakeCuda())),
+        rt(*state_) {}
+
+  void SetUp() override {
+    std::filesystem::create_directory(plain_);
+    std::filesystem::create_directory_symlink(plain_, root_);
+    LearnDevicesFromCuda(rt);
+    ASSERT_EQ(JoinRegion(rt), JoinState::kJoined);
   }
 
   // Points the procfs tier's root at `target`.
-  static void PointRootAt(const std::string& target) {
-    std::filesystem::remove(*root_);
-    std::filesystem::create_directory_symlink(target, *root_);
+  void PointRootAt(const std::string& target) {
+    std::filesystem::remove(root_);
+    std::filesystem::create_directory_symlink(target, root_);
   }
 
   // This process's slot as the region records it.
-  static std::optional<region::SlotView> Own() {
-    region::Region* reg = ViewRegion();
+  std::optional<region::SlotView> Own() {
+    region::Region* reg = ViewRegion(rt);
     if (reg == nullptr) return std::nullopt;
     for (const region::SlotView& s : reg->Slots()) {
       if (s.index == reg->slot()) return s;
     }
     return std::nullopt;
   }
-  static uint32_t Attempts() {
+  uint32_t Attempts() {
     auto s = Own();
     return s ? s->identity_attempts : 0;
   }
 
-  static std::string* plain_;
-  static std::string* root_;
+  TempDir dir_{"hami-identity-retry-test"};
+  const std::string plain_ = dir_.File("plain");
+  const std::string root_ = dir_.File("root");
+  std::unique_ptr<Runtime> state_;
+  Runtime& rt;
 };
 
-std::string* IdentityRetryTest::plain_ = nullptr;
-std::string* IdentityRetryTest::root_ = nullptr;
-
-// One test: the schedule is the process's, and each step depends on the one before.
+// One test: each step of the schedule depends on the one before.
 TEST_F(IdentityRetryTest, AFailureIsRetriedAfterADoublingBackoffUntilAnAttemptAnswers) {
   // Registration tried the fast tiers; the probe waits for CUDA (not a failure yet).
   auto joined = Own();
   ASSERT_TRUE(joined);
   EXPECT_EQ(joined->identity_attempts, 1u);
   EXPECT_EQ(joined->identity_reason[size_t(IdentityTier::kProcfs)], IdentityReason::kUnreadable);
-  EXPECT_EQ(Rt().identity_state.load(), int(IdentityState::kAwaitingCuda));
+  EXPECT_EQ(rt.identity_state.load(), int(IdentityState::kAwaitingCuda));
 
   // CUDA is up (as the cuInit hook records it): the probe runs and fails (no NVML), and every
   // tier has failed.
   const int64_t start = MonotonicNs() + 3'600'000'000'000;
   g_now = start;
-  Rt().cuda_initialized.store(true);
-  ResolveIdentity(true, FakeNow);
+  rt.cuda_initialized.store(true);
+  ResolveIdentity(rt, true, FakeNow);
   auto failed = Own();
   ASSERT_TRUE(failed);
   EXPECT_EQ(failed->identity_attempts, 2u);
   EXPECT_EQ(failed->identity, IdentitySource::kFailed);
   EXPECT_EQ(failed->identity_reason[size_t(IdentityTier::kProbe)], IdentityReason::kNoDriver);
-  EXPECT_EQ(Rt().identity_state.load(), int(IdentityState::kRetryLater));
+  EXPECT_EQ(rt.identity_state.load(), int(IdentityState::kRetryLater));
 
   // Each retry is due exactly when its backoff has passed: not a nanosecond before.
   const int64_t backoffs_s[] = {1, 2, 4, 8, 16, 32, 60, 60};
@@ -123,11 +130,11 @@ TEST_F(IdentityRetryTest, AFailureIsRetriedAfterADoublingBackoffUntilAnAttemptAn
   for (const int64_t backoff_s : backoffs_s) {
     const int64_t due = failed_at + backoff_s * 1'000'000'000;
     g_now = due - 1;
-    RetryIdentitySlow(FakeNow);
-    MaybeRetryIdentity();  // on the real clock: never due
+    RetryIdentitySlow(rt, FakeNow);
+    MaybeRetryIdentity(rt);  // on the real clock: never due
     ASSERT_EQ(Attempts(), attempts) << "retried before its " << backoff_s << " s backoff";
     g_now = due;
-    RetryIdentitySlow(FakeNow);
+    RetryIdentitySlow(rt, FakeNow);
     ASSERT_EQ(Attempts(), ++attempts) << "not retried after its " << backoff_s << " s backoff";
     failed_at = due;
   }
@@ -135,17 +142,17 @@ TEST_F(IdentityRetryTest, AFailureIsRetriedAfterADoublingBackoffUntilAnAttemptAn
   // The procfs root is now a procfs: the next retry answers, and nothing is retried after it.
   PointRootAt("/proc");
   g_now = failed_at + 60'000'000'000;
-  RetryIdentitySlow(FakeNow);
+  RetryIdentitySlow(rt, FakeNow);
   auto resolved = Own();
   ASSERT_TRUE(resolved);
   EXPECT_EQ(resolved->identity_attempts, attempts + 1);
   EXPECT_EQ(resolved->identity, IdentitySource::kProcfs);
   EXPECT_GT(resolved->host_pid, 0);
   EXPECT_EQ(resolved->identity_reason[size_t(IdentityTier::kProcfs)], IdentityReason::kNone);
-  EXPECT_EQ(Rt().identity_state.load(), int(IdentityState::kResolved));
+  EXPECT_EQ(rt.identity_state.load(), int(IdentityState::kResolved));
   g_now = failed_at + 3600'000'000'000;
-  RetryIdentitySlow(FakeNow);
-  ResolveIdentity(true, FakeNow);
+  RetryIdentitySlow(rt, FakeNow);
+  ResolveIdentity(rt, true, FakeNow);
   EXPECT_EQ(Attempts(), attempts + 1);
 }
 

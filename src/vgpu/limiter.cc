@@ -24,13 +24,12 @@ struct DeviceShape {
   uint32_t threads_per_sm = 0;
 };
 
-DeviceShape ShapeOf(int ordinal) {
-  Runtime& rt = Rt();
+DeviceShape ShapeOf(Runtime& rt, int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxDevices) return {};
   uint64_t packed = rt.device_shape[size_t(ordinal)].load(std::memory_order_relaxed);
   if (packed == 0) {
     int sms = 0, threads = 0;
-    const CudaDriver* d = CudaIfLoaded();
+    const CudaDriver* d = rt.CudaIfLoaded();
     if (d != nullptr && d->aux.cuDeviceGetAttribute != nullptr) {
       const CudaDriver& drv = *d;
       drv.aux.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal);
@@ -47,11 +46,11 @@ DeviceShape ShapeOf(int ordinal) {
 
 using KernelShape = std::pair<uint64_t, uint64_t>;  // blocks, threads per block
 
-void AddKernels(CUgraph graph, std::vector<KernelShape>* out) {
+void AddKernels(Runtime& rt, CUgraph graph, std::vector<KernelShape>* out) {
   static const CudaAux kNone{};
-  const CudaDriver* d = CudaIfLoaded();
+  const CudaDriver* d = rt.CudaIfLoaded();
   const CudaAux& a = d != nullptr ? d->aux : kNone;
-  ForEachGraphNode(graph, [&](CUgraphNode node, CUgraphNodeType type) {
+  ForEachGraphNode(rt, graph, [&](CUgraphNode node, CUgraphNodeType type) {
     if (type != CU_GRAPH_NODE_TYPE_KERNEL || a.cuGraphKernelNodeGetParams_v2 == nullptr) return;
     CUDA_KERNEL_NODE_PARAMS p{};
     if (a.cuGraphKernelNodeGetParams_v2(node, &p) == CUDA_SUCCESS) {
@@ -77,8 +76,8 @@ struct ControllerDevice {
 };
 
 // One period of device `index`: gather the samples, take the step, publish its decision.
-void Control(region::Region* reg, int index, ControllerDevice& c) {
-  const NvmlDriver* nvml = NvmlIfLoaded();
+void Control(Runtime& rt, region::Region* reg, int index, ControllerDevice& c) {
+  const NvmlDriver* nvml = rt.NvmlIfLoaded();
   if (nvml == nullptr) return;
   const NvmlDriver& nv = *nvml;
   LimiterDevice& lim = reg->Limiter(index);
@@ -90,8 +89,8 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
     c.prev_ns = 0;
     return;
   }
-  const int ordinal = OrdinalOf(index);
-  nvmlDevice_t h = ordinal >= 0 ? NvmlHandleOf(ordinal) : nullptr;
+  const int ordinal = OrdinalOf(rt, index);
+  nvmlDevice_t h = ordinal >= 0 ? NvmlHandleOf(rt, ordinal) : nullptr;
   if (h == nullptr) return;
   if (!c.leading) {
     if (!reg->TryLeadLimiter(index)) return;
@@ -177,21 +176,23 @@ void Control(region::Region* reg, int index, ControllerDevice& c) {
   }
 }
 
-void* ControllerMain(void*) {
+// The controller thread's body; `arg` is the process's state.
+void* ControllerMain(void* arg) {
+  Runtime& rt = *static_cast<Runtime*>(arg);
   ControllerDevice devices[kMaxDevices];
   for (;;) {
     SleepForNs(kPeriodNs);
-    Runtime& rt = Rt();
     region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
-    if (reg == nullptr || !NvmlReady()) continue;
+    if (reg == nullptr || !rt.NvmlReady()) continue;
     const int count = int(std::min<uint32_t>(reg->file().policy.device_count, kMaxDevices));
-    for (int i = 0; i < count; ++i) Control(reg, i, devices[i]);
+    for (int i = 0; i < count; ++i) Control(rt, reg, i, devices[i]);
   }
   return nullptr;
 }
 
-void EnsureController() {
-  if (!StartThreadOnce(Rt().controller_started, ControllerMain)) {
+void EnsureController(Runtime& rt) {
+  if (!rt.owns_process) return;
+  if (!StartThreadOnce(rt.controller_started, ControllerMain, &rt)) {
     g_log.Log(LogLevel::kWarn,
               "cannot start the compute controller thread; limits hold on the first estimate");
   }
@@ -207,8 +208,8 @@ int64_t WaveCost(uint32_t sms, uint32_t threads_per_sm, uint64_t blocks, uint64_
   return int64_t(waves) * kMilliUnitsPerWave;
 }
 
-int64_t LaunchCost(int ordinal, uint64_t blocks, uint64_t threads) {
-  const DeviceShape shape = ShapeOf(ordinal);
+int64_t LaunchCost(Runtime& rt, int ordinal, uint64_t blocks, uint64_t threads) {
+  const DeviceShape shape = ShapeOf(rt, ordinal);
   return WaveCost(shape.sms, shape.threads_per_sm, blocks, threads);
 }
 
@@ -307,13 +308,12 @@ void RefillBucket(LimiterDevice& lim, int64_t now) {
   }
 }
 
-bool AnyLimitSlow(region::Region* reg, uint64_t generation) {
-  Runtime& rt = Rt();
+bool AnyLimitSlow(Runtime& rt, region::Region* reg, uint64_t generation) {
   bool any = false;
   for (int i = 0; i < kMaxDevices; ++i) any |= reg->SmLimitInForce(i) != 0;
   rt.any_sm_limit.store(any, std::memory_order_relaxed);
   rt.limits_generation.store(generation, std::memory_order_release);
-  if (any) EnsureController();
+  if (any) EnsureController(rt);
   return any;
 }
 
@@ -380,25 +380,23 @@ int64_t PayForLaunch(region::Region* reg, int index, int64_t cost, const PaceClo
   return waited;
 }
 
-void PaceSlow(region::Region* reg, int index, int64_t cost) {
-  EnsureController();
+void PaceSlow(Runtime& rt, region::Region* reg, int index, int64_t cost) {
+  EnsureController(rt);
   PayForLaunch(reg, index, cost);
 }
 
-int64_t GraphLaunchCost(CUgraphExec exec, int ordinal) {
-  Runtime& rt = Rt();
+int64_t GraphLaunchCost(Runtime& rt, CUgraphExec exec, int ordinal) {
   MutexLock l(&rt.graph_kernels_mu);
   auto it = rt.graph_kernels.find(exec);
   if (it == rt.graph_kernels.end()) return 0;
   int64_t cost = 0;
-  for (const KernelShape& k : it->second) cost += LaunchCost(ordinal, k.first, k.second);
+  for (const KernelShape& k : it->second) cost += LaunchCost(rt, ordinal, k.first, k.second);
   return cost;
 }
 
-void LearnGraphKernels(CUgraphExec exec, CUgraph graph) {
+void LearnGraphKernels(Runtime& rt, CUgraphExec exec, CUgraph graph) {
   std::vector<KernelShape> kernels;
-  AddKernels(graph, &kernels);
-  Runtime& rt = Rt();
+  AddKernels(rt, graph, &kernels);
   MutexLock l(&rt.graph_kernels_mu);
   if (kernels.empty()) {
     rt.graph_kernels.erase(exec);
@@ -407,19 +405,19 @@ void LearnGraphKernels(CUgraphExec exec, CUgraph graph) {
   }
 }
 
-void ForgetGraphKernels(CUgraphExec exec) {
-  Runtime& rt = Rt();
+void ForgetGraphKernels(Runtime& rt, CUgraphExec exec) {
   MutexLock l(&rt.graph_kernels_mu);
   rt.graph_kernels.erase(exec);
 }
 
-void PaceGraphLaunch(CUgraphExec exec, CUstream stream) {
-  region::Region* reg = Rt().region_fast.load(std::memory_order_acquire);
+void PaceGraphLaunch(Runtime& rt, CUgraphExec exec, CUstream stream) {
+  region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return;
   int ordinal;
-  const int index = LimitedDevice(reg, stream, &ordinal);
+  const int index = LimitedDevice(rt, reg, stream, &ordinal);
   if (index < 0) return;
-  if (const int64_t cost = GraphLaunchCost(exec, ordinal); cost > 0) ChargeLaunch(reg, index, cost);
+  if (const int64_t cost = GraphLaunchCost(rt, exec, ordinal); cost > 0)
+    ChargeLaunch(rt, reg, index, cost);
 }
 
 }  // namespace hami::vgpu

@@ -66,7 +66,7 @@ int64_t WaveCost(uint32_t sms, uint32_t threads_per_sm, uint64_t blocks, uint64_
 // The cost of a launch of `blocks` blocks of `threads` threads on CUDA ordinal `ordinal`: its
 // WaveCost on the device's shape, asked of the driver once per ordinal and cached (1 SM of 32
 // threads when the driver cannot say).
-int64_t LaunchCost(int ordinal, uint64_t blocks, uint64_t threads);
+int64_t LaunchCost(Runtime& rt, int ordinal, uint64_t blocks, uint64_t threads);
 
 // ---- the controller's step (pure: the controller thread feeds it NVML's samples) ----
 
@@ -158,10 +158,10 @@ int64_t PayForLaunch(region::Region* reg, int index, int64_t cost, const PaceClo
 // The slow paths.
 void WaitWhileHeld(region::Region* reg, bool launch);
 // PayForLaunch, after starting the process's controller thread if it is not running.
-void PaceSlow(region::Region* reg, int index, int64_t cost);
+void PaceSlow(Runtime& rt, region::Region* reg, int index, int64_t cost);
 
 // Whether any device of the region may be limited (cached per policy generation).
-bool AnyLimitSlow(region::Region* reg, uint64_t generation);
+bool AnyLimitSlow(Runtime& rt, region::Region* reg, uint64_t generation);
 // Records launch activity for a node agent and the controller: adds `launches` to this
 // process's slot and stamps the slot's and the container's latest-kernel time.
 void NoteActivity(region::Region* reg, uint32_t launches);
@@ -176,8 +176,7 @@ __attribute__((tls_model("initial-exec"))) inline constinit thread_local uint32_
 // The gates every launch passes (pause, suspend), then the region index of the launch's
 // device when a compute limit is in force there (-1: nothing to charge). Inline fast path:
 // with no limit anywhere, a few relaxed loads.
-inline int LimitedDevice(region::Region* reg, CUstream stream, int* ordinal) {
-  Runtime& rt = Rt();
+inline int LimitedDevice(Runtime& rt, region::Region* reg, CUstream stream, int* ordinal) {
   if (const uint32_t n = ++t_launches;
       __builtin_expect(n - t_noted >= kActivityBatch || t_noted == 0 ||
                            reg->file().policy.recent_kernel.load(std::memory_order_relaxed) == 0,
@@ -196,39 +195,39 @@ inline int LimitedDevice(region::Region* reg, CUstream stream, int* ordinal) {
   }
   const uint64_t generation = reg->file().policy.generation.load(std::memory_order_relaxed);
   if (generation != rt.limits_generation.load(std::memory_order_acquire)) {
-    if (!AnyLimitSlow(reg, generation)) return -1;
+    if (!AnyLimitSlow(rt, reg, generation)) return -1;
   } else if (!rt.any_sm_limit.load(std::memory_order_relaxed)) {
     return -1;  // no device is limited at this generation of the policy
   }
-  if (StreamDevice(stream, ordinal) != CUDA_SUCCESS) return -1;  // the driver will say why
-  const int index = RegionIndex(*ordinal);
+  if (StreamDevice(rt, stream, ordinal) != CUDA_SUCCESS) return -1;  // the driver will say why
+  const int index = RegionIndex(rt, *ordinal);
   if (index < 0 || reg->SmLimitInForce(index) == 0) return -1;
   return index;
 }
 
 // Charges `cost` to the container's budget on region device `index`.
-inline void ChargeLaunch(region::Region* reg, int index, int64_t cost) {
+inline void ChargeLaunch(Runtime& rt, region::Region* reg, int index, int64_t cost) {
   region::layout::LimiterDevice& lim = reg->Limiter(index);
   if (lim.tokens.fetch_sub(cost, std::memory_order_relaxed) - cost >= 0 &&
       lim.rate.load(std::memory_order_relaxed) != 0) {
     lim.admitted.fetch_add(uint64_t(cost), std::memory_order_relaxed);
     return;
   }
-  PaceSlow(reg, index, cost);
+  PaceSlow(rt, reg, index, cost);
 }
 
 // Before a launch of `blocks` blocks of `threads` threads on `stream`.
-inline void PaceLaunch(CUstream stream, uint64_t blocks, uint64_t threads) {
-  region::Region* reg = Rt().region_fast.load(std::memory_order_acquire);
+inline void PaceLaunch(Runtime& rt, CUstream stream, uint64_t blocks, uint64_t threads) {
+  region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return;
   int ordinal;
-  const int index = LimitedDevice(reg, stream, &ordinal);
-  if (index >= 0) ChargeLaunch(reg, index, LaunchCost(ordinal, blocks, threads));
+  const int index = LimitedDevice(rt, reg, stream, &ordinal);
+  if (index >= 0) ChargeLaunch(rt, reg, index, LaunchCost(rt, ordinal, blocks, threads));
 }
 
 // Before an allocation: waits while this process is suspended.
-inline void GateAllocation() {
-  region::Region* reg = Rt().region_fast.load(std::memory_order_acquire);
+inline void GateAllocation(Runtime& rt) {
+  region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return;
   std::atomic<uint32_t>* status = reg->OwnStatusWord();
   if (status != nullptr &&
@@ -240,12 +239,12 @@ inline void GateAllocation() {
 
 // The cost of a launch of graph `exec` on CUDA ordinal `ordinal` (its kernel nodes, learned
 // at instantiation; 0 when unknown).
-int64_t GraphLaunchCost(CUgraphExec exec, int ordinal);
+int64_t GraphLaunchCost(Runtime& rt, CUgraphExec exec, int ordinal);
 // Records the kernel nodes of a new executable graph / forgets a destroyed one.
-void LearnGraphKernels(CUgraphExec exec, CUgraph graph);
-void ForgetGraphKernels(CUgraphExec exec);
+void LearnGraphKernels(Runtime& rt, CUgraphExec exec, CUgraph graph);
+void ForgetGraphKernels(Runtime& rt, CUgraphExec exec);
 
 // Before a graph launch: as PaceLaunch, with the graph's cost.
-void PaceGraphLaunch(CUgraphExec exec, CUstream stream);
+void PaceGraphLaunch(Runtime& rt, CUgraphExec exec, CUstream stream);
 
 }  // namespace hami::vgpu

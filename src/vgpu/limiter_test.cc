@@ -14,6 +14,7 @@
 
 #include "common/temp_dir.h"
 #include "region/region.h"
+#include "vgpu/test_state.h"
 
 namespace hami::vgpu {
 namespace {
@@ -77,18 +78,18 @@ CUresult FakeAttribute(int* value, CUdevice_attribute attribute, CUdevice dev) {
 }
 
 TEST(LaunchCost, UsesTheShapeTheDriverGivesAndOneSmOfAWarpWhenItCannot) {
-  static CudaDriver fake;
+  CudaDriver fake;
   fake.aux.cuDeviceGetAttribute = FakeAttribute;
-  internal::g_cuda.store(&fake);
-  EXPECT_EQ(LaunchCost(0, 4096, 256), 4 * kMilliUnitsPerWave);
+  std::unique_ptr<Runtime> state = testing::MakeState({}, &fake);
+  Runtime& rt = *state;
+  EXPECT_EQ(LaunchCost(rt, 0, 4096, 256), 4 * kMilliUnitsPerWave);
   // Ordinal 1 answers nothing: 1 SM of 32 threads, one 32-thread block per wave.
-  EXPECT_EQ(LaunchCost(1, 5, 256), 5 * kMilliUnitsPerWave);
+  EXPECT_EQ(LaunchCost(rt, 1, 5, 256), 5 * kMilliUnitsPerWave);
   // Out of range: no shape at all.
-  EXPECT_EQ(LaunchCost(-1, 5, 256), 5 * kMilliUnitsPerWave);
+  EXPECT_EQ(LaunchCost(rt, -1, 5, 256), 5 * kMilliUnitsPerWave);
   // Asked once per ordinal: a driver that changed its mind is not asked again.
   fake.aux.cuDeviceGetAttribute = nullptr;
-  EXPECT_EQ(LaunchCost(0, 4096, 256), 4 * kMilliUnitsPerWave);
-  internal::g_cuda.store(nullptr);
+  EXPECT_EQ(LaunchCost(rt, 0, 4096, 256), 4 * kMilliUnitsPerWave);
 }
 
 // ---- measuring a period ----

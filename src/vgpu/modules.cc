@@ -2,10 +2,10 @@
 
 namespace hami::vgpu {
 
-bool BeginLoad(LoadScope scope, LoadWindow* w) {
-  if (CudaOrEmpty().cuda.cuMemGetInfo_v2 == nullptr) return false;
+bool BeginLoad(Runtime& rt, LoadScope scope, LoadWindow* w) {
+  if (rt.CudaOrEmpty().cuda.cuMemGetInfo_v2 == nullptr) return false;
   CUcontext ctx = nullptr;
-  if (CurrentDevice(&w->device, &ctx) != CUDA_SUCCESS) return false;
+  if (CurrentDevice(rt, &w->device, &ctx) != CUDA_SUCCESS) return false;
   w->ctx = scope == LoadScope::kContext ? ctx : nullptr;
   return true;
 }
@@ -15,13 +15,14 @@ void ReadBefore(Runtime& rt, LoadWindow* w) {
   w->calls = rt.allocation_calls.load();
   // Nothing allocating or freeing may be in flight while the load is measured.
   w->measured = (w->calls & 0xffffffffu) == 0 &&
-                CudaOrEmpty().cuda.cuMemGetInfo_v2(&w->before, &total) == CUDA_SUCCESS;
+                rt.CudaOrEmpty().cuda.cuMemGetInfo_v2(&w->before, &total) == CUDA_SUCCESS;
 }
 
 void ReadAfter(Runtime& rt, LoadWindow* w) {
   size_t after = 0, total = 0;
   // Nothing else of this process allocated or freed in between (none in flight, none begun).
-  w->measured = w->measured && CudaOrEmpty().cuda.cuMemGetInfo_v2(&after, &total) == CUDA_SUCCESS &&
+  w->measured = w->measured &&
+                rt.CudaOrEmpty().cuda.cuMemGetInfo_v2(&after, &total) == CUDA_SUCCESS &&
                 rt.allocation_calls.load() == w->calls;
   w->bytes = w->measured && after < w->before ? w->before - after : 0;
 }

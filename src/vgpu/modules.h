@@ -35,7 +35,7 @@ struct LoadWindow {
 
 // Before the lock: the current context's device. False: nothing can be measured (no current
 // context, or the driver cannot say its free memory).
-bool BeginLoad(LoadScope scope, LoadWindow* w);
+bool BeginLoad(Runtime& rt, LoadScope scope, LoadWindow* w);
 // With module_mu held, before the load: the first reading.
 void ReadBefore(Runtime& rt, LoadWindow* w) REQUIRES(rt.module_mu);
 // With module_mu held, after a successful load: the second reading and what the load took.
@@ -44,13 +44,12 @@ void ReadAfter(Runtime& rt, LoadWindow* w) REQUIRES(rt.module_mu);
 // Load + measurement + admission. `unload(handle)` undoes a load past the limit; a load that
 // could not be undone (a null `unload`: the driver lacks it) is not measured.
 template <typename Handle, typename Call, typename Unload>
-CUresult MeasuredLoad(Handle* out, LoadScope scope, Call call, Unload unload) {
+CUresult MeasuredLoad(Runtime& rt, Handle* out, LoadScope scope, Call call, Unload unload) {
   if constexpr (std::is_pointer_v<Unload>) {
     if (unload == nullptr) return call();
   }
-  Runtime& rt = Rt();
   LoadWindow w;
-  if (out == nullptr || !BeginLoad(scope, &w)) return call();
+  if (out == nullptr || !BeginLoad(rt, scope, &w)) return call();
   {
     MutexLock l(&rt.module_mu);
     ReadBefore(rt, &w);
@@ -60,11 +59,11 @@ CUresult MeasuredLoad(Handle* out, LoadScope scope, Call call, Unload unload) {
   }
   if (w.bytes == 0) return CUDA_SUCCESS;
   // Admitted with module_mu released: the region's mutex is never taken under it.
-  if (!Admit(w.device, w.bytes, UsageKind::kModule)) {
+  if (!Admit(rt, w.device, w.bytes, UsageKind::kModule)) {
     unload(*out);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  TrackObject(*out, Held{w.device, w.bytes, UsageKind::kModule, w.ctx});
+  TrackObject(rt, *out, Held{w.device, w.bytes, UsageKind::kModule, w.ctx});
   return CUDA_SUCCESS;
 }
 

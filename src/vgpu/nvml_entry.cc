@@ -14,39 +14,39 @@ using namespace hami::vgpu;  // NOLINT
 
 namespace {
 
-nvmlReturn_t AfterInit(nvmlReturn_t r) {
+nvmlReturn_t AfterInit(Runtime& rt, nvmlReturn_t r) {
   if (r == NVML_SUCCESS) {
-    NvmlVisibleCount();
-    JoinRegion();  // where an NVML process joins its region
+    NvmlVisibleCount(rt);
+    JoinRegion(rt);  // where an NVML process joins its region
   }
   return r;
 }
 
-nvmlReturn_t Count(unsigned int* count, nvmlReturn_t r) {
+nvmlReturn_t Count(Runtime& rt, unsigned int* count, nvmlReturn_t r) {
   if (r != NVML_SUCCESS || count == nullptr) return r;
-  *count = unsigned(NvmlVisibleCount());
+  *count = unsigned(NvmlVisibleCount(rt));
   return r;
 }
 
 template <typename GetByIndex>
-nvmlReturn_t ByIndex(unsigned int index, nvmlDevice_t* device, GetByIndex get) {
+nvmlReturn_t ByIndex(Runtime& rt, unsigned int index, nvmlDevice_t* device, GetByIndex get) {
   if (device == nullptr) return get(index);
-  int nvml_index = index <= unsigned(kMaxDevices) ? NvmlIndexOf(int(index)) : -1;
+  int nvml_index = index <= unsigned(kMaxDevices) ? NvmlIndexOf(rt, int(index)) : -1;
   if (nvml_index < 0) return NVML_ERROR_INVALID_ARGUMENT;
   return get(unsigned(nvml_index));
 }
 
 // Handles found another way (UUID, PCI bus id) must name a visible device.
-nvmlReturn_t OnlyVisible(nvmlReturn_t r, nvmlDevice_t* device) {
+nvmlReturn_t OnlyVisible(Runtime& rt, nvmlReturn_t r, nvmlDevice_t* device) {
   if (r != NVML_SUCCESS || device == nullptr) return r;
-  return NvmlOrdinalOf(*device) >= 0 ? r : NVML_ERROR_NOT_FOUND;
+  return NvmlOrdinalOf(rt, *device) >= 0 ? r : NVML_ERROR_NOT_FOUND;
 }
 
 // The container's view of a visible device's memory (see LimitedView).
-bool Limited(nvmlDevice_t h, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
-             uint64_t* free) {
-  int ordinal = NvmlOrdinalOf(h);
-  return ordinal >= 0 && LimitedView(ordinal, physical_total, physical_free, total, free);
+bool Limited(Runtime& rt, nvmlDevice_t h, uint64_t physical_total, uint64_t physical_free,
+             uint64_t* total, uint64_t* free) {
+  int ordinal = NvmlOrdinalOf(rt, h);
+  return ordinal >= 0 && LimitedView(rt, ordinal, physical_total, physical_free, total, free);
 }
 
 // The kind of work a running-process query asks about.
@@ -96,12 +96,12 @@ Member* MemberFor(std::vector<Member>& members, unsigned pid) {
 // region holding the device, the driver's list stands and `members` stays empty. False when
 // the device is not one the container sees.
 template <typename T, typename Fill>
-bool KeepContainers(nvmlDevice_t device, std::vector<T>* listed, std::vector<Member>* members,
-                    Fill fill) {
-  int ordinal = NvmlOrdinalOf(device);
+bool KeepContainers(Runtime& rt, nvmlDevice_t device, std::vector<T>* listed,
+                    std::vector<Member>* members, Fill fill) {
+  int ordinal = NvmlOrdinalOf(rt, device);
   if (ordinal < 0) return false;
-  region::Region* reg = ViewRegion();
-  int index = RegionIndex(ordinal);
+  region::Region* reg = ViewRegion(rt);
+  int index = RegionIndex(rt, ordinal);
   if (reg == nullptr || index < 0) return true;
   *members = ContainerMembers(*reg, index);
   std::vector<T> kept;
@@ -138,8 +138,8 @@ bool KeepContainers(nvmlDevice_t device, std::vector<T>* listed, std::vector<Mem
 // Without a region holding the device there is nothing to tell the container's processes
 // by, and the driver's list stands (as the physical memory figures do then).
 template <typename Info, typename Real>
-nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* infos, Work work,
-                              Real real) {
+nvmlReturn_t RunningProcesses(Runtime& rt, nvmlDevice_t device, unsigned int* count, Info* infos,
+                              Work work, Real real) {
   if (count == nullptr) return real(device, count, infos);
   std::vector<Info> listed;
   if (nvmlReturn_t r = WholeList(&listed, [&](unsigned* n, Info* a) { return real(device, n, a); });
@@ -147,7 +147,7 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
     return r;
   }
   std::vector<Member> members;
-  if (!KeepContainers(device, &listed, &members,
+  if (!KeepContainers(rt, device, &listed, &members,
                       [](Info& e, const Member& m) { e.usedGpuMemory = m.used_bytes; })) {
     return NVML_ERROR_NOT_FOUND;
   }
@@ -169,12 +169,12 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
 // only, `query(&n, array)` asking the driver with an array of n. Without a region holding the
 // device the driver's samples stand, as for the process lists.
 template <typename Sample, typename Query>
-nvmlReturn_t ProcessSamples(nvmlDevice_t device, unsigned int* count, Sample* samples,
+nvmlReturn_t ProcessSamples(Runtime& rt, nvmlDevice_t device, unsigned int* count, Sample* samples,
                             Query query) {
   std::vector<Sample> got;
   if (nvmlReturn_t r = WholeList(&got, query); r != NVML_SUCCESS) return r;
   std::vector<Member> members;
-  if (!KeepContainers(device, &got, &members, [](Sample&, const Member&) {})) {
+  if (!KeepContainers(rt, device, &got, &members, [](Sample&, const Member&) {})) {
     return NVML_ERROR_NOT_FOUND;
   }
   if (got.empty()) return NVML_ERROR_NOT_FOUND;  // the driver's answer for no samples
@@ -187,8 +187,8 @@ nvmlReturn_t ProcessSamples(nvmlDevice_t device, unsigned int* count, Sample* sa
 // record is no longer shown. A PID that is not the container's has no stats to give, as the
 // driver answers for a PID it holds no record of.
 template <typename Real>
-nvmlReturn_t AccountingPids(nvmlDevice_t device, unsigned int* count, unsigned int* pids,
-                            Real real) {
+nvmlReturn_t AccountingPids(Runtime& rt, nvmlDevice_t device, unsigned int* count,
+                            unsigned int* pids, Real real) {
   if (count == nullptr) return real(device, count, pids);
   std::vector<unsigned> listed;
   if (nvmlReturn_t r =
@@ -197,21 +197,22 @@ nvmlReturn_t AccountingPids(nvmlDevice_t device, unsigned int* count, unsigned i
     return r;
   }
   std::vector<Member> members;
-  if (!KeepContainers(device, &listed, &members, [](unsigned&, const Member&) {})) {
+  if (!KeepContainers(rt, device, &listed, &members, [](unsigned&, const Member&) {})) {
     return NVML_ERROR_NOT_FOUND;
   }
   return AnswerList(listed, count, pids);
 }
 
 template <typename Real>
-nvmlReturn_t AccountingStats(nvmlDevice_t device, unsigned int pid, nvmlAccountingStats_t* stats,
-                             Real real) {
+nvmlReturn_t AccountingStats(Runtime& rt, nvmlDevice_t device, unsigned int pid,
+                             nvmlAccountingStats_t* stats, Real real) {
   if (stats == nullptr) return real(device, pid, stats);
   nvmlAccountingStats_t got{};
   if (nvmlReturn_t r = real(device, pid, &got); r != NVML_SUCCESS) return r;
   std::vector<unsigned> asked{pid};
   std::vector<Member> members;
-  if (!KeepContainers(device, &asked, &members, [](unsigned&, const Member&) {}) || asked.empty()) {
+  if (!KeepContainers(rt, device, &asked, &members, [](unsigned&, const Member&) {}) ||
+      asked.empty()) {
     return NVML_ERROR_NOT_FOUND;
   }
   *stats = got;
@@ -225,66 +226,66 @@ extern "C" {
 // Without a real NVML the answer is the one NVML's own loader gives: no library (prologue.h).
 nvmlReturn_t nvmlInit_v2(void) {
   HAMI_NVML_PROLOGUE(nvmlInit_v2);
-  return AfterInit(nv.nvml.nvmlInit_v2());
+  return AfterInit(rt, nv.nvml.nvmlInit_v2());
 }
 
 nvmlReturn_t nvmlInit(void) {
   HAMI_NVML_PROLOGUE(nvmlInit);
-  return AfterInit(nv.nvml.nvmlInit());
+  return AfterInit(rt, nv.nvml.nvmlInit());
 }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
   HAMI_NVML_PROLOGUE(nvmlInitWithFlags, flags);
-  return AfterInit(nv.nvml.nvmlInitWithFlags(flags));
+  return AfterInit(rt, nv.nvml.nvmlInitWithFlags(flags));
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetCount_v2, count);
-  return Count(count, nv.nvml.nvmlDeviceGetCount_v2(count));
+  return Count(rt, count, nv.nvml.nvmlDeviceGetCount_v2(count));
 }
 
 nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetCount, count);
-  return Count(count, nv.nvml.nvmlDeviceGetCount(count));
+  return Count(rt, count, nv.nvml.nvmlDeviceGetCount(count));
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByIndex_v2, index, device);
-  return ByIndex(index, device,
+  return ByIndex(rt, index, device,
                  [&](unsigned i) { return nv.nvml.nvmlDeviceGetHandleByIndex_v2(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByIndex, index, device);
-  return ByIndex(index, device,
+  return ByIndex(rt, index, device,
                  [&](unsigned i) { return nv.nvml.nvmlDeviceGetHandleByIndex(i, device); });
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByUUID, uuid, device);
-  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByUUID(uuid, device), device);
+  return OnlyVisible(rt, nv.nvml.nvmlDeviceGetHandleByUUID(uuid, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* device) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByPciBusId_v2, bus_id, device);
-  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, device), device);
+  return OnlyVisible(rt, nv.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* device) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleByPciBusId, bus_id, device);
-  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
+  return OnlyVisible(rt, nv.nvml.nvmlDeviceGetHandleByPciBusId(bus_id, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* device) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetHandleBySerial, serial, device);
-  return OnlyVisible(nv.nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
+  return OnlyVisible(rt, nv.nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetIndex, device, index);
   nvmlReturn_t r = nv.nvml.nvmlDeviceGetIndex(device, index);
   if (r != NVML_SUCCESS || index == nullptr) return r;
-  int ordinal = NvmlOrdinalOf(device);
+  int ordinal = NvmlOrdinalOf(rt, device);
   if (ordinal < 0) return NVML_ERROR_NOT_FOUND;
   *index = unsigned(ordinal);
   return r;
@@ -295,7 +296,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   nvmlReturn_t r = nv.nvml.nvmlDeviceGetMemoryInfo(device, memory);
   if (r != NVML_SUCCESS || memory == nullptr) return r;
   uint64_t total, free;
-  if (Limited(device, memory->total, memory->free, &total, &free)) {
+  if (Limited(rt, device, memory->total, memory->free, &total, &free)) {
     memory->total = total;
     memory->free = free;
     memory->used = total - free;
@@ -310,7 +311,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
   uint64_t total, free;
   // The physical total less the driver's reservation is what CUDA calls total.
   uint64_t usable = memory->total > memory->reserved ? memory->total - memory->reserved : 0;
-  if (Limited(device, usable, memory->free, &total, &free)) {
+  if (Limited(rt, device, usable, memory->free, &total, &free)) {
     memory->total = total;
     memory->reserved = 0;
     memory->free = free;
@@ -324,49 +325,49 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                   nvmlProcessInfo_v1_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetComputeRunningProcesses, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kCompute,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kCompute,
                           nv.nvml.nvmlDeviceGetComputeRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_v2_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetComputeRunningProcesses_v2, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kCompute,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kCompute,
                           nv.nvml.nvmlDeviceGetComputeRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetComputeRunningProcesses_v3, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kCompute,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kCompute,
                           nv.nvml.nvmlDeviceGetComputeRunningProcesses_v3);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                    nvmlProcessInfo_v1_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetGraphicsRunningProcesses, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kGraphics,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kGraphics,
                           nv.nvml.nvmlDeviceGetGraphicsRunningProcesses);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                       nvmlProcessInfo_v2_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetGraphicsRunningProcesses_v2, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kGraphics,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kGraphics,
                           nv.nvml.nvmlDeviceGetGraphicsRunningProcesses_v2);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                       nvmlProcessInfo_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetGraphicsRunningProcesses_v3, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kGraphics,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kGraphics,
                           nv.nvml.nvmlDeviceGetGraphicsRunningProcesses_v3);
 }
 
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_v1_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kMps,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses);
 }
 
@@ -374,7 +375,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
                                                         unsigned int* infoCount,
                                                         nvmlProcessInfo_v2_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses_v2, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kMps,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v2);
 }
 
@@ -382,7 +383,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
                                                         unsigned int* infoCount,
                                                         nvmlProcessInfo_t* infos) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetMPSComputeRunningProcesses_v3, device, infoCount, infos);
-  return RunningProcesses(device, infoCount, infos, Work::kMps,
+  return RunningProcesses(rt, device, infoCount, infos, Work::kMps,
                           nv.nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3);
 }
 
@@ -407,7 +408,7 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
               : request.mode == NVML_PROCESS_MODE_GRAPHICS ? Work::kGraphics
                                                            : Work::kMps;
   unsigned int count = request.numProcArrayEntries;
-  nvmlReturn_t r = RunningProcesses(device, &count, request.procArray, work, real);
+  nvmlReturn_t r = RunningProcesses(rt, device, &count, request.procArray, work, real);
   if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE) plist->numProcArrayEntries = count;
   return r;
 }
@@ -424,7 +425,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     return nv.nvml.nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount,
                                                    lastSeenTimeStamp);
   }
-  return ProcessSamples(device, processSamplesCount, utilization,
+  return ProcessSamples(rt, device, processSamplesCount, utilization,
                         [&](unsigned* n, nvmlProcessUtilizationSample_t* a) {
                           return nv.nvml.nvmlDeviceGetProcessUtilization(device, a, n,
                                                                          lastSeenTimeStamp);
@@ -442,7 +443,8 @@ nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
   const nvmlProcessesUtilizationInfo_t request = *info;
   unsigned int count = request.processSamplesCount;
   nvmlReturn_t r = ProcessSamples(
-      device, &count, request.procUtilArray, [&](unsigned* n, nvmlProcessUtilizationInfo_v1_t* a) {
+      rt, device, &count, request.procUtilArray,
+      [&](unsigned* n, nvmlProcessUtilizationInfo_v1_t* a) {
         nvmlProcessesUtilizationInfo_t asked = request;
         asked.processSamplesCount = *n;
         asked.procUtilArray = a;
@@ -457,13 +459,13 @@ nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int* count,
                                          unsigned int* pids) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetAccountingPids, device, count, pids);
-  return AccountingPids(device, count, pids, nv.nvml.nvmlDeviceGetAccountingPids);
+  return AccountingPids(rt, device, count, pids, nv.nvml.nvmlDeviceGetAccountingPids);
 }
 
 nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
                                           nvmlAccountingStats_t* stats) {
   HAMI_NVML_PROLOGUE(nvmlDeviceGetAccountingStats, device, pid, stats);
-  return AccountingStats(device, pid, stats, nv.nvml.nvmlDeviceGetAccountingStats);
+  return AccountingStats(rt, device, pid, stats, nv.nvml.nvmlDeviceGetAccountingStats);
 }
 
 }  // extern "C"

@@ -4,7 +4,6 @@
 // pitched memory, arrays (every format and shape), VMM, modules and libraries, pools, graph
 // memory, contexts, and the CUDA memory views.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstring>
 
@@ -16,6 +15,7 @@
 #include "vgpu/modules.h"
 #include "vgpu/pools.h"
 #include "vgpu/runtime.h"
+#include "vgpu/test_state.h"
 #include "vgpu/views.h"
 #include "vgpu/vmm.h"
 
@@ -113,56 +113,85 @@ CUresult FakePrimaryState(CUdevice, unsigned* flags, int* active) {
   return CUDA_SUCCESS;
 }
 
+// The fake driver's tables: the test's own, handed to each test's state (never published as
+// the process's driver).
+const CudaDriver& FakeDriver() {
+  static const CudaDriver fake = [] {
+    CudaDriver d;
+    d.aux.cuCtxGetCurrent = FakeCtxGetCurrent;
+    d.aux.cuCtxGetDevice = FakeCtxGetDevice;
+    d.aux.cuMemGetAllocationGranularity = FakeGranularity;
+    d.aux.cuDeviceGetCount = FakeDeviceGetCount;
+    d.aux.cuDeviceGet = FakeDeviceGet;
+    d.aux.cuDeviceGetUuid_v2 = FakeUuid;
+    d.aux.cuDevicePrimaryCtxGetState = FakePrimaryState;
+    d.aux.cuMemPoolGetAttribute = FakePoolAttribute;
+    d.aux.cuGraphGetNodes = FakeGraphNodes;
+    d.aux.cuGraphNodeGetType = FakeNodeType;
+    d.aux.cuGraphMemAllocNodeGetParams = FakeAllocNode;
+    d.aux.cuDeviceGetGraphMemAttribute = FakeGraphMem;
+    d.cuda.cuDeviceGraphMemTrim = FakeGraphTrim;
+    d.cuda.cuMemGetInfo_v2 = FakeMemGetInfo;
+    d.cuda.cuMemFree_v2 = FakeMemFree;
+    return d;
+  }();
+  return fake;
+}
+
+// Each test: a state of its own over a region of its own (64 MiB on the one device), and the
+// fake driver as it starts.
 class PolicyTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    static TempDir dir("hami-policy-test");
-    static const std::string region = dir.File("usage.cache");
-    setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", region.c_str(), 1);
-    setenv("CUDA_DEVICE_MEMORY_LIMIT", "64m", 1);
-    setenv("HAMI_IDENTITY_TIERS", "none", 1);
-    static CudaDriver fake;
-    fake.aux.cuCtxGetCurrent = FakeCtxGetCurrent;
-    fake.aux.cuCtxGetDevice = FakeCtxGetDevice;
-    fake.aux.cuMemGetAllocationGranularity = FakeGranularity;
-    fake.aux.cuDeviceGetCount = FakeDeviceGetCount;
-    fake.aux.cuDeviceGet = FakeDeviceGet;
-    fake.aux.cuDeviceGetUuid_v2 = FakeUuid;
-    fake.aux.cuDevicePrimaryCtxGetState = FakePrimaryState;
-    fake.aux.cuMemPoolGetAttribute = FakePoolAttribute;
-    fake.aux.cuGraphGetNodes = FakeGraphNodes;
-    fake.aux.cuGraphNodeGetType = FakeNodeType;
-    fake.aux.cuGraphMemAllocNodeGetParams = FakeAllocNode;
-    fake.aux.cuDeviceGetGraphMemAttribute = FakeGraphMem;
-    fake.cuda.cuDeviceGraphMemTrim = FakeGraphTrim;
-    fake.cuda.cuMemGetInfo_v2 = FakeMemGetInfo;
-    fake.cuda.cuMemFree_v2 = FakeMemFree;
-    internal::g_cuda.store(&fake);
-    internal::g_nvml.store(&internal::kNoNvml);
-    LearnDevicesFromCuda();
-    ASSERT_EQ(JoinRegion(), JoinState::kJoined);
+  PolicyTest()
+      : state_(testing::MakeState({{limits::Key::kSharedCache, dir_.File("usage.cache")},
+                                   {limits::Key::kMemoryLimit, "64m"},
+                                   {limits::Key::kIdentityTiers, "none"}},
+                                  &FakeDriver())),
+        rt(*state_) {}
+
+  void SetUp() override {
+    g_current = reinterpret_cast<CUcontext>(0x100);
+    g_free = 8ull << 30;
+    g_freed.clear();
+    g_pool_reserved = g_pool_used = 0;
+    g_graph_bytes = g_graph_reserved = 0;
+    g_graph_trims = 0;
+    g_primary_active = false;
+    LearnDevicesFromCuda(rt);
+    ASSERT_EQ(JoinRegion(rt), JoinState::kJoined);
+  }
+  void TearDown() override {
+    // Everything went through this test's state: the process's own was never made, and no
+    // library was loaded for it.
+    EXPECT_EQ(g_runtime.load(), nullptr);
+    EXPECT_EQ(internal::g_cuda.load(), nullptr);
+    EXPECT_EQ(internal::g_nvml.load(), nullptr);
   }
 
-  static uint64_t Used() { return ViewRegion()->UsedBytes(RegionIndex(0)); }
+  TempDir dir_{"hami-policy-test"};
+  std::unique_ptr<Runtime> state_;
+  Runtime& rt;
+
+  uint64_t Used() { return ViewRegion(rt)->UsedBytes(RegionIndex(rt, 0)); }
   // What this process is charged on device 0 under `kind`.
-  static uint64_t Kind(UsageKind kind) {
+  uint64_t Kind(UsageKind kind) {
     uint64_t sum = 0;
-    for (const auto& [slot, kinds] : ViewRegion()->Snapshot(RegionIndex(0)).slots) {
+    for (const auto& [slot, kinds] : ViewRegion(rt)->Snapshot(RegionIndex(rt, 0)).slots) {
       sum += kinds[size_t(kind)];
     }
     return sum;
   }
-  static uint64_t Room() { return kLimit - Used(); }
+  uint64_t Room() { return kLimit - Used(); }
 
   // An allocation through the admission path, with the driver call faked.
-  static CUresult Alloc(CUdeviceptr* p, uint64_t bytes, CUresult driver = CUDA_SUCCESS) {
-    return AdmitAllocation(p, bytes, UsageKind::kData, [&] {
+  CUresult Alloc(CUdeviceptr* p, uint64_t bytes, CUresult driver = CUDA_SUCCESS) {
+    return AdmitAllocation(rt, p, bytes, UsageKind::kData, [&] {
       if (driver == CUDA_SUCCESS) *p = (g_next += 0x10000000);
       return driver;
     });
   }
-  static void Free(CUdeviceptr p) {
-    ASSERT_EQ(FreeAllocation(p, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  void Free(CUdeviceptr p) {
+    ASSERT_EQ(FreeAllocation(rt, p, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   }
 };
 
@@ -170,7 +199,7 @@ class PolicyTest : public ::testing::Test {
 // then one per kActivityBatch, and the first one after the loop decayed the container's
 // recent-kernel counter to 0, however few launches came between.
 TEST_F(PolicyTest, ALaunchAfterTheDecayToIdleIsRecordedAtOnce) {
-  region::Region* reg = ViewRegion();
+  region::Region* reg = ViewRegion(rt);
   int ordinal = -1;
   auto launches = [&] {
     for (const region::SlotView& s : reg->Slots()) {
@@ -183,22 +212,22 @@ TEST_F(PolicyTest, ALaunchAfterTheDecayToIdleIsRecordedAtOnce) {
     ASSERT_EQ(reg->RecentKernel(), 0u);
   };
   decay_to_idle();
-  LimitedDevice(reg, nullptr, &ordinal);
+  LimitedDevice(rt, reg, nullptr, &ordinal);
   EXPECT_EQ(reg->RecentKernel(), region::kRecentKernelOnLaunch);
   // The loop decays it again; of the next three launches the first says so at once, with
   // itself as the one launch not yet counted, and the other two wait for a later flush.
   decay_to_idle();
   const uint64_t before = launches();
-  for (int i = 0; i < 3; ++i) LimitedDevice(reg, nullptr, &ordinal);
+  for (int i = 0; i < 3; ++i) LimitedDevice(rt, reg, nullptr, &ordinal);
   EXPECT_EQ(reg->RecentKernel(), region::kRecentKernelOnLaunch);
   EXPECT_EQ(launches() - before, 1u);
 }
 
 TEST_F(PolicyTest, TheRegionHoldsTheDeviceWithTheLimit) {
-  ASSERT_GE(RegionIndex(0), 0);
-  EXPECT_EQ(LimitOf(0), kLimit);
-  EXPECT_EQ(BooksFor(0), Books::kAccounted);
-  EXPECT_EQ(BooksFor(5), Books::kRefused) << "a device the region does not hold is refused";
+  ASSERT_GE(RegionIndex(rt, 0), 0);
+  EXPECT_EQ(LimitOf(rt, 0), kLimit);
+  EXPECT_EQ(BooksFor(rt, 0), Books::kAccounted);
+  EXPECT_EQ(BooksFor(rt, 5), Books::kRefused) << "a device the region does not hold is refused";
 }
 
 TEST_F(PolicyTest, LargeAllocationsAreChargedInWholeGranules) {
@@ -227,7 +256,7 @@ TEST_F(PolicyTest, PastTheLimitIsRefusedAndTheDriverIsNotAsked) {
   const uint64_t before = Used();
   CUdeviceptr p = 0;
   bool asked = false;
-  CUresult r = AdmitAllocation(&p, kLimit + 1, UsageKind::kData, [&] {
+  CUresult r = AdmitAllocation(rt, &p, kLimit + 1, UsageKind::kData, [&] {
     asked = true;
     return CUDA_SUCCESS;
   });
@@ -262,7 +291,7 @@ TEST_F(PolicyTest, AnEndedContextReturnsWhatWasAllocatedInIt) {
   CUdeviceptr a = 0, b = 0;
   ASSERT_EQ(Alloc(&a, 8ull << 20), CUDA_SUCCESS);
   ASSERT_EQ(Alloc(&b, 1024), CUDA_SUCCESS);
-  ContextEnded(g_current);
+  ContextEnded(rt, g_current);
   EXPECT_EQ(Used(), before);
   // Freeing afterwards is the driver's business only: nothing is returned twice.
   Free(a);
@@ -275,7 +304,7 @@ TEST_F(PolicyTest, WithoutACurrentContextTheDriverAnswers) {
   g_current = nullptr;
   CUdeviceptr p = 0;
   bool asked = false;
-  CUresult r = AdmitAllocation(&p, 4096, UsageKind::kData, [&] {
+  CUresult r = AdmitAllocation(rt, &p, 4096, UsageKind::kData, [&] {
     asked = true;
     return CUDA_ERROR_INVALID_CONTEXT;
   });
@@ -298,7 +327,7 @@ TEST_F(PolicyTest, APitchedAllocationIsChargedItsRealPitchTimesItsHeight) {
   const uint64_t before = Kind(UsageKind::kData);
   CUdeviceptr p = 0;
   size_t pitch = 0;
-  ASSERT_EQ(AllocPitch(&p, &pitch, 1000, 3000, [&] { return FakePitched(&p, &pitch, 1024); }),
+  ASSERT_EQ(AllocPitch(rt, &p, &pitch, 1000, 3000, [&] { return FakePitched(&p, &pitch, 1024); }),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kData) - before, RoundUp(1024 * 3000, kGranule));
   Free(p);
@@ -310,7 +339,7 @@ TEST_F(PolicyTest, APitchWiderThanEstimatedIsChargedWhatItReallyTook) {
   CUdeviceptr p = 0;
   size_t pitch = 0;
   // Estimated at 1 MiB (half a granule: a share of a page), taken at 2 MiB: a whole granule.
-  ASSERT_EQ(AllocPitch(&p, &pitch, 1000, 1024, [&] { return FakePitched(&p, &pitch, 2048); }),
+  ASSERT_EQ(AllocPitch(rt, &p, &pitch, 1000, 1024, [&] { return FakePitched(&p, &pitch, 2048); }),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kData) - before, kGranule);
   Free(p);
@@ -330,7 +359,7 @@ TEST_F(PolicyTest, APitchWiderThanTheRoomLeftIsFreedAndRefused) {
   CUdeviceptr p = 0;
   size_t pitch = 0;
   // Estimated at 2 MiB, which fits; the driver took 4 MiB, which does not.
-  EXPECT_EQ(AllocPitch(&p, &pitch, 2048, 1024, [&] { return FakePitched(&p, &pitch, 4096); }),
+  EXPECT_EQ(AllocPitch(rt, &p, &pitch, 2048, 1024, [&] { return FakePitched(&p, &pitch, 4096); }),
             CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(g_freed, std::vector<CUdeviceptr>{p}) << "the memory went back to the driver";
   EXPECT_EQ(Room(), kGranule) << "and nothing stays charged";
@@ -343,7 +372,7 @@ TEST_F(PolicyTest, APitchedAllocationPastTheLimitIsRefusedBeforeTheDriver) {
   CUdeviceptr p = 0;
   size_t pitch = 0;
   bool asked = false;
-  EXPECT_EQ(AllocPitch(&p, &pitch, 1 << 20, kLimit,
+  EXPECT_EQ(AllocPitch(rt, &p, &pitch, 1 << 20, kLimit,
                        [&] {
                          asked = true;
                          return CUDA_SUCCESS;
@@ -352,7 +381,7 @@ TEST_F(PolicyTest, APitchedAllocationPastTheLimitIsRefusedBeforeTheDriver) {
   EXPECT_FALSE(asked);
   // A width times height that does not fit in 64 bits saturates instead of wrapping.
   EXPECT_EQ(PitchEstimate(uint64_t(1) << 40, uint64_t(1) << 40), UINT64_MAX);
-  EXPECT_EQ(AllocPitch(&p, &pitch, uint64_t(1) << 40, uint64_t(1) << 40,
+  EXPECT_EQ(AllocPitch(rt, &p, &pitch, uint64_t(1) << 40, uint64_t(1) << 40,
                        [&] {
                          asked = true;
                          return CUDA_SUCCESS;
@@ -441,18 +470,19 @@ TEST_F(PolicyTest, AnArrayIsChargedItsBytesInWholeGranulesUntilDestroyed) {
   const uint64_t before = Kind(UsageKind::kData);
   const CUDA_ARRAY3D_DESCRIPTOR d = Desc3D(1000, 1000, 3, CU_AD_FORMAT_UNSIGNED_INT8, 1);
   CUarray a = nullptr;
-  ASSERT_EQ(CreateArray(&a, &d, 1, [&] { return FakeCreate(&a); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateArray(rt, &a, &d, 1, [&] { return FakeCreate(&a); }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kData) - before, RoundUp(3'000'000, kGranule));
   CUmipmappedArray m = nullptr;
   const CUDA_ARRAY3D_DESCRIPTOR md = Desc3D(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1);
-  ASSERT_EQ(CreateArray(&m, &md, 11, [&] { return FakeCreate(&m); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateArray(rt, &m, &md, 11, [&] { return FakeCreate(&m); }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kData) - before,
             RoundUp(3'000'000, kGranule) + RoundUp(ArrayBytes(ShapeOf(md), 11), kGranule));
-  ASSERT_EQ(DestroyObject(a, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
-  ASSERT_EQ(DestroyObject(m, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(DestroyObject(rt, a, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(DestroyObject(rt, m, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kData), before);
   // Destroying it again is the driver's business only.
-  EXPECT_EQ(DestroyObject(a, [] { return CUDA_ERROR_INVALID_HANDLE; }), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(DestroyObject(rt, a, [] { return CUDA_ERROR_INVALID_HANDLE; }),
+            CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(Kind(UsageKind::kData), before);
 }
 
@@ -461,7 +491,7 @@ TEST_F(PolicyTest, AnArrayPastTheLimitIsRefusedAndTheDriverIsNotAsked) {
   const CUDA_ARRAY3D_DESCRIPTOR d = Desc3D(1 << 16, 1 << 14, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1);
   CUarray a = nullptr;
   bool asked = false;
-  EXPECT_EQ(CreateArray(&a, &d, 1,
+  EXPECT_EQ(CreateArray(rt, &a, &d, 1,
                         [&] {
                           asked = true;
                           return CUDA_SUCCESS;
@@ -470,7 +500,7 @@ TEST_F(PolicyTest, AnArrayPastTheLimitIsRefusedAndTheDriverIsNotAsked) {
   EXPECT_FALSE(asked);
   const CUDA_ARRAY3D_DESCRIPTOR huge =
       Desc3D(size_t(1) << 40, size_t(1) << 40, 1 << 20, CU_AD_FORMAT_FLOAT, 4);
-  EXPECT_EQ(CreateArray(&a, &huge, 1,
+  EXPECT_EQ(CreateArray(rt, &a, &huge, 1,
                         [&] {
                           asked = true;
                           return CUDA_SUCCESS;
@@ -485,12 +515,12 @@ TEST_F(PolicyTest, AnArrayTheDriverRefusesIsNotCharged) {
   const uint64_t before = Used();
   const CUDA_ARRAY_DESCRIPTOR d = Desc2D(1024, 1024, CU_AD_FORMAT_FLOAT, 4);
   CUarray a = nullptr;
-  EXPECT_EQ(CreateArray(&a, &d, 1, [] { return CUDA_ERROR_INVALID_VALUE; }),
+  EXPECT_EQ(CreateArray(rt, &a, &d, 1, [] { return CUDA_ERROR_INVALID_VALUE; }),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(Used(), before);
   // No descriptor: the driver answers, nothing is charged.
   const CUDA_ARRAY_DESCRIPTOR* none = nullptr;
-  EXPECT_EQ(CreateArray(&a, none, 1, [] { return CUDA_ERROR_INVALID_VALUE; }),
+  EXPECT_EQ(CreateArray(rt, &a, none, 1, [] { return CUDA_ERROR_INVALID_VALUE; }),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(Used(), before);
 }
@@ -513,17 +543,18 @@ CUresult FakePhysical(CUmemGenericAllocationHandle* h) {
 TEST_F(PolicyTest, PhysicalMemoryIsChargedUntilReleasedAndUnmapped) {
   const CUmemAllocationProp prop = OnDevice(0);
   CUmemGenericAllocationHandle h = 0;
-  ASSERT_EQ(CreatePhysical(&h, 8ull << 20, &prop, [&] { return FakePhysical(&h); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreatePhysical(rt, &h, 8ull << 20, &prop, [&] { return FakePhysical(&h); }),
+            CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 8ull << 20) << "its size, as asked";
   const CUdeviceptr va = 0x7000000000;
-  ASSERT_EQ(MapPhysical(va, 4ull << 20, h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
-  ASSERT_EQ(MapPhysical(va + (4ull << 20), 4ull << 20, h, [] { return CUDA_SUCCESS; }),
+  ASSERT_EQ(MapPhysical(rt, va, 4ull << 20, h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(MapPhysical(rt, va + (4ull << 20), 4ull << 20, h, [] { return CUDA_SUCCESS; }),
             CUDA_SUCCESS);
-  ASSERT_EQ(ReleasePhysical(h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(ReleasePhysical(rt, h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 8ull << 20) << "still mapped twice";
-  ASSERT_EQ(UnmapPhysical(va, 4ull << 20, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(UnmapPhysical(rt, va, 4ull << 20, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 8ull << 20) << "still mapped once";
-  ASSERT_EQ(UnmapPhysical(va + (4ull << 20), 4ull << 20, [] { return CUDA_SUCCESS; }),
+  ASSERT_EQ(UnmapPhysical(rt, va + (4ull << 20), 4ull << 20, [] { return CUDA_SUCCESS; }),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 0u) << "released and unmapped";
 }
@@ -531,21 +562,22 @@ TEST_F(PolicyTest, PhysicalMemoryIsChargedUntilReleasedAndUnmapped) {
 TEST_F(PolicyTest, ARetainedHandleMustBeReleasedToo) {
   const CUmemAllocationProp prop = OnDevice(0);
   CUmemGenericAllocationHandle h = 0;
-  ASSERT_EQ(CreatePhysical(&h, 4ull << 20, &prop, [&] { return FakePhysical(&h); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreatePhysical(rt, &h, 4ull << 20, &prop, [&] { return FakePhysical(&h); }),
+            CUDA_SUCCESS);
   CUmemGenericAllocationHandle again = 0;
-  ASSERT_EQ(RetainPhysical(&again,
+  ASSERT_EQ(RetainPhysical(rt, &again,
                            [&] {
                              again = h;
                              return CUDA_SUCCESS;
                            }),
             CUDA_SUCCESS);
-  ASSERT_EQ(ReleasePhysical(h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(ReleasePhysical(rt, h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 4ull << 20) << "one handle is left";
   // A release the driver refuses changes nothing.
-  EXPECT_EQ(ReleasePhysical(again, [] { return CUDA_ERROR_INVALID_VALUE; }),
+  EXPECT_EQ(ReleasePhysical(rt, again, [] { return CUDA_ERROR_INVALID_VALUE; }),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(Kind(UsageKind::kVmm), 4ull << 20);
-  ASSERT_EQ(ReleasePhysical(again, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(ReleasePhysical(rt, again, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 0u);
 }
 
@@ -554,23 +586,24 @@ TEST_F(PolicyTest, PhysicalMemoryPastTheLimitIsRefusedAndHostMemoryIsNotCharged)
   const CUmemAllocationProp prop = OnDevice(0);
   CUmemGenericAllocationHandle h = 0;
   bool asked = false;
-  EXPECT_EQ(CreatePhysical(&h, Room() + kGranule, &prop,
+  EXPECT_EQ(CreatePhysical(rt, &h, Room() + kGranule, &prop,
                            [&] {
                              asked = true;
                              return CUDA_SUCCESS;
                            }),
             CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_FALSE(asked);
-  EXPECT_EQ(CreatePhysical(&h, 8ull << 20, &prop, [] { return CUDA_ERROR_OUT_OF_MEMORY; }),
+  EXPECT_EQ(CreatePhysical(rt, &h, 8ull << 20, &prop, [] { return CUDA_ERROR_OUT_OF_MEMORY; }),
             CUDA_ERROR_OUT_OF_MEMORY)
       << "the driver's own refusal";
   EXPECT_EQ(Used(), before) << "gives the reservation back";
   CUmemAllocationProp host = prop;
   host.location.type = CU_MEM_LOCATION_TYPE_HOST;
   EXPECT_EQ(PhysicalDevice(&host), -1);
-  ASSERT_EQ(CreatePhysical(&h, kLimit * 2, &host, [&] { return FakePhysical(&h); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreatePhysical(rt, &h, kLimit * 2, &host, [&] { return FakePhysical(&h); }),
+            CUDA_SUCCESS);
   EXPECT_EQ(Used(), before) << "host memory is not the device's";
-  ASSERT_EQ(ReleasePhysical(h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(ReleasePhysical(rt, h, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Used(), before);
 }
 
@@ -588,14 +621,14 @@ auto Load(Handle* h, uint64_t bytes) {
 TEST_F(PolicyTest, AModuleIsChargedWhatItsLoadTookUntilUnloaded) {
   const uint64_t free_before = g_free;
   CUmodule m = nullptr;
-  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 3ull << 20),
+  ASSERT_EQ(MeasuredLoad(rt, &m, LoadScope::kContext, Load(&m, 3ull << 20),
                          [](CUmodule) {
                            ADD_FAILURE() << "unloaded";
                            return CUDA_SUCCESS;
                          }),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 3ull << 20) << "the drop in free memory, as measured";
-  ASSERT_EQ(DestroyObject(m, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(DestroyObject(rt, m, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
   g_free = free_before;
 }
@@ -605,7 +638,7 @@ TEST_F(PolicyTest, AModulePastTheLimitIsUnloadedAndRefused) {
   const uint64_t before = Used();
   CUmodule m = nullptr;
   std::vector<CUmodule> unloaded;
-  EXPECT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, Room() + kGranule),
+  EXPECT_EQ(MeasuredLoad(rt, &m, LoadScope::kContext, Load(&m, Room() + kGranule),
                          [&](CUmodule u) {
                            unloaded.push_back(u);
                            return CUDA_SUCCESS;
@@ -622,23 +655,23 @@ TEST_F(PolicyTest, ALoadThatOverlappedAnAllocationIsNotCharged) {
   auto unload = [](CUmodule) { return CUDA_SUCCESS; };
   // Another allocating call began (and ended) while the load ran: the drop is not the load's.
   ASSERT_EQ(MeasuredLoad(
-                &m, LoadScope::kContext,
+                rt, &m, LoadScope::kContext,
                 [&] {
-                  { Allocating other; }
+                  { Allocating other(rt); }
                   return Load(&m, 4ull << 20)();
                 },
                 unload),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
   // A load that took nothing, or that failed, is not charged either.
-  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 0), unload), CUDA_SUCCESS);
+  ASSERT_EQ(MeasuredLoad(rt, &m, LoadScope::kContext, Load(&m, 0), unload), CUDA_SUCCESS);
   EXPECT_EQ(MeasuredLoad(
-                &m, LoadScope::kContext, [] { return CUDA_ERROR_INVALID_IMAGE; }, unload),
+                rt, &m, LoadScope::kContext, [] { return CUDA_ERROR_INVALID_IMAGE; }, unload),
             CUDA_ERROR_INVALID_IMAGE);
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
   // Nor one that could not be undone (the driver lacks the unload).
   using Unload = CUresult (*)(CUmodule);
-  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 4ull << 20), Unload{nullptr}),
+  ASSERT_EQ(MeasuredLoad(rt, &m, LoadScope::kContext, Load(&m, 4ull << 20), Unload{nullptr}),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
   g_free = free_before;
@@ -650,14 +683,14 @@ TEST_F(PolicyTest, AModuleGoesWithItsContextALibraryWithTheProcess) {
   CUlibrary lib = nullptr;
   auto unload_module = [](CUmodule) { return CUDA_SUCCESS; };
   auto unload_library = [](CUlibrary) { return CUDA_SUCCESS; };
-  ASSERT_EQ(MeasuredLoad(&m, LoadScope::kContext, Load(&m, 2ull << 20), unload_module),
+  ASSERT_EQ(MeasuredLoad(rt, &m, LoadScope::kContext, Load(&m, 2ull << 20), unload_module),
             CUDA_SUCCESS);
-  ASSERT_EQ(MeasuredLoad(&lib, LoadScope::kProcess, Load(&lib, 6ull << 20), unload_library),
+  ASSERT_EQ(MeasuredLoad(rt, &lib, LoadScope::kProcess, Load(&lib, 6ull << 20), unload_library),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 8ull << 20);
-  ContextEnded(g_current);
+  ContextEnded(rt, g_current);
   EXPECT_EQ(Kind(UsageKind::kModule), 6ull << 20) << "the library stays";
-  ASSERT_EQ(DestroyObject(lib, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  ASSERT_EQ(DestroyObject(rt, lib, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
   g_free = free_before;
 }
@@ -672,49 +705,50 @@ CUresult FakeContext(CUcontext* ctx) {
 }
 
 TEST_F(PolicyTest, EveryContextIsChargedTheMeasuredSizeUntilItEnds) {
-  Rt().ledger.SetContextBytes(0, kContextBytes);
+  rt.ledger.SetContextBytes(0, kContextBytes);
   const uint64_t before = Kind(UsageKind::kContext);
   CUcontext a = nullptr, b = nullptr;
-  ASSERT_EQ(CreateContext(0, &a, false, [&] { return FakeContext(&a); }), CUDA_SUCCESS);
-  ASSERT_EQ(CreateContext(0, &b, false, [&] { return FakeContext(&b); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateContext(rt, 0, &a, false, [&] { return FakeContext(&a); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateContext(rt, 0, &b, false, [&] { return FakeContext(&b); }), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kContext) - before, 2 * kContextBytes);
-  ContextEnded(a);
+  ContextEnded(rt, a);
   EXPECT_EQ(Kind(UsageKind::kContext) - before, kContextBytes);
-  ContextEnded(b);
+  ContextEnded(rt, b);
   EXPECT_EQ(Kind(UsageKind::kContext), before);
   // A creation the driver refuses charges nothing.
   CUcontext c = nullptr;
-  EXPECT_EQ(CreateContext(0, &c, false, [] { return CUDA_ERROR_OUT_OF_MEMORY; }),
+  EXPECT_EQ(CreateContext(rt, 0, &c, false, [] { return CUDA_ERROR_OUT_OF_MEMORY; }),
             CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(Kind(UsageKind::kContext), before);
 }
 
 TEST_F(PolicyTest, APrimaryContextIsChargedOnceAndReleasedWhenItEnds) {
-  Rt().ledger.SetContextBytes(0, kContextBytes);
+  rt.ledger.SetContextBytes(0, kContextBytes);
   const uint64_t before = Kind(UsageKind::kContext);
   g_primary_active = false;
   CUcontext primary = nullptr;
-  ASSERT_EQ(CreateContext(0, &primary, true, [&] { return FakeContext(&primary); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateContext(rt, 0, &primary, true, [&] { return FakeContext(&primary); }),
+            CUDA_SUCCESS);
   g_primary_active = true;
   CUcontext again = nullptr;
-  ASSERT_EQ(CreateContext(0, &again, true,
+  ASSERT_EQ(CreateContext(rt, 0, &again, true,
                           [&] {
                             again = primary;
                             return CUDA_SUCCESS;
                           }),
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kContext) - before, kContextBytes) << "a retain of an active one";
-  PrimaryMayHaveEnded(0);
+  PrimaryMayHaveEnded(rt, 0);
   EXPECT_EQ(Kind(UsageKind::kContext) - before, kContextBytes) << "still active";
   g_primary_active = false;
-  PrimaryMayHaveEnded(0);
+  PrimaryMayHaveEnded(rt, 0);
   EXPECT_EQ(Kind(UsageKind::kContext), before) << "its last release";
 }
 
 // A context of a known size is admitted before the driver is asked: past the budget the
 // driver is never called, and nothing is charged.
 TEST_F(PolicyTest, AContextPastTheBudgetIsRefusedBeforeTheDriverIsAsked) {
-  Rt().ledger.SetContextBytes(0, kContextBytes);
+  rt.ledger.SetContextBytes(0, kContextBytes);
   const uint64_t before = Used();
   std::vector<CUdeviceptr> fill;
   for (;;) {
@@ -725,7 +759,7 @@ TEST_F(PolicyTest, AContextPastTheBudgetIsRefusedBeforeTheDriverIsAsked) {
   ASSERT_EQ(Used(), kLimit);
   CUcontext ctx = nullptr;
   int calls = 0;
-  EXPECT_EQ(CreateContext(0, &ctx, false,
+  EXPECT_EQ(CreateContext(rt, 0, &ctx, false,
                           [&] {
                             ++calls;
                             return FakeContext(&ctx);
@@ -739,19 +773,19 @@ TEST_F(PolicyTest, AContextPastTheBudgetIsRefusedBeforeTheDriverIsAsked) {
     Free(fill.back());
     fill.pop_back();
   }
-  ASSERT_EQ(CreateContext(0, &ctx, false, [&] { return FakeContext(&ctx); }), CUDA_SUCCESS);
+  ASSERT_EQ(CreateContext(rt, 0, &ctx, false, [&] { return FakeContext(&ctx); }), CUDA_SUCCESS);
   EXPECT_EQ(Used(), kLimit - kFreed * kGranule + kContextBytes);
-  ContextEnded(ctx);
+  ContextEnded(rt, ctx);
   for (CUdeviceptr f : fill) Free(f);
   EXPECT_EQ(Used(), before);
 }
 
 // A failed driver call gives back what was admitted for the context.
 TEST_F(PolicyTest, AContextTheDriverRefusesLeavesNothingCharged) {
-  Rt().ledger.SetContextBytes(0, kContextBytes);
+  rt.ledger.SetContextBytes(0, kContextBytes);
   const uint64_t before = Used();
   CUcontext ctx = nullptr;
-  EXPECT_EQ(CreateContext(0, &ctx, false, [] { return CUDA_ERROR_INVALID_DEVICE; }),
+  EXPECT_EQ(CreateContext(rt, 0, &ctx, false, [] { return CUDA_ERROR_INVALID_DEVICE; }),
             CUDA_ERROR_INVALID_DEVICE);
   EXPECT_EQ(Used(), before);
 }
@@ -764,10 +798,10 @@ TEST_F(PolicyTest, APoolIsChargedWhatItReservesUntilTrimmedOrDestroyed) {
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   props.location.id = 0;
   CUmemoryPool pool = reinterpret_cast<CUmemoryPool>(0x5000);
-  PoolCreated(pool, props);
+  PoolCreated(rt, pool, props);
   EXPECT_EQ(Kind(UsageKind::kPool), 0u) << "a new pool holds nothing";
   CUdeviceptr p = 0;
-  ASSERT_EQ(PoolAlloc(&p, 3ull << 20, pool, nullptr, false,
+  ASSERT_EQ(PoolAlloc(rt, &p, 3ull << 20, pool, nullptr, false,
                       [&] {
                         g_pool_reserved = 4ull << 20;  // grown by whole granules
                         g_pool_used = 3ull << 20;
@@ -777,7 +811,7 @@ TEST_F(PolicyTest, APoolIsChargedWhatItReservesUntilTrimmedOrDestroyed) {
             CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kPool), 4ull << 20);
   bool asked = false;
-  ASSERT_EQ(PoolAlloc(&p, 1ull << 20, pool, nullptr, false,
+  ASSERT_EQ(PoolAlloc(rt, &p, 1ull << 20, pool, nullptr, false,
                       [&] {
                         asked = true;
                         g_pool_used = 4ull << 20;
@@ -787,7 +821,7 @@ TEST_F(PolicyTest, APoolIsChargedWhatItReservesUntilTrimmedOrDestroyed) {
   EXPECT_TRUE(asked);
   EXPECT_EQ(Kind(UsageKind::kPool), 4ull << 20) << "what the pool caches costs nothing new";
   asked = false;
-  EXPECT_EQ(PoolAlloc(&p, Room() + kGranule, pool, nullptr, false,
+  EXPECT_EQ(PoolAlloc(rt, &p, Room() + kGranule, pool, nullptr, false,
                       [&] {
                         asked = true;
                         return CUDA_SUCCESS;
@@ -797,9 +831,9 @@ TEST_F(PolicyTest, APoolIsChargedWhatItReservesUntilTrimmedOrDestroyed) {
   EXPECT_EQ(Kind(UsageKind::kPool), 4ull << 20);
   g_pool_used = 0;
   g_pool_reserved = 2ull << 20;
-  PoolTrimmed(pool);
+  PoolTrimmed(rt, pool);
   EXPECT_EQ(Kind(UsageKind::kPool), 2ull << 20) << "a trim gives back all but what it keeps";
-  PoolDestroyed(pool);
+  PoolDestroyed(rt, pool);
   EXPECT_EQ(Kind(UsageKind::kPool), 0u);
   g_pool_reserved = 0;
 }
@@ -809,11 +843,11 @@ TEST_F(PolicyTest, APoolOfHostMemoryIsNotCharged) {
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = CU_MEM_LOCATION_TYPE_HOST;
   CUmemoryPool pool = reinterpret_cast<CUmemoryPool>(0x6000);
-  PoolCreated(pool, props);
+  PoolCreated(rt, pool, props);
   const uint64_t before = Used();
   CUdeviceptr p = 0;
   bool asked = false;
-  ASSERT_EQ(PoolAlloc(&p, kLimit * 2, pool, nullptr, false,
+  ASSERT_EQ(PoolAlloc(rt, &p, kLimit * 2, pool, nullptr, false,
                       [&] {
                         asked = true;
                         g_pool_reserved = kLimit * 2;
@@ -822,7 +856,7 @@ TEST_F(PolicyTest, APoolOfHostMemoryIsNotCharged) {
             CUDA_SUCCESS);
   EXPECT_TRUE(asked);
   EXPECT_EQ(Used(), before);
-  PoolDestroyed(pool);
+  PoolDestroyed(rt, pool);
   EXPECT_EQ(Used(), before);
   g_pool_reserved = 0;
 }
@@ -832,7 +866,7 @@ TEST_F(PolicyTest, APoolOfHostMemoryIsNotCharged) {
 TEST_F(PolicyTest, AGraphsMemoryIsAdmittedAtItsFirstLaunchAndGivenBackAtATrim) {
   CUgraphExec exec = reinterpret_cast<CUgraphExec>(0xa000);
   g_graph_bytes = 3ull << 20;
-  Instantiated(CUDA_SUCCESS, &exec, reinterpret_cast<CUgraph>(0xb000));
+  Instantiated(rt, CUDA_SUCCESS, &exec, reinterpret_cast<CUgraph>(0xb000));
   EXPECT_EQ(Kind(UsageKind::kGraph), 0u) << "nothing is resident before a launch";
   int launches = 0;
   auto launch = [&] {
@@ -840,18 +874,18 @@ TEST_F(PolicyTest, AGraphsMemoryIsAdmittedAtItsFirstLaunchAndGivenBackAtATrim) {
     g_graph_reserved = 4ull << 20;  // the node's 3 MiB in whole granules
     return CUDA_SUCCESS;
   };
-  ASSERT_EQ(LaunchWithMemory(exec, launch), CUDA_SUCCESS);
+  ASSERT_EQ(LaunchWithMemory(rt, exec, launch), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kGraph), 4ull << 20);
-  ASSERT_EQ(LaunchWithMemory(exec, launch), CUDA_SUCCESS);
+  ASSERT_EQ(LaunchWithMemory(rt, exec, launch), CUDA_SUCCESS);
   EXPECT_EQ(launches, 2);
   EXPECT_EQ(Kind(UsageKind::kGraph), 4ull << 20) << "a relaunch reuses it";
   g_graph_reserved = 0;
-  GraphMemTrimmed(0);
+  GraphMemTrimmed(rt, 0);
   EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
-  ASSERT_EQ(LaunchWithMemory(exec, launch), CUDA_SUCCESS);
+  ASSERT_EQ(LaunchWithMemory(rt, exec, launch), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kGraph), 4ull << 20) << "admitted again after the trim";
   g_graph_reserved = 0;
-  GraphExecDestroyed(exec);
+  GraphExecDestroyed(rt, exec);
   EXPECT_EQ(Kind(UsageKind::kGraph), 0u);
   g_graph_bytes = 0;
 }
@@ -860,10 +894,10 @@ TEST_F(PolicyTest, AGraphWhoseMemoryPassesTheLimitFailsToLaunchAndRunsNothing) {
   const uint64_t before = Used();
   CUgraphExec exec = reinterpret_cast<CUgraphExec>(0xa100);
   g_graph_bytes = Room() + kGranule;
-  Instantiated(CUDA_SUCCESS, &exec, reinterpret_cast<CUgraph>(0xb100));
+  Instantiated(rt, CUDA_SUCCESS, &exec, reinterpret_cast<CUgraph>(0xb100));
   g_graph_trims = 0;
   bool launched = false;
-  EXPECT_EQ(LaunchWithMemory(exec,
+  EXPECT_EQ(LaunchWithMemory(rt, exec,
                              [&] {
                                launched = true;
                                return CUDA_SUCCESS;
@@ -872,7 +906,7 @@ TEST_F(PolicyTest, AGraphWhoseMemoryPassesTheLimitFailsToLaunchAndRunsNothing) {
   EXPECT_FALSE(launched);
   EXPECT_EQ(g_graph_trims, 1) << "the device's unused graph memory was trimmed once first";
   EXPECT_EQ(Used(), before);
-  GraphExecDestroyed(exec);
+  GraphExecDestroyed(rt, exec);
   g_graph_bytes = 0;
 }
 
@@ -882,18 +916,18 @@ TEST_F(PolicyTest, CudaSeesTheLimitAsItsTotalAndWhatIsLeftOfItAsFree) {
   CUdeviceptr p = 0;
   ASSERT_EQ(Alloc(&p, 8ull << 20), CUDA_SUCCESS);
   size_t free = 8ull << 30, total = kPhysical;
-  ASSERT_EQ(ContainerMemInfo(&free, &total, CUDA_SUCCESS), CUDA_SUCCESS);
+  ASSERT_EQ(ContainerMemInfo(rt, &free, &total, CUDA_SUCCESS), CUDA_SUCCESS);
   EXPECT_EQ(total, kLimit);
   EXPECT_EQ(free, kLimit - Used());
   free = 1ull << 20;
   total = kPhysical;
-  ASSERT_EQ(ContainerMemInfo(&free, &total, CUDA_SUCCESS), CUDA_SUCCESS);
+  ASSERT_EQ(ContainerMemInfo(rt, &free, &total, CUDA_SUCCESS), CUDA_SUCCESS);
   EXPECT_EQ(free, 1ull << 20) << "never more than the device has free";
-  EXPECT_EQ(ContainerMemInfo(&free, &total, CUDA_ERROR_INVALID_CONTEXT),
+  EXPECT_EQ(ContainerMemInfo(rt, &free, &total, CUDA_ERROR_INVALID_CONTEXT),
             CUDA_ERROR_INVALID_CONTEXT);
-  EXPECT_EQ(ContainerTotalMem(0, kPhysical), kLimit);
-  EXPECT_EQ(ContainerTotalMem(0, 1ull << 20), 1ull << 20);
-  EXPECT_EQ(ContainerTotalMem(5, kPhysical), kPhysical) << "a device the region does not hold";
+  EXPECT_EQ(ContainerTotalMem(rt, 0, kPhysical), kLimit);
+  EXPECT_EQ(ContainerTotalMem(rt, 0, 1ull << 20), 1ull << 20);
+  EXPECT_EQ(ContainerTotalMem(rt, 5, kPhysical), kPhysical) << "a device the region does not hold";
   Free(p);
 }
 

@@ -29,29 +29,28 @@ namespace hami::vgpu {
 using PoolIt = std::map<CUmemoryPool, Runtime::PoolCharge>::iterator;
 
 // A pool attribute from the driver; false when it cannot say.
-bool PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t* value);
+bool PoolAttribute(Runtime& rt, CUmemoryPool pool, CUmemPool_attribute attr, uint64_t* value);
 // The ledger entry of `pool`: a pool this process created, or the current or default pool
 // of a device it sees. Device -1 (not charged) for any other pool.
 PoolIt FindPoolLocked(Runtime& rt, CUmemoryPool pool) REQUIRES(rt.pool_mu);
 // Brings the charge of one pool to its reserved memory (pool_mu held).
-void ReconcilePoolLocked(PoolIt it);
+void ReconcilePoolLocked(Runtime& rt, PoolIt it);
 // Asks every other pool of this process on `device` to give back what it caches.
 void TrimIdlePoolsLocked(Runtime& rt, int device, CUmemoryPool except) REQUIRES(rt.pool_mu);
 
 // A pool this process created (after a successful cuMemPoolCreate): it holds nothing yet;
 // its device is remembered (a pool of host memory is not charged).
-void PoolCreated(CUmemoryPool pool, const CUmemPoolProps& props);
+void PoolCreated(Runtime& rt, CUmemoryPool pool, const CUmemPoolProps& props);
 // After a successful cuMemPoolTrimTo: the pool's charge is brought to what it still holds.
-void PoolTrimmed(CUmemoryPool pool);
+void PoolTrimmed(Runtime& rt, CUmemoryPool pool);
 // After a successful cuMemPoolDestroy: what the pool held goes back with it.
-void PoolDestroyed(CUmemoryPool pool);
+void PoolDestroyed(Runtime& rt, CUmemoryPool pool);
 
 // Admission + driver call + reconciliation of a stream-ordered allocation.
 template <typename Call>
-CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
+CUresult PoolAlloc(Runtime& rt, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
                    bool per_thread, Call call) {
-  Runtime& rt = Rt();
-  const CudaDriver& drv = CudaOrEmpty();
+  const CudaDriver& drv = rt.CudaOrEmpty();
   if (dptr == nullptr || bytes == 0) return call();
   auto capturing = per_thread ? drv.aux.cuStreamIsCapturing_ptsz : drv.aux.cuStreamIsCapturing;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -59,7 +58,8 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream 
   if (status != CU_STREAM_CAPTURE_STATUS_NONE) return call();  // a graph node: see above
   if (pool == nullptr) {
     int device;
-    if (StreamDevice(stream, &device) != CUDA_SUCCESS || drv.aux.cuDeviceGetMemPool == nullptr ||
+    if (StreamDevice(rt, stream, &device) != CUDA_SUCCESS ||
+        drv.aux.cuDeviceGetMemPool == nullptr ||
         drv.aux.cuDeviceGetMemPool(&pool, device) != CUDA_SUCCESS) {
       return call();  // the driver's own answer
     }
@@ -71,21 +71,21 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream 
   const int device = it->second.device;
   if (device < 0) return call();
   uint64_t reserved = 0, used = 0;
-  PoolAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
-  PoolAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+  PoolAttribute(rt, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+  PoolAttribute(rt, pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
   uint64_t cached = reserved > used ? reserved - used : 0;
-  uint64_t growth = bytes > cached ? RoundUp(bytes - cached, Granularity(device)) : 0;
-  if (!Admit(device, growth, UsageKind::kPool)) {
+  uint64_t growth = bytes > cached ? RoundUp(bytes - cached, Granularity(rt, device)) : 0;
+  if (!Admit(rt, device, growth, UsageKind::kPool)) {
     TrimIdlePoolsLocked(rt, device, pool);
-    if (!Admit(device, growth, UsageKind::kPool)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!Admit(rt, device, growth, UsageKind::kPool)) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   it->second.charged += growth;
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
-  ReconcilePoolLocked(it);
+  ReconcilePoolLocked(rt, it);
   return r;
 }
 

@@ -110,6 +110,7 @@ class HookGuard<false> {
   constexpr ::hami::vgpu::Prologue hami_prologue_ = ::hami::vgpu::PrologueOf(hami_policy_); \
   ::hami::vgpu::HookGuard<hami_prologue_.guarded> hami_guard_;                              \
   HAMI_CUDA_REAL(name, ::hami::vgpu::CudaMissing(hami_policy_));                            \
+  [[maybe_unused]] ::hami::vgpu::Runtime& rt = ::hami::vgpu::Rt();                          \
   if (hami_prologue_.nested_passes_through && hami_guard_.nested()) {                       \
     return drv.cuda.name(__VA_ARGS__);                                                      \
   }                                                                                         \
@@ -128,6 +129,7 @@ class HookGuard<false> {
     return ::hami::vgpu::NvmlMissing(hami_policy_);                                         \
   }                                                                                         \
   const ::hami::vgpu::NvmlDriver& nv = *hami_nv_;                                           \
+  [[maybe_unused]] ::hami::vgpu::Runtime& rt = ::hami::vgpu::Rt();                          \
   if (hami_prologue_.nested_passes_through && hami_guard_.nested()) {                       \
     return nv.nvml.name(__VA_ARGS__);                                                       \
   }                                                                                         \

@@ -89,8 +89,8 @@ struct NvmlDeviceList {
   std::vector<nvmlDevice_t> handles;
 };
 
-std::optional<NvmlDeviceList> ReadNvmlDevices() {
-  const NvmlDriver* n = NvmlIfLoaded();
+std::optional<NvmlDeviceList> ReadNvmlDevices(Runtime& rt) {
+  const NvmlDriver* n = rt.NvmlIfLoaded();
   if (n == nullptr || n->nvml.nvmlDeviceGetCount_v2 == nullptr ||
       n->nvml.nvmlDeviceGetHandleByIndex_v2 == nullptr || n->aux.nvmlDeviceGetUUID == nullptr) {
     return std::nullopt;
@@ -194,7 +194,7 @@ bool NvmlMappedLocked(const Runtime& rt) REQUIRES(rt.devices_mu) {
 
 // Asks NVML for its devices (with no lock held) and maps the table to them.
 void MapNvmlDevices(Runtime& rt) EXCLUDES(rt.devices_mu) {
-  std::optional<NvmlDeviceList> list = ReadNvmlDevices();
+  std::optional<NvmlDeviceList> list = ReadNvmlDevices(rt);
   if (!list) return;
   MutexLock l(&rt.devices_mu);
   if (rt.devices.empty()) {
@@ -235,8 +235,7 @@ class SCOPED_CAPABILITY CurrentNvmlDevices {
 
 }  // namespace
 
-void EnsureConfigured() {
-  Runtime& rt = Rt();
+void EnsureConfigured(Runtime& rt) {
   if (rt.configured_fast.load(std::memory_order_acquire)) return;
   MutexLock l(&rt.config_mu);
   if (rt.configured) return;
@@ -266,9 +265,8 @@ void EnsureConfigured() {
   rt.configured_fast.store(true, std::memory_order_release);
 }
 
-void LearnDevicesFromCuda() {
-  Runtime& rt = Rt();
-  const CudaDriver* d = CudaIfLoaded();
+void LearnDevicesFromCuda(Runtime& rt) {
+  const CudaDriver* d = rt.CudaIfLoaded();
   if (d == nullptr || d->aux.cuDeviceGetCount == nullptr || d->aux.cuDeviceGet == nullptr) return;
   {
     MutexLock l(&rt.devices_mu);
@@ -288,7 +286,7 @@ void LearnDevicesFromCuda() {
     if (r != CUDA_SUCCESS) return;
     devices.push_back({GpuUuidText(uuid.bytes), -1, nullptr});
   }
-  std::optional<NvmlDeviceList> list = ReadNvmlDevices();
+  std::optional<NvmlDeviceList> list = ReadNvmlDevices(rt);
   MutexLock l(&rt.devices_mu);
   if (rt.devices_from_cuda) return;
   rt.devices = std::move(devices);
@@ -299,14 +297,12 @@ void LearnDevicesFromCuda() {
   }
 }
 
-int NvmlVisibleCount() {
-  Runtime& rt = Rt();
+int NvmlVisibleCount(Runtime& rt) {
   CurrentNvmlDevices l(rt);
   return int(rt.devices.size());
 }
 
-int NvmlOrdinalOf(nvmlDevice_t h) {
-  Runtime& rt = Rt();
+int NvmlOrdinalOf(Runtime& rt, nvmlDevice_t h) {
   CurrentNvmlDevices l(rt);
   for (size_t i = 0; i < rt.devices.size(); ++i) {
     if (rt.devices[i].nvml == h) return int(i);
@@ -314,22 +310,20 @@ int NvmlOrdinalOf(nvmlDevice_t h) {
   return -1;
 }
 
-int NvmlIndexOf(int ordinal) {
-  Runtime& rt = Rt();
+int NvmlIndexOf(Runtime& rt, int ordinal) {
   CurrentNvmlDevices l(rt);
   return ordinal >= 0 && size_t(ordinal) < rt.devices.size()
              ? rt.devices[size_t(ordinal)].nvml_index
              : -1;
 }
 
-nvmlDevice_t NvmlHandleOf(int ordinal) {
-  Runtime& rt = Rt();
+nvmlDevice_t NvmlHandleOf(Runtime& rt, int ordinal) {
   CurrentNvmlDevices l(rt);
   return ordinal >= 0 && size_t(ordinal) < rt.devices.size() ? rt.devices[size_t(ordinal)].nvml
                                                              : nullptr;
 }
 
-bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*)) {
+bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*), void* arg) {
   bool was = started.load(std::memory_order_acquire);
   if (was || !started.compare_exchange_strong(was, true)) return true;
   pthread_attr_t attr;
@@ -341,21 +335,21 @@ bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*)) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
   pthread_t thread;
-  const bool ok = pthread_create(&thread, &attr, body, nullptr) == 0;
+  const bool ok = pthread_create(&thread, &attr, body, arg) == 0;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   pthread_attr_destroy(&attr);
   return ok;
 }
 
-int OrdinalOf(int index) {
+int OrdinalOf(Runtime& rt, int index) {
   for (int o = 0; o < kMaxDevices; ++o) {
-    if (RegionIndex(o) == index) return o;
+    if (RegionIndex(rt, o) == index) return o;
   }
   return -1;
 }
 
-pid_t OwnHostPid() {
-  region::Region* reg = ViewRegion();
+pid_t OwnHostPid(Runtime& rt) {
+  region::Region* reg = ViewRegion(rt);
   int slot = reg != nullptr ? reg->slot() : -1;
   return slot >= 0 ? reg->file().slots[slot].host_pid.load(std::memory_order_relaxed) : 0;
 }
@@ -455,11 +449,13 @@ JoinState Join(Runtime& rt) {
     rt.region = std::move(opened);
     // A normal exit gives the slot back (a killed process is reclaimed by the others).
     static std::once_flag at_exit;
-    std::call_once(at_exit, [] {
-      atexit([] {
-        if (region::Region* r = Rt().region_fast.load(std::memory_order_acquire)) r->Unregister();
+    if (rt.owns_process) {
+      std::call_once(at_exit, [] {
+        atexit([] {
+          if (region::Region* r = Rt().region_fast.load(std::memory_order_acquire)) r->Unregister();
+        });
       });
-    });
+    }
   }
   {
     MutexLock l(&rt.devices_mu);
@@ -481,9 +477,8 @@ JoinState Join(Runtime& rt) {
 
 }  // namespace
 
-JoinState JoinRegion() {
-  EnsureConfigured();
-  Runtime& rt = Rt();
+JoinState JoinRegion(Runtime& rt) {
+  EnsureConfigured(rt);
   uint32_t state = rt.join_state.load(std::memory_order_acquire);
   for (;;) {
     if (state == uint32_t(JoinState::kJoined) || state == uint32_t(JoinState::kRefused)) {
@@ -502,15 +497,15 @@ JoinState JoinRegion() {
     rt.join_state.wait(state, std::memory_order_acquire);  // another thread is joining
     state = rt.join_state.load(std::memory_order_acquire);
   }
-  if (NvmlIfLoaded() != nullptr) RefreshNvmlDevices(rt);
+  if (rt.NvmlIfLoaded() != nullptr) RefreshNvmlDevices(rt);
   const JoinState reached = Join(rt);
   rt.join_state.store(uint32_t(reached), std::memory_order_release);
   rt.join_state.notify_all();
   // Registered now: learn this process's host PID (the fast tiers here, the probe once CUDA
   // is initialized).
   if (reached == JoinState::kJoined) {
-    ResolveIdentity(rt.cuda_initialized.load(std::memory_order_acquire));
-    StartWatcher();
+    ResolveIdentity(rt, rt.cuda_initialized.load(std::memory_order_acquire));
+    StartWatcher(rt);
   }
   return reached;
 }
@@ -529,9 +524,8 @@ __attribute__((tls_model("initial-exec"))) constinit thread_local ThreadContext 
 
 }  // namespace
 
-CUresult CurrentDevice(int* ordinal, CUcontext* ctx) {
-  Runtime& rt = Rt();
-  const CudaDriver* d = CudaIfLoaded();
+CUresult CurrentDevice(Runtime& rt, int* ordinal, CUcontext* ctx) {
+  const CudaDriver* d = rt.CudaIfLoaded();
   if (d == nullptr || d->aux.cuCtxGetCurrent == nullptr || d->aux.cuCtxGetDevice == nullptr) {
     return CUDA_ERROR_NOT_INITIALIZED;
   }
@@ -550,10 +544,10 @@ CUresult CurrentDevice(int* ordinal, CUcontext* ctx) {
   return CUDA_SUCCESS;
 }
 
-bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
-                 uint64_t* free) {
-  region::Region* reg = ViewRegion();
-  int index = RegionIndex(ordinal);
+bool LimitedView(Runtime& rt, int ordinal, uint64_t physical_total, uint64_t physical_free,
+                 uint64_t* total, uint64_t* free) {
+  region::Region* reg = ViewRegion(rt);
+  int index = RegionIndex(rt, ordinal);
   if (reg == nullptr || index < 0) return false;
   uint64_t limit = reg->EffectiveMemoryLimit(index);
   if (limit == 0) return false;

@@ -157,11 +157,70 @@ struct Runtime {
   std::unordered_map<CUgraphExec, std::vector<std::pair<uint64_t, uint64_t>>> graph_kernels
       GUARDED_BY(graph_kernels_mu);
 
+  // ---- the libraries this state calls ----
+  // The process's own state (Rt()) calls the real libcuda and libnvidia-ml, loaded at first
+  // use (driver.h); a state made for a test names tables of its own. Set at construction.
+  const CudaDriver* cuda_tables = nullptr;
+  const NvmlDriver* nvml_tables = nullptr;
+  // The process's own state: it starts the watcher and the compute controller and gives its
+  // region slot back at exit. A test's state does neither (they would outlive it).
+  bool owns_process = true;
+
   Runtime() {
     for (auto& i : region_index) i.store(-1, std::memory_order_relaxed);
   }
+  // A state of its own, configured with `config` as if read from the limits file and the
+  // environment, calling `cuda` and `nvml`, starting no thread: for tests of the policy.
+  Runtime(Config given, const CudaDriver* cuda, const NvmlDriver* nvml) : Runtime() {
+    config = std::move(given);
+    configured = true;
+    configured_fast.store(true, std::memory_order_release);
+    cuda_tables = cuda;
+    nvml_tables = nvml;
+    owns_process = false;
+  }
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The tables as driver.h gives them (null: no library), from this state's libraries; a
+  // test's empty tables (internal::kNoCuda, kNoNvml) read as no library.
+  const CudaDriver* Cuda() const {
+    return cuda_tables != nullptr ? Named(cuda_tables) : ::hami::vgpu::Cuda();
+  }
+  const CudaDriver* CudaIfLoaded() const {
+    return cuda_tables != nullptr ? Named(cuda_tables) : ::hami::vgpu::CudaIfLoaded();
+  }
+  const CudaDriver& CudaOrEmpty() const {
+    return cuda_tables != nullptr ? *cuda_tables : ::hami::vgpu::CudaOrEmpty();
+  }
+  const NvmlDriver* Nvml() const {
+    return nvml_tables != nullptr ? Named(nvml_tables) : ::hami::vgpu::Nvml();
+  }
+  const NvmlDriver* NvmlIfLoaded() const {
+    return nvml_tables != nullptr ? Named(nvml_tables) : ::hami::vgpu::NvmlIfLoaded();
+  }
+  const NvmlDriver& NvmlOrEmpty() const {
+    return nvml_tables != nullptr ? *nvml_tables : ::hami::vgpu::NvmlOrEmpty();
+  }
+  // NVML initialized for libvgpu's own queries (driver.h); a test's tables are taken as they
+  // are given.
+  bool NvmlReady() const {
+    return nvml_tables != nullptr ? Named(nvml_tables) != nullptr : ::hami::vgpu::NvmlReady();
+  }
+
+ private:
+  static const CudaDriver* Named(const CudaDriver* d) {
+    return d == &internal::kNoCuda ? nullptr : d;
+  }
+  static const NvmlDriver* Named(const NvmlDriver* d) {
+    return d == &internal::kNoNvml ? nullptr : d;
+  }
 };
 
+// The process's state. It is named only where libvgpu is entered: a hook's prologue
+// (prologue.h), the driver loader, the fork and exit handlers; the watcher and the controller
+// are handed it when they start. Everything below takes the state as a parameter, so a test
+// makes a state of its own (the testing constructor above) and no process-wide one exists.
 // Made at first use, not by a static initializer: another library's constructor may call a
 // hook before this library's initializers have run. Never destroyed: hooks may run during
 // static destruction.
@@ -173,59 +232,60 @@ inline Runtime& Rt() {
 }
 
 // Reads the limits file and the environment, once. Holds config_mu only across that.
-void EnsureConfigured();
+void EnsureConfigured(Runtime& rt);
 
 // Initialization: joins the shared region once (opens it, creating it if missing, and
 // registers this process), after the devices are known. Called by the cuInit and nvmlInit
 // hooks; a second call returns what the first found. Threads that arrive while another joins
 // wait for it (on the state word, holding nothing). Returns the state reached.
-JoinState JoinRegion();
+JoinState JoinRegion(Runtime& rt);
 
 // Learns the CUDA-visible devices from the real driver (after a successful real cuInit).
-void LearnDevicesFromCuda();
+void LearnDevicesFromCuda(Runtime& rt);
 // For NVML: the visible devices (from CUDA_VISIBLE_DEVICES over NVML's list when CUDA has
 // not been initialized), one answer at a time. Need real NVML initialized.
-int NvmlVisibleCount();
-int NvmlOrdinalOf(nvmlDevice_t h);  // the CUDA ordinal of a handle; -1: not visible
-int NvmlIndexOf(int ordinal);       // the host's NVML index of a CUDA ordinal; -1: none
-nvmlDevice_t NvmlHandleOf(int ordinal);
+int NvmlVisibleCount(Runtime& rt);
+int NvmlOrdinalOf(Runtime& rt, nvmlDevice_t h);  // the CUDA ordinal of a handle; -1: not visible
+int NvmlIndexOf(Runtime& rt, int ordinal);  // the host's NVML index of a CUDA ordinal; -1: none
+nvmlDevice_t NvmlHandleOf(Runtime& rt, int ordinal);
 // This process's PID on the host as its region slot records it (0 until known).
-pid_t OwnHostPid();
+pid_t OwnHostPid(Runtime& rt);
 
 // The current context's CUDA ordinal, or the driver's error (no context...).
-CUresult CurrentDevice(int* ordinal, CUcontext* ctx = nullptr);
+CUresult CurrentDevice(Runtime& rt, int* ordinal, CUcontext* ctx = nullptr);
 
 // The region's index of CUDA ordinal `ordinal`, or -1 when the region does not hold it.
-inline int RegionIndex(int ordinal) {
+inline int RegionIndex(Runtime& rt, int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxDevices) return -1;
-  return Rt().region_index[size_t(ordinal)].load(std::memory_order_relaxed);
+  return rt.region_index[size_t(ordinal)].load(std::memory_order_relaxed);
 }
 
-// Starts `body` on a detached thread of this process, with every signal blocked, unless
+// Starts `body(arg)` on a detached thread of this process, with every signal blocked, unless
 // `started` says one was (a fork child clears it: threads do not survive fork). False only
 // when the thread could not be created; it is not tried again.
-bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*));
+bool StartThreadOnce(std::atomic<bool>& started, void* (*body)(void*), void* arg);
 
 // The CUDA ordinal this process sees region device `index` as, or -1.
-int OrdinalOf(int index);
+int OrdinalOf(Runtime& rt, int index);
 
 // The region as views and the limiter read it (its policy and totals), without joining:
 // null before initialization.
-inline region::Region* ViewRegion() { return Rt().region_fast.load(std::memory_order_acquire); }
+inline region::Region* ViewRegion(Runtime& rt) {
+  return rt.region_fast.load(std::memory_order_acquire);
+}
 
 // The memory the container sees on CUDA ordinal `ordinal`, from the device's physical
 // figures: total = min(limit, physical), free = min(physical free, total - what the
 // container uses), never negative. What dead processes left behind is returned first (at
 // most once per region::kSweepIntervalNs). False when the device has no limit: the
 // physical figures stand.
-bool LimitedView(int ordinal, uint64_t physical_total, uint64_t physical_free, uint64_t* total,
-                 uint64_t* free);
+bool LimitedView(Runtime& rt, int ordinal, uint64_t physical_total, uint64_t physical_free,
+                 uint64_t* total, uint64_t* free);
 
 // The memory limit in force on CUDA ordinal `ordinal`: the region's or this process's own,
 // whichever is stricter (0 = unlimited).
-inline uint64_t LimitOf(int ordinal) {
+inline uint64_t LimitOf(Runtime& rt, int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxDevices) return 0;
-  Runtime& rt = Rt();
   region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return 0;
   const int index = rt.region_index[size_t(ordinal)].load(std::memory_order_relaxed);

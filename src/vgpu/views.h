@@ -13,11 +13,14 @@
 
 namespace hami::vgpu {
 
+struct Runtime;
+
 // After the driver's cuMemGetInfo returned `real_result` with the physical figures in
 // `*free_bytes` and `*total_bytes`: the container's figures in their place.
-CUresult ContainerMemInfo(size_t* free_bytes, size_t* total_bytes, CUresult real_result);
+CUresult ContainerMemInfo(Runtime& rt, size_t* free_bytes, size_t* total_bytes,
+                          CUresult real_result);
 
 // The container's total memory of CUDA device `dev`, given its physical total.
-size_t ContainerTotalMem(CUdevice dev, size_t physical_total);
+size_t ContainerTotalMem(Runtime& rt, CUdevice dev, size_t physical_total);
 
 }  // namespace hami::vgpu

@@ -19,59 +19,60 @@ namespace hami::vgpu {
 int PhysicalDevice(const CUmemAllocationProp* prop);
 
 template <typename Call>
-CUresult CreatePhysical(CUmemGenericAllocationHandle* handle, size_t size,
+CUresult CreatePhysical(Runtime& rt, CUmemGenericAllocationHandle* handle, size_t size,
                         const CUmemAllocationProp* prop, Call call) {
   const int device = PhysicalDevice(prop);
   if (handle == nullptr || size == 0 || device < 0) return call();
-  if (!Admit(device, size, UsageKind::kVmm)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!Admit(rt, device, size, UsageKind::kVmm)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
   if (r != CUDA_SUCCESS) {
-    Return(device, size, UsageKind::kVmm);
+    Return(rt, device, size, UsageKind::kVmm);
     return r;
   }
-  Rt().ledger.AddPhysical(*handle, device, size);
+  rt.ledger.AddPhysical(*handle, device, size);
   return r;
 }
 
 template <typename Call>
-CUresult ReleasePhysical(CUmemGenericAllocationHandle handle, Call call) {
+CUresult ReleasePhysical(Runtime& rt, CUmemGenericAllocationHandle handle, Call call) {
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
-  if (r == CUDA_SUCCESS) Apply(Rt().ledger.ReleasePhysical(handle));
+  if (r == CUDA_SUCCESS) Apply(rt, rt.ledger.ReleasePhysical(handle));
   return r;
 }
 
 // Another handle to the same memory: it must be released too.
 template <typename Call>
-CUresult RetainPhysical(CUmemGenericAllocationHandle* handle, Call call) {
+CUresult RetainPhysical(Runtime& rt, CUmemGenericAllocationHandle* handle, Call call) {
   CUresult r = call();
-  if (r == CUDA_SUCCESS && handle != nullptr) Rt().ledger.RetainPhysical(*handle);
+  if (r == CUDA_SUCCESS && handle != nullptr) rt.ledger.RetainPhysical(*handle);
   return r;
 }
 
 template <typename Call>
-CUresult MapPhysical(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle, Call call) {
+CUresult MapPhysical(Runtime& rt, CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle,
+                     Call call) {
   CUresult r = call();
-  if (r == CUDA_SUCCESS) Rt().ledger.Map(ptr, size, handle);
+  if (r == CUDA_SUCCESS) rt.ledger.Map(ptr, size, handle);
   return r;
 }
 
 // Every mapping that starts inside [ptr, ptr + size) is gone.
 template <typename Call>
-CUresult UnmapPhysical(CUdeviceptr ptr, size_t size, Call call) {
+CUresult UnmapPhysical(Runtime& rt, CUdeviceptr ptr, size_t size, Call call) {
   CUresult r;
   {
-    Allocating allocating;
+    Allocating allocating(rt);
     r = call();
   }
-  if (r == CUDA_SUCCESS) Apply(Rt().ledger.Unmap(ptr, size));
+  if (r == CUDA_SUCCESS) Apply(rt, rt.ledger.Unmap(ptr, size));
   return r;
 }
 

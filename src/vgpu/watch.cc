@@ -47,7 +47,7 @@ void Replaced(Runtime& rt, const Status& why) {
 
 // Records each limit of the region that differs from this process's own, once per value.
 // What differed when the process joined was recorded then (Region::Open): it starts as seen.
-void SeeJoinedPolicy(const Runtime& rt, WatchState& w) {
+void SeeJoinedPolicy(Runtime& rt, WatchState& w) {
   for (size_t i = 0; i < size_t(kMaxDevices); ++i) {
     if (rt.joined_memory_limit[i] != rt.config.memory_limit[i]) {
       w.memory_seen[i] = rt.joined_memory_limit[i] + 1;
@@ -58,7 +58,7 @@ void SeeJoinedPolicy(const Runtime& rt, WatchState& w) {
   }
 }
 
-void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w) {
+void CheckPolicy(Runtime& rt, region::Region* reg, WatchState& w) {
   const int count = reg->device_count();
   for (int i = 0; i < count; ++i) {
     const uint64_t memory = reg->MemoryLimit(i);
@@ -82,19 +82,19 @@ void CheckPolicy(const Runtime& rt, region::Region* reg, WatchState& w) {
 
 // One round of the NVML cross-check over the devices with a memory limit that this process
 // sees and leads.
-void CrossCheck(const Runtime& rt, region::Region* reg, WatchState& w) {
+void CrossCheck(Runtime& rt, region::Region* reg, WatchState& w) {
   const int count = reg->device_count();
   bool any = false;
   for (int i = 0; i < count; ++i) any |= reg->EffectiveMemoryLimit(i) != 0;
-  if (!any || !NvmlReady()) return;
-  const NvmlDriver* nvml = NvmlIfLoaded();
+  if (!any || !rt.NvmlReady()) return;
+  const NvmlDriver* nvml = rt.NvmlIfLoaded();
   if (nvml == nullptr || nvml->nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return;
   const auto list = nvml->nvml.nvmlDeviceGetComputeRunningProcesses_v3;
   bool have_slots = false;
   for (int i = 0; i < count; ++i) {
     if (reg->EffectiveMemoryLimit(i) == 0) continue;
-    const int ordinal = OrdinalOf(i);
-    nvmlDevice_t h = ordinal >= 0 ? NvmlHandleOf(ordinal) : nullptr;
+    const int ordinal = OrdinalOf(rt, i);
+    nvmlDevice_t h = ordinal >= 0 ? NvmlHandleOf(rt, ordinal) : nullptr;
     if (h == nullptr) continue;
     if (!w.leading[size_t(i)]) {
       if (!reg->TryLeadCrossCheck(i)) continue;
@@ -151,8 +151,9 @@ void WaitForChange(const UniqueFd& events, int64_t ns) {
   }
 }
 
-void* WatcherMain(void*) {
-  Runtime& rt = Rt();
+// The watcher thread's body; `arg` is the process's state.
+void* WatcherMain(void* arg) {
+  Runtime& rt = *static_cast<Runtime*>(arg);
   region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return nullptr;
   WatchState w;
@@ -189,8 +190,9 @@ void* WatcherMain(void*) {
 
 }  // namespace
 
-void StartWatcher() {
-  if (!StartThreadOnce(Rt().watcher_started, WatcherMain)) {
+void StartWatcher(Runtime& rt) {
+  if (!rt.owns_process) return;
+  if (!StartThreadOnce(rt.watcher_started, WatcherMain, &rt)) {
     g_log.Always(LogLevel::kError,
                  "cannot start the watcher thread: a replaced region file and memory allocated "
                  "past libvgpu go undetected in this process (its allocations are still held "
@@ -198,11 +200,10 @@ void StartWatcher() {
   }
 }
 
-bool WatcherRefuses(int index) {
-  Runtime& rt = Rt();
+bool WatcherRefuses(Runtime& rt, int index) {
   if (__builtin_expect(rt.region_replaced.load(std::memory_order_relaxed), 0)) return true;
   if (rt.config.unaccounted_policy != UnaccountedPolicy::kSuspend) return false;
-  region::Region* reg = ViewRegion();
+  region::Region* reg = ViewRegion(rt);
   if (reg == nullptr || !reg->UnaccountedInForce(index)) {
     if (rt.unaccounted_refusal_logged.load(std::memory_order_relaxed)) {
       rt.unaccounted_refusal_logged.store(false, std::memory_order_relaxed);

@@ -26,14 +26,16 @@
 
 namespace hami::vgpu {
 
+struct Runtime;
+
 // Starts this process's watcher once the region is joined (again in a fork child that joins).
 // A thread that cannot be started is said at every log level; admission goes on, refusing
 // nothing for want of it (the region's own books still hold the limit).
-void StartWatcher();
+void StartWatcher(Runtime& rt);
 
 // Whether an admission on region device `index` is refused because of what the watcher
 // found: the region's file was replaced (always), or a gap stands on the device and this
 // process's policy is suspend. Says why the first time of each episode.
-bool WatcherRefuses(int index);
+bool WatcherRefuses(Runtime& rt, int index);
 
 }  // namespace hami::vgpu
