@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/region_finder.h"
 #include "cli/region_report.h"
 #include "common/parse.h"
 #include "inventory/nvml_sampler.h"
+#include "limits/vocabulary.h"
 #include "node/paths.h"
 #include "region/crosscheck.h"
 
@@ -24,9 +27,11 @@ constexpr int kExitConsistent = 0;
 constexpr int kExitNotRepaired = 1;
 constexpr int kExitUnusable = 2;
 constexpr int kExitInconsistent = 3;
+constexpr int kExitNotCrossChecked = 4;
 
 struct InspectOptions {
   std::string path;
+  std::string hook_path = node::kDefaultHookPath;
   bool json = false;
   bool repair = false;
   std::string nvml_library = "libnvidia-ml.so.1";
@@ -62,12 +67,19 @@ void CrossCheckNow(const region::Region& r, const InspectOptions& o, json& repor
   const region::PolicyView policy = r.Policy();
   const std::vector<region::SlotView> slots = r.Slots();
   json devices = json::array();
+  json unchecked = json::array();
   for (int d = 0; d < policy.device_count; ++d) {
     const std::string& uuid = policy.uuid[size_t(d)];
     auto gpu = std::find_if(
         sample.gpus.begin(), sample.gpus.end(),
         [&](const inventory::GpuSample& g) { return !uuid.empty() && g.uuid == uuid; });
-    if (gpu == sample.gpus.end()) continue;  // not on this host (or a region without UUIDs)
+    if (gpu == sample.gpus.end()) {  // not on this host (or a region without UUIDs)
+      unchecked.push_back(
+          {{"index", d},
+           {"reason", uuid.empty() ? std::string("the region records no UUID for it")
+                                   : "NVML lists no GPU " + Printable(uuid)}});
+      continue;
+    }
     std::vector<region::NvmlProcessUse> uses;
     for (const inventory::GpuProcess& p : gpu->processes)
       uses.push_back({pid_t(p.pid), p.used_bytes});
@@ -94,7 +106,10 @@ void CrossCheckNow(const region::Region& r, const InspectOptions& o, json& repor
                            "a driver loaded with dlmopen, a static binary or raw ioctls)"}});
     }
   }
-  out = {{"run", true}, {"nvml_library", o.nvml_library}, {"devices", devices}};
+  out = {{"run", true},
+         {"nvml_library", o.nvml_library},
+         {"devices", devices},
+         {"unchecked_devices", unchecked}};
 }
 
 std::string Str(const json& j) { return Printable(j.get<std::string>()); }
@@ -222,11 +237,19 @@ void PrintText(const json& j) {
   PrintIdentity(j);
 
   const json& cc = j["crosscheck"];
+  std::string not_checked;  // what the NVML cross-check did not cover; empty when it covered all
   if (cc["run"].get<bool>()) {
-    std::printf("\ncross-check: NVML (%s) against the books of %zu device(s)\n",
-                Str(cc["nvml_library"]).c_str(), cc["devices"].size());
+    std::printf("\ncross-check: NVML (%s) against the books of %zu of %d device(s)\n",
+                Str(cc["nvml_library"]).c_str(), cc["devices"].size(),
+                pol["device_count"].get<int>());
+    for (const json& u : cc["unchecked_devices"]) {
+      std::printf("  device %d not checked: %s\n", u["index"].get<int>(), Str(u["reason"]).c_str());
+      not_checked +=
+          (not_checked.empty() ? "device " : ", ") + std::to_string(u["index"].get<int>());
+    }
   } else {
-    std::printf("\ncross-check: not run now: %s\n", Str(cc["reason"]).c_str());
+    std::printf("\ncross-check: not made: %s\n", Str(cc["reason"]).c_str());
+    not_checked = "any device";
   }
 
   if (j.contains("repair")) {
@@ -238,18 +261,39 @@ void PrintText(const json& j) {
     }
   }
   const json& bad = j["inconsistencies"];
-  if (bad.empty()) {
-    std::printf("\ncheck: consistent\n");
+  if (bad.empty() && not_checked.empty()) {
+    std::printf(
+        "\ncheck: consistent (the region's own records, and NVML's view of every device)\n");
+  } else if (bad.empty()) {
+    std::printf(
+        "\ncheck: the region's own records are consistent; NVML's view was not checked for %s, "
+        "so that part is unknown\n",
+        not_checked.c_str());
   } else {
     std::printf("\ncheck: %zu inconsistenc%s\n", bad.size(), bad.size() == 1 ? "y" : "ies");
     for (const json& i : bad) std::printf("  %s\n", Str(i["message"]).c_str());
   }
 }
 
-int Inspect(const InspectOptions& o) {
+int Inspect(InspectOptions o) {
+  std::string named_by;  // where the caller's region came from, when no path was given
+  if (o.path.empty()) {
+    std::string problem;
+    std::optional<CallerRegion> mine = FindCallerRegion(&problem);
+    if (!mine) {
+      std::fputs(NoRegionGivenMessage("hami inspect", problem, ListVisibleRegions(o.hook_path),
+                                      o.hook_path)
+                     .c_str(),
+                 stderr);
+      return kExitUnusable;
+    }
+    o.path = mine->path;
+    named_by = " (" + mine->source + ")";
+  }
   auto opened = OpenExistingRegion(o.path, RegionAccess::kReadWriteElseReadOnly);
   if (!opened.ok()) {
-    std::fprintf(stderr, "hami inspect: %s\n", opened.error().message().c_str());
+    std::fprintf(stderr, "hami inspect: %s%s\n", opened.error().message().c_str(),
+                 named_by.c_str());
     return kExitUnusable;
   }
   // Reclaim first, so that what is printed is what stands afterwards.
@@ -273,7 +317,10 @@ int Inspect(const InspectOptions& o) {
     PrintText(report);
   }
   if (not_repaired) return kExitNotRepaired;
-  return report["inconsistencies"].empty() ? kExitConsistent : kExitInconsistent;
+  if (!report["inconsistencies"].empty()) return kExitInconsistent;
+  const json& cc = report["crosscheck"];
+  const bool cross_checked = cc["run"].get<bool>() && cc["unchecked_devices"].empty();
+  return cross_checked || o.no_nvml ? kExitConsistent : kExitNotCrossChecked;
 }
 
 }  // namespace
@@ -284,17 +331,32 @@ void AddInspectCommand(CLI::App& app) {
       "inspect",
       "Show a shared region: its policy, per-device usage and every process holding a slot, "
       "then check it.\n"
-      "Exit status: 0 consistent; 1 --repair was asked but the region could only be opened "
-      "read-only; 2 the region cannot be opened or fails validation; 3 inconsistencies found "
-      "(a dead owner's slot, slots that do not add up to a device's total, usage above a "
-      "limit, a policy conflict, a wedged lock, device memory NVML shows a process holding past "
-      "its books).\n"
-      "The NVML cross-check runs now when NVML can be opened (the host's PIDs are the slots'), "
-      "besides what libvgpu's own check recorded in the region.");
+      "Without REGION: the region your environment names (" +
+          std::string(limits::KeyName(limits::Key::kSharedCache)) + ", from " +
+          node::kLimitsFilePath +
+          " or the environment, as libvgpu reads it); when it names none, the regions this host "
+          "shows are listed, with owner and pod, and none is read.\n"
+          "Exit status: 0 consistent (with --no-nvml: the region's own records); 1 --repair was "
+          "asked but the region could only be opened read-only; 2 the region cannot be opened or "
+          "fails validation, or no REGION was given and the environment names none (the regions "
+          "this host shows are listed); 3 inconsistencies found (a dead owner's slot, slots that "
+          "do not add up to a device's total, usage above a limit, a policy conflict, a wedged "
+          "lock, "
+          "device memory NVML shows a process holding past its books); 4 no inconsistency found, "
+          "but the NVML cross-check could not be made for every device (NVML could not be opened "
+          "or "
+          "sampled, or does not list a device's UUID): that part is unknown.\n"
+          "The NVML cross-check runs now when NVML can be opened (the host's PIDs are the slots'), "
+          "besides what libvgpu's own check recorded in the region.");
+  inspect->add_option("REGION", options.path,
+                      std::string("the region file (e.g. ") + node::kDefaultSharedCache +
+                          "); default: the one your environment names");
   inspect
-      ->add_option("REGION", options.path,
-                   std::string("the region file (e.g. ") + node::kDefaultSharedCache + ")")
-      ->required();
+      ->add_option("--hook-path", options.hook_path,
+                   std::string("the device plugin's hook path, whose vgpu/containers are listed "
+                               "when no region is given (default ") +
+                       node::kDefaultHookPath + ")")
+      ->type_name("DIR");
   inspect->add_flag("--json", options.json, "print one JSON object instead of text");
   inspect->add_option("--nvml-library", options.nvml_library,
                       "the NVML library for the cross-check (a soname is searched)");

@@ -7,6 +7,11 @@
 
 namespace hami::cli {
 
+// `hami run` keeps its region in a directory of its own, <kRunDirParent>/<kRunDirPrefix>-XXXXXX
+// (common/temp_dir.h), removed when the command ends; `hami top` lists them.
+inline constexpr char kRunDirParent[] = "/tmp";
+inline constexpr char kRunDirPrefix[] = "hami-run";
+
 // The directory holding the simulated libcuda.so.1 and libnvidia-ml.so.1: $HAMI_SIM_LIBDIR,
 // else the first of <exe>/../lib/sim and <exe>/../lib/hami/sim that has libcuda.so.1.
 // Empty when none does.

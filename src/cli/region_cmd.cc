@@ -1,6 +1,7 @@
 // hami region set: the operator's explicit change of a region's limits and of its
 // processes' status. Every argument is checked (against the region too) before anything is
 // changed; running processes see the change at their next reservation.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -21,6 +22,12 @@ using region::CorePolicy;
 using region::SlotStatus;
 
 struct SetOptions {
+  std::string command = "hami region set";  // how messages name the command
+  // How messages name a slot argument: the flag of `region set`, SLOT for suspend and resume.
+  std::string suspend_label = "--suspend";
+  std::string resume_label = "--resume";
+  // `hami suspend|resume REGION all`: every slot holding a process, with this status.
+  std::optional<region::SlotStatus> all_slots;
   std::string path;
   std::vector<std::string> memory_limits;  // DEV=SIZE
   std::vector<std::string> sm_limits;      // DEV=PCT
@@ -190,8 +197,8 @@ Plan ParseArguments(const SetOptions& o, std::vector<std::string>* errors) {
   };
   on_off("--paused", o.paused_option, o.paused, &plan.paused);
   on_off("--utilization-switch", o.switch_option, o.utilization_switch, &plan.utilization_switch);
-  ParseSlots("--suspend", o.suspend, SlotStatus::kSuspended, &slots, &plan.statuses, errors);
-  ParseSlots("--resume", o.resume, SlotStatus::kRunning, &slots, &plan.statuses, errors);
+  ParseSlots(o.suspend_label, o.suspend, SlotStatus::kSuspended, &slots, &plan.statuses, errors);
+  ParseSlots(o.resume_label, o.resume, SlotStatus::kRunning, &slots, &plan.statuses, errors);
   return plan;
 }
 
@@ -304,32 +311,42 @@ Status Apply(region::Region& r, const Plan& plan) {
   return OkStatus();
 }
 
-int Set(const SetOptions& o) {
+int Set(SetOptions o) {
+  const char* cmd = o.command.c_str();
   std::vector<std::string> errors;
+  auto opened = OpenExistingRegion(o.path, RegionAccess::kReadWrite);
+  if (opened.ok() && o.all_slots) {
+    std::vector<std::string>& into = *o.all_slots == SlotStatus::kSuspended ? o.suspend : o.resume;
+    for (const region::SlotView& s : opened->region->Slots()) {
+      into.push_back(std::to_string(s.index));
+    }
+    if (into.empty()) {
+      std::printf("%s: no process holds a slot; nothing to change\n",
+                  opened->region->path().c_str());
+      return 0;
+    }
+  }
   Plan plan = ParseArguments(o, &errors);
-  if (errors.empty() && plan.empty()) {
+  if (errors.empty() && plan.empty() && opened.ok()) {
     errors.push_back(
         "nothing to change: give --memory-limit, --sm-limit, --priority, --core-policy, "
         "--paused, --utilization-switch, --suspend or --resume");
   }
-  auto opened = OpenExistingRegion(o.path, RegionAccess::kReadWrite);
   if (!opened.ok()) {
     errors.push_back(opened.error().message());
   } else {
     CheckAgainst(*opened->region, plan, &errors);
   }
   if (!errors.empty()) {
-    for (const std::string& e : errors) std::fprintf(stderr, "hami region set: %s\n", e.c_str());
-    std::fprintf(stderr, "hami region set: nothing was changed\n");
+    for (const std::string& e : errors) std::fprintf(stderr, "%s: %s\n", cmd, e.c_str());
+    std::fprintf(stderr, "%s: nothing was changed\n", cmd);
     return 2;
   }
   Status applied = Apply(*opened->region, plan);
   std::fflush(stdout);
   if (!applied.ok()) {
-    std::fprintf(stderr,
-                 "hami region set: %s\nhami region set: stopped; only the changes "
-                 "listed above were made\n",
-                 applied.error().message().c_str());
+    std::fprintf(stderr, "%s: %s\n%s: stopped; only the changes listed above were made\n", cmd,
+                 applied.error().message().c_str(), cmd);
     return 1;
   }
   return 0;
@@ -380,20 +397,39 @@ void AddRegionCommand(CLI::App& app) {
           ->type_name("SLOT"));
   set->callback([] { std::exit(Set(options)); });
 
-  // hami suspend|resume REGION SLOT...: the same as region set --suspend/--resume.
+  // hami suspend|resume REGION SLOT...|all: region set --suspend/--resume under its own name.
   for (const char* verb : {"suspend", "resume"}) {
     static SetOptions verb_options[2];
     static std::vector<std::string> slots[2];
     const int k = std::string_view(verb) == "suspend" ? 0 : 1;
     CLI::App* cmd = app.add_subcommand(
-        verb, k == 0 ? "Suspend processes of a region: their launches and allocations wait "
-                       "(no CPU) until resumed (slots as hami inspect lists them)"
-                     : "Resume suspended processes of a region");
+        verb, std::string(k == 0 ? "Suspend processes of a region: their launches and allocations "
+                                   "wait (no CPU) until resumed"
+                                 : "Resume suspended processes of a region") +
+                  " (slots as hami inspect lists them, or all: every process holding a slot).\n"
+                  "Exit status: 0 changed (or all, and no process holds a slot); 1 a change "
+                  "failed midway (those listed were made); 2 a bad argument or region, nothing "
+                  "changed.");
     cmd->add_option("REGION", verb_options[k].path, "the region file")->required();
-    cmd->add_option("SLOT", slots[k], "slots to change")->required();
-    cmd->callback([k] {
-      (k == 0 ? verb_options[k].suspend : verb_options[k].resume) = slots[k];
-      std::exit(Set(verb_options[k]));
+    cmd->add_option("SLOT", slots[k], "slots to change, or all")->required();
+    cmd->callback([k, verb] {
+      SetOptions& o = verb_options[k];
+      o.command = std::string("hami ") + verb;
+      o.suspend_label = o.resume_label = "SLOT";
+      const SlotStatus status = k == 0 ? SlotStatus::kSuspended : SlotStatus::kRunning;
+      if (std::find(slots[k].begin(), slots[k].end(), "all") != slots[k].end()) {
+        if (slots[k].size() != 1) {
+          std::fprintf(stderr,
+                       "%s: SLOT 'all' stands alone: give all, or slot numbers\n%s: nothing was "
+                       "changed\n",
+                       o.command.c_str(), o.command.c_str());
+          std::exit(2);
+        }
+        o.all_slots = status;
+      } else {
+        (k == 0 ? o.suspend : o.resume) = slots[k];
+      }
+      std::exit(Set(o));
     });
   }
 }

@@ -602,7 +602,7 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
     return fail(kExitSetupFailed, "libvgpu.so not found next to this hami (looked for " +
                                       ExecutableDir() + "/../lib/libvgpu.so)");
   }
-  TempDir dir("hami-run");
+  TempDir dir(kRunDirPrefix);
   if (!dir.ok()) {
     return fail(kExitSetupFailed,
                 std::string("cannot make a directory for the shared region in /tmp: ") +
@@ -668,6 +668,10 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
                  o.limits_file_mount
                      ? (std::string(", limits file mounted at ") + node::kLimitsFilePath).c_str()
                      : "");
+    std::fprintf(stderr,
+                 "hami: watch it from another shell: hami top %s (the region goes when the "
+                 "command ends)\n",
+                 dir.File("usage.cache").c_str());
   }
 
   auto program = FindProgram(cmd[0]);

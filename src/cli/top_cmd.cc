@@ -12,10 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/region_finder.h"
 #include "cli/region_report.h"
 #include "common/clock.h"
 #include "common/exit_status.h"
@@ -39,6 +41,7 @@ constexpr int kBarWidth = 25;
 
 struct TopOptions {
   std::string target;
+  std::string hook_path = node::kDefaultHookPath;
   std::string interval = "1";
   bool once = false;
   bool json = false;
@@ -197,15 +200,25 @@ int Top(const TopOptions& o) {
     return ExitStatusOf(interval_ns.error());
   }
   std::string source = o.target;
+  std::string named_by;  // where the caller's region came from, when no path was given
   if (source.empty()) {
-    const char* env = std::getenv(kRegionVariable);
-    source = env != nullptr && *env != '\0' ? env : kDefaultRegion;
+    std::string problem;
+    std::optional<CallerRegion> mine = FindCallerRegion(&problem);
+    if (!mine) {
+      std::fputs(
+          NoRegionGivenMessage("hami top", problem, ListVisibleRegions(o.hook_path), o.hook_path)
+              .c_str(),
+          stderr);
+      return kExitUsage;
+    }
+    source = mine->path;
+    named_by = " (" + mine->source + ")";
   }
   struct stat st;
   if (stat(source.c_str(), &st) != 0) {
-    std::fprintf(stderr, "hami top: %s: %s (give a region file or a directory holding them)\n",
-                 source.c_str(), std::strerror(errno));
-    return 2;
+    std::fprintf(stderr, "hami top: %s%s: %s (give a region file or a directory holding them)\n",
+                 source.c_str(), named_by.c_str(), std::strerror(errno));
+    return kExitUsage;
   }
   for (;;) {
     json frame = Collect(source);
@@ -230,11 +243,21 @@ void AddTopCommand(CLI::App& app) {
       "Watch shared regions live, like nvidia-smi for a container: memory used against each "
       "limit, SM limits and utilization, and the processes holding slots.\n"
       "Looks in REGION, or in every file named *.cache at most 4 levels below DIR (files "
-      "that fail validation are skipped, saying why). Default: $" +
-          std::string(kRegionVariable) + ", else " + kDefaultRegion +
-          ".\nExit status (--once): 0 a region was shown; 1 none was; 2 bad arguments or "
-          "nothing at the path.");
+      "that fail validation are skipped, saying why). Without one: the region your "
+      "environment names ($" +
+          std::string(kRegionVariable) + ", from " + node::kLimitsFilePath +
+          " or the environment, as libvgpu reads it); when it names none, the regions this host "
+          "shows (" +
+          kDefaultRegion +
+          ", hami run's, the device plugin's containers with their pods) are listed and none is "
+          "read.\nExit status (--once): 0 a region was shown; 1 none was; 2 bad arguments, "
+          "nothing at the path, or no region given and none named by the environment.");
   top->add_option("REGION|DIR", options.target, "a region file or a directory holding them");
+  top->add_option("--hook-path", options.hook_path,
+                  std::string("the device plugin's hook path, whose vgpu/containers are listed "
+                              "when no region is given (default ") +
+                      node::kDefaultHookPath + ")")
+      ->type_name("DIR");
   top->add_option("--interval", options.interval, "seconds between refreshes (default 1)")
       ->type_name("SECONDS");
   top->add_flag("--once", options.once, "print one frame and exit, without terminal escape codes");

@@ -5,6 +5,7 @@
 //
 // Two sides of a node:
 //   the host     <hook path>/vgpu/containers/<podUID>_<container>/usage.cache   (the region)
+//                <hook path>/vgpu/containers/<podUID>_<container>/pod.json      (node/pod_record.h)
 //                <hook path>/vgpu/containers/<podUID>_<container>.limits        (limits file)
 //                /var/run/hami/hostpid/broker.sock                  (the host-PID broker)
 //   a container  /overrideEnv                    (the limits file, bound read-only)

@@ -10,7 +10,7 @@ hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
 
 hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc
   DEPS hami::plugin_allocate hami::kube_node_lock hami::kube_client hami::kube_codec
-       hami::broker_node_prep hami::limits hami::node_paths hami::common
+       hami::broker_node_prep hami::limits hami::node_paths hami::node_pod_record hami::common
        nlohmann_json::nlohmann_json Threads::Threads)
 
 # Test support: the kubelet's side of the bind flow for many nodes, against each node's real

@@ -1,5 +1,6 @@
 #include "plugin/allocator.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -8,10 +9,12 @@
 #include <map>
 #include <utility>
 
+#include "common/file.h"
 #include "kube/annotations.h"
 #include "kube/node_lock.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
+#include "node/pod_record.h"
 
 namespace hami::plugin {
 namespace {
@@ -35,6 +38,16 @@ Status RecreateDirectory(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0777) != 0) return Error::FromErrno("mkdir " + dir);
   if (::chmod(dir.c_str(), 0777) != 0) return Error::FromErrno("chmod " + dir);
   return OkStatus();
+}
+
+// Writes the pod record (node/pod_record.h) into the container's directory, mode 0644.
+Status WritePodRecord(const std::string& dir, const kube::Pod& pod, const std::string& container) {
+  const std::string path = dir + "/" + node::kPodRecordFileName;
+  auto fd = OpenRegularFile(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (!fd.ok()) return std::move(fd).error();
+  if (::fchmod(fd->get(), 0644) != 0) return Error::FromErrno("chmod " + path);
+  return WriteAll(fd->get(), node::PodRecordText({pod.metadata.ns, pod.metadata.name,
+                                                  pod.metadata.uid, container}));
 }
 
 }  // namespace
@@ -206,6 +219,11 @@ Status Allocator::Apply(const kube::Pod& pod, const AllocatePlan& plan) {
     if (c.container_dir.empty()) continue;
     if (Status s = RecreateDirectory(c.container_dir); !s.ok()) {
       return std::move(s).error().Context("container " + c.container + " of pod " + PodName(pod));
+    }
+    if (Status s = WritePodRecord(c.container_dir, pod, c.container); !s.ok()) {
+      // A label for people, not a limit: the container runs without it.
+      Log("plugin event=pod_record_failed pod=" + PodName(pod) + " container=" + c.container +
+          " error=\"" + s.error().message() + "\"");
     }
     if (!c.limits_path.empty()) {
       HAMI_TRY(limits::PublishLimitsFile(c.limits_path, c.limits, options_.publish));

@@ -6,8 +6,10 @@
 //   2. decide (plugin::Allocate);
 //   3. prepare /tmp/vgpulock (broker::PrepareLockDirectory: root-owned, 01777, no symlink)
 //      unless every container is MIG; recreate each container's directory
-//      <hook>/vgpu/containers/<podUID>_<container> (mode 0777, as HAMi); in file mode publish
-//      its limits file atomically (limits::PublishLimitsFile: no partial file on failure);
+//      <hook>/vgpu/containers/<podUID>_<container> (mode 0777, as HAMi) and write its pod
+//      record (node/pod_record.h: the pod's namespace and name, for `hami top`; a failure is
+//      logged, not returned); in file mode publish its limits file atomically
+//      (limits::PublishLimitsFile: no partial file on failure);
 //   4. patch the pod (merge patch): the new hami.io/vgpu-devices-to-allocate, and
 //      hami.io/bind-phase: success when no chunk is left; then release the node lock
 //      (kube::NodeLocker::Unlock; a failure to release is logged, not returned: the lock

@@ -137,6 +137,12 @@ TEST_F(AllocatorTest, HappyPathPublishesTheFileMarksSuccessAndReleasesTheLock) {
   ASSERT_EQ(::stat(ContainerDir().c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0777u);
+  // The pod record names the pod the directory (named by UID) belongs to.
+  EXPECT_EQ(ReadAll(ContainerDir() + "/pod.json"),
+            "{\"container\":\"main\",\"name\":\"gpu-pod\",\"namespace\":\"default\",\"uid\":\"" +
+                uid_ + "\"}\n");
+  ASSERT_EQ(::stat((ContainerDir() + "/pod.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
   ASSERT_EQ(::lstat((lock_parent_.path() + "/vgpulock").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 01777u);
   EXPECT_EQ(PodAnnotation("hami.io/bind-phase"), "success");

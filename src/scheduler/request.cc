@@ -38,6 +38,63 @@ Result<int64_t> WholeNumber(const Found& f, std::string_view name, std::string_v
   return v;
 }
 
+constexpr int64_t kBytesPerMiB = int64_t{1} << 20;
+
+// The quantity as a plain decimal when it has a fraction ("1.5" for 1500m), for messages.
+std::string PlainDecimal(const kube::Quantity& q) {
+  const int64_t milli = q.MilliValue();
+  std::string whole = std::to_string(milli / 1000);
+  if (milli < 0 && milli / 1000 == 0) whole = "-0";
+  std::string fraction = std::to_string((milli < 0 ? -milli : milli) % 1000);
+  fraction.insert(0, 3 - fraction.size(), '0');
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  return fraction.empty() ? whole : whole + "." + fraction;
+}
+
+// The letters after the digits of a decimal or binary quantity's canonical text: "Mi" of
+// "500Mi", "" of "3000".
+std::string_view SuffixOf(std::string_view canonical) {
+  size_t i = canonical.size();
+  while (i > 0 && (canonical[i - 1] < '0' || canonical[i - 1] > '9')) --i;
+  return canonical.substr(i);
+}
+
+// The memory resource: a plain, non-negative integer count of MiB. The API server writes a
+// plain count that ends in 000 with the suffix k ("3000" reaches the webhook and the
+// scheduler as "3k"), so k counts as plain; every other suffix (Ki..Ei, M..E, an exponent)
+// is refused with the count of MiB the quantity is as bytes, rounded up.
+Result<int64_t> MemoryMib(const Found& f, std::string_view name, std::string_view what) {
+  const kube::Quantity& q = *f.quantity;
+  const std::string text = q.ToString();
+  const std::string unit = MemoryUnitNote(name);
+  auto fail = [&](const std::string& why) {
+    return Error(ErrorCode::kInvalidArgument, std::string(what) + ": resources." + f.section + "." +
+                                                  std::string(name) + ": " + text + " " + why);
+  };
+  if (q.Sign() < 0) return fail("is negative: " + unit);
+  if (q.MilliValue() % 1000 != 0) {
+    return fail("(" + PlainDecimal(q) + ") is not a whole number: " + unit);
+  }
+  const std::string suffix(SuffixOf(text));
+  const bool plain =
+      q.format() == kube::QuantityFormat::kDecimalSI && (suffix.empty() || suffix == "k");
+  const int64_t v = q.Value();
+  if (!plain) {
+    const int64_t mib = v / kBytesPerMiB + (v % kBytesPerMiB != 0 ? 1 : 0);
+    const std::string written = q.format() == kube::QuantityFormat::kDecimalExponent
+                                    ? "is written with an exponent"
+                                    : "has a unit suffix (" + suffix + ")";
+    return fail(written + ", but " + std::string(name) + " is a plain integer count of MiB (" +
+                text + " would ask for " + std::to_string(v) + " MiB): for " + text +
+                " of memory write " + std::to_string(mib) +
+                (v % kBytesPerMiB != 0 ? " (rounded up)" : ""));
+  }
+  if (v > kInt32Max) {
+    return fail("is out of range 0.." + std::to_string(kInt32Max) + ": " + unit);
+  }
+  return v;
+}
+
 }  // namespace
 
 bool PodRequest::RequestsGpus() const {
@@ -92,7 +149,7 @@ Result<ContainerRequest> ParseContainerRequest(const kube::Container& container,
 
   int64_t mem_mib = 0;
   if (mem.quantity != nullptr) {
-    mem_mib = HAMI_TRY(WholeNumber(mem, config.resource_memory_name, what, 0, kInt32Max));
+    mem_mib = HAMI_TRY(MemoryMib(mem, config.resource_memory_name, what));
     mem_mib *= config.memory_factor;
     if (mem_mib > kInt32Max) {
       return Error(ErrorCode::kInvalidArgument,
@@ -119,6 +176,11 @@ Result<ContainerRequest> ParseContainerRequest(const kube::Container& container,
         static_cast<int32_t>(HAMI_TRY(WholeNumber(cores, config.resource_core_name, what, 0, 100)));
   }
   return r;
+}
+
+std::string MemoryUnitNote(std::string_view memory_resource) {
+  return std::string(memory_resource) +
+         " is a plain integer count of MiB (write 3000 for 3000 MiB)";
 }
 
 std::string DescribePod(const kube::ObjectMeta& meta) {

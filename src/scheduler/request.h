@@ -19,6 +19,15 @@
 //   150 is out of range 0..100
 // A quantity that does not parse is named the same way (kube/quantity.h's message).
 //
+// gpumem is a plain integer count of MiB, 0..2^31-1. The API server writes a plain count
+// ending in 000 with the suffix k (3000 arrives as "3k"), so "k" reads as a count; any other
+// suffix (Ki, Mi, Gi, Ti, Pi, Ei, M, G, T, P, E, m, u, n) or an exponent is refused, and so
+// are negative and fractional values. The error says the unit and, for a suffix, what to
+// write: the quantity read as bytes, in MiB, rounded up:
+//   resources.limits.nvidia.com/gpumem: 2Gi has a unit suffix (Gi), but nvidia.com/gpumem is
+//   a plain integer count of MiB (2Gi would ask for 2147483648 MiB): for 2Gi of memory write
+//   2048
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -73,6 +82,10 @@ Result<ContainerRequest> ParseContainerRequest(const kube::Container& container,
                                                const config::DeviceConfig& config,
                                                std::string_view what);
 Result<PodRequest> ParsePodRequest(const kube::Pod& pod, const config::DeviceConfig& config);
+
+// "nvidia.com/gpumem is a plain integer count of MiB (write 3000 for 3000 MiB)": what every
+// refusal of a memory quantity says about its unit.
+std::string MemoryUnitNote(std::string_view memory_resource);
 
 // "Pod default/x" (or "Pod (no name)"): how messages name a pod.
 std::string DescribePod(const kube::ObjectMeta& meta);

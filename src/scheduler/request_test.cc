@@ -154,7 +154,8 @@ TEST(Request, ErrorsNameThePodContainerAndResource) {
             "resources.limits.nvidia.com/gpu: -1 is out of range 0..1024");
   EXPECT_EQ(ErrorOf(PodWith({}, {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-5"}})),
             "Pod default/x: container \"main\" (spec.containers[0]): "
-            "resources.requests.nvidia.com/gpumem: -5 is out of range 0..2147483647");
+            "resources.requests.nvidia.com/gpumem: -5 is negative: nvidia.com/gpumem is a plain "
+            "integer count of MiB (write 3000 for 3000 MiB)");
   EXPECT_EQ(ErrorOf(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "0"}})),
             "Pod default/x: container \"main\" (spec.containers[0]): "
             "resources.limits.nvidia.com/gpumem-percentage: 0 is out of range 1..100");
@@ -175,6 +176,47 @@ TEST(Request, ErrorsNameThePodContainerAndResource) {
   EXPECT_EQ(ErrorOf(init),
             "Pod default/x: container \"setup\" (spec.initContainers[0]): "
             "resources.limits.nvidia.com/gpucores: 101 is out of range 0..100");
+}
+
+TEST(Request, MemoryIsAPlainCountOfMibAndSuffixesAreRefusedWithWhatToWrite) {
+  auto mem = [](const std::string& text) {
+    return ErrorOf(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", text}}));
+  };
+  const std::string prefix =
+      "Pod default/x: container \"main\" (spec.containers[0]): "
+      "resources.limits.nvidia.com/gpumem: ";
+  EXPECT_EQ(mem("2Gi"), prefix +
+                            "2Gi has a unit suffix (Gi), but nvidia.com/gpumem is a plain integer "
+                            "count of MiB (2Gi would ask for 2147483648 MiB): for 2Gi of memory "
+                            "write 2048");
+  EXPECT_EQ(mem("500Mi"), prefix +
+                              "500Mi has a unit suffix (Mi), but nvidia.com/gpumem is a plain "
+                              "integer count of MiB (500Mi would ask for 524288000 MiB): for "
+                              "500Mi of memory write 500");
+  EXPECT_EQ(mem("3G"), prefix +
+                           "3G has a unit suffix (G), but nvidia.com/gpumem is a plain integer "
+                           "count of MiB (3G would ask for 3000000000 MiB): for 3G of memory "
+                           "write 2862 (rounded up)");
+  EXPECT_EQ(mem("1e3"), prefix +
+                            "1e3 is written with an exponent, but nvidia.com/gpumem is a plain "
+                            "integer count of MiB (1e3 would ask for 1000 MiB): for 1e3 of memory "
+                            "write 1 (rounded up)");
+  EXPECT_EQ(mem("1.5"), prefix +
+                            "1500m (1.5) is not a whole number: nvidia.com/gpumem is a plain "
+                            "integer count of MiB (write 3000 for 3000 MiB)");
+  EXPECT_EQ(mem("2147484k"), prefix +
+                                 "2147484k is out of range 0..2147483647: nvidia.com/gpumem is a "
+                                 "plain integer count of MiB (write 3000 for 3000 MiB)");
+  EXPECT_EQ(mem("-1"), prefix +
+                           "-1 is negative: nvidia.com/gpumem is a plain integer count of MiB "
+                           "(write 3000 for 3000 MiB)");
+  // A plain count, as written and as the API server rewrites one ending in 000 ("3000" is
+  // "3k"), is MiB; so is a count in thousandths that is whole.
+  EXPECT_EQ(Only(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}})).mem_mib, 3000);
+  EXPECT_EQ(Only(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3k"}})).mem_mib, 3000);
+  EXPECT_EQ(Only(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "2048"}})).mem_mib, 2048);
+  EXPECT_EQ(Only(PodWith({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "0"}})).mem_percentage,
+            100);
 }
 
 TEST(Request, ZeroCountWithoutSharesRequestsNothing) {

@@ -19,7 +19,6 @@
 #include "common/temp_dir.h"
 #include "kube/annotations.h"
 #include "kube/client.h"
-#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "plugin/kubelet_driver.h"
@@ -28,6 +27,7 @@
 #include "scheduler/test_cluster.h"
 #include "sim/kube/api_server.h"
 #include "sim/kube/scheduler_standin.h"
+#include "support/kube_control.h"
 
 namespace hami::scheduler {
 namespace {
@@ -685,6 +685,17 @@ TEST_F(SchedulerIntegration, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) 
                              "'1.5.3'"),
             std::string::npos)
       << error_of(a);
+  // Memory with a Kubernetes unit (a pod the webhook did not see): the reason says MiB.
+  json with_unit = GpuPod({.name = "u"});
+  with_unit["metadata"]["namespace"] = "default";
+  with_unit["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "2Gi";
+  a = Post(port, "/filter", Args(with_unit, {"n1"}));
+  EXPECT_EQ(a.status, 400);
+  EXPECT_NE(error_of(a).find("resources.limits.nvidia.com/gpumem: 2Gi has a unit suffix (Gi), "
+                             "but nvidia.com/gpumem is a plain integer count of MiB"),
+            std::string::npos)
+      << error_of(a);
+  EXPECT_NE(error_of(a).find("for 2Gi of memory write 2048"), std::string::npos) << error_of(a);
   json bad_policy = GpuPod({.name = "bp", .annotations = {{"hami.io/gpu-scheduler-policy", "x"}}});
   a = Post(port, "/filter", Args(bad_policy, {"n1"}));
   EXPECT_EQ(a.status, 400);

@@ -333,6 +333,27 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
       !patched["metadata"].contains("namespace")) {
     patched["metadata"]["namespace"] = ns;  // for messages: creates may leave it to the URL
   }
+  // A memory quantity that does not parse is named with its unit, beside what is wrong.
+  for (const ContainerRef& c : containers) {
+    for (std::string_view section : {"limits", "requests"}) {
+      const json* s = Section(*c.container, section);
+      if (s == nullptr) continue;
+      auto it = s->find(config.resource_memory_name);
+      if (it == s->end() || !(it->is_string() || it->is_number())) continue;
+      const std::string text = it->is_string() ? it->get<std::string>() : it->dump();
+      auto q = kube::ParseQuantity(text, "");
+      if (q.ok()) continue;
+      kube::ObjectMeta meta;
+      meta.ns = ns;
+      if (auto m = pod.find("metadata"); m != pod.end() && m->is_object()) {
+        if (auto n = m->find("name"); n != m->end() && n->is_string())
+          meta.name = n->get<std::string>();
+      }
+      return Deny(400, DescribePod(meta) + ": " + c.field + ".resources." + std::string(section) +
+                           "." + config.resource_memory_name + ": " + q.error().message() + ": " +
+                           MemoryUnitNote(config.resource_memory_name));
+    }
+  }
   auto typed = kube::ParsePod(patched);
   if (!typed.ok()) return Deny(400, typed.error().message());
   auto request = ParsePodRequest(*typed, config);

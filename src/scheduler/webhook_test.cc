@@ -369,6 +369,61 @@ TEST_F(WebhookTest, DeniesValuesTheSchedulerCannotReadNamingThem) {
       << DenialMessage(prio);
 }
 
+// gpumem is MiB: a Kubernetes memory quantity is refused, saying the unit and what to write.
+TEST_F(WebhookTest, DeniesGpumemWithAUnitOrThatIsNotACountSayingItIsMibAndWhatToWrite) {
+  const std::string where =
+      "Pod default/train: container \"main\" (spec.containers[0]): "
+      "resources.limits.nvidia.com/gpumem: ";
+  struct Case {
+    json value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"3000Mi", where + "3000Mi has a unit suffix (Mi), but nvidia.com/gpumem is a plain "
+                         "integer count of MiB (3000Mi would ask for 3145728000 MiB): for 3000Mi "
+                         "of memory write 3000"},
+      {"2Gi", where + "2Gi has a unit suffix (Gi), but nvidia.com/gpumem is a plain integer "
+                      "count of MiB (2Gi would ask for 2147483648 MiB): for 2Gi of memory write "
+                      "2048"},
+      {"3G", where + "3G has a unit suffix (G), but nvidia.com/gpumem is a plain integer count "
+                     "of MiB (3G would ask for 3000000000 MiB): for 3G of memory write 2862 "
+                     "(rounded up)"},
+      {"500Mi", where + "500Mi has a unit suffix (Mi), but nvidia.com/gpumem is a plain integer "
+                        "count of MiB (500Mi would ask for 524288000 MiB): for 500Mi of memory "
+                        "write 500"},
+      {1.5, where + "1500m (1.5) is not a whole number: nvidia.com/gpumem is a plain integer "
+                    "count of MiB (write 3000 for 3000 MiB)"},
+      {"-1", where + "-1 is negative: nvidia.com/gpumem is a plain integer count of MiB (write "
+                     "3000 for 3000 MiB)"},
+  };
+  for (const Case& c : cases) {
+    Answer a = Admit(
+        Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", c.value}})}), ctx_);
+    EXPECT_FALSE(Allowed(a)) << c.value;
+    EXPECT_EQ(a.response["status"]["code"], 400) << c.value;
+    EXPECT_EQ(DenialMessage(a), c.message);
+  }
+  Answer abc = Admit(
+      Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "abc"}})}), ctx_);
+  EXPECT_EQ(abc.response["status"]["code"], 400);
+  const std::string text = DenialMessage(abc);
+  EXPECT_EQ(text.rfind("Pod default/train: spec.containers[0].resources.limits.nvidia.com/gpumem: "
+                       "quantity 'abc'",
+                       0),
+            0u)
+      << text;
+  EXPECT_TRUE(
+      text.ends_with(": nvidia.com/gpumem is a plain integer count of MiB (write 3000 "
+                     "for 3000 MiB)"))
+      << text;
+  // A plain count is admitted, as is the form the API server gives one that ends in 000.
+  for (const char* ok : {"3000", "3k", "2048"}) {
+    Answer a =
+        Admit(Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", ok}})}), ctx_);
+    EXPECT_TRUE(Allowed(a)) << ok << ": " << DenialMessage(a);
+  }
+}
+
 TEST_F(WebhookTest, NamespaceLookupFailureFailsTheReviewAndNotFoundIsNoQuota) {
   json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}})});
   ctx_.lookup_namespace = [](std::string_view) -> Result<NamespaceView> {

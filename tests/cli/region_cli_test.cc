@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -187,7 +188,7 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   ASSERT_EQ(r->Reserve(0, 60 * kMiB, UsageKind::kData), Admission::kOk);
   ASSERT_EQ(r->Reserve(0, 4 * kMiB, UsageKind::kContext), Admission::kOk);
 
-  Outcome o = Hami({"inspect", path_});
+  Outcome o = Hami({"inspect", "--no-nvml", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
   EXPECT_THAT(o.out, HasSubstr("layout   2.4, fingerprint 0x"));
@@ -205,7 +206,9 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   EXPECT_THAT(o.out, ContainsRegex(std::to_string(r->slot()) + " +live +yes +" +
                                    std::to_string(getpid()) + " +4242 +broker +running +" +
                                    ProcessComm() + " +20[0-9-]+T[0-9:]+Z +0: 64.0 MiB, 1: 0 B"));
-  EXPECT_THAT(o.out, HasSubstr("check: consistent"));
+  EXPECT_THAT(
+      o.out,
+      HasSubstr("check: the region's own records are consistent; NVML's view was not checked"));
 }
 
 TEST_F(RegionCliTest, InspectJsonCarriesTheSameFactsInStableFields) {
@@ -216,7 +219,7 @@ TEST_F(RegionCliTest, InspectJsonCarriesTheSameFactsInStableFields) {
   ASSERT_EQ(r->Reserve(0, 60 * kMiB, UsageKind::kData), Admission::kOk);
   ASSERT_EQ(r->Reserve(1, 4 * kMiB, UsageKind::kPool), Admission::kOk);
 
-  Outcome o = Hami({"inspect", path_, "--json"});
+  Outcome o = Hami({"inspect", "--no-nvml", path_, "--json"});
   ASSERT_EQ(o.status, 0) << o.out;
   nlohmann::json j = Json(o);
   EXPECT_EQ(j["file"], path_);
@@ -268,7 +271,7 @@ TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
   ASSERT_NE(r, nullptr);
   ASSERT_GT(dead, 0);
 
-  Outcome o = Hami({"inspect", path_});
+  Outcome o = Hami({"inspect", "--no-nvml", path_});
   EXPECT_EQ(o.status, 3) << o.out;
   EXPECT_THAT(o.out, ContainsRegex(std::to_string(dead_slot) + " +live +no +" +
                                    std::to_string(dead) + " +- +unknown +running +doomed"));
@@ -276,25 +279,25 @@ TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
   EXPECT_THAT(o.out, HasSubstr("check: 1 inconsistency"));
   EXPECT_THAT(o.out, HasSubstr("slot " + std::to_string(dead_slot) + ": its owner (pid " +
                                std::to_string(dead) + ", doomed) is gone"));
-  nlohmann::json j = Json(Hami({"inspect", "--json", path_}));
+  nlohmann::json j = Json(Hami({"inspect", "--no-nvml", "--json", path_}));
   ASSERT_EQ(j["inconsistencies"].size(), 1u);
   EXPECT_EQ(j["inconsistencies"][0]["kind"], "dead_owner");
   EXPECT_EQ(j["inconsistencies"][0]["slot"], dead_slot);
   EXPECT_TRUE(j["inconsistencies"][0]["device"].is_null());
   EXPECT_EQ(r->Slots().size(), 2u) << "inspect without --repair changes nothing";
 
-  Outcome repaired = Hami({"inspect", path_, "--repair"});
+  Outcome repaired = Hami({"inspect", "--no-nvml", path_, "--repair"});
   EXPECT_EQ(repaired.status, 0) << repaired.out;
   EXPECT_THAT(repaired.out, HasSubstr("repair: reclaimed 1 dead slot(s)"));
   EXPECT_THAT(repaired.out, HasSubstr("8.0 MiB / 1.0 GiB"));
-  EXPECT_THAT(repaired.out, HasSubstr("check: consistent"));
+  EXPECT_THAT(repaired.out, HasSubstr("check: the region's own records are consistent"));
   EXPECT_EQ(r->Snapshot(0).used_bytes, 8 * kMiB);
   ASSERT_EQ(r->Slots().size(), 1u);
   EXPECT_EQ(r->Slots()[0].pid, getpid());
 
-  nlohmann::json again = Json(Hami({"inspect", path_, "--repair", "--json"}));
+  nlohmann::json again = Json(Hami({"inspect", "--no-nvml", path_, "--repair", "--json"}));
   EXPECT_EQ(again["repair"]["reclaimed"], 0);
-  EXPECT_EQ(Hami({"inspect", path_}).status, 0);
+  EXPECT_EQ(Hami({"inspect", "--no-nvml", path_}).status, 0);
 }
 
 // What libvgpu's NVML cross-check recorded (memory NVML shows past a process's books) is an
@@ -317,7 +320,7 @@ TEST_F(RegionCliTest, InspectReportsMemoryHeldPastTheBooksAndExitsThree) {
   EXPECT_THAT(o.out,
               HasSubstr("holds 2.1 GiB as NVML counts it but its books say 60.0 MiB: 2.0 GiB (" +
                         std::to_string(2048 * kMiB) + " bytes) unaccounted"));
-  EXPECT_THAT(o.out, HasSubstr("cross-check: not run now: --no-nvml"));
+  EXPECT_THAT(o.out, HasSubstr("cross-check: not made: --no-nvml"));
   nlohmann::json j = Json(Hami({"inspect", "--json", "--no-nvml", path_}));
   EXPECT_EQ(j["devices"][0]["crosscheck"]["unaccounted_bytes"], 2048 * kMiB);
   EXPECT_EQ(j["devices"][0]["crosscheck"]["largest_host_pid"], 4242);
@@ -348,16 +351,16 @@ TEST_F(RegionCliTest, AForgedLockWordIsReportedNeverWaitedOnForever) {
   *word = int(getpid());
   const std::string wedged = "device 0 locked by pid " + std::to_string(getpid());
 
-  Outcome o = Hami({"inspect", path_});
+  Outcome o = Hami({"inspect", "--no-nvml", path_});
   EXPECT_EQ(o.status, 3) << o.out;
   EXPECT_THAT(o.out, HasSubstr(wedged));
   EXPECT_THAT(o.out, HasSubstr("wedged?"));
-  nlohmann::json j = Json(Hami({"inspect", "--json", path_}));
+  nlohmann::json j = Json(Hami({"inspect", "--no-nvml", "--json", path_}));
   bool listed = false;
   for (const auto& i : j["inconsistencies"]) listed |= i["kind"] == "wedged_lock";
   EXPECT_TRUE(listed) << j.dump();
 
-  Outcome repaired = Hami({"inspect", path_, "--repair"});
+  Outcome repaired = Hami({"inspect", "--no-nvml", path_, "--repair"});
   EXPECT_EQ(repaired.status, 3) << repaired.out;
   EXPECT_THAT(repaired.out, HasSubstr("repair: reclaimed 0 dead slot(s)"))
       << "the dead slot keeps its usage while its device cannot be locked";
@@ -368,7 +371,7 @@ TEST_F(RegionCliTest, AForgedLockWordIsReportedNeverWaitedOnForever) {
   EXPECT_EQ(r->MemoryLimit(0), 2 * kGiB);
 
   *word = 0;  // let go, so this handle and the next inspect may lock again
-  Outcome after = Hami({"inspect", path_, "--repair"});
+  Outcome after = Hami({"inspect", "--no-nvml", path_, "--repair"});
   EXPECT_THAT(after.out, HasSubstr("repair: reclaimed 1 dead slot(s)")) << after.out;
   EXPECT_EQ(after.status, 0) << after.out;
 }
@@ -400,7 +403,7 @@ TEST_F(RegionCliTest, InspectRefusesWhatIsNotARegionNamingTheFile) {
   };
   for (const auto& [file, why] : cases) {
     for (const char* format : {"--repair", "--json"}) {
-      Outcome o = Hami({"inspect", file, format});
+      Outcome o = Hami({"inspect", "--no-nvml", file, format});
       EXPECT_EQ(o.status, 2) << file << ": " << o.out;
       EXPECT_THAT(o.out, StartsWith("hami inspect: "));
       EXPECT_THAT(o.out, HasSubstr(file));
@@ -415,7 +418,7 @@ TEST_F(RegionCliTest, InspectRefusesADeviceCountTheLayoutCannotHold) {
   Poke32(path_,
          offsetof(region::layout::File, policy) + offsetof(region::layout::Policy, device_count),
          99);
-  Outcome o = Hami({"inspect", path_, "--repair"});
+  Outcome o = Hami({"inspect", "--no-nvml", path_, "--repair"});
   EXPECT_EQ(o.status, 2) << o.out;
   EXPECT_THAT(o.out, HasSubstr("hami inspect: shared region " + path_ +
                                ": its policy counts 99 devices, more than the 16"));
@@ -436,11 +439,11 @@ TEST_F(RegionCliTest, InspectOpensReadOnlyWhenItMayNotWriteAndThenCannotRepair) 
   } else {
     ASSERT_EQ(chmod(path_.c_str(), 0444), 0);
   }
-  Outcome o = HamiWith(as_reader, {"inspect", path_});
+  Outcome o = HamiWith(as_reader, {"inspect", "--no-nvml", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("(opened read-only)"));
   EXPECT_THAT(o.out, ContainsRegex("live +yes +" + std::to_string(getpid())));
-  Outcome repair = HamiWith(as_reader, {"inspect", path_, "--repair"});
+  Outcome repair = HamiWith(as_reader, {"inspect", "--no-nvml", path_, "--repair"});
   EXPECT_EQ(repair.status, 1) << repair.out;
   EXPECT_THAT(repair.out,
               HasSubstr("repair: not done: " + path_ + " could only be opened read-only"));
@@ -552,6 +555,68 @@ TEST_F(RegionCliTest, TopReadsTheRegionTheEnvironmentNamesByDefault) {
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr(path_ + ": 1 region"));
   EXPECT_THAT(o.out, ContainsRegex("- +" + std::to_string(getpid()) + " +- +" + ProcessComm()));
+}
+
+TEST_F(RegionCliTest, InspectReadsTheRegionTheEnvironmentNamesByDefault) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->Register().ok());
+  Outcome o = Hami({"inspect", "--no-nvml"}, {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", path_}});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
+  // A region the environment names but nobody has made yet: said so, naming where it came from.
+  Outcome missing =
+      Hami({"inspect", "--no-nvml"}, {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/none.cache"}});
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr(dir_ + "/none.cache"));
+  EXPECT_THAT(missing.out, HasSubstr("(CUDA_DEVICE_MEMORY_SHARED_CACHE in the environment)"));
+  Outcome top_missing =
+      Hami({"top", "--once"}, {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/none.cache"}});
+  EXPECT_EQ(top_missing.status, 2) << top_missing.out;
+  EXPECT_THAT(top_missing.out,
+              HasSubstr(dir_ + "/none.cache (CUDA_DEVICE_MEMORY_SHARED_CACHE in the environment): "
+                               "No such file or directory"));
+}
+
+// Without a path and with no region in the caller's environment, top and inspect read none:
+// they list the regions this host shows (the device plugin's, by pod) and whose they are.
+TEST_F(RegionCliTest, WithoutAPathOrARegionOfTheirOwnTopAndInspectListRegionsAndReadNone) {
+  const std::string hook = dir_ + "/hook";
+  const std::string containers = hook + "/vgpu/containers";
+  const std::string uid_a = "11111111-0000-4000-8000-00000000000a";
+  const std::string uid_b = "22222222-0000-4000-8000-00000000000b";
+  ASSERT_NE(Make(containers + "/" + uid_a + "_main/usage.cache"), nullptr);
+  ASSERT_NE(Make(containers + "/" + uid_b + "_side/usage.cache"), nullptr);
+  WriteFile(containers + "/" + uid_a + "_main/pod.json",
+            R"({"container":"main","name":"train","namespace":"team-a","uid":")" + uid_a + R"("})");
+  WriteFile(containers + "/" + uid_b + "_side.limits", "HAMI_LIMITS_FORMAT=1\n");
+  struct passwd* me = getpwuid(geteuid());
+  ASSERT_NE(me, nullptr);
+  const std::string owner = std::string("owner ") + me->pw_name;
+
+  for (const char* command : {"top", "inspect"}) {
+    std::vector<std::string> args = {command, "--hook-path", hook};
+    args.push_back(std::string(command) == "top" ? "--once" : "--no-nvml");
+    Outcome o = Hami(args);
+    const std::string prefix = std::string("hami ") + command + ": ";
+    EXPECT_EQ(o.status, 2) << o.out;
+    EXPECT_THAT(o.out, HasSubstr(prefix + "no region given, and CUDA_DEVICE_MEMORY_SHARED_CACHE "
+                                          "names none here"));
+    EXPECT_THAT(o.out, HasSubstr(prefix + "regions on this host:\n"));
+    EXPECT_THAT(o.out, HasSubstr("  " + containers + "/" + uid_a + "_main/usage.cache  " + owner +
+                                 "  pod team-a/train (container main, pod UID " + uid_a + ")\n"));
+    EXPECT_THAT(o.out, HasSubstr("  " + containers + "/" + uid_b + "_side/usage.cache  " + owner +
+                                 "  pod UID " + uid_b + ", container side (no pod record)\n"));
+    EXPECT_THAT(o.out, HasSubstr(prefix + "give one: hami " + command + " REGION\n"));
+    // Nothing was read: no frame, no report.
+    EXPECT_THAT(o.out, Not(HasSubstr("hami top  ")));
+    EXPECT_THAT(o.out, Not(HasSubstr("file     ")));
+  }
+  // An empty hook path: the places looked at are named.
+  Outcome none = Hami({"top", "--once", "--hook-path", dir_ + "/no-hook"});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_THAT(none.out, ContainsRegex("no region found \\(looked at .*" + dir_ +
+                                      "/no-hook/vgpu/containers\\)|regions on this host"));
 }
 
 TEST_F(RegionCliTest, TopRejectsABadIntervalAndAMissingPathNamingThem) {
@@ -690,7 +755,8 @@ TEST_F(RegionCliTest, RegionSetSuspendsAndResumesSlots) {
                                ", holder): running -> suspended"));
   EXPECT_EQ(status_of(mine), SlotStatus::kSuspended);
   EXPECT_EQ(status_of(theirs), SlotStatus::kSuspended);
-  EXPECT_THAT(Hami({"inspect", path_}).out, ContainsRegex("holder +suspended|suspended +holder"));
+  EXPECT_THAT(Hami({"inspect", "--no-nvml", path_}).out,
+              ContainsRegex("holder +suspended|suspended +holder"));
 
   Outcome resumed = Hami({"region", "set", path_, "--resume", std::to_string(theirs)});
   ASSERT_EQ(resumed.status, 0) << resumed.out;
@@ -717,6 +783,74 @@ TEST_F(RegionCliTest, SuspendAndResumeCommandsChangeSlotsAsRegionSetDoes) {
   EXPECT_THAT(bad.out, HasSubstr("slot 77 holds no process"));
 }
 
+TEST_F(RegionCliTest, SuspendAndResumeAllChangeEveryProcessOfTheRegion) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  int mine = *r->Register();
+  int theirs = -1;
+  ASSERT_GT(Holder(path_, "holder", 0, kMiB, /*stay=*/true, &theirs), 0);
+  auto statuses = [&] {
+    std::vector<SlotStatus> out;
+    for (const region::SlotView& s : r->Slots()) out.push_back(s.status);
+    return out;
+  };
+  Outcome o = Hami({"suspend", path_, "all"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("slot " + std::to_string(mine) + " (pid "));
+  EXPECT_THAT(o.out, HasSubstr("slot " + std::to_string(theirs) + " (pid "));
+  EXPECT_EQ(statuses(), (std::vector<SlotStatus>{SlotStatus::kSuspended, SlotStatus::kSuspended}));
+  Outcome resumed = Hami({"resume", path_, "all"});
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  EXPECT_EQ(statuses(), (std::vector<SlotStatus>{SlotStatus::kRunning, SlotStatus::kRunning}));
+
+  // `all` stands alone; errors name the command that was typed, never `hami region set`.
+  Outcome mixed = Hami({"resume", path_, "all", "0"});
+  EXPECT_EQ(mixed.status, 2);
+  EXPECT_THAT(mixed.out, StartsWith("hami resume: SLOT 'all' stands alone"));
+  Outcome bad = Hami({"suspend", path_, "77"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.out, StartsWith("hami suspend: SLOT '77': slot 77 holds no process\n"
+                                  "hami suspend: nothing was changed\n"));
+  Outcome gone = Hami({"resume", dir_ + "/none.cache", "all"});
+  EXPECT_EQ(gone.status, 2);
+  EXPECT_THAT(gone.out, StartsWith("hami resume: "));
+  EXPECT_THAT(gone.out, HasSubstr(dir_ + "/none.cache"));
+  for (const Outcome& e : {mixed, bad, gone}) EXPECT_THAT(e.out, Not(HasSubstr("region set")));
+  EXPECT_EQ(statuses(), (std::vector<SlotStatus>{SlotStatus::kRunning, SlotStatus::kRunning}));
+}
+
+TEST_F(RegionCliTest, SuspendAllOfARegionWithoutProcessesChangesNothingAndSaysSo) {
+  ASSERT_NE(Make(path_), nullptr);
+  Outcome o = Hami({"suspend", path_, "all"});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(path_ + ": no process holds a slot; nothing to change"));
+}
+
+// No NVML where inspect looks: the cross-check is not made, the verdict says which part is
+// unknown, and the exit status is 4, not 0. --no-nvml (asked for) keeps 0.
+TEST_F(RegionCliTest, InspectWithoutNvmlExitsFourAndNeverSaysConsistentForTheCheckItSkipped) {
+  auto r = Make(path_);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->Register().ok());
+  const std::string nowhere = dir_ + "/no-such-dir/libnvidia-ml.so.1";
+  Outcome o = Hami({"inspect", path_, "--nvml-library", nowhere});
+  EXPECT_EQ(o.status, 4) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("cross-check: not made: "));
+  EXPECT_THAT(o.out, HasSubstr("check: the region's own records are consistent; NVML's view was "
+                               "not checked for any device, so that part is unknown"));
+  EXPECT_THAT(o.out, Not(HasSubstr("check: consistent")));
+  nlohmann::json j = Json(Hami({"inspect", path_, "--json", "--nvml-library", nowhere}));
+  EXPECT_EQ(j["crosscheck"]["run"], false);
+  EXPECT_EQ(Hami({"inspect", path_, "--json", "--nvml-library", nowhere}).status, 4);
+  EXPECT_EQ(Hami({"inspect", path_, "--no-nvml"}).status, 0);
+  // An inconsistency outranks the missing cross-check: 3.
+  pid_t dead = 0;
+  int dead_slot = -1;
+  dead = Holder(path_, "doomed", 0, kMiB, /*stay=*/false, &dead_slot);
+  ASSERT_GT(dead, 0);
+  EXPECT_EQ(Hami({"inspect", path_, "--nvml-library", nowhere}).status, 3);
+}
+
 TEST_F(RegionCliTest, InspectAndTopShowTheComputeLimiterAndADegradedOne) {
   auto r = Make(path_);
   ASSERT_NE(r, nullptr);
@@ -724,17 +858,18 @@ TEST_F(RegionCliTest, InspectAndTopShowTheComputeLimiterAndADegradedOne) {
   lim.mode.store(uint32_t(region::LimiterMode::kOpenLoop));
   lim.measured.store(2950);
   lim.rate.store(12000 * region::layout::kMilliUnitsPerWave);
-  Outcome o = Hami({"inspect", path_});
+  Outcome o = Hami({"inspect", "--no-nvml", path_});
   EXPECT_THAT(o.out, HasSubstr("compute: limiter open-loop (DEGRADED: a process has no host PID), "
                                "measured 29.5%, rate 12000 waves/s"));
-  Outcome j = Hami({"inspect", "--json", path_});
+  Outcome j = Hami({"inspect", "--no-nvml", "--json", path_});
   auto doc = nlohmann::json::parse(j.out, nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << j.out;
   EXPECT_EQ(doc["devices"][0]["limiter"]["mode"], "open-loop");
   EXPECT_EQ(doc["devices"][1]["limiter"]["mode"], "off");
   EXPECT_THAT(Hami({"top", "--once", path_}).out, HasSubstr("limiter open-loop (DEGRADED"));
   lim.mode.store(uint32_t(region::LimiterMode::kClosedLoop));
-  EXPECT_THAT(Hami({"inspect", path_}).out, HasSubstr("compute: limiter closed-loop, measured"));
+  EXPECT_THAT(Hami({"inspect", "--no-nvml", path_}).out,
+              HasSubstr("compute: limiter closed-loop, measured"));
 }
 
 TEST_F(RegionCliTest, RegionSetPausesAndTurnsTheUtilizationSwitch) {

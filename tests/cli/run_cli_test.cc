@@ -126,9 +126,34 @@ TEST_F(RunCliTest, MemoryLimitIsTheTotalTheCommandSeesAndAllocationsPastItFail) 
 }
 
 TEST_F(RunCliTest, SaysWhatItSetsUpUnlessQuiet) {
-  Outcome o = Run({"run", "--memory", "1g", "--sm", "30", "--", "/bin/true"});
-  EXPECT_EQ(o.status, 0);
-  EXPECT_THAT(o.out, HasSubstr("2 device(s), memory 1.0 GiB per device, SM 30%; region /tmp/"));
+  Outcome o = Run({"run", "--memory", "1g", "--sm", "30", "--", "/bin/sh", "-c",
+                   "echo \"region $CUDA_DEVICE_MEMORY_SHARED_CACHE\""});
+  EXPECT_EQ(o.status, 0) << o.out;
+  std::vector<std::string> lines = Lines(o.out, "region /");
+  ASSERT_EQ(lines.size(), 1u) << o.out;
+  const std::string region = lines[0].substr(7);
+  EXPECT_THAT(o.out,
+              HasSubstr("2 device(s), memory 1.0 GiB per device, SM 30%; region " + region + "\n"));
+  // The banner names the command that watches the run's own region.
+  EXPECT_THAT(o.out, HasSubstr("hami: watch it from another shell: hami top " + region +
+                               " (the region goes when the command ends)\n"));
+  Outcome quiet = Run({"run", "-q", "--memory", "1g", "--", "/bin/true"});
+  EXPECT_EQ(quiet.status, 0);
+  EXPECT_EQ(quiet.out, "");
+}
+
+// Inside a run, `hami top` without a path finds the run's region through the environment.
+TEST_F(RunCliTest, TopInsideARunReadsTheRunsOwnRegion) {
+  Outcome o = Run({"run", "-q", "--memory", "1g", "--", "/bin/sh", "-c",
+                   "\"$0\" context alloc 64m && echo \"region $CUDA_DEVICE_MEMORY_SHARED_CACHE\" "
+                   "&& \"$1\" top --once",
+                   Worker(), Hami()});
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::vector<std::string> lines = Lines(o.out, "region /");
+  ASSERT_EQ(lines.size(), 1u) << o.out;
+  const std::string region = lines[0].substr(7);
+  EXPECT_THAT(o.out, HasSubstr(region + ": 1 region"));
+  EXPECT_THAT(o.out, HasSubstr("1.0 GiB"));
 }
 
 TEST_F(RunCliTest, AMemoryListLimitsEachDeviceByOrdinal) {
