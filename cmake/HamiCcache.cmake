@@ -7,7 +7,8 @@
 # hash_dir=false leaves the working directory out, so a fresh clone at another path reuses
 # the objects of the first. The one cost: debug information names the directory of the
 # build that filled the cache. A definition that carries an absolute path (-DFOO="/x/y")
-# is still hashed as written, so such a file is rebuilt per clone, as it must be.
+# is hashed as written, so no target has one: the paths a test needs reach it through
+# hami_target_paths (HamiPaths.cmake), one small generated file per target.
 option(HAMI_CCACHE "Compile through ccache when it is installed" ON)
 if(HAMI_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   find_program(HAMI_CCACHE_PROGRAM ccache)
