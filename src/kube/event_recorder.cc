@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "log/log.h"

@@ -22,7 +22,7 @@
 #include <deque>
 #include <list>
 #include <mutex>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <stop_token>
 #include <string>
 #include <string_view>

@@ -13,11 +13,11 @@
 
 #include "common/unique_fd.h"
 #include "kube/client.h"
-#include "support/kube_control.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "sim/kube/api_server.h"
+#include "support/kube_control.h"
 
 namespace hami::kube {
 namespace {

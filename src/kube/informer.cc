@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <utility>
 

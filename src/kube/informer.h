@@ -24,7 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <shared_mutex>
 #include <stop_token>
 #include <string>

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "kube/client.h"
-#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "sim/kube/api_server.h"
+#include "support/kube_control.h"
 
 namespace hami::kube {
 namespace {

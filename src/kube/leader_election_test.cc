@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "kube/client.h"
-#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "sim/kube/api_server.h"
+#include "support/kube_control.h"
 #include "support/subprocess.h"
 
 namespace hami::kube {

@@ -1,5 +1,7 @@
 #include "kube/node_lock.h"
 
+#include <nlohmann/json.hpp>
+
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"

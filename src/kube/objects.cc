@@ -1,6 +1,7 @@
 #include "kube/objects.h"
 
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace hami::kube {
@@ -484,6 +485,8 @@ json LeaseToJson(const Lease& lease, json base) {
       lease.lease_transitions.value_or(0));
   return out;
 }
+
+json LeaseToJson(const Lease& lease) { return LeaseToJson(lease, json::object()); }
 
 ObjectReference ReferenceTo(std::string_view api_version, std::string_view kind,
                             const ObjectMeta& meta) {

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -161,7 +161,9 @@ Result<ResourceQuota> ParseResourceQuota(const nlohmann::json& object);
 // are removed from it. A `base` that is not an object counts as empty, and so does its metadata
 // or spec when not an object. With an empty base (a create) the result holds the view alone;
 // LeaseToJson(*ParseLease(o), o) == o for an object `o` whose times are MicroTime.
-nlohmann::json LeaseToJson(const Lease& lease, nlohmann::json base = nlohmann::json::object());
+nlohmann::json LeaseToJson(const Lease& lease, nlohmann::json base);
+// The same on an empty base (a create).
+nlohmann::json LeaseToJson(const Lease& lease);
 
 // A reference to the object with this metadata.
 ObjectReference ReferenceTo(std::string_view api_version, std::string_view kind,

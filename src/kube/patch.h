@@ -7,7 +7,7 @@
 // Recursion follows the patch's nesting, so whoever parses a request body bounds its depth.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
 

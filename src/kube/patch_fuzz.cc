@@ -4,6 +4,7 @@
 // directive.
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "kube/patch.h"

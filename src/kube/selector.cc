@@ -1,6 +1,7 @@
 #include "kube/selector.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 namespace hami::kube {

@@ -4,6 +4,7 @@
 // objects built from the selector's own keys and values.
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

@@ -4,6 +4,7 @@
 // patch, when there is one, applies to the request's object.
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
