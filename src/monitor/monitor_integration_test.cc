@@ -203,7 +203,7 @@ TEST_F(MonitorIntegration, ExportsRegionValuesWithPodLabelsAndPassesPromtool) {
             std::string::npos);
   EXPECT_NE(body.find(Series("hami_vgpu_memory_buffer_bytes", "alpha", "104857600")),
             std::string::npos);
-  EXPECT_NE(body.find(Series("hami_vgpu_core_limit_ratio", "alpha", "0.29999999999999999")),
+  EXPECT_NE(body.find(Series("hami_vgpu_core_limit_ratio", "alpha", "0.3")),
             std::string::npos);
   EXPECT_NE(body.find("hami_host_gpu_memory_total_bytes{node=\"node-1\",device_index=\"1\""),
             std::string::npos);
