@@ -19,7 +19,6 @@
 #include "common/temp_dir.h"
 #include "kube/annotations.h"
 #include "kube/client.h"
-#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "plugin/kubelet_driver.h"
@@ -28,6 +27,7 @@
 #include "scheduler/test_cluster.h"
 #include "sim/kube/api_server.h"
 #include "sim/kube/scheduler_standin.h"
+#include "support/kube_control.h"
 
 namespace hami::scheduler {
 namespace {
