@@ -3,9 +3,12 @@
  * declarations; it runs on whichever libcuda.so.1 and libnvidia-ml.so.1 the loader finds.
  * Each mode prints a short account with the figures and checks what the limit promises.
  *
- *   hami-memory-demo limit LIMIT       device 0 shows LIMIT through cuMemGetInfo and NVML;
- *                                      an allocation within the budget passes, one of the
- *                                      whole budget is refused (CUDA_ERROR_OUT_OF_MEMORY)
+ *   hami-memory-demo limit LIMIT       the memory limit the environment gives each device
+ *                                      (its own CUDA_DEVICE_MEMORY_LIMIT_<i>, else
+ *                                      CUDA_DEVICE_MEMORY_LIMIT); device 0 shows LIMIT through
+ *                                      cuMemGetInfo and NVML; an allocation within the budget
+ *                                      passes, one of the whole budget is refused
+ *                                      (CUDA_ERROR_OUT_OF_MEMORY)
  *   hami-memory-demo share LIMIT HOLD  starts a second process that holds HOLD bytes, then
  *                                      shows that this one sees HOLD less and is refused
  *                                      what only the other's memory stands in the way of,
@@ -26,6 +29,19 @@
 #include "nvml/nvml.h"
 
 #define MIB(bytes) ((unsigned long long)((bytes) >> 20))
+
+/* The variables libvgpu.so reads, named by the project's one list of them
+ * (src/limits/vocabulary.def): kKeyNames[kKey<Id>]. A per-device name ends in "_<i>". */
+enum VocabularyKey {
+#define HAMI_LIMIT_KEY(id, name, codec, scope, unit) kKey##id,
+#include "limits/vocabulary.def"
+#undef HAMI_LIMIT_KEY
+};
+static const char* const kKeyNames[] = {
+#define HAMI_LIMIT_KEY(id, name, codec, scope, unit) name,
+#include "limits/vocabulary.def"
+#undef HAMI_LIMIT_KEY
+};
 
 static int g_failed = 0;
 
@@ -112,14 +128,35 @@ static int NvmlMemory(CUdevice dev, nvmlMemory_t* memory) {
   return 1;
 }
 
-static int Limit(size_t limit) {
-  const char* env = getenv("CUDA_DEVICE_MEMORY_LIMIT");
-  if (env != NULL) {
-    printf("environment:  CUDA_DEVICE_MEMORY_LIMIT=%s\n", env);
-  } else {
-    printf("environment:  no CUDA_DEVICE_MEMORY_LIMIT (only the limits file can say)\n");
+/* The memory limit the environment gives each device this process sees: a device's own
+ * CUDA_DEVICE_MEMORY_LIMIT_<i> (i: its CUDA ordinal here), else CUDA_DEVICE_MEMORY_LIMIT. The
+ * limits file beats both; only libvgpu.so reads it, and cuMemGetInfo shows the outcome. */
+static void PrintEnvironmentLimits(void) {
+  const char* all_name = kKeyNames[kKeyMemoryLimit];
+  const char* all = getenv(all_name);
+  const char* per_device = kKeyNames[kKeyDeviceMemoryLimit];
+  const int prefix = (int)(strlen(per_device) - strlen("<i>"));
+  int count = 0;
+  CHECK(cuDeviceGetCount(&count));
+  for (int d = 0; d < count; ++d) {
+    char own_name[64];
+    snprintf(own_name, sizeof(own_name), "%.*s%d", prefix, per_device, d);
+    const char* own = getenv(own_name);
+    if (own != NULL) {
+      printf("environment:  device %d: %s=%s (its own limit)\n", d, own_name, own);
+    } else if (all != NULL) {
+      printf("environment:  device %d: %s=%s (the limit of every device without its own)\n", d,
+             all_name, all);
+    } else {
+      printf("environment:  device %d: neither %s nor %s (only the limits file can say)\n", d,
+             own_name, all_name);
+    }
   }
+}
+
+static int Limit(size_t limit) {
   CUdevice dev = StartContext();
+  PrintEnvironmentLimits();
   size_t free_bytes = 0, total = 0;
   CHECK(cuMemGetInfo(&free_bytes, &total));
   printf("cuMemGetInfo: total %llu MiB, free %llu MiB (its CUDA context uses %llu MiB)\n",

@@ -93,14 +93,39 @@ fi
 step "5. A compute share: hami run --sm 30 -- hami-sm-demo 3 30" \
   "$hami" run -q --sm 30 -- "$build/bin/hami-sm-demo" 3 30
 
-# The runtime's answers, checked: the budget as the total, the refusal (2 is
-# cudaErrorMemoryAllocation), and a copy round trip after it.
+# The runtime's answers, checked and said in words: the budget as the total, the refusal (2 is
+# cudaErrorMemoryAllocation, reported once by cudaGetLastError), and the program going on with
+# an allocation, a copy round trip and a launch. The program's raw lines only when one fails.
+# field LINE KEY: the value of KEY=... on the program's LINE.
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
 cudart_limited() {
-  local out
+  local out meminfo over total free big failed=0
   out=$("$hami" run -q --memory 1g -- "$1" meminfo overcommit 2147483648 2>&1)
-  echo "$out"
-  grep -q '^meminfo err=0 .*total=1073741824$' <<<"$out" &&
-    grep -q '^overcommit big=2 last=2 cleared=0 small=0 .*match=1' <<<"$out"
+  meminfo=$(grep '^meminfo ' <<<"$out")
+  over=$(grep '^overcommit ' <<<"$out")
+  # said STATUS SENTENCE: the sentence, as proved (status 0) or failed.
+  said() {
+    if [[ $1 -eq 0 ]]; then echo "ok:     $2"; else echo "FAILED: $2"; failed=1; fi
+  }
+  total=$(field "$meminfo" total)
+  free=$(field "$meminfo" free)
+  echo "cudaMemGetInfo: total $((${total:-0} >> 20)) MiB, free $((${free:-0} >> 20)) MiB"
+  [[ $(field "$meminfo" err) == 0 && $total == 1073741824 ]]
+  said $? "cudaMemGetInfo shows the 1 GiB limit as the device's total"
+  big=$(field "$over" big)
+  if [[ $big == 2 ]]; then big=cudaErrorMemoryAllocation; else big="error ${big:-none}"; fi
+  echo "cudaMalloc(2048 MiB), past the budget: $big"
+  [[ $big == cudaErrorMemoryAllocation && $(field "$over" last) == 2 &&
+    $(field "$over" cleared) == 0 ]]
+  said $? "the runtime refuses an allocation past the limit, and cudaGetLastError reports it once"
+  [[ $(field "$over" small) == 0 && $(field "$over" h2d) == 0 && $(field "$over" d2h) == 0 &&
+    $(field "$over" match) == 1 && $(field "$over" launch) == 0 && $(field "$over" sync) == 0 ]]
+  said $? "the program goes on: a 64 MiB cudaMalloc, a 1 MiB copy there and back (data intact) and a kernel launch succeed after the refusal"
+  if [[ $failed -ne 0 ]]; then
+    echo "the program's own lines:"
+    indent <<<"$out"
+  fi
+  return $failed
 }
 cudart=$build/tests/cudart_client_shared
 if [[ -x $cudart ]]; then

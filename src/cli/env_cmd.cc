@@ -146,10 +146,15 @@ void PrintText(const vgpu::LimitsFile& file, const vgpu::Resolution& r,
     std::printf("\nlimits that could not be read, held closed (%zu):\n", r.closed.size());
     for (const std::string& c : r.closed) std::printf("  %s\n", Printable(c).c_str());
   }
-  if (r.problems.empty()) {
+  // The summary counts every finding the exit status counts: a limit held closed is a problem.
+  const size_t problems = r.problems.size() + r.closed.size();
+  if (problems == 0) {
     std::printf("\nproblems: none\n");
   } else {
-    std::printf("\nproblems (%zu):\n", r.problems.size());
+    std::printf("\nproblems (%zu):\n", problems);
+    if (!r.closed.empty()) {
+      std::printf("  %zu limit(s) held closed, listed above\n", r.closed.size());
+    }
     for (const std::string& p : r.problems) std::printf("  %s\n", Printable(p).c_str());
   }
   if (!r.notes.empty()) {

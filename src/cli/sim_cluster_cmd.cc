@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "cli/commands.h"
@@ -109,8 +110,20 @@ struct ClusterFlags {
   int timeout_s = 90;
 };
 
-std::string DirOrDefault(const std::string& dir) {
-  return dir.empty() ? cl::DefaultClusterDir() : dir;
+// The cluster's directory as an absolute path: the default when none is given, a relative one
+// taken from the working directory. Empty (with the reason on stderr) when that cannot be made.
+std::string AbsoluteDir(const char* command, const std::string& dir) {
+  if (dir.empty()) return cl::DefaultClusterDir();
+  std::error_code ec;
+  std::filesystem::path path = std::filesystem::absolute(dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "hami sim cluster %s: --dir '%s': cannot make it absolute: %s\n", command,
+                 dir.c_str(), ec.message().c_str());
+    return "";
+  }
+  std::string out = path.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
 }
 
 std::vector<std::string>& SimLogArgs() {
@@ -121,7 +134,8 @@ std::vector<std::string>& SimLogArgs() {
 int ClusterUp(const ClusterFlags& f) {
   cl::ClusterOptions o;
   o.log_args = SimLogArgs();
-  o.dir = DirOrDefault(f.dir);
+  o.dir = AbsoluteDir("up", f.dir);
+  if (o.dir.empty()) return kExitFailure;
   o.nodes = f.nodes;
   o.gpus = f.gpus;
   o.broker = f.broker;
@@ -148,29 +162,33 @@ int ClusterUp(const ClusterFlags& f) {
       "Logs: %s/logs/ (pods: %s/logs/pods/). Stop it: hami sim cluster down%s%s\n",
       up->nodes.size(), up->api_server.c_str(), up->scheduler.c_str(), up->kubeconfig.c_str(),
       HAMI_EXAMPLES_DIR, up->dir.c_str(), up->dir.c_str(), f.dir.empty() ? "" : " --dir ",
-      f.dir.c_str());
+      f.dir.empty() ? "" : up->dir.c_str());
   if (!up->webhook) {
     std::printf("(No admission webhook: give GPU pods schedulerName: hami-scheduler.)\n");
   }
   return 0;
 }
 
-int ClusterDown(const std::string& dir) {
+int ClusterDown(const std::string& given) {
+  const std::string dir = AbsoluteDir("down", given);
+  if (dir.empty()) return kExitFailure;
   if (geteuid() != 0) {
     std::fprintf(stderr,
                  "hami sim cluster down: needs root, as the cluster's processes run as "
                  "root\n");
     return 1;
   }
-  if (Status s = cl::Down(DirOrDefault(dir), std::chrono::seconds(15), stdout); !s.ok()) {
+  if (Status s = cl::Down(dir, std::chrono::seconds(15), stdout); !s.ok()) {
     std::fprintf(stderr, "hami sim cluster down: %s\n", s.error().message().c_str());
     return kExitFailure;  // down's one failure status, whatever the cause (docs/sim-cluster.md)
   }
   return 0;
 }
 
-int ClusterStatus(const std::string& dir, bool json) {
-  auto info = cl::ReadClusterInfo(DirOrDefault(dir));
+int ClusterStatus(const std::string& given, bool json) {
+  const std::string dir = AbsoluteDir("status", given);
+  if (dir.empty()) return kExitFailure;
+  auto info = cl::ReadClusterInfo(dir);
   if (!info.ok()) {
     std::fprintf(stderr, "hami sim cluster status: %s\n", info.error().message().c_str());
     return ExitStatusOf(info.error());
@@ -239,8 +257,8 @@ void AddSimClusterCommands(CLI::App& sim) {
   u->add_option("--nodes", up.nodes, "number of nodes")->capture_default_str();
   u->add_option("--gpus", up.gpus, "each node's GPUs (a HAMI_SIM_PROFILE)")->capture_default_str();
   u->add_option("--dir", up.dir,
-                "the cluster's directory (default $XDG_RUNTIME_DIR/hami-cluster "
-                "or /tmp/hami-cluster)");
+                "the cluster's directory, absolute or relative to the working directory "
+                "(default $XDG_RUNTIME_DIR/hami-cluster or /tmp/hami-cluster)");
   u->add_flag("--broker", up.broker, "the device plugins run the host-PID broker");
   u->add_option("--config-dir", up.config_dir,
                 "device-config.yaml, config.json, kube-scheduler-config.yaml (default the "

@@ -1,5 +1,8 @@
 #include "common/prometheus.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 namespace hami::prometheus {
@@ -38,9 +41,23 @@ void Header(std::string& out, std::string_view name, std::string_view help, std:
 }
 
 void Number(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v > 0 ? "+Inf" : "-Inf";
+    return;
+  }
+  constexpr double kExactIntegers = 9007199254740992.0;  // 2^53
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  out += buf;
+  std::to_chars_result r;
+  if (v == std::trunc(v) && std::fabs(v) <= kExactIntegers) {
+    r = std::to_chars(buf, buf + sizeof(buf), static_cast<int64_t>(v));
+  } else {
+    r = std::to_chars(buf, buf + sizeof(buf), v);  // the shortest text that reads back as v
+  }
+  out.append(buf, r.ptr);
 }
 
 void Sample(std::string& out, std::string_view name, std::string_view labels, double v) {

@@ -22,8 +22,9 @@ std::string Escape(std::string_view v);
 void AppendEscaped(std::string& out, std::string_view v);
 // "# HELP name help\n# TYPE name type\n".
 void Header(std::string& out, std::string_view name, std::string_view help, std::string_view type);
-// A number as Prometheus parses it back exactly (%.17g; integers print without exponent up to
-// 2^53).
+// A number as people read it and Prometheus parses it back exactly: the shortest text that
+// reads back as `v` (0.4, never 0.40000000000000002); integers up to 2^53 without exponent;
+// NaN, +Inf and -Inf as the exposition format spells them.
 void Number(std::string& out, double v);
 // "name{labels} value\n" ("name value\n" when `labels` is empty); `labels` is already escaped.
 void Sample(std::string& out, std::string_view name, std::string_view labels, double v);

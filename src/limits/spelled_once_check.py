@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Every variable of limits/vocabulary.def is spelled in one place: no string literal in the
-product's code outside src/limits/ names one. Writers use the vocabulary's Set* functions,
+product's code (src/, and the demo programs of demo/) outside src/limits/ names one. Writers use the vocabulary's Set* functions,
 readers its Parse* functions and Name()/KeyName(). Comments may name variables freely.
 
 Not checked: tests and fuzz targets (they feed the product literal input on purpose) and the
@@ -47,7 +47,7 @@ def code_only(text):
 
 
 found = []
-for path in sorted((root / "src").rglob("*")):
+for path in sorted(p for d in ("src", "demo") for p in (root / d).rglob("*")):
     rel = path.relative_to(root).as_posix()
     if path.suffix not in (".cc", ".h", ".def", ".c") or not path.is_file():
         continue

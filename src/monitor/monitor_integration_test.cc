@@ -193,6 +193,15 @@ TEST_F(MonitorIntegration, ExportsRegionValuesWithPodLabelsAndPassesPromtool) {
   MakeRegion(uid, 3000 * kMiB, 100 * kMiB);
   const int port = StartMonitor(monitor_);
   ASSERT_GT(port, 0) << log_;
+  // Every line of its log names it, whatever part of it wrote the line.
+  std::istringstream lines(log_);
+  int logged = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ts=", 0) != 0) continue;
+    ++logged;
+    EXPECT_NE(line.find(" component=hami-monitor pid="), std::string::npos) << line;
+  }
+  EXPECT_GT(logged, 0) << log_;
   ScrapeUntil(port, Series("hami_vgpu_memory_used_bytes", "alpha", "104857600"));
   // The first tick's NVML sample lands after its scan: wait for the host series too.
   const std::string body =
@@ -203,8 +212,7 @@ TEST_F(MonitorIntegration, ExportsRegionValuesWithPodLabelsAndPassesPromtool) {
             std::string::npos);
   EXPECT_NE(body.find(Series("hami_vgpu_memory_buffer_bytes", "alpha", "104857600")),
             std::string::npos);
-  EXPECT_NE(body.find(Series("hami_vgpu_core_limit_ratio", "alpha", "0.29999999999999999")),
-            std::string::npos);
+  EXPECT_NE(body.find(Series("hami_vgpu_core_limit_ratio", "alpha", "0.3")), std::string::npos);
   EXPECT_NE(body.find("hami_host_gpu_memory_total_bytes{node=\"node-1\",device_index=\"1\""),
             std::string::npos);
   EXPECT_NE(body.find("hami_container_processes{namespace=\"default\",pod=\"alpha\",container="

@@ -1054,21 +1054,34 @@ void Region::RecordIdentity(pid_t host_pid, IdentitySource source,
   if (slot < 0) return;
   Slot& s = file_->slots[slot];
   Header& h = file_->header;
+  // A pending attempt (the probe waits for cuInit) has decided nothing: its tiers run again
+  // when it ends, and only that outcome is counted.
+  const bool decided = source != IdentitySource::kUnknown;
   for (int t = 0; t < kIdentityTiers; ++t) {
     const IdentityReason r = reasons[size_t(t)];
     s.identity_reason[t].store(uint8_t(r), std::memory_order_relaxed);
-    if (r != IdentityReason::kNone && r != IdentityReason::kDisabled &&
-        uint8_t(r) < layout::kIdentityReasons) {
+    if (decided && IsTierFailure(r)) {
       h.identity_reasons[uint8_t(r)].fetch_add(1, std::memory_order_relaxed);
     }
   }
   s.identity_attempts.fetch_add(1, std::memory_order_relaxed);
   s.identity_ns.store(duration_ns, std::memory_order_relaxed);
-  if (uint32_t(source) < uint32_t(layout::kIdentitySources)) {
+  if (decided && uint32_t(source) < uint32_t(layout::kIdentitySources)) {
     h.identity_by_source[uint32_t(source)].fetch_add(1, std::memory_order_relaxed);
   }
   s.host_pid.store(host_pid, std::memory_order_relaxed);
   s.identity.store(uint32_t(source), std::memory_order_release);
+}
+
+bool IsTierFailure(IdentityReason reason) {
+  switch (reason) {
+    case IdentityReason::kNone:
+    case IdentityReason::kDisabled:
+    case IdentityReason::kOtherNamespace:
+      return false;
+    default:
+      return uint8_t(reason) < layout::kIdentityReasons;
+  }
 }
 
 std::array<uint64_t, layout::kIdentitySources> Region::IdentityCounts() const {

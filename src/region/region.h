@@ -367,7 +367,9 @@ class Region {
   // ---- the calling process's slot (identity, limiter, monitor fill these) ----
   void SetHostPid(pid_t host_pid, IdentitySource source);
   // One identity attempt: its outcome (a host PID with its source, or 0 with kFailed /
-  // kUnknown), why each tier gave none, and how long it took. Counted in the header.
+  // kUnknown), why each tier gave none, and how long it took. Every reason is kept in the slot;
+  // the header counts a decided attempt's source and its tiers' failures (IsTierFailure). A
+  // pending one (kUnknown: the probe waits for cuInit) is counted when it is decided.
   void RecordIdentity(pid_t host_pid, IdentitySource source,
                       const std::array<IdentityReason, kIdentityTiers>& reasons,
                       int64_t duration_ns);
@@ -444,6 +446,10 @@ const char* SlotStatusName(SlotStatus status);
 const char* InconsistencyKindName(Inconsistency::Kind kind);
 const char* IdentitySourceName(IdentitySource source);
 const char* IdentityReasonName(IdentityReason reason);
+// Whether a tier's reason is a failure the header counts. kNone (answered or not reached),
+// kDisabled (off) and kOtherNamespace (the namespace tier does not apply to a process outside
+// the initial PID namespace: every container's) are not.
+bool IsTierFailure(IdentityReason reason);
 const char* IdentityTierName(IdentityTier tier);
 const char* CorePolicyName(CorePolicy policy);
 const char* LimiterModeName(LimiterMode mode);

@@ -812,7 +812,7 @@ TEST_F(SchedulerIntegration, MetricsPassPromtool) {
         "hami_gpu_shared_count{node=\"n1\",device_uuid=\"GPU-n1-1\",device_index=\"1\","
         "device_type=\"NVIDIA-A100-SXM4-40GB\"} 1",
         "hami_gpu_core_allocated_ratio{node=\"n1\",device_uuid=\"GPU-n1-1\",device_index=\"1\","
-        "device_type=\"NVIDIA-A100-SXM4-40GB\"} 0.29999999999999999",
+        "device_type=\"NVIDIA-A100-SXM4-40GB\"} 0.3",
         "hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"n1\",pod=\"r\","
         "container_index=\"0\",device_uuid=\"GPU-n1-1\"} 3145728000",
         "hami_resource_quota_used{namespace=\"default\",resource=\"limits.nvidia.com/gpumem\"} "

@@ -24,6 +24,7 @@ using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -169,6 +170,14 @@ TEST_F(HamiEnvTest, AMalformedMemoryLimitIsAZeroBudgetAndExitsOne) {
   EXPECT_THAT(o.out, ContainsRegex("\nCUDA_DEVICE_MEMORY_LIMIT +environment +3000 m \\(could not "
                                    "be read; held closed: a zero budget \\(1 byte: nothing "
                                    "fits\\)\\)\n"));
+}
+
+TEST_F(HamiEnvTest, TheSummaryCountsALimitHeldClosedAsTheExitStatusDoes) {
+  Outcome o = HamiEnv({"--limits-file", LimitsFile("HAMI_LIMITS_FORMAT=1\n")},
+                      {{"CUDA_DEVICE_MEMORY_LIMIT", "3000 m"}});
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_THAT(o.out, Not(HasSubstr("problems: none"))) << "the exit status says a problem";
+  EXPECT_THAT(o.out, HasSubstr("\nproblems (1):\n  1 limit(s) held closed, listed above\n"));
 }
 
 TEST_F(HamiEnvTest, TextShowsRowsProblemsAndNotes) {

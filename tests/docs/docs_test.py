@@ -12,14 +12,20 @@
 - every metric hami-scheduler and hami-monitor export is listed in docs/observability.md, and
   every metric that page names is one they export;
 - the alerting rules in docs/observability.md pass `promtool check rules` and use only exported
-  metrics.
+  metrics;
+- the number of steps docs/hami-run.md gives `make demo` is the number scripts/demo.sh runs;
+- (DocumentedExamplesTest, with a build) every ```console block of the docs runs as shown: each
+  `$ hami ...` command against the built `hami`, its output lines and its `[exit N]` status
+  (docs/build.md, "Checked examples in the docs", states the convention).
 
-Environment: HAMI_SOURCE_DIR (the checkout; default: two levels above this file).
+Environment: HAMI_SOURCE_DIR (the checkout; default: two levels above this file); HAMI_BIN_DIR
+(the build's bin/, holding hami; DocumentedExamplesTest is skipped without it).
 """
 
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -222,6 +228,163 @@ class DocsTest(unittest.TestCase):
             run = subprocess.run([promtool, "check", "rules", f.name], capture_output=True,
                                  text=True, timeout=60)
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+
+
+NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten", "eleven", "twelve"]
+
+
+class DemoStepsTest(unittest.TestCase):
+    def test_hami_run_md_gives_the_demo_its_number_of_steps(self):
+        script = read(os.path.join(SOURCE_DIR, "scripts/demo.sh"))
+        steps = sorted({int(n) for n in re.findall(r'^\s*(?:step "|echo "== )(\d+)\.', script,
+                                                      flags=re.M)})
+        self.assertTrue(steps, "no numbered step found in scripts/demo.sh")
+        self.assertEqual(steps, list(range(1, len(steps) + 1)), "the demo's steps are not 1..N")
+        page = read(os.path.join(DOCS, "hami-run.md"))
+        m = re.search(r"`make demo` runs (\w+) steps", page)
+        self.assertIsNotNone(m, "docs/hami-run.md does not say how many steps `make demo` runs")
+        self.assertEqual(m.group(1), NUMBER_WORDS[len(steps)],
+                         f"scripts/demo.sh runs {len(steps)} steps")
+
+
+# A documented example: a command, the lines its output must hold, its exit status.
+class Example:
+    def __init__(self, page, line, command):
+        self.page, self.line, self.command = page, line, command
+        self.expected = []
+        self.status = None
+
+    def where(self):
+        return f"{os.path.relpath(self.page, SOURCE_DIR)}:{self.line}: $ {self.command}"
+
+
+def console_blocks(page):
+    """(line number of the first line, lines) of every ```console block of `page`; a block
+    shown inside a longer fence (````) is text, not an example."""
+    lines = read(page).split("\n")
+    blocks, i = [], 0
+    while i < len(lines):
+        m = re.match(r"^(`{3,})\s*(\S*)", lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(1), m.group(2)
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != fence:
+            j += 1
+        if fence == "```" and info == "console":
+            blocks.append((i + 2, lines[i + 1:j]))
+        i = j + 1
+    return blocks
+
+
+def parse_block(page, first, lines):
+    """The block's steps, in order: ("file", name, text) for `$ cat NAME` and its lines,
+    ("run", Example) for a command; and the problems found in its form."""
+    steps, problems, i = [], [], 0
+    while i < len(lines):
+        number, line = first + i, lines[i]
+        if not line.startswith("$ "):
+            problems.append(f"{os.path.relpath(page, SOURCE_DIR)}:{number}: a line outside an "
+                            f"example (an example starts with '$ '): {line!r}")
+            i += 1
+            continue
+        command = line[2:]
+        body = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith("$ ") and \
+                not re.fullmatch(r"\[exit \d+\]", lines[i]):
+            body.append(lines[i])
+            i += 1
+        words = shlex.split(command)
+        if len(words) == 2 and words[0] == "cat":
+            steps.append(("file", words[1], "\n".join(body) + "\n"))
+            continue
+        example = Example(page, number, command)
+        example.expected = [b for b in body if b.strip()]
+        if i < len(lines) and lines[i].startswith("[exit "):
+            example.status = int(lines[i][len("[exit "):-1])
+            i += 1
+        else:
+            problems.append(f"{example.where()}: no [exit N] line after its output")
+        steps.append(("run", example))
+    return steps, problems
+
+
+def line_pattern(expected):
+    """A documented output line as a regular expression: `...` stands for any text."""
+    return re.compile(".*".join(re.escape(part) for part in expected.split("...")))
+
+
+class DocumentedExamplesTest(unittest.TestCase):
+    """Every ```console block in docs/*.md and README.md, run against the built hami."""
+
+    def setUp(self):
+        bin_dir = os.environ.get("HAMI_BIN_DIR")
+        if not bin_dir:
+            self.skipTest("HAMI_BIN_DIR is not set (CTest's docs.examples sets it to the build's "
+                          "bin/)")
+        self.hami = os.path.join(os.path.abspath(bin_dir), "hami")
+        self.assertTrue(os.access(self.hami, os.X_OK), f"{self.hami} is not built")
+
+    def run_example(self, example, cwd):
+        words = shlex.split(example.command)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": cwd, "XDG_RUNTIME_DIR": cwd,
+               "HAMI_SIM_STATE": os.path.join(cwd, "sim.state"), "LANG": "C.UTF-8"}
+        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
+        if words[:1] == ["sudo"]:
+            if os.geteuid() != 0:
+                return f"{example.where()}: skipped (needs root)"
+            words.pop(0)
+        if words[:1] != ["hami"]:
+            self.fail(f"{example.where()}: only `hami` commands are checked; write other "
+                      "commands in a ```sh block")
+        run = subprocess.run([self.hami] + words[1:], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             errors="replace", timeout=60)
+        got = run.stdout.split("\n")
+        bad = []
+        if run.returncode != example.status:
+            bad.append(f"exit status {run.returncode}, documented {example.status}")
+        for expected in example.expected:
+            pattern = line_pattern(expected)
+            if not any(pattern.fullmatch(g) for g in got):
+                bad.append(f"no line {expected!r}")
+        if bad:
+            return (f"{example.where()}:\n  " + "\n  ".join(bad) + "\n  its output:\n    " +
+                    "\n    ".join(got))
+        return None
+
+    def test_every_console_example_runs_as_documented(self):
+        failures, skipped, checked = [], [], 0
+        for page in pages():
+            for first, lines in console_blocks(page):
+                steps, problems = parse_block(page, first, lines)
+                failures += problems
+                # One scratch directory per block: its files and relative paths live there.
+                with tempfile.TemporaryDirectory(prefix="hami-docs-") as cwd:
+                    for step in steps:
+                        if step[0] == "file":
+                            with open(os.path.join(cwd, step[1]), "w", encoding="utf-8") as f:
+                                f.write(step[2])
+                            continue
+                        example = step[1]
+                        if example.status is None:
+                            continue
+                        outcome = self.run_example(example, cwd)
+                        checked += 1
+                        if outcome and outcome.endswith("skipped (needs root)"):
+                            skipped.append(outcome)
+                        elif outcome:
+                            failures.append(outcome)
+        self.assertGreater(checked, 0, "no ```console example found in the docs")
+        for s in skipped:
+            print(s)
+        if failures:
+            self.fail("examples the binary does not bear out:\n" + "\n".join(failures))
 
 
 if __name__ == "__main__":

@@ -302,7 +302,9 @@ TEST_F(PluginEndToEnd, APodIsAllocatedAndALoginSessionInItsContainerIsHeldToTheS
   auto code = (*limited)->Wait();
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0) << text;
-  EXPECT_THAT(text, HasSubstr("no CUDA_DEVICE_MEMORY_LIMIT")) << "the session had no variables";
+  EXPECT_THAT(text, HasSubstr("device 0: neither CUDA_DEVICE_MEMORY_LIMIT_0 nor "
+                              "CUDA_DEVICE_MEMORY_LIMIT (only the limits file can say)"))
+      << "the session had no variables";
   EXPECT_THAT(text, HasSubstr("total 3000 MiB"));
 
   // ... and it is accounted in the same region as the holder: what it saw free leaves out
@@ -317,6 +319,22 @@ TEST_F(PluginEndToEnd, APodIsAllocatedAndALoginSessionInItsContainerIsHeldToTheS
       << region.dump();
   EXPECT_GE(region["devices"][0].value("used_bytes", uint64_t{0}), uint64_t{1000} << 20)
       << region.dump();
+  // A process with the container's environment reports device 0's own limit, the one that
+  // applies to it.
+  Pipe pod_out;
+  rt::ExecSpec with_env;
+  with_env.command = {Bin("hami-memory-demo"), "limit", "3000m"};
+  with_env.stdout_fd = pod_out.w;
+  with_env.stderr_fd = pod_out.w;
+  auto pod_process = (*container)->StartExec(with_env);
+  ASSERT_TRUE(pod_process.ok()) << pod_process.error().message();
+  pod_out.CloseWrite();
+  std::string pod_text = Drain(pod_out.r);
+  auto pod_code = (*pod_process)->Wait();
+  ASSERT_TRUE(pod_code.ok());
+  EXPECT_EQ(*pod_code, 0) << pod_text;
+  EXPECT_THAT(pod_text, HasSubstr("device 0: CUDA_DEVICE_MEMORY_LIMIT_0=3000m (its own limit)"));
+
   in.CloseWrite();
   auto held = (*container)->init().Wait();
   ASSERT_TRUE(held.ok());
@@ -358,6 +376,22 @@ TEST_F(PluginEndToEnd, WithTheBrokerAContainerProcessLearnsItsHostPidFromIt) {
     EXPECT_EQ(slot.value("pid", 0), 1) << "the process is PID 1 of its own namespace";
   }
   EXPECT_TRUE(seen) << region.dump();
+  // A process with the container's environment reports device 0's own limit, the one that
+  // applies to it.
+  Pipe pod_out;
+  rt::ExecSpec with_env;
+  with_env.command = {Bin("hami-memory-demo"), "limit", "3000m"};
+  with_env.stdout_fd = pod_out.w;
+  with_env.stderr_fd = pod_out.w;
+  auto pod_process = (*container)->StartExec(with_env);
+  ASSERT_TRUE(pod_process.ok()) << pod_process.error().message();
+  pod_out.CloseWrite();
+  std::string pod_text = Drain(pod_out.r);
+  auto pod_code = (*pod_process)->Wait();
+  ASSERT_TRUE(pod_code.ok());
+  EXPECT_EQ(*pod_code, 0) << pod_text;
+  EXPECT_THAT(pod_text, HasSubstr("device 0: CUDA_DEVICE_MEMORY_LIMIT_0=3000m (its own limit)"));
+
   in.CloseWrite();
   auto held = (*container)->init().Wait();
   ASSERT_TRUE(held.ok());

@@ -254,6 +254,32 @@ TEST_F(IdentityTest, InAChildPidNamespaceTheProbeFindsTheHostPid) {
   EXPECT_EQ(s->host_pid, host_pid);
 }
 
+// A container's process, healthy: the namespace tier does not apply to it and the probe
+// answers, after a first NVML call that joined the region before cuInit. Nothing failed.
+TEST_F(IdentityTest, AHealthyProcessInAChildPidNamespaceCountsNoTierFailure) {
+  if (!CanMakePidNamespaces()) GTEST_SKIP() << "needs root and PID namespaces (unshare --pid)";
+  MakeMachineHere();
+  Probe p(Env({}), kNewPidNamespace);
+  ASSERT_EQ(p.Do("nvml-init").Int("r"), 0);
+  ASSERT_EQ(p.Do("init").Int("r"), 0);
+  auto s = SlotOf(machine_.Region(), 1);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->identity, IdentitySource::kNvmlProbe);
+  EXPECT_EQ(Reason(*s, IdentityTier::kNamespace), IdentityReason::kOtherNamespace)
+      << "the slot still says why the namespace tier gave none";
+  auto r = OpenRegionReadOnly(machine_.Region());
+  ASSERT_TRUE(r);
+  const auto failures = r->IdentityReasonCounts();
+  for (int reason = 0; reason < region::layout::kIdentityReasons; ++reason) {
+    EXPECT_EQ(failures[size_t(reason)], 0u)
+        << region::IdentityReasonName(IdentityReason(reason)) << " counted as a tier failure";
+  }
+  const auto sources = r->IdentityCounts();
+  EXPECT_EQ(sources[size_t(IdentitySource::kNvmlProbe)], 1u);
+  EXPECT_EQ(sources[size_t(IdentitySource::kUnknown)], 0u)
+      << "the attempt that waited for cuInit is counted once, when it is decided";
+}
+
 TEST_F(IdentityTest, ATrustedHostProcfsGivesTheHostPidWithoutTheProbe) {
   if (!CanMakePidNamespaces()) GTEST_SKIP() << "needs root and PID namespaces (unshare --pid)";
   // unshare without --mount-proc: /proc is still the host's.

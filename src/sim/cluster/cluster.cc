@@ -28,6 +28,7 @@
 #include "kube/http.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
+#include "sim/profiles.h"
 
 extern char** environ;
 
@@ -47,6 +48,30 @@ constexpr hami::kube::Resource kMutatingWebhooks{"admissionregistration.k8s.io",
                                                  false,
                                                  ""};
 constexpr char kWebhookName[] = "hami-webhook";
+constexpr int kMaxNodes = 16;
+constexpr int64_t kMaxReadyTimeoutS = 3600;
+
+// hami-monitor's --resync-interval: digits with an optional unit (ms, s, m, h; none is ms), at
+// least one second, as its main.cc reads it.
+bool ResyncIntervalAccepted(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 9) return false;
+  const std::string_view unit = text.substr(digits);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "ms") {
+    scale = 1;
+  } else if (unit == "s") {
+    scale = 1000;
+  } else if (unit == "m") {
+    scale = 60 * 1000;
+  } else if (unit == "h") {
+    scale = 60 * 60 * 1000;
+  } else {
+    return false;
+  }
+  return std::stoll(std::string(text.substr(0, digits))) * scale >= 1000;
+}
 constexpr char kSystemNamespace[] = "hami-system";
 
 void Say(std::FILE* out, const std::string& line) {
@@ -561,17 +586,11 @@ Status Starter::WaitForNodes() {
 
 Result<ClusterInfo> Starter::Run() {
   info_.dir = o_.dir;
+  HAMI_TRY(ValidateOptions(o_));
   if (geteuid() != 0) {
     return Error(ErrorCode::kPermission,
                  "needs root: the simulated container runtime makes mount and PID namespaces, "
                  "and the device plugin prepares the root-owned /tmp/vgpulock (run it with sudo)");
-  }
-  if (o_.dir.empty() || o_.dir[0] != '/') {
-    return Error(ErrorCode::kInvalidArgument, "--dir '" + o_.dir + "': must be an absolute path");
-  }
-  if (o_.nodes < 1 || o_.nodes > 16) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "--nodes " + std::to_string(o_.nodes) + ": must be from 1 to 16");
   }
   for (const char* tool : {"hami-sim", "hami-device-plugin", "hami-scheduler"}) {
     if (!Exists(o_.bin_dir + "/" + tool)) {
@@ -623,6 +642,35 @@ Result<ClusterInfo> Starter::Run() {
 }
 
 }  // namespace
+
+Status ValidateOptions(const ClusterOptions& o) {
+  if (o.dir.empty() || o.dir[0] != '/') {
+    return Error(ErrorCode::kInvalidArgument, "--dir '" + o.dir + "': must be an absolute path");
+  }
+  if (o.nodes < 1 || o.nodes > kMaxNodes) {
+    return Error(
+        ErrorCode::kInvalidArgument,
+        "--nodes " + std::to_string(o.nodes) + ": must be from 1 to " + std::to_string(kMaxNodes));
+  }
+  auto gpus = ParseProfileSpec(o.gpus, "node-1", "--gpus");
+  if (!gpus.ok()) return std::move(gpus).error();
+  if (gpus->empty()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--gpus='" + o.gpus + "': every node of a simulated cluster needs a GPU (e.g. " +
+                     std::string(kDefaultProfileSpec) + ")");
+  }
+  if (!ResyncIntervalAccepted(o.monitor_resync_interval)) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--monitor-resync-interval '" + o.monitor_resync_interval +
+                     "': not a duration of at least 1s (digits with ms, s, m or h: 2s, 5m)");
+  }
+  if (o.ready_timeout.count() < 1 || o.ready_timeout.count() > kMaxReadyTimeoutS) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--timeout " + std::to_string(o.ready_timeout.count()) + ": must be from 1 to " +
+                     std::to_string(kMaxReadyTimeoutS) + " seconds");
+  }
+  return OkStatus();
+}
 
 std::string DefaultClusterDir() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");

@@ -28,7 +28,8 @@
 // then removes <dir>. A directory that holds no cluster marker is never removed. A cluster half
 // started, or already gone, is fine.
 //
-// Needs root (the container runtime's namespaces and mounts); Up refuses otherwise.
+// Needs root (the container runtime's namespaces and mounts); Up refuses otherwise, after it has
+// checked the options.
 #pragma once
 
 #include <sys/types.h>
@@ -110,7 +111,13 @@ std::string DefaultClusterDir();
 Result<std::string> RewriteSchedulerConfig(const std::string& yaml, const std::string& source,
                                            const std::string& url, const std::string& ca_pem);
 
-// Progress lines go to `out` (may be null).
+// Checks every option a user gives `up` (--dir absolute, --nodes, --gpus as HAMI_SIM_PROFILE
+// with at least one GPU, --monitor-resync-interval as hami-monitor reads it, --timeout), so
+// that a bad one is refused before anything starts. kInvalidArgument naming the flag.
+Status ValidateOptions(const ClusterOptions& options);
+
+// Validates the options first (ValidateOptions), then starts the cluster. Progress lines go to
+// `out` (may be null).
 Result<ClusterInfo> Up(const ClusterOptions& options, std::FILE* out);
 Status Down(const std::string& dir, std::chrono::seconds stop_timeout, std::FILE* out);
 

@@ -4,7 +4,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <yaml-cpp/yaml.h>
+
+#include <filesystem>
 
 namespace hami::sim::cluster {
 namespace {
@@ -74,6 +77,85 @@ TEST(ClusterInfo, RoundTripsThroughItsJson) {
 TEST(ComponentAlive, RecognisesThisProcessAndNotAnotherStartTime) {
   Component self{"self", getpid(), 0, "", {}};
   EXPECT_FALSE(ComponentAlive(self)) << "start time 0 never matches";
+}
+
+ClusterOptions ValidOptions() {
+  ClusterOptions o;
+  o.dir = "/tmp/hami-cluster-options";
+  return o;
+}
+
+TEST(ValidateOptions, AcceptsTheDefaultsAndEveryDocumentedForm) {
+  EXPECT_TRUE(ValidateOptions(ValidOptions()).ok());
+  ClusterOptions o = ValidOptions();
+  o.nodes = 16;
+  o.gpus = "a100-40g,h100-80g:3";
+  o.monitor_resync_interval = "1500ms";
+  o.ready_timeout = std::chrono::seconds(1);
+  Status s = ValidateOptions(o);
+  EXPECT_TRUE(s.ok()) << s.error().message();
+  for (const char* interval : {"2s", "5m", "1h", "1000"}) {
+    o.monitor_resync_interval = interval;
+    EXPECT_TRUE(ValidateOptions(o).ok()) << interval;
+  }
+}
+
+struct BadOption {
+  const char* name;  // the test's name
+  const char* flag;
+  void (*set)(ClusterOptions&);
+  const char* message;
+};
+
+class ValidateOptionsRefuses : public ::testing::TestWithParam<BadOption> {};
+
+TEST_P(ValidateOptionsRefuses, NamingTheFlagAndWhatIsWrong) {
+  ClusterOptions o = ValidOptions();
+  GetParam().set(o);
+  Status s = ValidateOptions(o);
+  ASSERT_FALSE(s.ok()) << GetParam().flag;
+  EXPECT_EQ(s.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.error().message(), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryFlag, ValidateOptionsRefuses,
+    ::testing::Values(
+        BadOption{"RelativeDir", "--dir", [](ClusterOptions& o) { o.dir = "relative"; },
+                  "--dir 'relative': must be an absolute path"},
+        BadOption{"NoNodes", "--nodes", [](ClusterOptions& o) { o.nodes = 0; },
+                  "--nodes 0: must be from 1 to 16"},
+        BadOption{"SeventeenNodes", "--nodes", [](ClusterOptions& o) { o.nodes = 17; },
+                  "--nodes 17: must be from 1 to 16"},
+        BadOption{"UnknownProfile", "--gpus", [](ClusterOptions& o) { o.gpus = "h100:2"; },
+                  "--gpus='h100:2': unknown profile 'h100' (known: "},
+        BadOption{"TooManyGpus", "--gpus", [](ClusterOptions& o) { o.gpus = "h100-80g:99"; },
+                  "--gpus='h100-80g:99': count 99 of 'h100-80g' is not from 1 to 16"},
+        BadOption{"NoGpus", "--gpus", [](ClusterOptions& o) { o.gpus = "none"; },
+                  "--gpus='none': every node of a simulated cluster needs a GPU"},
+        BadOption{"ShortResync", "--monitor-resync-interval",
+                  [](ClusterOptions& o) { o.monitor_resync_interval = "500ms"; },
+                  "--monitor-resync-interval '500ms': not a duration of at least 1s"},
+        BadOption{"ResyncWithASpace", "--monitor-resync-interval",
+                  [](ClusterOptions& o) { o.monitor_resync_interval = "5 min"; },
+                  "--monitor-resync-interval '5 min': not a duration"},
+        BadOption{"ZeroTimeout", "--timeout",
+                  [](ClusterOptions& o) { o.ready_timeout = std::chrono::seconds(0); },
+                  "--timeout 0: must be from 1 to 3600 seconds"}),
+    [](const ::testing::TestParamInfo<BadOption>& p) { return std::string(p.param.name); });
+
+TEST(Up, RefusesABadFlagBeforeMakingTheDirectoryOrStartingAnything) {
+  char dir[] = "/tmp/hami-cluster-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ClusterOptions o = ValidOptions();
+  o.dir = std::string(dir) + "/cluster";
+  o.gpus = "h100:2";
+  auto up = Up(o, nullptr);
+  ASSERT_FALSE(up.ok());
+  EXPECT_EQ(up.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(up.error().message(), HasSubstr("--gpus='h100:2'"));
+  EXPECT_FALSE(std::filesystem::exists(o.dir)) << "nothing was made or started";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
