@@ -327,7 +327,9 @@ int Set(SetOptions o) {
     }
   }
   Plan plan = ParseArguments(o, &errors);
-  if (errors.empty() && plan.empty() && opened.ok()) {
+  // Nothing asked for at all (`all` of suspend or resume asks, even of a region that could
+  // not be opened).
+  if (errors.empty() && plan.empty() && !o.all_slots) {
     errors.push_back(
         "nothing to change: give --memory-limit, --sm-limit, --priority, --core-policy, "
         "--paused, --utilization-switch, --suspend or --resume");
