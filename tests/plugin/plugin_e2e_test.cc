@@ -79,6 +79,24 @@ struct Pipe {
   }
 };
 
+// Runs hami-memory-demo in `container` with the container's environment: it must report
+// device 0's own limit (CUDA_DEVICE_MEMORY_LIMIT_0, the one that applies to it).
+void ExpectDeviceZerosOwnLimit(rt::Container& container) {
+  Pipe out;
+  rt::ExecSpec spec;
+  spec.command = {Bin("hami-memory-demo"), "limit", "3000m"};
+  spec.stdout_fd = out.w;
+  spec.stderr_fd = out.w;
+  auto process = container.StartExec(spec);
+  ASSERT_TRUE(process.ok()) << process.error().message();
+  out.CloseWrite();
+  std::string text = Drain(out.r);
+  auto code = (*process)->Wait();
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0) << text;
+  EXPECT_THAT(text, HasSubstr("device 0: CUDA_DEVICE_MEMORY_LIMIT_0=3000m (its own limit)"));
+}
+
 class PluginEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -231,7 +249,8 @@ class PluginEndToEnd : public ::testing::Test {
   // `hami inspect --json` of a container's region, from the host (its own records: the host
   // here has no NVML for the cross-check).
   json Inspect(const std::string& uid) {
-    testing::Subprocess inspect({Bin("hami"), "inspect", "--json", "--no-nvml", RegionPath(uid)}, {});
+    testing::Subprocess inspect({Bin("hami"), "inspect", "--json", "--no-nvml", RegionPath(uid)},
+                                {});
     std::string out = inspect.ReadAll(20000);
     EXPECT_EQ(inspect.Wait(20000), 0) << out;
     json j = json::parse(out, nullptr, false);
@@ -321,19 +340,7 @@ TEST_F(PluginEndToEnd, APodIsAllocatedAndALoginSessionInItsContainerIsHeldToTheS
       << region.dump();
   // A process with the container's environment reports device 0's own limit, the one that
   // applies to it.
-  Pipe pod_out;
-  rt::ExecSpec with_env;
-  with_env.command = {Bin("hami-memory-demo"), "limit", "3000m"};
-  with_env.stdout_fd = pod_out.w;
-  with_env.stderr_fd = pod_out.w;
-  auto pod_process = (*container)->StartExec(with_env);
-  ASSERT_TRUE(pod_process.ok()) << pod_process.error().message();
-  pod_out.CloseWrite();
-  std::string pod_text = Drain(pod_out.r);
-  auto pod_code = (*pod_process)->Wait();
-  ASSERT_TRUE(pod_code.ok());
-  EXPECT_EQ(*pod_code, 0) << pod_text;
-  EXPECT_THAT(pod_text, HasSubstr("device 0: CUDA_DEVICE_MEMORY_LIMIT_0=3000m (its own limit)"));
+  ExpectDeviceZerosOwnLimit(**container);
 
   in.CloseWrite();
   auto held = (*container)->init().Wait();
@@ -378,19 +385,7 @@ TEST_F(PluginEndToEnd, WithTheBrokerAContainerProcessLearnsItsHostPidFromIt) {
   EXPECT_TRUE(seen) << region.dump();
   // A process with the container's environment reports device 0's own limit, the one that
   // applies to it.
-  Pipe pod_out;
-  rt::ExecSpec with_env;
-  with_env.command = {Bin("hami-memory-demo"), "limit", "3000m"};
-  with_env.stdout_fd = pod_out.w;
-  with_env.stderr_fd = pod_out.w;
-  auto pod_process = (*container)->StartExec(with_env);
-  ASSERT_TRUE(pod_process.ok()) << pod_process.error().message();
-  pod_out.CloseWrite();
-  std::string pod_text = Drain(pod_out.r);
-  auto pod_code = (*pod_process)->Wait();
-  ASSERT_TRUE(pod_code.ok());
-  EXPECT_EQ(*pod_code, 0) << pod_text;
-  EXPECT_THAT(pod_text, HasSubstr("device 0: CUDA_DEVICE_MEMORY_LIMIT_0=3000m (its own limit)"));
+  ExpectDeviceZerosOwnLimit(**container);
 
   in.CloseWrite();
   auto held = (*container)->init().Wait();
