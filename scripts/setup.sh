@@ -4,20 +4,34 @@
 # Run as root, or as a user with sudo. The CUDA toolkit (headers, nvcc) is not a Debian
 # package here: it must already be under /usr/local/cuda (or CUDAToolkit_ROOT), as on a GPU
 # node; this script only checks for it.
+#
+# --build-only: only what building the shipped programs needs (the `ship` preset: no tests,
+# no benchmarks, no test peers or tools): `make install` and deploy/Dockerfile use it.
 set -euo pipefail
 
+build_only=0
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=1 ;;
+  *) echo "setup: unknown option '$1' (the only option is --build-only)" >&2; exit 2 ;;
+esac
+
+# What building the programs, libvgpu.so and the simulated GPU needs.
 packages=(
   build-essential      # g++, make
   cmake ninja-build pkg-config
   python3              # generates the CUDA symbol tables from the toolkit headers
-  libgtest-dev libgmock-dev googletest   # unit and integration tests
-  libbenchmark-dev     # micro-benchmarks and `make bench`
   libcli11-dev         # the `hami` command line
   nlohmann-json3-dev   # JSON: `hami` output, Kubernetes objects
   libcurl4-openssl-dev # the Kubernetes API client (HTTP/1.1, TLS, connection reuse)
   libyaml-cpp-dev      # kubeconfig and configuration files
   libcpp-httplib-dev libssl-dev   # HTTP(S) servers: simulated API server, extender, metrics
   libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc   # the kubelet device-plugin API (gRPC over Unix sockets)
+)
+# What testing, benchmarking and developing need besides.
+test_packages=(
+  libgtest-dev libgmock-dev googletest   # unit and integration tests
+  libbenchmark-dev     # micro-benchmarks and `make bench`
   python3-grpcio python3-grpc-tools   # a real gRPC peer (and its stub generator) the device plugin and the simulated kubelet are tested against
   python3-kubernetes   # the official Python client, a real peer of the simulated API server
   python3-jsonpatch    # an RFC 6902 JSON Patch implementation: the oracle for src/kube/patch.cc
@@ -28,10 +42,12 @@ packages=(
   clang-format clang-tidy    # `make format`, `make tidy`
   ccache               # compiler cache: a tree built once recompiles only what changed (cmake/HamiCcache.cmake)
 )
-
-# kubectl: the tests run the real client against the simulated API server. Machines of this
-# kind ship one in /usr/bin; elsewhere Debian's kubernetes-client provides it.
-command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
+if ((!build_only)); then
+  packages+=("${test_packages[@]}")
+  # kubectl: the tests run the real client against the simulated API server. Machines of this
+  # kind ship one in /usr/bin; elsewhere Debian's kubernetes-client provides it.
+  command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -62,7 +78,8 @@ fi
 # nothing here loads libnvidia-ml. Contrib is enabled once, in its own sources file, only when
 # no configured source offers the package.
 pynvml_root=/opt/hami-oracles/python3-pynvml
-if [[ ! -f "$pynvml_root/usr/lib/python3/dist-packages/pynvml/nvml.py" &&
+if ((!build_only)) &&
+   [[ ! -f "$pynvml_root/usr/lib/python3/dist-packages/pynvml/nvml.py" &&
       ! -f "$pynvml_root/usr/lib/python3/dist-packages/pynvml.py" ]]; then
   sudo=()
   if [[ $(id -u) -ne 0 ]]; then
