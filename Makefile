@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 WERROR := $(if $(HAMI_WERROR),ON,OFF)
 
-.PHONY: all setup configure build test demo bench asan ubsan tsan check-thread-safety tsan-concurrency tsan-concurrency-build fuzz format tidy clean
+.PHONY: all setup configure build test demo install bench asan ubsan tsan check-thread-safety tsan-concurrency tsan-concurrency-build fuzz format tidy clean
 
 all: build
 
@@ -26,6 +26,16 @@ test: build
 # one budget, and a process with an empty environment held by the limits file.
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)
+
+# What ships, installed under PREFIX (docs/install-host.md): the `ship` preset (no tests, so
+# only the build's own packages: setup.sh --build-only) built in build-ship/, then
+# `cmake --install`. DESTDIR stages it elsewhere (packaging).
+PREFIX ?= /usr/local
+install:
+	@scripts/setup.sh --build-only
+	@cmake --preset ship -DHAMI_WERROR=$(WERROR) >/dev/null
+	@cmake --build --preset ship
+	@DESTDIR="$(DESTDIR)" cmake --install build-ship --prefix "$(PREFIX)"
 
 bench: build
 	@$(BUILD_DIR)/bin/hami bench

@@ -42,4 +42,11 @@ std::string BenchDir() {
 
 std::string SimToolPath() { return ExecutableDir() + "/hami-sim"; }
 
+std::string ShareDir(const std::string& name, const std::string& built) {
+  std::string dir = ExecutableDir() + "/../share/hami/" + name;
+  char real[PATH_MAX];
+  if (Exists(dir) && realpath(dir.c_str(), real) != nullptr) return real;
+  return built;
+}
+
 }  // namespace hami::cli

@@ -1,6 +1,6 @@
 // Where hami's own files are, relative to the running `hami` binary: build/bin/hami finds
 // build/lib/sim and build/bench; an installed /usr/local/bin/hami finds
-// /usr/local/lib/hami/sim.
+// /usr/local/lib/hami/sim and /usr/local/share/hami.
 #pragma once
 
 #include <string>
@@ -23,5 +23,9 @@ std::string BenchDir();
 // hami-sim, the simulated GPU's own command, beside this hami: <exe>/hami-sim (whether or not
 // it exists).
 std::string SimToolPath();
+
+// A directory of shared files: <exe>/../share/hami/<name> when it exists (an installed hami,
+// cmake/HamiInstall.cmake), else `built` (the source tree this binary was built from).
+std::string ShareDir(const std::string& name, const std::string& built);
 
 }  // namespace hami::cli

@@ -600,7 +600,8 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   std::string library = VgpuLibrary();
   if (library.empty()) {
     return fail(kExitSetupFailed, "libvgpu.so not found next to this hami (looked for " +
-                                      ExecutableDir() + "/../lib/libvgpu.so)");
+                                      ExecutableDir() + "/../lib/libvgpu.so and " +
+                                      ExecutableDir() + "/../lib/hami/libvgpu.so)");
   }
   TempDir dir(kRunDirPrefix);
   if (!dir.ok()) {

@@ -145,7 +145,7 @@ int ClusterUp(const ClusterFlags& f) {
   if (access(o.vgpu_library.c_str(), R_OK) != 0) {
     o.vgpu_library = RealPath(o.bin_dir + "/../lib/hami/libvgpu.so");
   }
-  o.config_dir = f.config_dir.empty() ? std::string(HAMI_DEPLOY_CONFIG_DIR) : f.config_dir;
+  o.config_dir = f.config_dir.empty() ? ShareDir("config", HAMI_DEPLOY_CONFIG_DIR) : f.config_dir;
   o.monitor_resync_interval = f.resync;
   o.ready_timeout = std::chrono::seconds(f.timeout_s);
   auto up = cl::Up(o, stdout);
@@ -161,8 +161,8 @@ int ClusterUp(const ClusterFlags& f) {
       "  kubectl get pods -o wide; kubectl logs vgpu-3000m-30\n"
       "Logs: %s/logs/ (pods: %s/logs/pods/). Stop it: hami sim cluster down%s%s\n",
       up->nodes.size(), up->api_server.c_str(), up->scheduler.c_str(), up->kubeconfig.c_str(),
-      HAMI_EXAMPLES_DIR, up->dir.c_str(), up->dir.c_str(), f.dir.empty() ? "" : " --dir ",
-      f.dir.empty() ? "" : up->dir.c_str());
+      ShareDir("examples", HAMI_EXAMPLES_DIR).c_str(), up->dir.c_str(), up->dir.c_str(),
+      f.dir.empty() ? "" : " --dir ", f.dir.empty() ? "" : up->dir.c_str());
   if (!up->webhook) {
     std::printf("(No admission webhook: give GPU pods schedulerName: hami-scheduler.)\n");
   }
@@ -261,8 +261,9 @@ void AddSimClusterCommands(CLI::App& sim) {
                 "(default $XDG_RUNTIME_DIR/hami-cluster or /tmp/hami-cluster)");
   u->add_flag("--broker", up.broker, "the device plugins run the host-PID broker");
   u->add_option("--config-dir", up.config_dir,
-                "device-config.yaml, config.json, kube-scheduler-config.yaml (default the "
-                "source tree's deploy/base/config)");
+                "device-config.yaml, config.json, kube-scheduler-config.yaml (default "
+                "<prefix>/share/hami/config when installed, else the source tree's "
+                "deploy/base/config)");
   u->add_option("--monitor-resync-interval", up.resync,
                 "hami-monitor's --resync-interval (cleanup of deleted pods' directories)")
       ->capture_default_str();
