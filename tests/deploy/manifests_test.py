@@ -419,6 +419,19 @@ class ManifestsTest(unittest.TestCase):
             self.assertIn(t, targets, f"the Dockerfile builds {t}, which is no CMake target")
         copies = [l.split()[1:] for l in lines if re.match(r"^COPY\s", l)]
         self.assertTrue(copies)
+        # What the build stage installs (cmake --install ... --prefix /opt/hami-install
+        # --component node), installed from this build into a temporary prefix.
+        m = re.search(r"cmake --install build-ship --prefix (\S+) --component (\S+)", text)
+        self.assertIsNotNone(m, "the build stage installs with cmake --install")
+        prefix, component = m.group(1), m.group(2)
+        staged = tempfile.mkdtemp(prefix="hami-image-install-")
+        self.addCleanup(shutil.rmtree, staged, True)
+        p = subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", staged,
+                            "--component", component],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        cuda_root = os.environ.get("CUDAToolkit_ROOT", "/usr/local/cuda")
+        from_cuda = set()
         for args in copies:
             stage = None
             if args[0].startswith("--from="):
@@ -429,17 +442,42 @@ class ManifestsTest(unittest.TestCase):
                 if stage is None:
                     path = os.path.join(SOURCE_DIR, src)
                 elif stage == "build":
-                    self.assertTrue(src.startswith("/src/"), src)
-                    rel = src[len("/src/"):]
-                    path = (os.path.join(BUILD_DIR, rel[len("build/"):]) if rel.startswith("build/")
-                            else os.path.join(SOURCE_DIR, rel))
+                    self.assertTrue(src.startswith(prefix + "/"), src)
+                    path = os.path.join(staged, src[len(prefix) + 1:])
                 elif stage == "cuda":
-                    # The CUDA image's toolkit is laid out as the one this build used.
-                    path = src.replace("/usr/local/cuda", os.environ.get("CUDAToolkit_ROOT",
-                                                                         "/usr/local/cuda"))
+                    # --build-context cuda=<toolkit>: paths relative to the toolkit's root.
+                    self.assertFalse(src.startswith("/"), src)
+                    path = os.path.join(cuda_root, src)
+                    from_cuda.add(src)
                 else:
                     self.fail(f"COPY from unknown stage {stage}")
                 self.assertTrue(os.path.exists(path), f"COPY {src}: {path} does not exist")
+        # The toolkit files the build reads are the ones copied: every toolkit header that
+        # src/ and demo/ include, the generator's cudaTypedefs.h, the stub, and what those
+        # headers include in turn.
+        wanted = {"include/cudaTypedefs.h", "lib64/stubs/libcuda.so"}
+        for root in ("src", "demo"):
+            for dirpath, _, files in os.walk(os.path.join(SOURCE_DIR, root)):
+                for name in files:
+                    if not name.endswith((".cc", ".h", ".c")) or name.endswith("_test.cc"):
+                        continue
+                    with open(os.path.join(dirpath, name), errors="replace") as f:
+                        for inc in re.findall(r"^#include <([^>]+)>", f.read(), re.M):
+                            if os.path.isfile(os.path.join(cuda_root, "include", inc)):
+                                wanted.add("include/" + inc)
+        todo = [w for w in wanted if w.endswith(".h")]
+        while todo:
+            with open(os.path.join(cuda_root, todo.pop()), errors="replace") as f:
+                for inc in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', f.read(), re.M):
+                    if (os.path.isfile(os.path.join(cuda_root, "include", inc))
+                            and "include/" + inc not in wanted):
+                        wanted.add("include/" + inc)
+                        todo.append("include/" + inc)
+        self.assertEqual(from_cuda, wanted,
+                         "the Dockerfile copies from the CUDA toolkit exactly what the build reads")
+        # The build stage installs only the build's own packages.
+        self.assertRegex(text, r"scripts/setup\.sh --build-only")
+        self.assertRegex(text, r"cmake --preset ship")
         # What the runtime stage installs covers what the binaries link.
         runtime = text[text.index("AS runtime"):]
         installed = set(re.findall(r"^\s+(lib[a-z0-9+.-]+|ca-certificates)\s*\\?$", runtime, re.M))
