@@ -453,9 +453,15 @@ class ManifestsTest(unittest.TestCase):
                     self.fail(f"COPY from unknown stage {stage}")
                 self.assertTrue(os.path.exists(path), f"COPY {src}: {path} does not exist")
         # The toolkit files the build reads are the ones copied: every toolkit header that
-        # src/ and demo/ include, the generator's cudaTypedefs.h, the stub, and what those
-        # headers include in turn.
-        wanted = {"include/cudaTypedefs.h", "lib64/stubs/libcuda.so"}
+        # src/ and demo/ include, the typedef headers the generator reads, the stub, and what
+        # those headers include in turn.
+        with open(os.path.join(SOURCE_DIR, "scripts", "gen_cuda_api.py")) as f:
+            m = re.search(r"for h in \(([^)]*)\)", f.read())
+        self.assertIsNotNone(m, "scripts/gen_cuda_api.py names the typedef headers it reads")
+        wanted = {"include/" + h for h in re.findall(r"'([^']+\.h)'", m.group(1))
+                  if os.path.isfile(os.path.join(cuda_root, "include", h))}
+        self.assertIn("include/cudaTypedefs.h", wanted)
+        wanted.add("lib64/stubs/libcuda.so")
         for root in ("src", "demo"):
             for dirpath, _, files in os.walk(os.path.join(SOURCE_DIR, root)):
                 for name in files:
