@@ -27,6 +27,7 @@ packages=(
   libyaml-cpp-dev      # kubeconfig and configuration files
   libcpp-httplib-dev libssl-dev   # HTTP(S) servers: simulated API server, extender, metrics
   libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc   # the kubelet device-plugin API (gRPC over Unix sockets)
+  zlib1g-dev           # gzip for the simulated nodes' container image layers (src/sim/oci); the gRPC and curl dev packages pull it in already
 )
 # What testing, benchmarking and developing need besides.
 test_packages=(
@@ -38,6 +39,7 @@ test_packages=(
   prometheus           # promtool: the scheduler's test checks its metrics exposition
   python3-yaml openssl # tests/deploy read the rendered manifests; deploy/gen-webhook-cert.sh
   util-linux procps    # unshare/nsenter for namespace tests, ps/pgrep in scripts
+  containerd runc      # the simulated nodes' container runtime: containerd's CRI plugin runs pods with runc (docs/sim-cluster.md)
   clang libclang-rt-14-dev   # the `fuzz` preset (libFuzzer) and sanitizer runtimes
   clang-format clang-tidy    # `make format`, `make tidy`
   ccache               # compiler cache: a tree built once recompiles only what changed (cmake/HamiCcache.cmake)
