@@ -320,6 +320,15 @@ TEST_F(ContainerdTest,
     }
   }
 
+  // A command run in the running container (kubectl exec's ExecSync): its environment,
+  // output and exit code.
+  Result<v1::ExecSyncResponse> exec =
+      cri.ExecSync(*id, {"/bin/sh", "-c", "echo $HAMI_TEST_ENV; echo oops >&2; exit 3"}, 10);
+  ASSERT_TRUE(exec.ok()) << exec.error().message();
+  EXPECT_EQ(exec->stdout(), "from-cri\n");
+  EXPECT_EQ(exec->stderr(), "oops\n");
+  EXPECT_EQ(exec->exit_code(), 3);
+
   std::ofstream(rw + "/go").flush();
   const int64_t t_go = MonotonicNs();
   Result<v1::ContainerStatus> exited = WaitExited(*id);
