@@ -23,7 +23,9 @@ test: build
 
 # On the simulated GPU (or a real one when present): a driver-API round trip, then memory
 # limits under `hami run --memory` — the view, refusal past the limit, two processes sharing
-# one budget, and a process with an empty environment held by the limits file.
+# one budget, and a process with an empty environment held by the limits file — a compute
+# share, and a simulated cluster with the example pods and their compute shares (as root, with
+# kubectl). scripts/demo.sh lists its steps.
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)
 

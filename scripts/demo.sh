@@ -14,7 +14,11 @@
 #      and the program goes on (skipped, saying why, when nvcc was absent at configure time);
 #   7. a simulated cluster (`hami sim cluster up`, two nodes with two GPUs each): the four
 #      example pods applied with kubectl, their placement, limits, monitor metrics and
-#      cleanup, then `hami sim cluster down` (skipped, saying why, without root or kubectl).
+#      cleanup (skipped, saying why, without root or kubectl);
+#   8. on the same cluster, compute shares: two pods at 30% sharing a GPU are each held to
+#      their share, a pod at 25% under GPU_CORE_UTILIZATION_POLICY=force alone on a GPU is
+#      capped, one at 25% under the default policy alone on a GPU is not; then
+#      `hami sim cluster down` (skipped with step 7, or when its cluster did not come up).
 # Exit status 0 when every step that ran passed. Usage: scripts/demo.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -27,7 +31,9 @@ for f in "$hami" "$build/bin/hami-demo" "$memdemo"; do
 done
 
 work=$(mktemp -d /tmp/hami-demo-XXXXXX) || exit 1
-trap 'rm -rf "$work"' EXIT
+# Steps 7 and 8 share a simulated cluster in $work/cluster; whatever way the demo ends, it goes.
+trap '[[ -e $work/cluster ]] && "$hami" sim cluster down --dir "$work/cluster" >/dev/null 2>&1
+  rm -rf "$work"' EXIT
 # A simulated machine of the demo's own (a real driver ignores this).
 export HAMI_SIM_STATE=$work/sim.state
 
@@ -138,16 +144,78 @@ else
   skipped=$((skipped + 1))
 fi
 
-# 7. A simulated cluster: two nodes with two simulated GPUs each (`hami sim cluster up`), the
-# four example pods applied with kubectl, where they landed (binpack), what each container's
-# CUDA program and a login-style process in it saw and were refused, the nodes' hami-monitor
-# metrics for them, and the cleanup of their directories after the pods are deleted.
+# The cluster's helpers. poll SECONDS COMMAND...: runs COMMAND every 0.2 s until it succeeds
+# (status 0) or SECONDS have passed (status 1).
+poll() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+# monitor_url NODE: the URL of NODE's hami-monitor (empty when it runs none).
+monitor_url() {
+  python3 -c 'import json,sys; print(next(n["monitor_url"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"] == sys.argv[2]))' "$work/cluster/cluster.json" "$1"
+}
+# scrape URL: the exposition hami-monitor serves at URL/metrics.
+scrape() {
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+    "$1/metrics" 2>/dev/null
+}
+# seconds_reported POD: how many seconds hami-sm-demo --every 1 has reported in POD's log (the
+# simulated kubelet's file, which kubectl logs serves).
+seconds_reported() {
+  local n
+  n=$(grep -c '^every ' "$work/cluster/logs/pods/default_$1_cuda.log" 2>/dev/null)
+  echo "${n:-0}"
+}
+# all_reported POD=N...: whether each POD has reported at least N seconds.
+all_reported() {
+  local a
+  for a in "$@"; do
+    (($(seconds_reported "${a%=*}") >= ${a#*=})) || return 1
+  done
+}
+# after_next_pass SECONDS NODE=URL...: waits until the hami-monitor of each NODE (its metrics
+# at URL) has counted one more feedback pass than when the call began, at most SECONDS (status
+# 1 when one has not); then writes each one's metrics to $work/metrics-after-pass-NODE.txt.
+# One Python process, polling every 0.1 s.
+after_next_pass() {
+  python3 - "$work" "$@" <<'PY'
+import re, sys, time, urllib.request
+work, seconds = sys.argv[1], float(sys.argv[2])
+nodes = dict(a.split("=", 1) for a in sys.argv[3:])
+def scrape():
+    return {n: urllib.request.urlopen(u + "/metrics", timeout=10).read().decode()
+            for n, u in nodes.items()}
+def passes(text):
+    return int(re.search(r"^hami_monitor_feedback_passes_total\{[^}]*\} (\d+)$", text, re.M).group(1))
+was = {n: passes(t) for n, t in scrape().items()}
+deadline = time.monotonic() + seconds
+texts = scrape()
+while any(passes(texts[n]) <= was[n] for n in nodes):
+    if time.monotonic() > deadline:
+        sys.exit(1)
+    time.sleep(0.1)
+    texts = scrape()
+for n, text in texts.items():
+    with open(f"{work}/metrics-after-pass-{n}.txt", "w") as f:
+        f.write(text)
+PY
+}
+
+# 7. A simulated cluster: two nodes with two simulated GPUs each (`hami sim cluster up`, its
+# monitors running their feedback loop every second), the four example pods applied with
+# kubectl, where they landed (binpack), what each container's CUDA program and a login-style
+# process in it saw and were refused, the nodes' hami-monitor metrics for them, and the cleanup
+# of their directories after the pods are deleted. The cluster stays up for step 8.
 cluster_demo() {
   local dir=$work/cluster ok=0 pod node url n
   "$hami" sim cluster up --dir "$dir" --nodes 2 --gpus h100-80g:2 \
-    --monitor-resync-interval 2s | grep -v '^  started ' || return 1
+    --monitor-resync-interval 2s --monitor-feedback-interval 1s | grep -v '^  started ' ||
+    return 1
   export KUBECONFIG=$dir/kubeconfig
-  trap '"$hami" sim cluster down --dir "$dir" >/dev/null 2>&1; rm -rf "$work"' EXIT
   echo "\$ kubectl get nodes"
   kubectl get nodes
   for f in vgpu-3000m-30 vgpu-half-1 vgpu-half-2 gpu-exclusive; do
@@ -172,16 +240,15 @@ cluster_demo() {
     fi
   done
   for node in node-1 node-2; do
-    url=$(python3 -c 'import json,sys; print(next(n["monitor_url"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"] == sys.argv[2]))' "$dir/cluster.json" "$node")
+    url=$(monitor_url "$node")
     if [[ -z $url ]]; then
       echo "(no hami-monitor on $node)"
       continue
     fi
     echo "\$ curl $url/metrics | grep hami_vgpu_memory   ($node's hami-monitor)"
-    # The monitor scans the pods' directories every 5 s: wait for a scrape that shows them.
+    # The monitor scans the pods' directories every second: wait for a scrape that shows them.
     for _ in $(seq 60); do
-      python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
-        "$url/metrics" >"$work/metrics-$node.txt" 2>/dev/null
+      scrape "$url" >"$work/metrics-$node.txt"
       [[ $(grep -c '^hami_vgpu_memory_limit_bytes{.*} [1-9]' "$work/metrics-$node.txt") -ge \
         $(kubectl get pods --field-selector "spec.nodeName=$node" --no-headers | wc -l) ]] && break
       sleep 0.5
@@ -208,6 +275,98 @@ cluster_demo() {
     find "$dir"/nodes/*/hook/vgpu/containers -mindepth 1 -maxdepth 1
     ok=1
   fi
+  return $ok
+}
+
+# 8. Compute shares on step 7's cluster. Four example pods, each pinned to a GPU with
+# nvidia.com/use-gpuuuid: sm-pair-a and sm-pair-b (30% each, policy default) on node-1's first
+# GPU, vgpu-force-25 (25%, GPU_CORE_UTILIZATION_POLICY=force) alone on node-1's second and
+# vgpu-default-25 (25%, policy default) alone on node-2's first. Each runs hami-sm-demo --every 1:
+# every second, its share of the GPU's time (NVML). Once each pod has launched for a second and
+# then each node's hami-monitor has run its feedback pass, the line of the second after that is
+# each pod's figure, checked against what its policy gives: the pair held to its share and the
+# force pod capped (within 10 points above the share, and at least half of it, so that a pod
+# that did not run fails), the default pod alone not capped (at least 60%: a process alone on an
+# unlimited GPU gets about 100%). The bounds leave room for a loaded machine; on an idle one the
+# figures are within a point of 30, 25 and 100. Then the pods are deleted and the cluster goes.
+compute_share_demo() {
+  local dir=$work/cluster ok=0 i pod node uuid
+  export KUBECONFIG=$dir/kubeconfig
+  local -a gpu_node=() gpu_uuid=()
+  while read -r node uuid; do
+    gpu_node+=("$node")
+    gpu_uuid+=("$uuid")
+  done < <(kubectl get nodes -o json | python3 -c '
+import json, sys
+for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name"]):
+    for d in json.loads(n["metadata"]["annotations"].get("hami.io/node-nvidia-register", "[]")):
+        print(n["metadata"]["name"], d["id"])')
+  if [[ ${#gpu_uuid[@]} -lt 3 ]]; then
+    echo "-> expected the nodes to register at least 3 GPUs; they registered ${#gpu_uuid[@]}"
+    return 1
+  fi
+  # Per pod: its GPU (an index into the lists above), its share, what its policy does there,
+  # and the bounds its figure must fall in.
+  local -a pods=(sm-pair-a sm-pair-b vgpu-force-25 vgpu-default-25) on=(0 0 1 2)
+  local -a share=(30 30 25 25) low=(15 15 12 60) high=(40 40 35 100)
+  local -a why=("shared GPU, held to its share" "shared GPU, held to its share"
+    "alone, force: capped though alone" "alone, default: not capped")
+  for i in "${!pods[@]}"; do
+    pod=${pods[i]}
+    echo "\$ kubectl apply -f examples/$pod.yaml   (annotated nvidia.com/use-gpuuuid=${gpu_uuid[on[i]]}, on ${gpu_node[on[i]]})"
+    kubectl annotate --local -f "examples/$pod.yaml" -o yaml \
+      "nvidia.com/use-gpuuuid=${gpu_uuid[on[i]]}" | kubectl apply -f - || return 1
+    kubectl wait --for=condition=Ready --timeout=60s "pod/$pod" >/dev/null || {
+      kubectl get pods -o wide
+      return 1
+    }
+  done
+  local -a wanted=()
+  for pod in "${pods[@]}"; do wanted+=("$pod=1"); done
+  if ! poll 30 all_reported "${wanted[@]}"; then
+    echo "-> not every pod reported a second of launches within 30 s"
+    return 1
+  fi
+  # Every pod has launched for a second: a pass that ends from now on began after that (a pass
+  # takes milliseconds), so it saw them all active.
+  if ! after_next_pass 30 "node-1=$(monitor_url node-1)" "node-2=$(monitor_url node-2)"; then
+    echo "-> hami-monitor ran no feedback pass within 30 s"
+    return 1
+  fi
+  # The second that starts once this one has ended: wholly after the pass.
+  local -a from=()
+  wanted=()
+  for pod in "${pods[@]}"; do
+    from+=($(($(seconds_reported "$pod") + 2)))
+    wanted+=("$pod=${from[-1]}")
+  done
+  if ! poll 30 all_reported "${wanted[@]}"; then
+    echo "-> the pods stopped reporting"
+    return 1
+  fi
+  echo "each pod's share of its GPU's time (hami-sm-demo, NVML) in the second after hami-monitor's"
+  echo "feedback pass saw them all launching (a pod alone on an unlimited GPU gets 100%):"
+  local got inforce switch metrics
+  for i in "${!pods[@]}"; do
+    pod=${pods[i]}
+    got=$(grep '^every ' "$work/cluster/logs/pods/default_${pod}_cuda.log" |
+      sed -n "${from[i]}s/.*: \([0-9]*\)% of GPU 0.*/\1/p")
+    metrics=$(grep "pod=\"$pod\"" "$work/metrics-after-pass-${gpu_node[on[i]]}.txt")
+    switch=$(sed -n 's/^hami_container_utilization_switch{[^}]*} //p' <<<"$metrics")
+    inforce=$(sed -n 's/^hami_vgpu_core_limit_in_force_ratio{[^}]*} //p' <<<"$metrics" |
+      awk '{printf "%.0f%%", $1 * 100}')
+    printf '  %-15s %s %s: %3s%% of the GPU, share %s%% (in force %s, switch %s): %s; ' "$pod" \
+      "${gpu_node[on[i]]}" "${gpu_uuid[on[i]]:0:12}..." "${got:-?}" "${share[i]}" "${inforce:-?}" \
+      "$([[ $switch == 1 ]] && echo on || echo off)" "${why[i]}"
+    if [[ -n $got ]] && ((got >= low[i] && got <= high[i])); then
+      echo "ok (${low[i]}-${high[i]}%)"
+    else
+      echo "FAILED: not within ${low[i]}-${high[i]}%"
+      ok=1
+    fi
+  done
+  echo "\$ kubectl delete pod --all"
+  kubectl delete pod --all --timeout=60s || ok=1
   echo "\$ hami sim cluster down"
   "$hami" sim cluster down --dir "$dir" | tail -1 || ok=1
   [[ ! -e $dir ]] || { echo "-> $dir was left behind"; ok=1; }
@@ -226,6 +385,15 @@ elif ! command -v kubectl >/dev/null; then
 else
   step "7. A simulated cluster: hami sim cluster up, kubectl apply -f examples/, metrics, cleanup" \
     cluster_demo
+fi
+if [[ -e $work/cluster/cluster.json ]]; then
+  step "8. Compute shares on the cluster: a pair sharing a GPU, force and default pods alone" \
+    compute_share_demo
+else
+  echo
+  echo "== 8. Compute shares on the cluster: a pair sharing a GPU, force and default pods alone"
+  echo "    skipped: step 7's cluster is not up"
+  skipped=$((skipped + 1))
 fi
 
 echo

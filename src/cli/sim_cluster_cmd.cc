@@ -107,6 +107,7 @@ struct ClusterFlags {
   bool broker = false;
   std::string config_dir;
   std::string resync = "5m";
+  std::string feedback = "5s";
   int timeout_s = 90;
 };
 
@@ -147,6 +148,7 @@ int ClusterUp(const ClusterFlags& f) {
   }
   o.config_dir = f.config_dir.empty() ? ShareDir("config", HAMI_DEPLOY_CONFIG_DIR) : f.config_dir;
   o.monitor_resync_interval = f.resync;
+  o.monitor_feedback_interval = f.feedback;
   o.ready_timeout = std::chrono::seconds(f.timeout_s);
   auto up = cl::Up(o, stdout);
   if (!up.ok()) {
@@ -266,6 +268,10 @@ void AddSimClusterCommands(CLI::App& sim) {
                 "deploy/base/config)");
   u->add_option("--monitor-resync-interval", up.resync,
                 "hami-monitor's --resync-interval (cleanup of deleted pods' directories)")
+      ->capture_default_str();
+  u->add_option("--monitor-feedback-interval", up.feedback,
+                "hami-monitor's --feedback-interval (scans, NVML samples and the priority "
+                "feedback loop, which turns compute limits of policy default on and off)")
       ->capture_default_str();
   u->add_option("--timeout", up.timeout_s, "seconds to wait for each component to be ready")
       ->capture_default_str();

@@ -14,6 +14,9 @@
 - the alerting rules in docs/observability.md pass `promtool check rules` and use only exported
   metrics;
 - the number of steps docs/hami-run.md gives `make demo` is the number scripts/demo.sh runs;
+- every file of examples/ is a row of docs/sim-cluster.md's Examples table naming its pods, and
+  each pod is one the simulated cluster can run (a command, HAMi's resource names, a core policy
+  the device plugin accepts);
 - (DocumentedExamplesTest, with a build) every ```console block of the docs runs as shown: each
   `$ hami ...` command against the built `hami`, its output lines and its `[exit N]` status
   (docs/build.md, "Checked examples in the docs", states the convention).
@@ -246,6 +249,49 @@ class DemoStepsTest(unittest.TestCase):
         self.assertIsNotNone(m, "docs/hami-run.md does not say how many steps `make demo` runs")
         self.assertEqual(m.group(1), NUMBER_WORDS[len(steps)],
                          f"scripts/demo.sh runs {len(steps)} steps")
+
+
+# What a container of an example may ask for: HAMi's resources, the kubelet's own.
+EXAMPLE_RESOURCES = {"nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage",
+                     "nvidia.com/gpucores", "nvidia.com/priority", "cpu", "memory"}
+
+
+class ExampleFilesTest(unittest.TestCase):
+    def test_every_example_is_listed_with_its_pods_and_runs_on_the_simulated_cluster(self):
+        try:
+            import yaml
+        except ImportError:
+            self.skipTest("python3-yaml is not installed (scripts/setup.sh installs it)")
+        table = section(read(os.path.join(DOCS, "sim-cluster.md")), "## Examples")
+        self.assertIsNotNone(table, "docs/sim-cluster.md has no Examples section")
+        rows = [line for line in table.splitlines() if line.startswith("| `examples/")]
+        files = sorted(glob.glob(os.path.join(SOURCE_DIR, "examples", "*.yaml")))
+        self.assertTrue(files, "examples/ holds no .yaml file")
+        for path in files:
+            name = "examples/" + os.path.basename(path)
+            with self.subTest(example=name):
+                row = next((r for r in rows if f"`{name}`" in r.split("|")[1]), None)
+                self.assertIsNotNone(row, f"{name} is not a row of docs/sim-cluster.md's Examples")
+                pods = [d for d in yaml.safe_load_all(read(path)) if d]
+                self.assertTrue(pods, f"{name} holds no object")
+                for pod in pods:
+                    self.assertEqual((pod.get("apiVersion"), pod.get("kind")), ("v1", "Pod"))
+                    pod_name = pod["metadata"]["name"]
+                    self.assertIn(f"`{pod_name}`", row.split("|")[2],
+                                  f"{name}: its row does not name pod {pod_name}")
+                    for c in pod["spec"]["containers"]:
+                        where = f"{name}: pod {pod_name} container {c['name']}"
+                        self.assertTrue(c.get("command"),
+                                        f"{where}: no command (the simulated kubelet has no "
+                                        "image entrypoints)")
+                        limits = c.get("resources", {}).get("limits", {})
+                        self.assertLessEqual(set(limits), EXAMPLE_RESOURCES, where)
+                        if "nvidia.com/gpucores" in limits:
+                            self.assertIn(int(limits["nvidia.com/gpucores"]), range(0, 101), where)
+                        for e in c.get("env", []):
+                            if e["name"] == "GPU_CORE_UTILIZATION_POLICY":
+                                self.assertIn(str(e.get("value", "")).lower(),
+                                              ("default", "force", "disable"), where)
 
 
 # A documented example: a command, the lines its output must hold, its exit status.

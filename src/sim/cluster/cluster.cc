@@ -51,12 +51,12 @@ constexpr char kWebhookName[] = "hami-webhook";
 constexpr int kMaxNodes = 16;
 constexpr int64_t kMaxReadyTimeoutS = 3600;
 
-// hami-monitor's --resync-interval: digits with an optional unit (ms, s, m, h; none is ms), at
-// least one second, as its main.cc reads it.
-bool ResyncIntervalAccepted(std::string_view text) {
+// A duration as hami-monitor's main.cc reads --resync-interval and --feedback-interval: digits
+// with an optional unit (ms, s, m, h; none is ms). In milliseconds; -1 when it is not one.
+int64_t MonitorDurationMs(std::string_view text) {
   size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 9) return false;
+  if (digits == 0 || digits > 9) return -1;
   const std::string_view unit = text.substr(digits);
   int64_t scale = 0;
   if (unit.empty() || unit == "ms") {
@@ -68,9 +68,9 @@ bool ResyncIntervalAccepted(std::string_view text) {
   } else if (unit == "h") {
     scale = 60 * 60 * 1000;
   } else {
-    return false;
+    return -1;
   }
-  return std::stoll(std::string(text.substr(0, digits))) * scale >= 1000;
+  return std::stoll(std::string(text.substr(0, digits))) * scale;
 }
 constexpr char kSystemNamespace[] = "hami-system";
 
@@ -461,7 +461,8 @@ Status Starter::StartNode(int index) {
     HAMI_TRY(Start("monitor/" + n.name,
                    {monitor, "--node-name", n.name, "--hook-path", n.hook_path, "--kubeconfig",
                     info_.kubeconfig, "--metrics-bind-address", "127.0.0.1:" + std::to_string(port),
-                    "--resync-interval", o_.monitor_resync_interval, "--nvml-library", nvml},
+                    "--resync-interval", o_.monitor_resync_interval, "--feedback-interval",
+                    o_.monitor_feedback_interval, "--nvml-library", nvml},
                    env));
   } else {
     Say(out_, "  (no " + monitor + ": node " + n.name + " runs without hami-monitor)");
@@ -659,10 +660,15 @@ Status ValidateOptions(const ClusterOptions& o) {
                  "--gpus='" + o.gpus + "': every node of a simulated cluster needs a GPU (e.g. " +
                      std::string(kDefaultProfileSpec) + ")");
   }
-  if (!ResyncIntervalAccepted(o.monitor_resync_interval)) {
+  if (MonitorDurationMs(o.monitor_resync_interval) < 1000) {
     return Error(ErrorCode::kInvalidArgument,
                  "--monitor-resync-interval '" + o.monitor_resync_interval +
                      "': not a duration of at least 1s (digits with ms, s, m or h: 2s, 5m)");
+  }
+  if (MonitorDurationMs(o.monitor_feedback_interval) < 100) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--monitor-feedback-interval '" + o.monitor_feedback_interval +
+                     "': not a duration of at least 100ms (digits with ms, s, m or h: 1s, 500ms)");
   }
   if (o.ready_timeout.count() < 1 || o.ready_timeout.count() > kMaxReadyTimeoutS) {
     return Error(ErrorCode::kInvalidArgument,

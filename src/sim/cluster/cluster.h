@@ -59,6 +59,7 @@ struct ClusterOptions {
   std::string vgpu_library;         // libvgpu.so
   std::string config_dir;           // deploy/base/config; "" or incomplete: defaults
   std::string monitor_resync_interval = "5m";
+  std::string monitor_feedback_interval = "5s";  // hami-monitor's --feedback-interval
   std::chrono::seconds ready_timeout{90};
   std::chrono::seconds stop_timeout{15};  // per process, before SIGKILL
   // Added to the command line of every component started (`--v=4`, `--log-level=debug`):
@@ -112,7 +113,8 @@ Result<std::string> RewriteSchedulerConfig(const std::string& yaml, const std::s
                                            const std::string& url, const std::string& ca_pem);
 
 // Checks every option a user gives `up` (--dir absolute, --nodes, --gpus as HAMI_SIM_PROFILE
-// with at least one GPU, --monitor-resync-interval as hami-monitor reads it, --timeout), so
+// with at least one GPU, --monitor-resync-interval and --monitor-feedback-interval as
+// hami-monitor reads them, --timeout), so
 // that a bad one is refused before anything starts. kInvalidArgument naming the flag.
 Status ValidateOptions(const ClusterOptions& options);
 

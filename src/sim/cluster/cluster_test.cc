@@ -98,6 +98,10 @@ TEST(ValidateOptions, AcceptsTheDefaultsAndEveryDocumentedForm) {
     o.monitor_resync_interval = interval;
     EXPECT_TRUE(ValidateOptions(o).ok()) << interval;
   }
+  for (const char* interval : {"100ms", "1s", "5s", "1m", "250"}) {
+    o.monitor_feedback_interval = interval;
+    EXPECT_TRUE(ValidateOptions(o).ok()) << interval;
+  }
 }
 
 struct BadOption {
@@ -139,6 +143,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadOption{"ResyncWithASpace", "--monitor-resync-interval",
                   [](ClusterOptions& o) { o.monitor_resync_interval = "5 min"; },
                   "--monitor-resync-interval '5 min': not a duration"},
+        BadOption{"ShortFeedback", "--monitor-feedback-interval",
+                  [](ClusterOptions& o) { o.monitor_feedback_interval = "50ms"; },
+                  "--monitor-feedback-interval '50ms': not a duration of at least 100ms"},
+        BadOption{"FeedbackInSeconds", "--monitor-feedback-interval",
+                  [](ClusterOptions& o) { o.monitor_feedback_interval = "1sec"; },
+                  "--monitor-feedback-interval '1sec': not a duration"},
         BadOption{"ZeroTimeout", "--timeout",
                   [](ClusterOptions& o) { o.ready_timeout = std::chrono::seconds(0); },
                   "--timeout 0: must be from 1 to 3600 seconds"}),
