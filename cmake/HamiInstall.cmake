@@ -4,7 +4,7 @@
 #
 #   P/bin/hami, hami-scheduler, hami-device-plugin, hami-monitor        component node
 #   P/lib/hami/libvgpu.so                                                component node
-#   P/bin/hami-sim, hami-demo, hami-memory-demo, hami-sm-demo           component sim
+#   P/bin/hami-sim, hami-sim-pause, hami-demo, hami-memory-demo, hami-sm-demo   component sim
 #   P/lib/hami/sim/libcuda.so.1, libnvidia-ml.so.1 (+ .so links)        component sim
 #   P/share/hami/config/   deploy/base/config: what `hami sim cluster up` configures with
 #   P/share/hami/examples/ the example pods                              component sim
@@ -18,7 +18,7 @@ install(TARGETS hami hami-scheduler hami-device-plugin hami-monitor
   RUNTIME DESTINATION bin COMPONENT node)
 install(TARGETS vgpu LIBRARY DESTINATION lib/hami COMPONENT node)
 
-install(TARGETS hami-sim hami-demo hami-memory-demo hami-sm-demo
+install(TARGETS hami-sim hami_sim_pause hami-demo hami-memory-demo hami-sm-demo
   RUNTIME DESTINATION bin COMPONENT sim)
 install(TARGETS hami_sim_cuda hami_sim_nvml LIBRARY DESTINATION lib/hami/sim COMPONENT sim)
 # The plain-name links, as the build makes them (file(INSTALL) keeps a link a link).

@@ -24,7 +24,7 @@ NODE = {
     "lib/hami/libvgpu.so",
 }
 SIM = {
-    "bin/hami-sim", "bin/hami-demo", "bin/hami-memory-demo", "bin/hami-sm-demo",
+    "bin/hami-sim", "bin/hami-sim-pause", "bin/hami-demo", "bin/hami-memory-demo", "bin/hami-sm-demo",
     "lib/hami/sim/libcuda.so.1", "lib/hami/sim/libcuda.so",
     "lib/hami/sim/libnvidia-ml.so.1", "lib/hami/sim/libnvidia-ml.so",
     "share/hami/config/device-config.yaml", "share/hami/config/config.json",
