@@ -2,7 +2,17 @@
 # else. PRESET selects a CMake preset (release, debug, asan, ubsan, tsan, fuzz).
 PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
-WERROR := $(if $(HAMI_WERROR),ON,OFF)
+# HAMI_WERROR=1 makes warnings errors (CI), HAMI_WERROR=0 not; unset, a build tree keeps what
+# it was configured with, so `make demo` after `HAMI_WERROR=1 make test` recompiles nothing.
+ifeq ($(HAMI_WERROR),)
+WERROR :=
+else ifneq ($(filter 1 ON on yes true,$(HAMI_WERROR)),)
+WERROR := -DHAMI_WERROR=ON
+else ifneq ($(filter 0 OFF off no false,$(HAMI_WERROR)),)
+WERROR := -DHAMI_WERROR=OFF
+else
+$(error HAMI_WERROR='$(HAMI_WERROR)': give 1 (warnings are errors) or 0)
+endif
 
 .PHONY: all setup configure build test demo install bench asan ubsan tsan check-thread-safety tsan-concurrency tsan-concurrency-build fuzz format tidy clean
 
@@ -12,7 +22,7 @@ setup:
 	@scripts/setup.sh
 
 configure: setup
-	@cmake --preset $(PRESET) -DHAMI_WERROR=$(WERROR) >/dev/null
+	@cmake --preset $(PRESET) $(WERROR) >/dev/null
 
 build: configure
 	@cmake --build --preset $(PRESET)
@@ -35,7 +45,7 @@ demo: build
 PREFIX ?= /usr/local
 install:
 	@scripts/setup.sh --build-only
-	@cmake --preset ship -DHAMI_WERROR=$(WERROR) >/dev/null
+	@cmake --preset ship $(WERROR) >/dev/null
 	@cmake --build --preset ship
 	@DESTDIR="$(DESTDIR)" cmake --install build-ship --prefix "$(PREFIX)"
 
@@ -61,7 +71,7 @@ tsan-concurrency: tsan-concurrency-build
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/cmake/tsan.supp die_after_fork=0 $(TSAN_OPTIONS)" $(TSAN_CTEST)
 
 tsan-concurrency-build: setup
-	@cmake --preset tsan -DHAMI_WERROR=$(WERROR) >/dev/null
+	@cmake --preset tsan $(WERROR) >/dev/null
 	@cmake --build --preset tsan --target concurrency_tests
 
 fuzz: setup
