@@ -25,6 +25,7 @@ constexpr size_t kNameAt = 0, kModeAt = 100, kUidAt = 108, kGidAt = 116, kSizeAt
 using Header = std::array<char, kBlock>;
 
 void Put(Header& h, size_t at, std::string_view text) {
+  if (text.empty()) return;  // an empty view's data() may be null, which memcpy must not get
   std::memcpy(h.data() + at, text.data(), text.size());
 }
 
