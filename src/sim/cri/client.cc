@@ -5,6 +5,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "sim/grpc_code.h"
+
 namespace hami::sim::cri {
 
 namespace {
@@ -19,47 +21,6 @@ std::shared_ptr<grpc::Channel> UnixChannel(const std::string& path) {
   // As the kubelet: runtime answers of up to 16 MiB (long container lists).
   args.SetMaxReceiveMessageSize(16 << 20);
   return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
-}
-
-const char* CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "?";
-  }
 }
 
 // One unary call with a deadline; the response or the converted error.
@@ -102,7 +63,7 @@ Error CriError(std::string_view call, std::string_view subject, const grpc::Stat
   }
   std::string text = "CRI " + std::string(call);
   if (!subject.empty()) text += " (" + std::string(subject) + ")";
-  text += ": " + status.error_message() + " (gRPC " + CodeName(status.error_code()) + ")";
+  text += ": " + status.error_message() + " (gRPC " + StatusCodeText(status.error_code()) + ")";
   return Error(code, std::move(text));
 }
 

@@ -4,7 +4,6 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +21,7 @@
 #include "common/file.h"
 #include "common/strings.h"
 #include "log/log.h"
+#include "sim/spawn.h"
 
 extern char** environ;
 
@@ -96,38 +96,12 @@ std::string LogTail(const std::string& path, size_t lines = 15) {
 // Starts argv (argv[0] absolute) in a session of its own, stdin from /dev/null, stdout and
 // stderr to `out_fd`, with the caller's environment but PATH set to `path_env`.
 Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, const std::string& path_env) {
-  std::vector<std::string> env_text;
+  std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PATH=", 5) != 0) env_text.emplace_back(*e);
+    if (std::strncmp(*e, "PATH=", 5) != 0) env.emplace_back(*e);
   }
-  env_text.push_back("PATH=" + path_env);
-  std::vector<char*> envp, args;
-  for (std::string& s : env_text) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (std::string& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigfillset(&defaults);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, args[0], &fa, &attr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (err != 0) return Error::FromErrno("starting " + argv[0], err);
-  return pid;
+  env.push_back("PATH=" + path_env);
+  return SpawnInSession(argv, env, out_fd);
 }
 
 // Runs argv to its end within `timeout_ms`; its exit status (128 + signal) and its output.

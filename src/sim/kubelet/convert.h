@@ -1,6 +1,7 @@
 // The simulated kubelet's conversions between the device-plugin API's protobuf messages
 // (kubeletapi/api.proto) and its own types (sim/kubelet/types.h), and its one reading of a
-// gRPC status as an Error. Pure; written apart from the device plugin's (plugin/api.h).
+// gRPC status as an Error (its code named by sim/grpc_code.h). Pure; written apart from the
+// device plugin's (plugin/api.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -11,6 +12,7 @@
 
 #include "common/result.h"
 #include "kubeletapi/api.pb.h"
+#include "sim/grpc_code.h"
 #include "sim/kubelet/types.h"
 
 namespace hami::sim::kubelet {
@@ -27,9 +29,6 @@ v1beta1::PreferredAllocationRequest PreferredRequestOf(
 // The deviceIDs of each container response, in order.
 std::vector<std::vector<std::string>> PreferredIdsOf(
     const v1beta1::PreferredAllocationResponse& response);
-
-// "INVALID_ARGUMENT", "UNAVAILABLE", ...; "CODE_<n>" for a number gRPC does not define.
-std::string StatusCodeText(grpc::StatusCode code);
 
 // A failed call as an Error: "<what>: <message> (gRPC <CODE>)". The code: INVALID_ARGUMENT
 // and OUT_OF_RANGE → kInvalidArgument, NOT_FOUND → kNotFound, ALREADY_EXISTS and ABORTED →

@@ -4,7 +4,7 @@
 # never the device plugin's, which it checks.
 hami_cc_library(NAME hami_sim_kubelet
   SRCS kubelet.cc convert.cc
-  DEPS hami::kubelet_api_proto hami::log hami::common Threads::Threads)
+  DEPS hami::kubelet_api_proto hami::sim_grpc_code hami::log hami::common Threads::Threads)
 
 # Its reading of each message, field by field.
 hami_cc_test(NAME sim_kubelet_convert_test LABELS unit
