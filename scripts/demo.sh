@@ -174,11 +174,18 @@ scrape() {
   python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
     "$1/metrics" 2>/dev/null
 }
-# seconds_reported POD: how many seconds hami-sm-demo --every 1 has reported in POD's log (the
-# simulated kubelet's file, which kubectl logs serves).
+# pod_output DIR POD: what POD's container "cuda" printed, from its newest log file as the
+# kubelet lays them out (DIR/logs/pods/<ns>_<pod>_<uid>/<container>/<restart>.log, written by
+# containerd in the CRI log format "<time> <stream> <F|P> <text>"; kubectl logs serves it).
+pod_output() {
+  local f
+  f=$(ls "$1"/logs/pods/default_"$2"_*/cuda/*.log 2>/dev/null | sort -V | tail -n 1)
+  [[ -n $f ]] && cut -d' ' -f4- "$f"
+}
+# seconds_reported POD: how many seconds hami-sm-demo --every 1 has reported in POD's log.
 seconds_reported() {
   local n
-  n=$(grep -c '^every ' "$work/cluster/logs/pods/default_$1_cuda.log" 2>/dev/null)
+  n=$(pod_output "$work/cluster" "$1" | grep -c '^every ')
   echo "${n:-0}"
 }
 # all_reported POD=N...: whether each POD has reported at least N seconds.
@@ -242,7 +249,7 @@ cluster_demo() {
   for pod in vgpu-3000m-30 vgpu-half-1 vgpu-half-2 gpu-exclusive; do
     echo "\$ kubectl logs $pod   (excerpt)"
     local log
-    log=$(kubectl logs "$pod" 2>/dev/null || cat "$dir/logs/pods/default_${pod}_cuda.log")
+    log=$(kubectl logs "$pod" 2>/dev/null || pod_output "$dir" "$pod")
     grep -E '^pod |^cuMemGetInfo|past the limit|login-style|^FAILED' <<<"$log" | sed 's/^/  /'
     grep -q '^FAILED' <<<"$log" && ok=1
     if [[ $pod != gpu-exclusive ]]; then
@@ -360,7 +367,7 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
   local got inforce switch metrics
   for i in "${!pods[@]}"; do
     pod=${pods[i]}
-    got=$(grep '^every ' "$work/cluster/logs/pods/default_${pod}_cuda.log" |
+    got=$(pod_output "$work/cluster" "$pod" | grep '^every ' |
       sed -n "${from[i]}s/.*: \([0-9]*\)% of GPU 0.*/\1/p")
     metrics=$(grep "pod=\"$pod\"" "$work/metrics-after-pass-${gpu_node[on[i]]}.txt")
     switch=$(sed -n 's/^hami_container_utilization_switch{[^}]*} //p' <<<"$metrics")

@@ -39,14 +39,16 @@ struct NodeFlags {
   std::string pod_log_dir;
   std::string bin_dir;
   std::string sim_lib_dir;
+  std::string pause_program;
+  std::string containerd_log_level = "info";
   std::vector<std::string> resources = {"nvidia.com/gpu"};
 };
 
 int RunNode(const NodeFlags& f) {
   if (geteuid() != 0) {
     std::fprintf(stderr,
-                 "hami sim node: needs root: the simulated container runtime makes mount and PID "
-                 "namespaces for every container\n");
+                 "hami sim node: needs root: the node runs its pods in a containerd of its own "
+                 "(namespaces, mounts, cgroups)\n");
     return 1;
   }
   cl::NodeAgentOptions o;
@@ -55,6 +57,8 @@ int RunNode(const NodeFlags& f) {
   o.device_plugin_dir = f.dir + "/device-plugins";
   o.pod_log_dir = f.pod_log_dir.empty() ? f.dir + "/pods" : f.pod_log_dir;
   o.bin_dir = f.bin_dir.empty() ? RealPath(ExecutableDir()) : f.bin_dir;
+  o.pause_program = f.pause_program.empty() ? o.bin_dir + "/hami-sim-pause" : f.pause_program;
+  o.containerd_log_level = f.containerd_log_level;
   const std::string libs = f.sim_lib_dir.empty() ? SimLibraryDir() : f.sim_lib_dir;
   if (libs.empty()) {
     std::fprintf(stderr,
@@ -64,7 +68,6 @@ int RunNode(const NodeFlags& f) {
     return 1;
   }
   o.driver_libs = {libs + "/libcuda.so.1", libs + "/libnvidia-ml.so.1"};
-  o.sim_state = f.dir + "/sim.state";
   // The simulated GPU's own variables stand for the node's hardware: every container gets them
   // (a real node's GPU is there whatever a process's environment).
   o.image_env = {{"HAMI_SIM_PROFILE", f.gpus}, {"HAMI_SIM_NODE", f.name}};
@@ -77,6 +80,8 @@ int RunNode(const NodeFlags& f) {
       return 1;
     }
   }
+  o.dir = RealPath(f.dir);  // created above, with device-plugins/
+  o.sim_state = o.dir + "/sim.state";
   if (auto blocked = BlockStopSignals(); !blocked.ok()) {
     std::fprintf(stderr, "hami sim node: %s\n", blocked.error().message().c_str());
     return ExitStatusOf(blocked.error());
@@ -231,19 +236,29 @@ void AddSimClusterCommands(CLI::App& sim) {
   CLI::App* n = sim.add_subcommand(
       "node",
       "Run one simulated node's kubelet: its Node object, the device manager on DIR/device-plugins "
-      "and pods bound to it in the simulated container runtime, until SIGINT or SIGTERM (root)");
+      "and the pods bound to it, through CRI in a containerd of its own (DIR/containerd), until "
+      "SIGINT or SIGTERM (root)");
   n->add_option("--name", node.name, "the node's name")->required();
   n->add_option("--kubeconfig", node.kubeconfig, "the API server's kubeconfig")->required();
-  n->add_option("--dir", node.dir, "the node's directory (device-plugins/, sim.state)")->required();
+  n->add_option("--dir", node.dir,
+                "the node's directory (device-plugins/, sim.state, containerd/, images/, toolkit/)")
+      ->required();
   n->add_option("--gpus", node.gpus, "the node's simulated GPUs (HAMI_SIM_PROFILE)")
       ->capture_default_str();
   n->add_option("--pod-log-dir", node.pod_log_dir,
-                "where <namespace>_<pod>_<container>.log go (default DIR/pods)");
+                "the pods' logs as the kubelet lays them out: "
+                "<namespace>_<pod>_<uid>/<container>/<restart>.log (default DIR/pods)");
   n->add_option("--bin-dir", node.bin_dir,
                 "bound read-only at /opt/hami/bin in every container (default: this program's "
                 "directory)");
   n->add_option("--sim-lib-dir", node.sim_lib_dir,
                 "the simulated libcuda.so.1 and libnvidia-ml.so.1 (default: beside this program)");
+  n->add_option("--pause-program", node.pause_program,
+                "the static program of the node's sandbox image (default: hami-sim-pause in "
+                "--bin-dir)");
+  n->add_option("--containerd-log-level", node.containerd_log_level,
+                "containerd's --log-level (its log: DIR/containerd/containerd.log)")
+      ->capture_default_str();
   n->add_option("--resource", node.resources, "a device-plugin resource to manage (repeatable)")
       ->capture_default_str();
   n->callback([] { std::exit(RunNode(node)); });

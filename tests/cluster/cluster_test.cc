@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -164,8 +165,31 @@ class ClusterTest : public ::testing::Test {
       Ran r = Kubectl({"logs", pod});
       if (r.code == 0) return r.out;
     }
-    auto text = ReadFileToString(dir_ + "/logs/pods/default_" + pod + "_cuda.log", 1 << 20);
-    return text.ok() ? *text : std::string();
+    return PodLogFile(pod, "cuda");
+  }
+  // What `container` of `pod` printed, read from its newest log file as the kubelet lays them
+  // out (<logs>/<ns>_<pod>_<uid>/<container>/<restart>.log, in the CRI log format written by
+  // containerd: "<time> <stream> <F|P> <text>").
+  static std::string PodLogFile(const std::string& pod, const std::string& container) {
+    Ran found = RunCommand({"/bin/sh", "-c",
+                            "ls \"$0\"/default_\"$1\"_*/\"$2\"/*.log | sort -V | tail -n 1",
+                            dir_ + "/logs/pods", pod, container});
+    std::string file = found.out.substr(0, found.out.find('\n'));
+    auto text = ReadFileToString(file, 1 << 20);
+    if (!text.ok()) return std::string();
+    std::string out;
+    std::istringstream lines(*text);
+    for (std::string line; std::getline(lines, line);) {
+      size_t at = 0;
+      for (int field = 0; field < 3 && at != std::string::npos; ++field) {
+        at = line.find(' ', at);
+        if (at != std::string::npos) ++at;
+      }
+      if (at == std::string::npos) continue;
+      const bool full = line.compare(at - 2, 1, "F") == 0;
+      out += line.substr(at) + (full ? "\n" : "");
+    }
+    return out;
   }
   static json Node(const std::string& name) {
     for (const json& n : info_["nodes"]) {
@@ -227,6 +251,7 @@ spec:
   restartPolicy: Never
   containers:
   - name: main
+    image: hami.local/sim/base:1
     command: ["true"]
     resources:
       limits:
@@ -240,6 +265,7 @@ spec:
   restartPolicy: OnFailure
   containers:
   - name: main
+    image: hami.local/sim/base:1
     command: ["sh", "-c", "echo attempt; exit 3"]
 )");
   Ran applied = Kubectl({"apply", "-f", unplaced});
@@ -288,10 +314,8 @@ spec:
   const json& cs = pod["status"]["containerStatuses"][0];
   EXPECT_EQ(cs["state"]["terminated"].value("exitCode", -1), 0) << cs.dump();
   EXPECT_EQ(cs["state"]["terminated"].value("reason", ""), "Completed") << cs.dump();
-  EXPECT_THAT(cs.value("containerID", ""), ::testing::StartsWith("sim://"));
-  auto log = ReadFileToString(dir_ + "/logs/pods/default_plain_main.log", 1 << 20);
-  ASSERT_TRUE(log.ok());
-  EXPECT_THAT(*log, HasSubstr("hello from plain on node-"));
+  EXPECT_THAT(cs.value("containerID", ""), ::testing::StartsWith("containerd://"));
+  EXPECT_THAT(PodLogFile("plain", "main"), HasSubstr("hello from plain on node-"));
 
   Ran deleted = Kubectl({"delete", "pod", "unplaced", "crashing", "plain", "--timeout=60s"}, 90000);
   EXPECT_EQ(deleted.code, 0) << deleted.out;

@@ -1,16 +1,13 @@
 #include "sim/cluster/node_agent.h"
 
-#include <fcntl.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
-#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -24,8 +21,12 @@
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"
+#include "sim/cluster/cri_config.h"
+#include "sim/cluster/gpu_toolkit.h"
+#include "sim/cri/containerd.h"
 #include "sim/kubelet/kubelet.h"
-#include "sim/kubelet/runtime.h"
+#include "sim/oci/blob.h"
+#include "sim/oci/image.h"
 
 namespace hami::sim::cluster {
 
@@ -33,7 +34,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-namespace rt = sim::runtime;
 
 constexpr char kHostIp[] = "127.0.0.1";
 
@@ -55,17 +55,11 @@ void Log(const std::string& line) {
   std::fflush(stderr);
 }
 
-// `n` random bytes as 2n hex digits.
-std::string RandomHex(size_t n) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::vector<uint8_t> bytes(n);
-  for (uint8_t& b : bytes) b = uint8_t(rng());
-  return HexEncode(bytes);
-}
-
-int PidfdOpen(pid_t pid) { return int(syscall(SYS_pidfd_open, pid, 0)); }
-int PidfdSignal(int fd, int sig) {
-  return int(syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0));
+// A CRI time (nanoseconds since the epoch) as the API writes times.
+std::string TimeOfNanos(int64_t ns) {
+  return hami::kube::FormatTime(std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(ns))));
 }
 
 const json* Find(const json& j, std::initializer_list<const char*> path) {
@@ -119,6 +113,24 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
   if (plan.name.empty() || plan.uid.empty()) {
     return Error(ErrorCode::kInvalidArgument, "a pod without metadata.name or metadata.uid");
   }
+  for (const char* field : {"labels", "annotations"}) {
+    const json* m = Find(pod, {"metadata", field});
+    if (m == nullptr || !m->is_object()) continue;
+    auto& out = std::string_view(field) == "labels" ? plan.labels : plan.annotations;
+    for (const auto& [k, v] : m->items()) {
+      if (v.is_string()) out[k] = v.get<std::string>();
+    }
+  }
+  if (const json* v = Find(pod, {"spec", "hostNetwork"}); v != nullptr && v->is_boolean()) {
+    plan.host_network = v->get<bool>();
+  }
+  if (const json* v = Find(pod, {"spec", "hostPID"}); v != nullptr && v->is_boolean()) {
+    plan.host_pid = v->get<bool>();
+  }
+  if (const json* v = Find(pod, {"spec", "shareProcessNamespace"});
+      v != nullptr && v->is_boolean()) {
+    plan.share_process_namespace = v->get<bool>();
+  }
   const std::string policy = StringAt(pod, {"spec", "restartPolicy"});
   if (policy.empty() || policy == "Always") {
     plan.restart_policy = RestartPolicy::kAlways;
@@ -144,15 +156,12 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
     ContainerPlan cp;
     cp.name = c.is_object() ? c.value("name", "") : "";
     if (cp.name.empty()) return Error(ErrorCode::kInvalidArgument, at + ".name is empty");
-    cp.command = HAMI_TRY(Strings(c.value("command", json()), at + ".command"));
-    std::vector<std::string> args = HAMI_TRY(Strings(c.value("args", json()), at + ".args"));
-    if (cp.command.empty()) {
-      return Error(ErrorCode::kInvalidArgument,
-                   at + " (" + cp.name +
-                       "): no command (the simulated runtime runs no image entrypoint: give "
-                       "`command`)");
+    cp.image = c.value("image", json()).is_string() ? c["image"].get<std::string>() : "";
+    if (cp.image.empty()) {
+      return Error(ErrorCode::kInvalidArgument, at + " (" + cp.name + "): image is empty");
     }
-    cp.command.insert(cp.command.end(), args.begin(), args.end());
+    cp.command = HAMI_TRY(Strings(c.value("command", json()), at + ".command"));
+    cp.args = HAMI_TRY(Strings(c.value("args", json()), at + ".args"));
     cp.working_dir = c.value("workingDir", "");
     if (const json* env = Find(c, {"env"}); env != nullptr && env->is_array()) {
       for (size_t e = 0; e < env->size(); ++e) {
@@ -263,8 +272,8 @@ json PodStatusJson(const PodPlan& plan, const std::vector<ContainerState>& state
                {"ready", running},
                {"started", running},
                {"restartCount", s.restart_count},
-               {"image", "hami-sim"},
-               {"imageID", ""}};
+               {"image", plan.containers[i].image},
+               {"imageID", s.image_id}};
     if (!s.container_id.empty()) cs["containerID"] = s.container_id;
     statuses.push_back(std::move(cs));
   }
@@ -291,7 +300,7 @@ json PodStatusJson(const PodPlan& plan, const std::vector<ContainerState>& state
 }
 
 json NodeStatusJson(const NodeAgentOptions& options, const std::map<std::string, int64_t>& devices,
-                    const std::string& now) {
+                    const std::string& runtime_version, const std::string& now) {
   json resources = {{"cpu", std::to_string(options.cpu_millis) + "m"},
                     {"memory", std::to_string(options.memory_bytes / 1024) + "Ki"},
                     {"pods", std::to_string(options.max_pods)},
@@ -324,7 +333,7 @@ json NodeStatusJson(const NodeAgentOptions& options, const std::map<std::string,
             {"bootID", ""},
             {"kernelVersion", u.release},
             {"osImage", "hami simulated node"},
-            {"containerRuntimeVersion", "hami-sim://1"},
+            {"containerRuntimeVersion", runtime_version},
             {"kubeletVersion", "v1.30.0-hami-sim"},
             {"kubeProxyVersion", ""},
             {"operatingSystem", "linux"},
@@ -340,31 +349,50 @@ struct NodeAgent::Impl {
   std::unique_ptr<hami::kube::Client> client;
   std::unique_ptr<hami::kube::EventRecorder> events;
   std::unique_ptr<kubelet::Kubelet> kubelet;
+  std::unique_ptr<cri::Containerd> containerd;
+  std::unique_ptr<GpuToolkit> toolkit;
+  NodeAdditions additions;
   std::unique_ptr<hami::kube::Informer> informer;
+  std::string runtime_version;  // "containerd://1.6.20"
 
   std::mutex mu;
-  std::condition_variable cv;
   bool stopping = false;
   std::map<std::string, std::unique_ptr<PodWorker>> workers;  // by pod UID
   std::vector<std::unique_ptr<PodWorker>> dying;              // deleted pods ending
   std::jthread node_thread;
+  std::jthread pleg_thread;
   bool stopped = false;
 
+  // The pod lifecycle event generator: relists the runtime's containers every
+  // options.relist_period and wakes the workers waiting on a container's exit.
+  std::mutex pleg_mu;
+  std::condition_variable pleg_cv;
+  std::map<std::string, cri::v1::ContainerState> container_states;  // guarded by pleg_mu
+  bool pleg_stopping = false;                                       // guarded by pleg_mu
+
+  cri::CriClient& cri() { return containerd->client(); }
   Status EnsureNode();
   void PublishNodeStatus(const std::map<std::string, int64_t>& devices);
   void NodeLoop(std::stop_token stop);
+  void PlegLoop(std::stop_token stop);
+  // Wakes every worker waiting in WaitForExit (a pod is terminating).
+  void WakeWaiters();
   std::map<std::string, int64_t> HealthyDevices() const;
   void OnPod(const hami::kube::ObjectPtr& pod);
   void OnPodDeleted(const hami::kube::ObjectPtr& pod);
   void SweepLocked();
+  // containerd, the images, the GPU toolkit and the mounts every container gets.
+  Status StartRuntime();
+  void StopRuntime();
 };
 
 class PodWorker {
  public:
   PodWorker(NodeAgent::Impl* agent, PodPlan plan)
-      : agent_(agent), plan_(std::move(plan)), states_(plan_.containers.size()) {
-    pidfds_.resize(plan_.containers.size());
-  }
+      : agent_(agent),
+        plan_(std::move(plan)),
+        states_(plan_.containers.size()),
+        created_(plan_.containers.size()) {}
   ~PodWorker() {
     Terminate(End::kDeleted);
     if (main_.joinable()) main_.join();
@@ -379,22 +407,44 @@ class PodWorker {
   };
   // Asks the worker to end the pod's containers; returns at once.
   void Terminate(End how) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (how == End::kDeleted) deleted_ = true;
-    if (how == End::kGraceful) delete_object_ = true;
-    terminating_ = true;
-    cv_.notify_all();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (how == End::kDeleted) deleted_ = true;
+      if (how == End::kGraceful) delete_object_ = true;
+      terminating_ = true;
+      cv_.notify_all();
+    }
+    agent_->WakeWaiters();
   }
   bool done() const {
     std::lock_guard<std::mutex> l(mu_);
     return done_;
   }
+  bool terminating() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return terminating_;
+  }
 
  private:
   void Run();
-  void RunContainer(size_t i, const kubelet::ContainerAllocation& response);
+  void RunContainer(size_t i, const kubelet::ContainerAllocation& response, bool gpu);
+  // Waits until the PLEG sees container `id` exited, or the pod is terminating: true for an
+  // exit.
+  bool WaitForExit(const std::string& id);
+  // Waits `delay` unless the pod starts terminating: false when it does.
+  bool Backoff(std::chrono::milliseconds delay) {
+    std::unique_lock<std::mutex> l(mu_);
+    return !cv_.wait_for(l, delay, [this] { return terminating_; });
+  }
   void WriteStatusLocked();
-  void SignalAllLocked(int sig);
+  void Waiting(size_t i, const std::string& reason, const std::string& message) {
+    std::lock_guard<std::mutex> l(mu_);
+    ContainerState& s = states_[i];
+    s.kind = ContainerState::Kind::kWaiting;
+    s.reason = reason;
+    s.message = message;
+    WriteStatusLocked();
+  }
   // A kubelet event about the pod (or one of its containers: `container` not empty).
   void Event(hami::kube::EventType type, const std::string& reason, const std::string& message,
              const std::string& container = "") {
@@ -402,9 +452,12 @@ class PodWorker {
     if (!container.empty()) ref.field_path = "spec.containers{" + container + "}";
     agent_->events->Record(ref, type, reason, message);
   }
-  bool AllEndedLocked() const {
-    return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
-  }
+  Status StartSandbox();
+  // Records container `id` of container `i`; removes the dead ones before the previous (and
+  // their logs), as the kubelet's garbage collector keeps one dead container per container.
+  void RecordCreated(size_t i, const std::string& id, int attempt);
+  void RemoveContainer(size_t i, const std::string& id, int attempt);
+  void RemoveSandbox();
 
   NodeAgent::Impl* const agent_;
   const PodPlan plan_;
@@ -416,8 +469,11 @@ class PodWorker {
   bool delete_object_ = false;
   bool done_ = false;
   std::vector<ContainerState> states_;
-  std::vector<UniqueFd> pidfds_;  // the running command of each container
-  std::vector<bool> ended_;       // each container's runner has returned
+  cri::v1::PodSandboxConfig sandbox_config_;
+  std::string sandbox_id_;
+  // The containers created and not removed, per container, oldest first, with their attempt;
+  // guarded by mu_.
+  std::vector<std::vector<std::pair<std::string, int>>> created_;
   std::vector<std::jthread> runners_;
   std::jthread main_;
 };
@@ -434,9 +490,69 @@ void PodWorker::WriteStatusLocked() {
   }
 }
 
-void PodWorker::SignalAllLocked(int sig) {
-  for (UniqueFd& fd : pidfds_) {
-    if (fd.valid()) PidfdSignal(fd.get(), sig);
+Status PodWorker::StartSandbox() {
+  const NodeAgentOptions& o = agent_->options;
+  sandbox_config_ = SandboxConfigFor(plan_, o.pod_log_dir,
+                                     agent_->containerd->PodCgroupParent("pod" + plan_.uid), 0);
+  std::error_code ec;
+  std::filesystem::create_directories(sandbox_config_.log_directory(), ec);
+  if (ec) {
+    return Error(ErrorCode::kIo, "the pod's log directory " + sandbox_config_.log_directory() +
+                                     ": " + ec.message());
+  }
+  sandbox_id_ = HAMI_TRY(agent_->cri().RunPodSandbox(sandbox_config_));
+  Log("event=sandbox pod=" + plan_.ns + "/" + plan_.name + " id=" + sandbox_id_);
+  return OkStatus();
+}
+
+void PodWorker::RemoveContainer(size_t i, const std::string& id, int attempt) {
+  if (Status s = agent_->cri().RemoveContainer(id);
+      !s.ok() && s.error().code() != ErrorCode::kNotFound) {
+    Log("event=remove_failed container=" + id + " error=" + Quote(s.error().message()));
+  }
+  const std::string log =
+      sandbox_config_.log_directory() + "/" + ContainerLogPath(plan_.containers[i].name, attempt);
+  unlink(log.c_str());
+}
+
+void PodWorker::RecordCreated(size_t i, const std::string& id, int attempt) {
+  std::vector<std::pair<std::string, int>> old;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto& list = created_[i];
+    list.emplace_back(id, attempt);
+    while (list.size() > 2) {
+      old.push_back(list.front());
+      list.erase(list.begin());
+    }
+  }
+  for (const auto& [old_id, old_attempt] : old) RemoveContainer(i, old_id, old_attempt);
+}
+
+void PodWorker::RemoveSandbox() {
+  std::vector<std::vector<std::pair<std::string, int>>> created;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    created = created_;
+    for (auto& list : created_) list.clear();
+  }
+  // Removing a container does not remove its log here: the pod's logs stay for `kubectl logs`
+  // until the node's directory goes.
+  for (const auto& list : created) {
+    for (const auto& [id, attempt] : list) {
+      if (Status s = agent_->cri().RemoveContainer(id);
+          !s.ok() && s.error().code() != ErrorCode::kNotFound) {
+        Log("event=remove_failed container=" + id + " error=" + Quote(s.error().message()));
+      }
+    }
+  }
+  cri::CriClient& cri = agent_->cri();
+  if (sandbox_id_.empty()) return;
+  for (Status s : {cri.StopPodSandbox(sandbox_id_), cri.RemovePodSandbox(sandbox_id_)}) {
+    if (!s.ok() && s.error().code() != ErrorCode::kNotFound) {
+      Log("event=sandbox_teardown_failed pod=" + plan_.ns + "/" + plan_.name +
+          " error=" + Quote(s.error().message()));
+    }
   }
 }
 
@@ -483,37 +599,30 @@ void PodWorker::Run() {
                       allocated->response.mounts.end());
       r.devices.insert(r.devices.end(), allocated->response.devices.begin(),
                        allocated->response.devices.end());
+      for (const auto& [k, v] : allocated->response.annotations) r.annotations[k] = v;
       Log("event=allocated pod=" + ref + " container=" + plan_.containers[i].name +
           " resource=" + resource + " devices=" + std::to_string(allocated->device_ids.size()));
     }
   }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ended_.assign(plan_.containers.size(), false);
+  // The sandbox, retried with the containers' backoff until it runs or the pod ends.
+  for (int attempt = 1;; ++attempt) {
+    if (terminating()) break;
+    Status s = StartSandbox();
+    if (s.ok()) break;
+    Log("event=sandbox_failed pod=" + ref + " error=" + Quote(s.error().message()));
+    Event(hami::kube::EventType::kWarning, "FailedCreatePodSandBox",
+          "Failed to create pod sandbox: " + s.error().message());
+    if (!Backoff(RestartBackoff(attempt))) break;
   }
-  for (size_t i = 0; i < plan_.containers.size(); ++i) {
-    runners_.emplace_back([this, i, response = responses[i]] { RunContainer(i, response); });
-  }
-  {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return terminating_ || AllEndedLocked(); });
-    if (terminating_ && !AllEndedLocked()) {
-      for (size_t i = 0; i < plan_.containers.size(); ++i) {
-        if (!ended_[i]) {
-          Event(hami::kube::EventType::kNormal, "Killing",
-                "Stopping container " + plan_.containers[i].name, plan_.containers[i].name);
-        }
-      }
-      SignalAllLocked(SIGTERM);
-      const auto grace =
-          std::min<std::chrono::seconds>(plan_.grace_period, agent_->options.max_grace_period);
-      if (!cv_.wait_for(l, grace, [this] { return AllEndedLocked(); })) {
-        Log("event=kill pod=" + ref + " reason=grace_period_over");
-        SignalAllLocked(SIGKILL);
-      }
+  if (!sandbox_id_.empty()) {
+    for (size_t i = 0; i < plan_.containers.size(); ++i) {
+      runners_.emplace_back([this, i, response = responses[i]] {
+        RunContainer(i, response, !plan_.containers[i].devices.empty());
+      });
     }
+    for (std::jthread& t : runners_) t.join();
   }
-  for (std::jthread& t : runners_) t.join();
+  RemoveSandbox();
   bool ended, delete_object;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -533,59 +642,63 @@ void PodWorker::Run() {
   done_ = true;
 }
 
-void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& response) {
-  const ContainerPlan& c = plan_.containers[i];
-  const NodeAgentOptions& o = agent_->options;
-  const std::string ref = plan_.ns + "/" + plan_.name + "/" + c.name;
-  const std::string log_path =
-      o.pod_log_dir + "/" + plan_.ns + "_" + plan_.name + "_" + c.name + ".log";
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (terminating_) break;
-    }
-    rt::ContainerSpec spec;
-    spec.response = response;
-    spec.command = c.command;
-    spec.image_env = {{"PATH", std::string(kContainerBinDir) + ":" + kImagePath},
-                      {"HOSTNAME", plan_.name},
-                      {"HOME", "/root"}};
-    for (const auto& [k, v] : o.image_env) spec.image_env[k] = v;
-    for (const auto& [k, v] : c.env) spec.image_env[k] = v;
-    // The NVIDIA container toolkit gives the container only the device nodes of the GPUs in
-    // NVIDIA_VISIBLE_DEVICES; the simulated GPU has no device nodes, and CUDA_VISIBLE_DEVICES
-    // says the same to it.
-    if (auto v = response.envs.find("NVIDIA_VISIBLE_DEVICES");
-        v != response.envs.end() && v->second.rfind("GPU-", 0) == 0 &&
-        !c.env.contains("CUDA_VISIBLE_DEVICES")) {
-      spec.image_env["CUDA_VISIBLE_DEVICES"] = v->second;
-    }
-    if (!c.working_dir.empty()) spec.working_dir = c.working_dir;
-    if (!o.bin_dir.empty()) spec.host_mounts.push_back({kContainerBinDir, o.bin_dir, true});
-    spec.driver_libs = o.driver_libs;
-    spec.sim_state = o.sim_state;
-    UniqueFd log(open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
-    UniqueFd null(open("/dev/null", O_RDONLY | O_CLOEXEC));
-    spec.stdin_fd = null.get();
-    spec.stdout_fd = log.valid() ? log.get() : -1;
-    spec.stderr_fd = log.valid() ? log.get() : -1;
+bool PodWorker::WaitForExit(const std::string& id) {
+  NodeAgent::Impl& a = *agent_;
+  std::unique_lock<std::mutex> l(a.pleg_mu);
+  bool exited = false;
+  a.pleg_cv.wait(l, [&] {
+    auto it = a.container_states.find(id);
+    exited = it != a.container_states.end() && it->second == cri::v1::CONTAINER_EXITED;
+    return exited || a.pleg_stopping || terminating();
+  });
+  return exited;
+}
 
-    auto started = log.valid() ? rt::StartContainer(spec)
-                               : Result<std::unique_ptr<rt::Container>>(
-                                     Error::FromErrno("opening the pod log " + log_path));
-    int exit_code = 128;
-    std::string reason, message;
-    if (!started.ok()) {
-      reason = "StartError";
-      message = started.error().message();
-      Log("event=start_failed container=" + ref + " error=" + Quote(message));
+void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& response, bool gpu) {
+  const ContainerPlan& c = plan_.containers[i];
+  const std::string ref = plan_.ns + "/" + plan_.name + "/" + c.name;
+  cri::CriClient& cri = agent_->cri();
+  int attempt = 0;   // the restart count
+  int failures = 0;  // image and create failures in a row, for their backoff
+  while (!terminating()) {
+    // The image: the node pulls nothing (there is no registry); only what it imported runs.
+    auto image = cri.ImageStatus(c.image);
+    if (!image.ok()) {
+      ++failures;
+      const std::string message =
+          "Failed to pull image \"" + c.image + "\": " + image.error().message() +
+          " (the simulated node pulls no image: it runs " + oci::kBaseImage + ")";
+      Log("event=image_missing container=" + ref + " error=" + Quote(image.error().message()));
+      Event(hami::kube::EventType::kWarning, "Failed", message, c.name);
+      Waiting(i, failures == 1 ? "ErrImagePull" : "ImagePullBackOff",
+              failures == 1 ? message : "Back-off pulling image \"" + c.image + "\"");
+      if (!Backoff(RestartBackoff(failures))) break;
+      continue;
+    }
+    if (failures == 0 && attempt == 0) {
+      Event(hami::kube::EventType::kNormal, "Pulled",
+            "Container image \"" + c.image + "\" already present on machine", c.name);
+    }
+    cri::v1::ContainerConfig config =
+        ContainerConfigFor(plan_, c, response, agent_->additions, gpu, attempt);
+    std::error_code ec;
+    std::filesystem::create_directories(sandbox_config_.log_directory() + "/" + c.name, ec);
+    auto created = cri.CreateContainer(sandbox_id_, config, sandbox_config_);
+    if (!created.ok()) {
+      ++failures;
+      const std::string message = created.error().message();
+      Log("event=create_failed container=" + ref + " error=" + Quote(message));
       Event(hami::kube::EventType::kWarning, "Failed", "Error: " + message, c.name);
-      if (log.valid()) {
-        std::string line = "hami sim node: " + message + "\n";
-        (void)!write(log.get(), line.data(), line.size());
-      }
-    } else {
-      std::unique_ptr<rt::Container> container = std::move(started).value();
+      Waiting(i, "CreateContainerError", message);
+      if (!Backoff(RestartBackoff(failures))) break;
+      continue;
+    }
+    failures = 0;
+    const std::string id = *created;
+    RecordCreated(i, id, attempt);
+    Event(hami::kube::EventType::kNormal, "Created", "Created container " + c.name, c.name);
+    Status started = cri.StartContainer(id);
+    if (started.ok()) {
       {
         std::lock_guard<std::mutex> l(mu_);
         ContainerState& s = states_[i];
@@ -593,28 +706,51 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
         s.will_restart = false;
         s.reason.clear();
         s.message.clear();
-        s.container_id = "sim://" + RandomHex(32);
+        s.container_id = "containerd://" + id;
+        s.image_id = image->id();
         s.started_at = Now();
-        pidfds_[i] = UniqueFd(PidfdOpen(container->pid()));
-        if (terminating_ && pidfds_[i].valid()) PidfdSignal(pidfds_[i].get(), SIGTERM);
         WriteStatusLocked();
       }
-      Log("event=started container=" + ref + " pid=" + std::to_string(container->pid()));
+      Log("event=started container=" + ref + " id=" + id);
       Event(hami::kube::EventType::kNormal, "Started", "Started container " + c.name, c.name);
-      auto waited = container->init().Wait();
-      exit_code = waited.ok() ? *waited : 128;
-      reason = exit_code == 0 ? "Completed" : "Error";
-      if (!waited.ok()) message = waited.error().message();
-      Log("event=exited container=" + ref + " exit_code=" + std::to_string(exit_code));
+      if (!WaitForExit(id) && terminating()) {
+        Event(hami::kube::EventType::kNormal, "Killing", "Stopping container " + c.name, c.name);
+        const auto grace =
+            std::min<std::chrono::seconds>(plan_.grace_period, agent_->options.max_grace_period);
+        if (Status s = cri.StopContainer(id, grace.count()); !s.ok()) {
+          Log("event=stop_failed container=" + ref + " error=" + Quote(s.error().message()));
+        }
+      }
+    } else {
+      Log("event=start_failed container=" + ref + " error=" + Quote(started.error().message()));
+      Event(hami::kube::EventType::kWarning, "Failed", "Error: " + started.error().message(),
+            c.name);
     }
+    // The exit as the runtime reports it.
+    int exit_code = 128;
+    std::string reason = "Error", message, finished_at = Now(), started_at;
+    if (auto status = cri.ContainerStatus(id); status.ok()) {
+      const cri::v1::ContainerStatus& st = status->status();
+      exit_code = st.exit_code();
+      if (!st.reason().empty()) reason = st.reason();
+      message = st.message();
+      if (st.finished_at() > 0) finished_at = TimeOfNanos(st.finished_at());
+      if (st.started_at() > 0) started_at = TimeOfNanos(st.started_at());
+    } else {
+      message = status.error().message();
+    }
+    if (!started.ok() && message.empty()) message = started.error().message();
+    Log("event=exited container=" + ref + " exit_code=" + std::to_string(exit_code) +
+        " reason=" + reason);
     std::unique_lock<std::mutex> l(mu_);
-    pidfds_[i].Reset();
     ContainerState& s = states_[i];
     s.kind = ContainerState::Kind::kTerminated;
     s.exit_code = exit_code;
     s.reason = reason;
     s.message = message;
-    s.finished_at = Now();
+    s.container_id = "containerd://" + id;
+    if (!started_at.empty()) s.started_at = started_at;
+    s.finished_at = finished_at;
     const bool again = !terminating_ && ShouldRestart(plan_.restart_policy, exit_code);
     s.will_restart = again;
     if (!again) {
@@ -622,6 +758,7 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
       break;
     }
     s.restart_count += 1;
+    attempt = s.restart_count;
     const auto backoff = RestartBackoff(s.restart_count);
     s.kind = ContainerState::Kind::kWaiting;
     s.reason = "CrashLoopBackOff";
@@ -636,9 +773,38 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
       break;
     }
   }
-  std::lock_guard<std::mutex> l(mu_);
-  ended_[i] = true;
-  cv_.notify_all();
+}
+
+void NodeAgent::Impl::WakeWaiters() {
+  { std::lock_guard<std::mutex> l(pleg_mu); }
+  pleg_cv.notify_all();
+}
+
+void NodeAgent::Impl::PlegLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    auto listed = containerd->client().ListContainers();
+    if (listed.ok()) {
+      std::map<std::string, cri::v1::ContainerState> now;
+      for (const cri::v1::Container& c : *listed) now[c.id()] = c.state();
+      bool changed;
+      {
+        std::lock_guard<std::mutex> l(pleg_mu);
+        changed = now != container_states;
+        container_states = std::move(now);
+      }
+      if (changed) pleg_cv.notify_all();
+    } else {
+      Log("event=relist_failed node=" + options.name + " error=" + Quote(listed.error().message()));
+    }
+    // The relist period: a timer that a stop request cuts short.
+    std::mutex m;
+    std::condition_variable_any timer;
+    std::unique_lock<std::mutex> l(m);
+    timer.wait_for(l, stop, options.relist_period, [] { return false; });
+  }
+  std::lock_guard<std::mutex> l(pleg_mu);
+  pleg_stopping = true;
+  pleg_cv.notify_all();
 }
 
 std::map<std::string, int64_t> NodeAgent::Impl::HealthyDevices() const {
@@ -677,8 +843,9 @@ Status NodeAgent::Impl::EnsureNode() {
 }
 
 void NodeAgent::Impl::PublishNodeStatus(const std::map<std::string, int64_t>& devices) {
-  auto written = client->Patch(hami::kube::kNodes, "", options.name, hami::kube::PatchType::kMerge,
-                               {{"status", NodeStatusJson(options, devices, Now())}}, "status");
+  auto written = client->Patch(
+      hami::kube::kNodes, "", options.name, hami::kube::PatchType::kMerge,
+      {{"status", NodeStatusJson(options, devices, runtime_version, Now())}}, "status");
   if (!written.ok()) {
     Log("event=node_status_failed node=" + options.name +
         " error=" + Quote(written.error().message()));
@@ -759,10 +926,73 @@ void NodeAgent::Impl::OnPodDeleted(const hami::kube::ObjectPtr& pod) {
   workers.erase(it);
 }
 
+Status NodeAgent::Impl::StartRuntime() {
+  const NodeAgentOptions& o = options;
+  cri::ContainerdOptions co;
+  co.dir = o.dir + "/containerd";
+  co.cgroup_parent = o.cgroup_parent;
+  co.log_level = o.containerd_log_level;
+  auto started = cri::Containerd::Start(co);
+  if (!started.ok()) return std::move(started).error().Context("the node's containerd");
+  containerd = std::move(started).value();
+  auto version = containerd->client().Version(5000);
+  if (version.ok()) {
+    runtime_version = version->runtime_name() + "://" + version->runtime_version();
+  }
+  const std::string images = o.dir + "/images";
+  std::error_code ec;
+  std::filesystem::create_directories(images, ec);
+  if (ec)
+    return Error(ErrorCode::kIo, "the node's image directory " + images + ": " + ec.message());
+  oci::ImageDefinition pause = HAMI_TRY(oci::PauseImage(o.pause_program));
+  HAMI_TRY(oci::WriteImageLayout(pause, images + "/pause.tar"));
+  HAMI_TRY(containerd->ImportImage(images + "/pause.tar", pause.name));
+  const oci::ImageDefinition base = oci::BaseImage();
+  HAMI_TRY(oci::WriteImageLayout(base, images + "/base.tar"));
+  HAMI_TRY(containerd->ImportImage(images + "/base.tar", base.name));
+  toolkit = HAMI_TRY(GpuToolkit::Prepare(o.dir + "/toolkit", o.driver_libs, o.sim_state));
+
+  additions.envs = o.image_env;
+  if (!o.bin_dir.empty()) {
+    additions.envs["PATH"] = std::string(kContainerBinDir) + ":" + kImagePath;
+    additions.mounts.push_back({kContainerBinDir, o.bin_dir, true});
+  }
+  additions.gpu_mounts = toolkit->mounts();
+  additions.plain_mounts = HostUserlandMounts();
+  Log("event=runtime node=" + o.name + " version=" + runtime_version + " socket=" +
+      containerd->paths().socket + " start_ms=" + std::to_string(containerd->start_ms()));
+  return OkStatus();
+}
+
+void NodeAgent::Impl::StopRuntime() {
+  if (containerd) {
+    if (Status s = containerd->Stop(); !s.ok()) {
+      Log("event=runtime_stop_failed node=" + options.name +
+          " error=" + Quote(s.error().message()));
+    }
+  }
+  if (toolkit) {
+    if (Status s = toolkit->Unmount(); !s.ok()) {
+      Log("event=toolkit_unmount_failed node=" + options.name +
+          " error=" + Quote(s.error().message()));
+    }
+  }
+}
+
 Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   if (options.name.empty()) return Error(ErrorCode::kInvalidArgument, "--name: empty node name");
   if (options.resources.empty()) {
     return Error(ErrorCode::kInvalidArgument, "no device-plugin resource to manage");
+  }
+  if (options.dir.empty() || options.dir[0] != '/') {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--dir: the node's directory must be an absolute path, not '" + options.dir + "'");
+  }
+  if (options.cgroup_parent.empty()) {
+    // Unique per node directory, so that two clusters on one machine never share cgroups.
+    auto digest = oci::Sha256Digest(options.dir);
+    if (!digest.ok()) return std::move(digest).error().Context("naming the node's cgroup parent");
+    options.cgroup_parent = "hami-sim/" + options.name + "-" + digest->substr(7, 12);
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
@@ -780,6 +1010,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   eo.component = "kubelet";
   eo.instance = m.options.name;
   m.events = std::make_unique<hami::kube::EventRecorder>(*m.client, eo);
+  HAMI_TRY(m.StartRuntime());
   HAMI_TRY(m.EnsureNode());
 
   kubelet::KubeletOptions ko;
@@ -789,6 +1020,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
     return std::move(s).error().Context("device manager on " + ko.dir);
   }
   m.node_thread = std::jthread([&m](std::stop_token stop) { m.NodeLoop(stop); });
+  m.pleg_thread = std::jthread([&m](std::stop_token stop) { m.PlegLoop(stop); });
 
   hami::kube::InformerScope scope;
   scope.field_selector = "spec.nodeName=" + m.options.name;
@@ -826,7 +1058,10 @@ void NodeAgent::Stop() {
   dying.clear();
   m.node_thread.request_stop();
   if (m.node_thread.joinable()) m.node_thread.join();
+  m.pleg_thread.request_stop();
+  if (m.pleg_thread.joinable()) m.pleg_thread.join();
   m.kubelet->Stop();
+  m.StopRuntime();
   m.events->Flush(Clock::now() + std::chrono::seconds(2));
   Log("event=stop node=" + m.options.name);
 }

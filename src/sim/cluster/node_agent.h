@@ -1,37 +1,51 @@
 // One simulated node's kubelet (`hami sim node`): the Node object, the device manager of the
-// simulated kubelet (sim/kubelet/kubelet.h) and a pod worker that runs each pod bound to the
-// node in the simulated container runtime (sim/kubelet/runtime.h). Test and demo
-// infrastructure, as the rest of src/sim.
+// simulated kubelet (sim/kubelet/kubelet.h), the node's containerd (sim/cri/containerd.h) and a
+// pod worker that runs each pod bound to the node through CRI, as the kubelet does. Test and
+// demo infrastructure, as the rest of src/sim.
+//
+// Start: containerd in <dir>/containerd with the pods' cgroups under options.cgroup_parent; the
+// pause image (from options.pause_program) and the base image (sim/oci/image.h) built into
+// <dir>/images and imported; the GPU toolkit's mounts prepared in <dir>/toolkit
+// (sim/cluster/gpu_toolkit.h); then the Node and the device manager.
 //
 // What it does, as the kubelet does it:
 //   Node     creates (or adopts) the Node `name` with labels kubernetes.io/hostname=<name> and
 //            gpu=on; its status has capacity and allocatable for cpu, memory, pods and each
 //            device-plugin resource (the healthy count its plugin reports through
 //            ListAndWatch, rewritten whenever that count changes), a Ready condition, the
-//            addresses (127.0.0.1) and nodeInfo. It is refreshed every heartbeat.
+//            addresses (127.0.0.1) and nodeInfo (containerRuntimeVersion from CRI Version).
+//            It is refreshed every heartbeat.
 //   pods     an informer on pods with spec.nodeName=<name>. A pod seen for the first time
 //            that is not Succeeded, Failed or being deleted gets a worker: its status goes
 //            Pending, then each container that limits a device-plugin resource gets
 //            AllocateContainer (a failure fails the pod: reason UnexpectedAdmissionError,
 //            "Pod was rejected: Allocate failed due to <error>, which is unexpected"), then
-//            every container starts in the runtime: its command and args, its env (values,
-//            and fieldRef metadata.name, metadata.namespace, metadata.uid, spec.nodeName,
-//            status.hostIP, status.podIP) over the image's PATH and the Allocate response's
-//            envs (and CUDA_VISIBLE_DEVICES = its NVIDIA_VISIBLE_DEVICES, standing for the
-//            toolkit's device nodes, which the simulated GPU has not), its mounts; stdout and
-//            stderr appended to <pod_log_dir>/<namespace>_<pod>_<container>.log. restartPolicy
-//            Always and OnFailure restart a container after a backoff of 1 s doubling to 30 s; the
-//            phase is Running while a container runs, Succeeded or Failed once all have ended for
-//            good. Every change is written through pods/<name>/status.
-//   deletion a DELETED event, or a deletionTimestamp, ends the pod's containers (SIGTERM, then
-//            SIGKILL after terminationGracePeriodSeconds, 30 by default, at most
-//            max_grace_period) and releases its devices (ReleasePod). Stop() does the same for
-//            every pod.
-//   events   Events of component "kubelet" on the pod, as the kubelet records them: Started,
-//            Failed (a container that could not start), Killing, BackOff,
+//            the pod's sandbox (RunPodSandbox; a failure is a FailedCreatePodSandBox event and a
+//            retry after the backoff), then per container: its image must be on the node
+//            (ImageStatus; nothing is pulled: ErrImagePull, then ImagePullBackOff),
+//            CreateContainer with the config of sim/cluster/cri_config.h (a failure:
+//            CreateContainerError with the runtime's message, retried after the backoff),
+//            StartContainer, and a wait for its exit, which a relist of the runtime's
+//            containers every relist_period notices (the kubelet's PLEG). The exit code,
+//            reason and message are the runtime's. restartPolicy Always and OnFailure restart
+//            a container after a backoff of 1 s doubling to 30 s, as a new container of the
+//            next attempt; the one before stays (its log serves --previous), older ones are
+//            removed with their logs. The phase is Running while a container runs, Succeeded
+//            or Failed once all have ended for good. Every change is written through
+//            pods/<name>/status.
+//   logs     <pod_log_dir>/<namespace>_<name>_<uid>/<container>/<attempt>.log, written by
+//            containerd in the CRI log format; kept after the pod ends.
+//   deletion a DELETED event, or a deletionTimestamp, stops the pod's containers
+//            (StopContainer with terminationGracePeriodSeconds, 30 by default, at most
+//            max_grace_period), removes them and the sandbox, and releases its devices
+//            (ReleasePod). Stop() does the same for every pod, then stops containerd.
+//   events   Events of component "kubelet" on the pod, as the kubelet records them: Pulled,
+//            Created, Started, Failed, Killing, BackOff, FailedCreatePodSandBox,
 //            UnexpectedAdmissionError.
 // Every container sees options.bin_dir read-only at kContainerBinDir, first in PATH, so a
 // pod's command may name the project's programs.
+//
+// Needs effective UID 0 (containerd).
 //
 // Thread safety: Start and Stop from one thread; the rest runs on the agent's own threads.
 #pragma once
@@ -57,11 +71,17 @@ struct NodeAgentOptions {
   std::string name;                              // the Node's name
   std::string kubeconfig;                        // the API server
   std::string device_plugin_dir;                 // kubelet.sock and the plugins' sockets
-  std::string pod_log_dir;                       // <namespace>_<pod>_<container>.log
+  std::string dir;                               // the node's: containerd/, images/, toolkit/
+  std::string pod_log_dir;                       // the pods' log directories (see above)
   std::string bin_dir;                           // bound read-only at kContainerBinDir ("": none)
-  std::vector<std::string> driver_libs;          // host files bound into the runtime's driver dir
-  std::string sim_state;                         // the node's simulated GPU ("": none)
-  std::map<std::string, std::string> image_env;  // added to every container's image env
+  std::string pause_program;                     // the sandbox image's program (hami-sim-pause)
+  std::vector<std::string> driver_libs;          // the simulated libcuda.so.1, libnvidia-ml.so.1
+  std::string sim_state;                         // the node's simulated GPU
+  std::map<std::string, std::string> image_env;  // added to every container's environment
+  // The pods' cgroups go under this relative path ("hami-sim/<name>-<hash of dir>" when empty).
+  std::string cgroup_parent;
+  std::string containerd_log_level = "info";
+  std::chrono::milliseconds relist_period{100};
   std::vector<std::string> resources = {"nvidia.com/gpu"};  // device-plugin resources
   int64_t cpu_millis = 16000;
   int64_t memory_bytes = int64_t{64} << 30;
@@ -75,16 +95,22 @@ struct NodeAgentOptions {
 // One container of a pod as the worker runs it.
 struct ContainerPlan {
   std::string name;
-  std::vector<std::string> command;        // command + args
+  std::string image;                       // as written in the pod
+  std::vector<std::string> command;        // empty: the image's entrypoint
+  std::vector<std::string> args;           // empty: the image's command (with no command)
   std::map<std::string, std::string> env;  // spec env, fieldRefs resolved
   std::map<std::string, int64_t> devices;  // device-plugin resource -> count (limits)
-  std::string working_dir;                 // "" : "/"
+  std::string working_dir;                 // "": the image's
 };
 
 enum class RestartPolicy { kAlways, kOnFailure, kNever };
 
 struct PodPlan {
   std::string ns, name, uid;
+  std::map<std::string, std::string> labels, annotations;
+  bool host_network = false;             // spec.hostNetwork
+  bool host_pid = false;                 // spec.hostPID
+  bool share_process_namespace = false;  // spec.shareProcessNamespace
   RestartPolicy restart_policy = RestartPolicy::kAlways;
   std::chrono::seconds grace_period{30};
   std::vector<ContainerPlan> containers;
@@ -111,7 +137,8 @@ struct ContainerState {
   std::string message;
   int exit_code = 0;
   int restart_count = 0;
-  std::string container_id;  // "sim://<hex>", set once started
+  std::string container_id;  // "containerd://<id>", set once created
+  std::string image_id;      // the image's ID as the runtime names it
   std::string started_at;    // RFC 3339
   std::string finished_at;
   bool will_restart = false;  // terminated, waiting for its backoff
@@ -128,9 +155,10 @@ nlohmann::json PodStatusJson(const PodPlan& plan, const std::vector<ContainerSta
                              const std::string& host_ip, const std::string& start_time);
 
 // The Node's status for `allocatable` extended resources (name -> count).
+// `runtime_version` as the kubelet reports it ("containerd://1.6.20").
 nlohmann::json NodeStatusJson(const NodeAgentOptions& options,
                               const std::map<std::string, int64_t>& devices,
-                              const std::string& now);
+                              const std::string& runtime_version, const std::string& now);
 
 class NodeAgent {
  public:

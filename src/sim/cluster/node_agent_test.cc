@@ -13,11 +13,14 @@ using ::testing::HasSubstr;
 using Kind = ContainerState::Kind;
 
 json Pod(json containers) {
+  for (json& c : containers) {
+    if (!c.contains("image")) c["image"] = "hami.local/sim/base:1";
+  }
   return {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u-1"}}},
           {"spec", {{"nodeName", "node-1"}, {"containers", std::move(containers)}}}};
 }
 
-TEST(PlanPod, JoinsCommandAndArgsResolvesFieldRefsAndCountsDeviceLimits) {
+TEST(PlanPod, KeepsCommandAndArgsResolvesFieldRefsAndCountsDeviceLimits) {
   json pod =
       Pod({{{"name", "main"},
             {"command", {"sh", "-c"}},
@@ -36,7 +39,9 @@ TEST(PlanPod, JoinsCommandAndArgsResolvesFieldRefsAndCountsDeviceLimits) {
   EXPECT_EQ(plan->grace_period, std::chrono::seconds(3));
   ASSERT_EQ(plan->containers.size(), 1u);
   const ContainerPlan& c = plan->containers[0];
-  EXPECT_EQ(c.command, (std::vector<std::string>{"sh", "-c", "echo hi"}));
+  EXPECT_EQ(c.command, (std::vector<std::string>{"sh", "-c"}));
+  EXPECT_EQ(c.args, (std::vector<std::string>{"echo hi"}));
+  EXPECT_EQ(c.image, "hami.local/sim/base:1");
   EXPECT_EQ(c.env.at("A"), "1");
   EXPECT_EQ(c.env.at("POD"), "p");
   EXPECT_EQ(c.env.at("NODE"), "node-1");
@@ -44,9 +49,12 @@ TEST(PlanPod, JoinsCommandAndArgsResolvesFieldRefsAndCountsDeviceLimits) {
 }
 
 TEST(PlanPod, RefusesWhatTheSimulatedKubeletCannotRunNamingTheField) {
-  auto no_command = PlanPod(Pod({{{"name", "main"}, {"image", "busybox"}}}), "127.0.0.1", {});
-  ASSERT_FALSE(no_command.ok());
-  EXPECT_THAT(no_command.error().message(), HasSubstr("spec.containers[0] (main): no command"));
+  auto no_image = PlanPod(Pod({{{"name", "main"}, {"image", ""}}}), "127.0.0.1", {});
+  ASSERT_FALSE(no_image.ok());
+  EXPECT_THAT(no_image.error().message(), HasSubstr("spec.containers[0] (main): image is empty"));
+  auto image_command = PlanPod(Pod({{{"name", "main"}, {"image", "busybox"}}}), "127.0.0.1", {});
+  ASSERT_TRUE(image_command.ok()) << "no command: the image's entrypoint runs";
+  EXPECT_TRUE(image_command->containers[0].command.empty());
 
   json pod = Pod({{{"name", "m"}, {"command", {"true"}}}});
   pod["spec"]["restartPolicy"] = "Sometimes";
@@ -104,7 +112,7 @@ TEST(PodStatusJson, CarriesContainerStatesIdsAndConditions) {
               "127.0.0.1", {});
   ASSERT_TRUE(plan.ok());
   ContainerState run = State(Kind::kRunning);
-  run.container_id = "sim://abc";
+  run.container_id = "containerd://abc";
   run.started_at = "2026-12-01T10:00:00Z";
   ContainerState done = State(Kind::kTerminated, 3);
   done.reason = "Error";
@@ -114,7 +122,7 @@ TEST(PodStatusJson, CarriesContainerStatesIdsAndConditions) {
   EXPECT_EQ(s["hostIP"], "127.0.0.1");
   EXPECT_EQ(s["startTime"], "2026-12-01T09:00:00Z");
   ASSERT_EQ(s["containerStatuses"].size(), 2u);
-  EXPECT_EQ(s["containerStatuses"][0]["containerID"], "sim://abc");
+  EXPECT_EQ(s["containerStatuses"][0]["containerID"], "containerd://abc");
   EXPECT_EQ(s["containerStatuses"][0]["state"]["running"]["startedAt"], "2026-12-01T10:00:00Z");
   EXPECT_EQ(s["containerStatuses"][1]["state"]["terminated"]["exitCode"], 3);
   EXPECT_EQ(s["containerStatuses"][1]["restartCount"], 2);
@@ -128,7 +136,9 @@ TEST(PodStatusJson, CarriesContainerStatesIdsAndConditions) {
 TEST(NodeStatusJson, ListsCapacityWithTheDeviceCountsAndIsReady) {
   NodeAgentOptions o;
   o.name = "node-1";
-  json s = NodeStatusJson(o, {{"nvidia.com/gpu", 20}}, "2026-12-01T10:00:00Z");
+  json s =
+      NodeStatusJson(o, {{"nvidia.com/gpu", 20}}, "containerd://1.6.20", "2026-12-01T10:00:00Z");
+  EXPECT_EQ(s["nodeInfo"]["containerRuntimeVersion"], "containerd://1.6.20");
   EXPECT_EQ(s["capacity"]["nvidia.com/gpu"], "20");
   EXPECT_EQ(s["allocatable"]["pods"], "110");
   EXPECT_EQ(s["capacity"]["cpu"], "16000m");
