@@ -55,6 +55,10 @@ void Log(const std::string& line) {
   std::fflush(stderr);
 }
 
+int64_t MsSince(Clock::time_point from) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - from).count();
+}
+
 // A CRI time (nanoseconds since the epoch) as the API writes times.
 std::string TimeOfNanos(int64_t ns) {
   return hami::kube::FormatTime(std::chrono::system_clock::time_point(
@@ -471,6 +475,8 @@ class PodWorker {
   std::vector<ContainerState> states_;
   cri::v1::PodSandboxConfig sandbox_config_;
   std::string sandbox_id_;
+  int64_t admit_ms_ = 0;    // the device manager's allocations
+  int64_t sandbox_ms_ = 0;  // the last RunPodSandbox
   // The containers created and not removed, per container, oldest first, with their attempt;
   // guarded by mu_.
   std::vector<std::vector<std::pair<std::string, int>>> created_;
@@ -563,6 +569,7 @@ void PodWorker::Run() {
     WriteStatusLocked();
   }
   // Admission: the device manager's allocation for every container, before any starts.
+  const auto admit_from = Clock::now();
   std::vector<kubelet::ContainerAllocation> responses(plan_.containers.size());
   for (size_t i = 0; i < plan_.containers.size(); ++i) {
     for (const auto& [resource, count] : plan_.containers[i].devices) {
@@ -604,10 +611,13 @@ void PodWorker::Run() {
           " resource=" + resource + " devices=" + std::to_string(allocated->device_ids.size()));
     }
   }
+  admit_ms_ = MsSince(admit_from);
   // The sandbox, retried with the containers' backoff until it runs or the pod ends.
   for (int attempt = 1;; ++attempt) {
     if (terminating()) break;
+    const auto sandbox_from = Clock::now();
     Status s = StartSandbox();
+    sandbox_ms_ = MsSince(sandbox_from);
     if (s.ok()) break;
     Log("event=sandbox_failed pod=" + ref + " error=" + Quote(s.error().message()));
     Event(hami::kube::EventType::kWarning, "FailedCreatePodSandBox",
@@ -683,7 +693,9 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
         ContainerConfigFor(plan_, c, response, agent_->additions, gpu, attempt);
     std::error_code ec;
     std::filesystem::create_directories(sandbox_config_.log_directory() + "/" + c.name, ec);
+    const auto create_from = Clock::now();
     auto created = cri.CreateContainer(sandbox_id_, config, sandbox_config_);
+    const int64_t create_ms = MsSince(create_from);
     if (!created.ok()) {
       ++failures;
       const std::string message = created.error().message();
@@ -697,7 +709,9 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
     const std::string id = *created;
     RecordCreated(i, id, attempt);
     Event(hami::kube::EventType::kNormal, "Created", "Created container " + c.name, c.name);
+    const auto start_from = Clock::now();
     Status started = cri.StartContainer(id);
+    const int64_t start_ms = MsSince(start_from);
     if (started.ok()) {
       {
         std::lock_guard<std::mutex> l(mu_);
@@ -711,7 +725,10 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
         s.started_at = Now();
         WriteStatusLocked();
       }
-      Log("event=started container=" + ref + " id=" + id);
+      // The node's share of a pod's start: its CRI calls (and the device manager's Allocate).
+      Log("event=started container=" + ref + " id=" + id + " attempt=" + std::to_string(attempt) +
+          " admit_ms=" + std::to_string(admit_ms_) + " sandbox_ms=" + std::to_string(sandbox_ms_) +
+          " create_ms=" + std::to_string(create_ms) + " start_ms=" + std::to_string(start_ms));
       Event(hami::kube::EventType::kNormal, "Started", "Started container " + c.name, c.name);
       if (!WaitForExit(id) && terminating()) {
         Event(hami::kube::EventType::kNormal, "Killing", "Stopping container " + c.name, c.name);
