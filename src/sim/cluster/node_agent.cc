@@ -246,7 +246,8 @@ std::string PodPhase(const std::vector<ContainerState>& states) {
 }
 
 json PodStatusJson(const PodPlan& plan, const std::vector<ContainerState>& states,
-                   const std::string& host_ip, const std::string& start_time) {
+                   const std::string& host_ip, const std::string& start_time,
+                   const std::string& not_ready) {
   const std::string phase = PodPhase(states);
   const std::string now = Now();
   bool all_ready = !states.empty();
@@ -282,29 +283,38 @@ json PodStatusJson(const PodPlan& plan, const std::vector<ContainerState>& state
     statuses.push_back(std::move(cs));
   }
   auto condition = [&](const char* type, bool value) {
-    return json{{"type", type},
-                {"status", value ? "True" : "False"},
-                {"lastProbeTime", nullptr},
-                {"lastTransitionTime", now}};
+    json c = {{"type", type},
+              {"status", value ? "True" : "False"},
+              {"lastProbeTime", nullptr},
+              {"lastTransitionTime", now}};
+    return c;
+  };
+  auto readiness = [&](const char* type) {
+    json c = condition(type, all_ready && not_ready.empty());
+    if (all_ready && !not_ready.empty()) {
+      c["reason"] = "ContainerRuntimeDown";
+      c["message"] = not_ready;
+    }
+    return c;
   };
   const bool initialized = phase != "Pending" || !states.empty();
-  json status = {
-      {"phase", phase},
-      {"hostIP", host_ip},
-      {"hostIPs", json::array({{{"ip", host_ip}}})},
-      {"podIP", host_ip},
-      {"podIPs", json::array({{{"ip", host_ip}}})},
-      {"startTime", start_time},
-      {"qosClass", "BestEffort"},
-      {"conditions",
-       json::array({condition("PodScheduled", true), condition("Initialized", initialized),
-                    condition("ContainersReady", all_ready), condition("Ready", all_ready)})},
-      {"containerStatuses", statuses}};
+  json status = {{"phase", phase},
+                 {"hostIP", host_ip},
+                 {"hostIPs", json::array({{{"ip", host_ip}}})},
+                 {"podIP", host_ip},
+                 {"podIPs", json::array({{{"ip", host_ip}}})},
+                 {"startTime", start_time},
+                 {"qosClass", "BestEffort"},
+                 {"conditions", json::array({condition("PodScheduled", true),
+                                             condition("Initialized", initialized),
+                                             readiness("ContainersReady"), readiness("Ready")})},
+                 {"containerStatuses", statuses}};
   return status;
 }
 
 json NodeStatusJson(const NodeAgentOptions& options, const std::map<std::string, int64_t>& devices,
-                    const std::string& runtime_version, const std::string& now) {
+                    const std::string& runtime_version, const std::string& now,
+                    const std::string& not_ready) {
   json resources = {{"cpu", std::to_string(options.cpu_millis) + "m"},
                     {"memory", std::to_string(options.memory_bytes / 1024) + "Ki"},
                     {"pods", std::to_string(options.max_pods)},
@@ -327,7 +337,9 @@ json NodeStatusJson(const NodeAgentOptions& options, const std::map<std::string,
                           "kubelet has no disk pressure"),
                 condition("PIDPressure", "False", "KubeletHasSufficientPID",
                           "kubelet has sufficient PID available"),
-                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")})},
+                not_ready.empty()
+                    ? condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+                    : condition("Ready", "False", "KubeletNotReady", not_ready.c_str())})},
           {"addresses", json::array({{{"type", "InternalIP"}, {"address", kHostIp}},
                                      {{"type", "Hostname"}, {"address", options.name}}})},
           {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
@@ -365,6 +377,9 @@ struct NodeAgent::Impl {
   std::vector<std::unique_ptr<PodWorker>> dying;              // deleted pods ending
   std::jthread node_thread;
   std::jthread pleg_thread;
+  std::jthread runtime_thread;
+  std::mutex runtime_mu;
+  std::string runtime_down;  // why the runtime is down ("" while it answers); runtime_mu
   bool stopped = false;
 
   // The pod lifecycle event generator: relists the runtime's containers every
@@ -375,6 +390,15 @@ struct NodeAgent::Impl {
   bool pleg_stopping = false;                                       // guarded by pleg_mu
 
   cri::CriClient& cri() { return containerd->client(); }
+  std::string RuntimeDown() {
+    std::lock_guard<std::mutex> l(runtime_mu);
+    return runtime_down;
+  }
+  // Records the runtime's state, then rewrites the Node's and every pod's status.
+  void SetRuntimeDown(const std::string& why);
+  // Watches containerd; when it exits, reports the node not ready and starts it again, as a
+  // service manager would (backoff 1 s doubling to 30 s), then relists what it runs.
+  void RuntimeLoop(std::stop_token stop);
   Status EnsureNode();
   void PublishNodeStatus(const std::map<std::string, int64_t>& devices);
   void NodeLoop(std::stop_token stop);
@@ -427,6 +451,10 @@ class PodWorker {
   bool terminating() const {
     std::lock_guard<std::mutex> l(mu_);
     return terminating_;
+  }
+  void RefreshStatus() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!done_) WriteStatusLocked();
   }
 
  private:
@@ -486,7 +514,7 @@ class PodWorker {
 
 void PodWorker::WriteStatusLocked() {
   if (deleted_) return;
-  json status = PodStatusJson(plan_, states_, kHostIp, start_time_);
+  json status = PodStatusJson(plan_, states_, kHostIp, start_time_, agent_->RuntimeDown());
   auto written =
       agent_->client->Patch(hami::kube::kPods, plan_.ns, plan_.name, hami::kube::PatchType::kMerge,
                             {{"status", status}}, "status");
@@ -792,6 +820,57 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
   }
 }
 
+void NodeAgent::Impl::SetRuntimeDown(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> l(runtime_mu);
+    if (runtime_down == why) return;
+    runtime_down = why;
+  }
+  PublishNodeStatus(HealthyDevices());
+  std::lock_guard<std::mutex> l(mu);
+  for (auto& [uid, worker] : workers) worker->RefreshStatus();
+}
+
+void NodeAgent::Impl::RuntimeLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    std::optional<int> exited = containerd->WaitForExit(250);
+    if (!exited) continue;
+    const std::string down = "container runtime is down: containerd exited with status " +
+                             std::to_string(*exited) + " (its log: " + containerd->paths().log +
+                             ")";
+    Log("event=runtime_down node=" + options.name + " exit_status=" + std::to_string(*exited));
+    SetRuntimeDown(down);
+    bool restarted = false;
+    for (int attempt = 1; !stop.stop_requested(); ++attempt) {
+      std::mutex m;
+      std::condition_variable_any timer;
+      std::unique_lock<std::mutex> l(m);
+      if (timer.wait_for(l, stop, RestartBackoff(attempt), [] { return false; })) break;
+      l.unlock();
+      if (Status s = containerd->Restart(); !s.ok()) {
+        Log("event=runtime_restart_failed node=" + options.name +
+            " attempt=" + std::to_string(attempt) + " error=" + Quote(s.error().message()));
+        SetRuntimeDown(down + "; restarting it failed: " + s.error().message());
+        continue;
+      }
+      restarted = true;
+      break;
+    }
+    if (!restarted) break;
+    // What the runtime still runs: its shims kept the sandboxes and containers while it was
+    // away; the workers carry on with the IDs they hold.
+    auto sandboxes = cri().ListPodSandbox();
+    auto containers = cri().ListContainers();
+    Log("event=runtime_restarted node=" + options.name +
+        " start_ms=" + std::to_string(containerd->start_ms()) + " sandboxes=" +
+        (sandboxes.ok() ? std::to_string(sandboxes->size()) : Quote(sandboxes.error().message())) +
+        " containers=" +
+        (containers.ok() ? std::to_string(containers->size())
+                         : Quote(containers.error().message())));
+    SetRuntimeDown("");
+  }
+}
+
 void NodeAgent::Impl::WakeWaiters() {
   { std::lock_guard<std::mutex> l(pleg_mu); }
   pleg_cv.notify_all();
@@ -862,7 +941,8 @@ Status NodeAgent::Impl::EnsureNode() {
 void NodeAgent::Impl::PublishNodeStatus(const std::map<std::string, int64_t>& devices) {
   auto written = client->Patch(
       hami::kube::kNodes, "", options.name, hami::kube::PatchType::kMerge,
-      {{"status", NodeStatusJson(options, devices, runtime_version, Now())}}, "status");
+      {{"status", NodeStatusJson(options, devices, runtime_version, Now(), RuntimeDown())}},
+      "status");
   if (!written.ok()) {
     Log("event=node_status_failed node=" + options.name +
         " error=" + Quote(written.error().message()));
@@ -1038,6 +1118,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   }
   m.node_thread = std::jthread([&m](std::stop_token stop) { m.NodeLoop(stop); });
   m.pleg_thread = std::jthread([&m](std::stop_token stop) { m.PlegLoop(stop); });
+  m.runtime_thread = std::jthread([&m](std::stop_token stop) { m.RuntimeLoop(stop); });
 
   hami::kube::InformerScope scope;
   scope.field_selector = "spec.nodeName=" + m.options.name;
@@ -1077,6 +1158,8 @@ void NodeAgent::Stop() {
   if (m.node_thread.joinable()) m.node_thread.join();
   m.pleg_thread.request_stop();
   if (m.pleg_thread.joinable()) m.pleg_thread.join();
+  m.runtime_thread.request_stop();
+  if (m.runtime_thread.joinable()) m.runtime_thread.join();
   m.kubelet->Stop();
   m.StopRuntime();
   m.events->Flush(Clock::now() + std::chrono::seconds(2));

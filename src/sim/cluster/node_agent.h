@@ -39,6 +39,12 @@
 //            (StopContainer with terminationGracePeriodSeconds, 30 by default, at most
 //            max_grace_period), removes them and the sandbox, and releases its devices
 //            (ReleasePod). Stop() does the same for every pod, then stops containerd.
+//   runtime  containerd is watched: when it exits, the Node's Ready condition goes False
+//            (KubeletNotReady, "container runtime is down: containerd exited with status N
+//            (its log: ...)") and running pods' Ready and ContainersReady False (reason
+//            ContainerRuntimeDown); it is started again (backoff 1 s doubling to 30 s) with its
+//            root and state, lists the sandboxes and containers its shims kept, and the pods
+//            carry on with the same containers.
 //   events   Events of component "kubelet" on the pod, as the kubelet records them: Pulled,
 //            Created, Started, Failed, Killing, BackOff, FailedCreatePodSandBox,
 //            UnexpectedAdmissionError.
@@ -151,14 +157,20 @@ std::string PodPhase(const std::vector<ContainerState>& states);
 
 // The pods/status body (status: phase, conditions, hostIP, podIP(s), startTime,
 // containerStatuses) for the plan's containers in `states` (same order).
+// `not_ready`: why the node's runtime is down ("" while it answers); a pod whose containers
+// all run is then Ready False with reason ContainerRuntimeDown and this message.
 nlohmann::json PodStatusJson(const PodPlan& plan, const std::vector<ContainerState>& states,
-                             const std::string& host_ip, const std::string& start_time);
+                             const std::string& host_ip, const std::string& start_time,
+                             const std::string& not_ready = "");
 
 // The Node's status for `allocatable` extended resources (name -> count).
-// `runtime_version` as the kubelet reports it ("containerd://1.6.20").
+// `runtime_version` as the kubelet reports it ("containerd://1.6.20"); `not_ready`: why the
+// runtime is down ("" while it answers), the Ready condition's message with reason
+// KubeletNotReady.
 nlohmann::json NodeStatusJson(const NodeAgentOptions& options,
                               const std::map<std::string, int64_t>& devices,
-                              const std::string& runtime_version, const std::string& now);
+                              const std::string& runtime_version, const std::string& now,
+                              const std::string& not_ready = "");
 
 class NodeAgent {
  public:

@@ -381,20 +381,15 @@ Result<std::unique_ptr<Containerd>> Containerd::Start(const ContainerdOptions& o
     UniqueFd fd = HAMI_TRY(OpenRegularFile(p.config, O_WRONLY | O_CREAT | O_TRUNC, 0644));
     HAMI_TRY(WriteAll(fd.get(), ContainerdConfigToml(options, runc)));
   }
-  UniqueFd log = HAMI_TRY(OpenRegularFile(p.log, O_WRONLY | O_CREAT | O_TRUNC, 0644));
-
-  const int64_t t0 = MonotonicNs();
-  self->pid_ = HAMI_TRY(Spawn({containerd, "--config", p.config, "--log-level", options.log_level},
-                              log.get(), ProgramPath({containerd, shim, runc})));
-  self->pidfd_.Reset(PidfdOpen(self->pid_));
-  if (!self->pidfd_.valid()) {
-    const int err = errno;
-    kill(self->pid_, SIGKILL);
-    waitpid(self->pid_, nullptr, 0);
-    self->pid_ = -1;
-    return Error::FromErrno("pidfd_open of containerd", err);
-  }
+  self->containerd_path_ = containerd;
+  self->program_path_ = ProgramPath({containerd, shim, runc});
   self->client_ = std::make_unique<CriClient>(p.socket);
+  if (Status launched = self->Launch(/*truncate_log=*/true); !launched.ok()) {
+    Status cleaned = self->Stop();
+    return cleaned.ok() ? std::move(launched).error()
+                        : std::move(launched).error().Context(
+                              "(and cleaning up: " + cleaned.error().message() + ")");
+  }
   // Where the pods' cgroups go: containerd's own cgroups (which its shims and their runc
   // share) joined with the relative parent.
   Result<std::vector<CgroupDir>> own = CgroupDirsOfProcess(self->pid_);
@@ -408,30 +403,46 @@ Result<std::unique_ptr<Containerd>> Containerd::Start(const ContainerdOptions& o
   for (const CgroupDir& d : *own) {
     self->pod_cgroup_roots_.push_back(CgroupDir{d.hierarchy, d.dir + "/" + options.cgroup_parent});
   }
+  return self;
+}
 
+Status Containerd::Launch(bool truncate_log) {
+  const ContainerdPaths& p = paths_;
+  UniqueFd log = HAMI_TRY(
+      OpenRegularFile(p.log, O_WRONLY | O_CREAT | (truncate_log ? O_TRUNC : O_APPEND), 0644));
+  const int64_t t0 = MonotonicNs();
+  pid_ = HAMI_TRY(Spawn({containerd_path_, "--config", p.config, "--log-level", options_.log_level},
+                        log.get(), program_path_));
+  pidfd_.Reset(PidfdOpen(pid_));
+  if (!pidfd_.valid()) {
+    const int err = errno;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return Error::FromErrno("pidfd_open of containerd", err);
+  }
   // Ready when CRI answers. Until the socket exists there is nothing to dial; its creation
   // is not announced, so poll for it (every 5 ms), watching containerd's own end meanwhile.
-  const int64_t deadline = t0 + options.start_timeout_ms * 1'000'000;
+  const int64_t deadline = t0 + options_.start_timeout_ms * 1'000'000;
   Status ready = Error(ErrorCode::kTimeout, "");
   while (MonotonicNs() < deadline) {
-    if (WaitPidfd(self->pidfd_.get(), 0)) {
+    if (WaitPidfd(pidfd_.get(), 0)) {
       int status = 0;
-      waitpid(self->pid_, &status, 0);
-      self->pid_ = -1;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      pidfd_.Reset();
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      Status cleaned = self->Stop();
-      return Error(ErrorCode::kUnavailable,
-                   "containerd exited with status " + std::to_string(code) +
-                       " before answering on " + p.socket + "; the end of " + p.log + ":" +
-                       LogTail(p.log) +
-                       (cleaned.ok() ? "" : "\n  and cleaning up: " + cleaned.error().message()));
+      return Error(ErrorCode::kUnavailable, "containerd exited with status " +
+                                                std::to_string(code) + " before answering on " +
+                                                p.socket + "; the end of " + p.log + ":" +
+                                                LogTail(p.log));
     }
     if (!Exists(p.socket)) {
       SleepForNs(5'000'000);
       continue;
     }
     const int64_t left_ms = std::max<int64_t>((deadline - MonotonicNs()) / 1'000'000, 1);
-    Result<v1::VersionResponse> v = self->client_->Version(std::min<int64_t>(left_ms, 250), true);
+    Result<v1::VersionResponse> v = client_->Version(std::min<int64_t>(left_ms, 250), true);
     if (v.ok()) {
       ready = OkStatus();
       break;
@@ -439,17 +450,40 @@ Result<std::unique_ptr<Containerd>> Containerd::Start(const ContainerdOptions& o
     ready = std::move(v).error();
   }
   if (!ready.ok()) {
-    const pid_t pid = self->pid_;
-    Status cleaned = self->Stop();
+    const pid_t pid = pid_;
+    (void)StopProcess();
     return Error(ErrorCode::kTimeout,
                  "containerd (pid " + std::to_string(pid) + ") did not answer CRI Version on " +
-                     p.socket + " within " + std::to_string(options.start_timeout_ms) + " ms (" +
+                     p.socket + " within " + std::to_string(options_.start_timeout_ms) + " ms (" +
                      (ready.error().text().empty() ? "no socket" : ready.error().message()) +
-                     "); the end of " + p.log + ":" + LogTail(p.log) +
-                     (cleaned.ok() ? "" : "\n  and cleaning up: " + cleaned.error().message()));
+                     "); the end of " + p.log + ":" + LogTail(p.log));
   }
-  self->start_ms_ = (MonotonicNs() - t0) / 1'000'000;
-  return self;
+  start_ms_ = (MonotonicNs() - t0) / 1'000'000;
+  return OkStatus();
+}
+
+std::optional<int> Containerd::WaitForExit(int64_t timeout_ms) {
+  if (pid_ <= 0) return exit_status_;
+  if (!WaitPidfd(pidfd_.get(), timeout_ms)) return std::nullopt;
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  pidfd_.Reset();
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_status_;
+}
+
+Status Containerd::Restart() {
+  if (stopped_) return Error(ErrorCode::kUnavailable, "containerd " + paths_.dir + " was stopped");
+  if (pid_ > 0)
+    return Error(ErrorCode::kBusy,
+                 "containerd (pid " + std::to_string(pid_) + ") still runs; nothing to restart");
+  // A socket left by the dead process would look like a live containerd to nobody: replace it.
+  unlink(paths_.socket.c_str());
+  HAMI_TRY(Launch(/*truncate_log=*/false));
+  exit_status_.reset();
+  return OkStatus();
 }
 
 Containerd::~Containerd() {

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,16 @@ class Containerd {
   // See above. Idempotent.
   Status Stop();
 
+  // Waits up to `timeout_ms` (0: just looks) for containerd to exit on its own: its exit
+  // status (128 + a signal that ended it), or nullopt while it runs. Once it has exited,
+  // answers the same status until Restart.
+  std::optional<int> WaitForExit(int64_t timeout_ms);
+  // Starts containerd again after it exited, with the same configuration, root and state, as
+  // a service manager would: its shims and their containers, which outlive it, are found
+  // again, so CRI lists the sandboxes and containers that were running. Its output is
+  // appended to containerd.log. kBusy while it still runs.
+  Status Restart();
+
   pid_t pid() const { return pid_; }
   const ContainerdPaths& paths() const { return paths_; }
   const ContainerdOptions& options() const { return options_; }
@@ -116,6 +127,9 @@ class Containerd {
 
  private:
   Containerd() = default;
+  // Spawns containerd and waits for CRI Version to answer; on failure nothing it started
+  // runs (the caller cleans the rest).
+  Status Launch(bool truncate_log);
   Status StopProcess();
   Status KillPodProcesses();
   Status KillShims();
@@ -127,6 +141,9 @@ class Containerd {
   ContainerdOptions options_;
   ContainerdPaths paths_;
   std::string ctr_path_;
+  std::string containerd_path_;
+  std::string program_path_;  // PATH for containerd: where its shim and runc are
+  std::optional<int> exit_status_;
   pid_t pid_ = -1;
   UniqueFd pidfd_;
   bool stopped_ = false;
