@@ -316,7 +316,8 @@ void ConfigureSimCommand(CLI::App& app) {
       ->check(CLI::Range(2, 4096))
       ->capture_default_str();
   apiserver->add_option("--pod-log-dir", api.pod_log_dir,
-                        "serve pods/log from DIR/<namespace>_<pod>_<container>.log");
+                        "serve pods/log from DIR/<namespace>_<pod>_<uid>/<container>/<restart>.log "
+                        "(the kubelet's layout; CRI log format, as containerd writes it)");
   apiserver
       ->add_option("--audit", api.audit,
                    "record every resource request for GET /sim/audit (on or off)")

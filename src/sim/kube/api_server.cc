@@ -12,6 +12,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -25,6 +26,7 @@
 #include "sim/kube/admission.h"
 #include "sim/kube/api_status.h"
 #include "sim/kube/audit.h"
+#include "sim/kube/cri_log.h"
 #include "sim/kube/discovery.h"
 #include "sim/kube/sockets.h"
 #include "sim/kube/store.h"
@@ -42,6 +44,8 @@ constexpr int kWriteTimeoutSeconds = 30;
 constexpr size_t kMaxBodyBytes = 3 * 1024 * 1024;  // the API server's request limit
 constexpr int kMaxJsonDepth = 512;
 constexpr size_t kMaxLogBytes = 64 << 20;  // the most of a pod log file served
+// The kind that pods/log's query parameters are validated as (422 "PodLogOptions "p" is invalid").
+constexpr Resource kPodLogOptions{"", "v1", "", "", "PodLogOptions", true, ""};
 constexpr size_t kKeepAliveMaxCount = 1000000;
 constexpr int kInitialEventsPerStep = 256;
 constexpr auto kBookmarkInterval = std::chrono::seconds(1);
@@ -939,46 +943,78 @@ void ApiServer::Impl::ServeLog(const httplib::Request& req, httplib::Response& r
   if (!tail.ok()) return SendStatus(res, tail.status());
   auto limit = CountParam(req, "limitBytes");
   if (!limit.ok()) return SendStatus(res, limit.status());
-  for (const char* flag : {"follow", "previous", "timestamps"}) {
-    auto b = BoolParam(req, flag);
-    if (!b.ok()) return SendStatus(res, b.status());
+  auto since_seconds = CountParam(req, "sinceSeconds");
+  if (!since_seconds.ok()) return SendStatus(res, since_seconds.status());
+  auto follow = BoolParam(req, "follow");
+  if (!follow.ok()) return SendStatus(res, follow.status());
+  auto previous = BoolParam(req, "previous");
+  if (!previous.ok()) return SendStatus(res, previous.status());
+  auto timestamps = BoolParam(req, "timestamps");
+  if (!timestamps.ok()) return SendStatus(res, timestamps.status());
+  CriLogOptions decode;
+  decode.timestamps = *timestamps ? LogTimestamps::kPrefix : LogTimestamps::kOmit;
+  if (req.has_param("tailLines")) decode.tail_lines = *tail;
+  if (*limit > 0) decode.limit_bytes = *limit;
+  if (req.has_param("sinceSeconds") && req.has_param("sinceTime")) {
+    return SendStatus(res, Invalid(kPodLogOptions, t.name, "",
+                                   "Forbidden: at most one of `sinceTime` or `sinceSeconds` may "
+                                   "be specified"));
   }
-  const std::string file = options.pod_log_dir.empty() ? std::string()
-                                                       : options.pod_log_dir + "/" + t.ns + "_" +
-                                                             t.name + "_" + container + ".log";
-  auto text = file.empty() ? Result<std::string>(Error(ErrorCode::kNotFound,
-                                                       "no pod log "
-                                                       "directory"))
-                           : ReadFileToString(file, kMaxLogBytes);
-  if (!text.ok()) {
-    return SendStatus(res, BadRequest("container \"" + container + "\" in pod \"" + t.name +
-                                      "\" is waiting to start: no log (" +
-                                      (file.empty() ? std::string("the server has no pod log "
-                                                                  "directory")
-                                                    : file + ": " + text.error().message()) +
-                                      ")"));
-  }
-  std::string body = std::move(*text);
-  if (req.has_param("tailLines")) {
-    // Keep the last N lines; the last line's newline ends it rather than starting another.
-    size_t pos = body.size();
-    if (pos > 0 && body.back() == '\n') --pos;
-    if (*tail == 0) pos = body.size();
-    for (int64_t found = 0; *tail > 0 && pos > 0;) {
-      const size_t nl = body.rfind('\n', pos - 1);
-      if (nl == std::string::npos) {
-        pos = 0;
-      } else if (++found == *tail) {
-        pos = nl + 1;
-        break;
-      } else {
-        pos = nl;
-      }
+  if (req.has_param("sinceSeconds")) {
+    if (*since_seconds < 1) {
+      return SendStatus(res, Invalid(kPodLogOptions, t.name, "sinceSeconds",
+                                     "Invalid value: 0: must be greater than 0"));
     }
-    body.erase(0, pos);
+    decode.since = std::chrono::system_clock::now() - std::chrono::seconds(*since_seconds);
   }
-  if (*limit > 0 && body.size() > size_t(*limit)) body.resize(size_t(*limit));
-  SetBody(res, 200, std::move(body), "text/plain");
+  if (req.has_param("sinceTime")) {
+    const std::string v = req.get_param_value("sinceTime");
+    auto since = hami::kube::ParseTime(v);
+    if (!since.ok()) {
+      return SendStatus(
+          res, BadRequest("sinceTime: invalid value \"" + v + "\": " + since.error().message()));
+    }
+    decode.since = *since;
+  }
+  auto waiting = [&](const std::string& why) {
+    SendStatus(res, BadRequest("container \"" + container + "\" in pod \"" + t.name +
+                               "\" is waiting to start: no log (" + why + ")"));
+  };
+  if (options.pod_log_dir.empty()) return waiting("the server has no pod log directory");
+  // The API validates container names as DNS labels; this server does not, so a name that is
+  // not one path component never reaches the file system.
+  if (container.find('/') != std::string::npos || container == "." || container == "..") {
+    return waiting("the container name is not a file name");
+  }
+  // The kubelet's layout: one directory per pod incarnation (its uid), one file per start.
+  const std::string uid = pod.value("metadata", json::object()).value("uid", "");
+  const std::string dir =
+      options.pod_log_dir + "/" + t.ns + "_" + t.name + "_" + uid + "/" + container;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  const ContainerLogFiles files = PickContainerLogFiles(names);
+  std::optional<int64_t> restart = files.current;
+  if (*previous) {
+    if (!files.previous) {
+      return SendStatus(res, BadRequest("previous terminated container \"" + container +
+                                        "\" in pod \"" + t.name + "\" not found"));
+    }
+    restart = files.previous;
+  }
+  if (!restart) return waiting(dir + " has no <restart count>.log file");
+  const std::string file = dir + "/" + RestartLogName(*restart);
+  auto text = ReadFileToString(file, kMaxLogBytes);
+  if (!text.ok()) return SendStatus(res, InternalError(text.error().message()));
+  CriLogOutput out = DecodeCriLog(*text, decode);
+  if (out.malformed_lines > 0) {
+    std::fprintf(stderr,
+                 "apiserver event=pod_log_malformed file=%s skipped_lines=%zu first_line=%zu\n",
+                 file.c_str(), out.malformed_lines, out.first_malformed_line);
+  }
+  SetBody(res, 200, std::move(out.text), "text/plain");
 }
 
 void ApiServer::Impl::ServeCreate(const httplib::Request& req, httplib::Response& res,

@@ -18,9 +18,18 @@
 // applied, or the create refused (admission.h); a create into a missing namespace is refused
 // with 404 before any webhook is called.
 //
-// pods/log (GET, ?container= required when the pod has several, tailLines, limitBytes) serves
-// the file <pod_log_dir>/<namespace>_<pod>_<container>.log as text/plain; follow=true is
-// accepted but answers the file as it is and ends (no streaming).
+// pods/log (GET; ?container= required when the pod has several) reads the container's logs as
+// the kubelet lays them out and containerd writes them: <pod_log_dir>/<namespace>_<pod>_<uid>/
+// <container>/<restart count>.log (the pod's metadata.uid, so a pod recreated under the same
+// name never shows its predecessor's output), each file in the CRI log format, decoded back
+// into the container's output as text/plain (cri_log.h). The current log is the highest
+// restart count, previous=true the highest below it (none: 400 `previous terminated container
+// "C" in pod "P" not found`); no file: 400 `container "C" in pod "P" is waiting to start`.
+// timestamps=true prefixes each line with its RFC3339Nano timestamp; sinceSeconds or
+// sinceTime leave out older entries (both, or sinceSeconds=0: 422); tailLines counts decoded
+// lines; limitBytes cuts last. Malformed lines of a file are skipped and logged
+// (event=pod_log_malformed). follow=true is accepted but answers what is there and ends (no
+// streaming).
 //
 // Semantics (research/kubectl-protocol.md, sections 4 to 8): every answer is JSON with kind and
 // apiVersion (lists: items always an array, list metadata with the resourceVersion, items
@@ -71,7 +80,8 @@ struct ApiServerOptions {
   int threads = 128;  // request threads: each open watch and each idle keep-alive connection
                       // (for up to 5 s) holds one; more connections wait for a free thread
   std::string default_namespaces = "default,kube-system";  // created at start
-  // pods/log serves <pod_log_dir>/<namespace>_<pod>_<container>.log; empty: no logs (400).
+  // pods/log reads <pod_log_dir>/<namespace>_<pod>_<uid>/<container>/<restart count>.log, in
+  // the CRI log format (the kubelet's /var/log/pods layout); empty: no logs (400).
   std::string pod_log_dir;
   bool audit = true;               // record resource requests for GET /sim/audit
   size_t audit_capacity = 100000;  // entries kept; older ones are dropped and counted

@@ -1,5 +1,6 @@
 // The new resources, pods/log and the audit log through clients nobody here wrote: kubectl
-// 1.32 (apply -f and -k, get with its tables and short names, delete, logs) against the
+// 1.32 (apply -f and -k, get with its tables and short names, delete, logs with --previous,
+// --timestamps, --since and --since-time over the kubelet's CRI log files) against the
 // simulated API server in this process, and the project's own client naming itself by
 // User-Agent. A kubectl test skips when kubectl is not installed.
 #include <gtest/gtest.h>
@@ -135,6 +136,14 @@ class KubectlTest : public testing::ServerFixture {
     return path;
   }
 
+  // A container's log file as the kubelet lays it out and containerd writes it (CRI format).
+  void WriteLog(const std::string& pod, const std::string& uid, const std::string& container,
+                int restart, const std::string& text) {
+    const std::string dir = "logs/default_" + pod + "_" + uid + "/" + container;
+    std::filesystem::create_directories(dir_.File(dir));
+    Write(dir + "/" + std::to_string(restart) + ".log", text);
+  }
+
   Outcome Kubectl(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"/bin/sh", "-c",          "exec \"$0\" \"$@\" 2>&1",
                                      *kubectl_, "--cache-dir", dir_.File("cache")};
@@ -247,22 +256,59 @@ TEST_F(KubectlTest, BadObjectsAreRefusedWithTheFieldNamed) {
       << o.out;
 }
 
-TEST_F(KubectlTest, LogsServesThePodLogFile) {
-  ASSERT_TRUE(
-      server_
-          ->CreateObject(hami::kube::kPods,
-                         {{"metadata", {{"name", "two"}}},
-                          {"spec",
-                           {{"containers",
-                             {{{"name", "a"}, {"image", "x"}}, {{"name", "b"}, {"image", "x"}}}}}}})
-          .ok());
-  Write("logs/default_two_b.log", "line 1\nline 2\nline 3\n");
+TEST_F(KubectlTest, LogsDecodesTheKubeletsCriLogFiles) {
+  auto pod = server_->CreateObject(
+      hami::kube::kPods,
+      {{"metadata", {{"name", "two"}}},
+       {"spec",
+        {{"containers", {{{"name", "a"}, {"image", "x"}}, {{"name", "b"}, {"image", "x"}}}}}}});
+  ASSERT_TRUE(pod.ok());
+  const std::string uid = (*pod)["metadata"]["uid"];
+  WriteLog("two", uid, "b", 0, "2026-12-07T09:00:00.5Z stdout F before the restart\n");
+  WriteLog("two", uid, "b", 1,
+           "2026-12-07T10:00:00.123456789Z stdout F line 1\n"
+           "2026-12-07T10:00:01Z stderr P line\n"
+           "2026-12-07T10:00:01.1Z stderr F  2\n"
+           "2026-12-07T10:00:02.25Z stdout F line 3\n");
   EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b"}), "line 1\nline 2\nline 3\n");
   EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--tail", "1"}), "line 3\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--timestamps"}),
+            "2026-12-07T10:00:00.123456789Z line 1\n"
+            "2026-12-07T10:00:01Z line 2\n"
+            "2026-12-07T10:00:02.25Z line 3\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--previous"}), "before the restart\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--previous", "--timestamps"}),
+            "2026-12-07T09:00:00.5Z before the restart\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--since", "87600h"}), "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(KubectlOk({"logs", "two", "-c", "b", "--since-time", "2026-12-07T10:00:01Z"}),
+            "line 2\nline 3\n");
   // kubectl picks the first container itself (the API's refusal to guess is tested over HTTP).
   Outcome o = Kubectl({"logs", "two"});
   EXPECT_NE(o.status, 0);
   EXPECT_TRUE(Has(o.out, "container \"a\" in pod \"two\" is waiting to start: no log")) << o.out;
+  WriteLog("two", uid, "a", 0, "2026-12-07T10:00:00Z stdout F only run\n");
+  o = Kubectl({"logs", "two", "-c", "a", "--previous"});
+  EXPECT_NE(o.status, 0);
+  EXPECT_TRUE(Has(o.out, "previous terminated container \"a\" in pod \"two\" not found")) << o.out;
+}
+
+TEST_F(KubectlTest, LogsOfARecreatedPodLeaveOutItsPredecessor) {
+  const json pod = {{"metadata", {{"name", "p"}}},
+                    {"spec", {{"containers", {{{"name", "main"}, {"image", "x"}}}}}}};
+  auto first = server_->CreateObject(hami::kube::kPods, pod);
+  ASSERT_TRUE(first.ok());
+  WriteLog("p", (*first)["metadata"]["uid"], "main", 0,
+           "2026-12-07T10:00:00Z stdout F from the first pod\n");
+  EXPECT_EQ(KubectlOk({"logs", "p"}), "from the first pod\n");
+  ASSERT_TRUE(server_->DeleteObject(hami::kube::kPods, "default", "p").ok());
+  auto second = server_->CreateObject(hami::kube::kPods, pod);
+  ASSERT_TRUE(second.ok());
+  Outcome o = Kubectl({"logs", "p"});
+  EXPECT_NE(o.status, 0);
+  EXPECT_TRUE(Has(o.out, "container \"main\" in pod \"p\" is waiting to start: no log")) << o.out;
+  WriteLog("p", (*second)["metadata"]["uid"], "main", 0,
+           "2026-12-07T11:00:00Z stdout F from the second pod\n");
+  EXPECT_EQ(KubectlOk({"logs", "p"}), "from the second pod\n");
 }
 
 TEST_F(KubectlTest, AuditNamesKubectlAndTheProjectsClientByUserAgent) {

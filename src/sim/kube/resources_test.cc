@@ -2,11 +2,14 @@
 // resources (defaults, validation, generation, status), its audit log and pods/log, over HTTP.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "common/temp_dir.h"
 #include "kube/resource.h"
+#include "kube/time.h"
 #include "sim/kube/api_test_support.h"
 #include "sim/kube/audit.h"
 
@@ -395,6 +398,8 @@ TEST_F(ResourcesTest, AuditIsBoundedAndCanBeTurnedOff) {
 
 // ---- pods/log --------------------------------------------------------------------------------
 
+// The kubelet's layout: <dir>/<namespace>_<pod>_<uid>/<container>/<restart count>.log, each
+// file in the CRI log format as containerd writes it.
 class PodLogTest : public testing::ServerFixture {
  protected:
   void SetUp() override {
@@ -403,8 +408,17 @@ class PodLogTest : public testing::ServerFixture {
     o.pod_log_dir = dir_.path();
     Start(o);
   }
-  void WriteLog(const std::string& file, const std::string& text) {
-    std::ofstream(dir_.File(file)) << text;
+  // Creates the pod; its uid.
+  std::string CreatePod(const std::string& name, std::initializer_list<const char*> containers) {
+    Reply r = Post(CollectionPath(hami::kube::kPods, "default"), PodWith(name, containers));
+    EXPECT_EQ(r.status, 201) << r.text;
+    return r.body["metadata"].value("uid", "");
+  }
+  void WriteLog(const std::string& pod, const std::string& uid, const std::string& container,
+                int restart, const std::string& text) {
+    const std::string dir = dir_.File("default_" + pod + "_" + uid + "/" + container);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/" + std::to_string(restart) + ".log") << text;
   }
   std::string LogPath(const std::string& pod, const std::string& query = "") {
     return ObjectPath(hami::kube::kPods, "default", pod, "log") + query;
@@ -412,9 +426,15 @@ class PodLogTest : public testing::ServerFixture {
   TempDir dir_{"hami-pod-logs"};
 };
 
-TEST_F(PodLogTest, ServesTheContainersFileAsText) {
-  ASSERT_EQ(Post(CollectionPath(hami::kube::kPods, "default"), PodWith("p", {"main"})).status, 201);
-  WriteLog("default_p_main.log", "one\ntwo\nthree\n");
+constexpr char kThreeLines[] =
+    "2026-12-07T10:00:00.123456789Z stdout F one\n"
+    "2026-12-07T10:00:01.5Z stderr F two\n"
+    "2026-12-07T10:00:02Z stdout P th\n"
+    "2026-12-07T10:00:02.000000001Z stdout F ree\n";
+
+TEST_F(PodLogTest, ServesTheContainersOutputDecodedFromTheCriLog) {
+  const std::string uid = CreatePod("p", {"main"});
+  WriteLog("p", uid, "main", 0, kThreeLines);
   Reply r = Get(LogPath("p"));
   EXPECT_EQ(r.status, 200) << r.text;
   EXPECT_EQ(r.text, "one\ntwo\nthree\n");
@@ -424,13 +444,85 @@ TEST_F(PodLogTest, ServesTheContainersFileAsText) {
   EXPECT_EQ(Get(LogPath("p", "?tailLines=9")).text, "one\ntwo\nthree\n");
   EXPECT_EQ(Get(LogPath("p", "?limitBytes=5")).text, "one\nt");
   EXPECT_EQ(Get(LogPath("p", "?follow=true")).text, "one\ntwo\nthree\n");
+  EXPECT_EQ(Get(LogPath("p", "?timestamps=true")).text,
+            "2026-12-07T10:00:00.123456789Z one\n"
+            "2026-12-07T10:00:01.5Z two\n"
+            "2026-12-07T10:00:02Z three\n");
+  EXPECT_EQ(Get(LogPath("p", "?timestamps=true&tailLines=1")).text, "2026-12-07T10:00:02Z three\n");
   ExpectStatus(Get(LogPath("p", "?tailLines=x")), 400, "BadRequest", "tailLines");
+  ExpectStatus(Get(LogPath("p", "?timestamps=maybe")), 400, "BadRequest", "timestamps");
+}
+
+TEST_F(PodLogTest, SkipsMalformedLinesOfTheFile) {
+  const std::string uid = CreatePod("p", {"main"});
+  WriteLog("p", uid, "main", 0,
+           "2026-12-07T10:00:00Z stdout F kept\n"
+           "not a cri line\n"
+           "2026-12-07T10:00:00Z stdin F wrong stream\n"
+           "2026-12-07T10:00:00Z stdout Q wrong tag\n"
+           "\n"
+           "2026-12-07T10:00:01Z stdout F also kept\n");
+  Reply r = Get(LogPath("p"));
+  EXPECT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.text, "kept\nalso kept\n");
+}
+
+TEST_F(PodLogTest, CurrentIsTheHighestRestartAndPreviousTheOneBeforeIt) {
+  const std::string uid = CreatePod("p", {"main"});
+  WriteLog("p", uid, "main", 0, "2026-12-07T10:00:00Z stdout F first run\n");
+  ExpectStatus(Get(LogPath("p", "?previous=true")), 400, "BadRequest",
+               "previous terminated container \"main\" in pod \"p\" not found");
+  WriteLog("p", uid, "main", 2, "2026-12-07T10:02:00Z stdout F third run\n");
+  EXPECT_EQ(Get(LogPath("p")).text, "third run\n");
+  EXPECT_EQ(Get(LogPath("p", "?previous=true")).text, "first run\n")
+      << "a missing restart count is skipped";
+  WriteLog("p", uid, "main", 1, "2026-12-07T10:01:00Z stdout F second run\n");
+  WriteLog("p", uid, "main", 10, "2026-12-07T10:10:00Z stdout F eleventh run\n");
+  EXPECT_EQ(Get(LogPath("p")).text, "eleventh run\n") << "counts compare as numbers";
+  EXPECT_EQ(Get(LogPath("p", "?previous=true")).text, "third run\n");
+  EXPECT_EQ(Get(LogPath("p", "?previous=false")).text, "eleventh run\n");
+}
+
+TEST_F(PodLogTest, RecreatedPodDoesNotShowItsPredecessorsOutput) {
+  const std::string first = CreatePod("p", {"main"});
+  WriteLog("p", first, "main", 0, "2026-12-07T10:00:00Z stdout F from the first pod\n");
+  EXPECT_EQ(Get(LogPath("p")).text, "from the first pod\n");
+  ASSERT_EQ(Delete(ObjectPath(hami::kube::kPods, "default", "p")).status, 200);
+  const std::string second = CreatePod("p", {"main"});
+  ASSERT_NE(first, second);
+  ExpectStatus(Get(LogPath("p")), 400, "BadRequest",
+               "container \"main\" in pod \"p\" is waiting to start: no log");
+  ExpectStatus(Get(LogPath("p", "?previous=true")), 400, "BadRequest",
+               "previous terminated container \"main\" in pod \"p\" not found");
+  WriteLog("p", second, "main", 0, "2026-12-07T11:00:00Z stdout F from the second pod\n");
+  EXPECT_EQ(Get(LogPath("p")).text, "from the second pod\n");
+}
+
+TEST_F(PodLogTest, SinceSecondsAndSinceTimeLeaveOutOlderEntries) {
+  const std::string uid = CreatePod("p", {"main"});
+  const auto now = std::chrono::system_clock::now();
+  WriteLog("p", uid, "main", 0,
+           "2020-01-01T00:00:00Z stdout F long ago\n" +
+               hami::kube::FormatMicroTime(now - std::chrono::hours(1)) +
+               " stdout F an hour ago\n" + hami::kube::FormatMicroTime(now) +
+               " stderr F just now\n");
+  EXPECT_EQ(Get(LogPath("p", "?sinceSeconds=600")).text, "just now\n");
+  EXPECT_EQ(Get(LogPath("p", "?sinceSeconds=7200")).text, "an hour ago\njust now\n");
+  const std::string since =
+      hami::kube::FormatTime(now - std::chrono::hours(1) - std::chrono::seconds(1));
+  EXPECT_EQ(Get(LogPath("p", "?sinceTime=" + since)).text, "an hour ago\njust now\n");
+  ExpectStatus(Get(LogPath("p", "?sinceSeconds=0")), 422, "Invalid",
+               "PodLogOptions \"p\" is invalid: sinceSeconds: Invalid value: 0: must be greater "
+               "than 0");
+  ExpectStatus(Get(LogPath("p", "?sinceSeconds=1&sinceTime=" + since)), 422, "Invalid",
+               "at most one of `sinceTime` or `sinceSeconds` may be specified");
+  ExpectStatus(Get(LogPath("p", "?sinceTime=yesterday")), 400, "BadRequest",
+               "sinceTime: invalid value \"yesterday\"");
 }
 
 TEST_F(PodLogTest, ContainerMustBeNamedWhenThePodHasSeveral) {
-  ASSERT_EQ(Post(CollectionPath(hami::kube::kPods, "default"), PodWith("p", {"a", "b"})).status,
-            201);
-  WriteLog("default_p_b.log", "from b\n");
+  const std::string uid = CreatePod("p", {"a", "b"});
+  WriteLog("p", uid, "b", 0, "2026-12-07T10:00:00Z stdout F from b\n");
   ExpectStatus(Get(LogPath("p")), 400, "BadRequest",
                "a container name must be specified for pod p, choose one of: [a b]");
   EXPECT_EQ(Get(LogPath("p", "?container=b")).text, "from b\n");
@@ -441,6 +533,22 @@ TEST_F(PodLogTest, ContainerMustBeNamedWhenThePodHasSeveral) {
   ExpectStatus(Get(LogPath("q")), 404, "NotFound", "pods \"q\" not found");
   ExpectStatus(FromResult(client_->Post(LogPath("p"), "{}", "application/json")), 405,
                "MethodNotAllowed");
+}
+
+TEST_F(PodLogTest, ContainerNameThatIsNotOnePathComponentReadsNoFile) {
+  const std::string uid = CreatePod("p", {"..", "../main"});
+  WriteLog("p", uid, "main", 0, "2026-12-07T10:00:00Z stdout F not for ../main\n");
+  for (const char* name : {"..", "../main"}) {
+    ExpectStatus(Get(LogPath("p", std::string("?container=") + name)), 400, "BadRequest",
+                 "is waiting to start: no log (the container name is not a file name)");
+  }
+}
+
+TEST_F(ResourcesTest, PodLogWithoutALogDirectoryEveryContainerIsWaiting) {
+  ASSERT_EQ(Post(CollectionPath(hami::kube::kPods, "default"), PodWith("p", {"main"})).status, 201);
+  ExpectStatus(Get(ObjectPath(hami::kube::kPods, "default", "p", "log")), 400, "BadRequest",
+               "container \"main\" in pod \"p\" is waiting to start: no log (the server has no pod "
+               "log directory)");
 }
 
 }  // namespace
