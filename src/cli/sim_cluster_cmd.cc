@@ -71,6 +71,11 @@ int RunNode(const NodeFlags& f) {
   // The simulated GPU's own variables stand for the node's hardware: every container gets them
   // (a real node's GPU is there whatever a process's environment).
   o.image_env = {{"HAMI_SIM_PROFILE", f.gpus}, {"HAMI_SIM_NODE", f.name}};
+  // A sanitizer build's settings are the test run's, not a workload's: they reach every
+  // container (the pod's own env still wins).
+  for (const char* v : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS"}) {
+    if (const char* value = getenv(v); value != nullptr) o.image_env[v] = value;
+  }
   o.resources = f.resources;
   for (const std::string& d : {o.device_plugin_dir, o.pod_log_dir}) {
     std::error_code ec;

@@ -228,6 +228,25 @@ Status Allocator::Apply(const kube::Pod& pod, const AllocatePlan& plan) {
     if (!c.limits_path.empty()) {
       HAMI_TRY(limits::PublishLimitsFile(c.limits_path, c.limits, options_.publish));
     }
+    // The files that hold a container to its limits must be files when the runtime binds
+    // them: containerd makes a missing bind source an empty directory, and a container whose
+    // /etc/ld.so.preload is a directory runs without libvgpu.
+    for (const Mount& m : c.response.mounts) {
+      if (m.container_path != kContainerLibVgpu && m.container_path != kContainerLdSoPreload &&
+          m.container_path != node::kLimitsFilePath) {
+        continue;
+      }
+      struct stat st {};
+      const bool exists = stat(m.host_path.c_str(), &st) == 0;
+      if (!exists || !S_ISREG(st.st_mode)) {
+        return Error(ErrorCode::kNotFound,
+                     m.host_path + " (bound at " + m.container_path + " in container " +
+                         c.container + " of pod " + PodName(pod) + ") is " +
+                         (exists ? "not a regular file" : "missing") +
+                         ": the container would run without its limits, so it is refused; "
+                         "restart hami-device-plugin to install its hook files again");
+      }
+    }
   }
 
   const std::string* phase = pod.metadata.Annotation(kube::kBindPhaseAnnotation);

@@ -58,6 +58,11 @@ class AllocatorTest : public ::testing::Test {
     ASSERT_TRUE(api_->CreateObject(kube::kNodes, node).ok());
     config_.node_name = kNode;
     options_.hook_path = hook_.path();
+    // The hook files the device plugin installs at its start.
+    ASSERT_TRUE(std::filesystem::create_directories(hook_.path() + "/vgpu"));
+    ASSERT_TRUE(std::ofstream(hook_.path() + "/vgpu/libvgpu.so") << "ELF");
+    ASSERT_TRUE(std::ofstream(hook_.path() + "/vgpu/ld.so.preload")
+                << "/usr/local/vgpu/libvgpu.so\n");
     options_.lock_dir.parent = lock_parent_.path();
     options_.log = [this](std::string_view line) { log_ += std::string(line) + "\n"; };
   }
@@ -228,6 +233,36 @@ TEST_F(AllocatorTest, LimitsFileFailureFailsAndLeavesNoPartialFile) {
   EXPECT_EQ(left, std::vector<std::string>{uid_ + "_main"});  // the directory, no file
   EXPECT_EQ(PodAnnotation("hami.io/bind-phase"), "failed");
   EXPECT_FALSE(NodeLocked());
+}
+
+// containerd makes a missing bind source an empty directory: a container would start with a
+// directory at /etc/ld.so.preload, without libvgpu. The answer is refused instead.
+TEST_F(AllocatorTest, AMissingOrReplacedHookFileFailsTheAllocateNamingIt) {
+  AddPod();
+  const std::string preload = hook_.path() + "/vgpu/ld.so.preload";
+  ASSERT_EQ(unlink(preload.c_str()), 0);
+  auto r = Make()->Allocate(Request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find(preload + " (bound at /etc/ld.so.preload in container main"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_NE(r.error().message().find("is missing: the container would run without its limits"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_EQ(PodAnnotation("hami.io/bind-phase"), "failed");
+}
+
+TEST_F(AllocatorTest, AHookFileThatIsADirectoryFailsTheAllocate) {
+  AddPod();
+  const std::string preload = hook_.path() + "/vgpu/ld.so.preload";
+  ASSERT_EQ(unlink(preload.c_str()), 0);
+  ASSERT_EQ(mkdir(preload.c_str(), 0755), 0);  // what containerd leaves behind
+  auto r = Make()->Allocate(Request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find(preload + " (bound at /etc/ld.so.preload"), std::string::npos)
+      << r.error().message();
+  EXPECT_NE(r.error().message().find("is not a regular file"), std::string::npos)
+      << r.error().message();
 }
 
 TEST_F(AllocatorTest, UnwritableContainersDirectoryFails) {

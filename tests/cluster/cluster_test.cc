@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -138,8 +139,8 @@ class ClusterTest : public ::testing::Test {
 
   void SetUp() override {
     if (geteuid() != 0) {
-      GTEST_SKIP() << "needs root: the simulated container runtime makes mount and PID "
-                      "namespaces, and the device plugin prepares /tmp/vgpulock";
+      GTEST_SKIP() << "needs root: the nodes run containerd (namespaces, mounts, cgroups), "
+                      "and the device plugin prepares /tmp/vgpulock";
     }
     if (access("/usr/bin/kubectl", X_OK) != 0) GTEST_SKIP() << "needs kubectl (/usr/bin/kubectl)";
     ASSERT_EQ(up_code_, 0) << "hami sim cluster up failed:\n" << up_output_;
@@ -318,6 +319,179 @@ spec:
   EXPECT_THAT(PodLogFile("plain", "main"), HasSubstr("hello from plain on node-"));
 
   Ran deleted = Kubectl({"delete", "pod", "unplaced", "crashing", "plain", "--timeout=60s"}, 90000);
+  EXPECT_EQ(deleted.code, 0) << deleted.out;
+}
+
+// The processes whose command line holds `needle` (argv joined by spaces).
+std::vector<pid_t> ProcessesRunning(const std::string& needle) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = pid_t(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    auto cmdline = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
+    if (!cmdline.ok()) continue;
+    std::string line = *cmdline;
+    std::replace(line.begin(), line.end(), '\0', ' ');
+    if (line.find(needle) != std::string::npos) out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
+}
+
+// What a node has to live through: its containerd dying while pods run (the node goes
+// NotReady, its pods report it, containerd comes back with the same containers), a container
+// killed from outside, a mount source that cannot be made, and the device plugin's hook file
+// gone. Its pods are deleted.
+TEST_F(ClusterTest, ANodeLivesThroughItsRuntimeDyingAKilledContainerAndBadMountSources) {
+  const std::string file = base_->path() + "/failures.yaml";
+  ASSERT_TRUE(std::ofstream(file) << R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: survivor
+spec:
+  restartPolicy: Never
+  nodeSelector:
+    kubernetes.io/hostname: node-1
+  containers:
+  - name: main
+    image: hami.local/sim/base:1
+    command: ["sleep", "3601"]
+)");
+  Ran applied = Kubectl({"apply", "-f", file});
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  Ran ready = Kubectl({"wait", "--for=condition=Ready", "--timeout=60s", "pod/survivor"}, 90000);
+  ASSERT_EQ(ready.code, 0) << ready.out << Kubectl({"get", "pod", "survivor", "-o", "yaml"}).out;
+  const std::string container_id =
+      Get("pod/survivor")["status"]["containerStatuses"][0].value("containerID", "");
+  ASSERT_THAT(container_id, ::testing::StartsWith("containerd://"));
+
+  // containerd killed: the node is NotReady with the reason, the pod reports it.
+  const std::string config = dir_ + "/nodes/node-1/containerd/config.toml";
+  std::vector<pid_t> containerd = ProcessesRunning("containerd --config " + config);
+  ASSERT_EQ(containerd.size(), 1u) << "node-1's containerd";
+  ASSERT_EQ(kill(containerd[0], SIGKILL), 0);
+  // The objects as `kubectl wait` saw them meet the condition (containerd is started again
+  // 5 s after it died).
+  Ran down = Kubectl(
+      {"wait", "--for=condition=Ready=false", "--timeout=30s", "node/node-1", "-o", "json"}, 60000);
+  ASSERT_EQ(down.code, 0) << down.out;
+  json node = json::parse(down.out, nullptr, false);
+  std::string ready_message;
+  for (const json& c : node["status"]["conditions"]) {
+    if (c.value("type", "") == "Ready") ready_message = c.value("message", "");
+  }
+  EXPECT_THAT(ready_message, HasSubstr("container runtime is down: containerd exited with status"));
+  Ran pod_down = Kubectl(
+      {"wait", "--for=condition=Ready=false", "--timeout=10s", "pod/survivor", "-o", "json"},
+      30000);
+  ASSERT_EQ(pod_down.code, 0) << pod_down.out;
+  std::string pod_reason;
+  const json pod_seen = json::parse(pod_down.out, nullptr, false);
+  for (const json& c : pod_seen["status"]["conditions"]) {
+    if (c.value("type", "") == "Ready") pod_reason = c.value("reason", "");
+  }
+  EXPECT_EQ(pod_reason, "ContainerRuntimeDown") << pod_down.out;
+
+  // containerd back: the same container runs on, never started twice.
+  Ran back = Kubectl({"wait", "--for=condition=Ready", "--timeout=60s", "node/node-1"}, 90000);
+  ASSERT_EQ(back.code, 0) << back.out;
+  ready = Kubectl({"wait", "--for=condition=Ready", "--timeout=30s", "pod/survivor"}, 60000);
+  ASSERT_EQ(ready.code, 0) << ready.out;
+  json cs = Get("pod/survivor")["status"]["containerStatuses"][0];
+  EXPECT_EQ(cs.value("containerID", ""), container_id);
+  EXPECT_EQ(cs.value("restartCount", -1), 0);
+  EXPECT_TRUE(cs["state"].contains("running")) << cs.dump();
+  auto node_log = ReadFileToString(dir_ + "/logs/node-node-1.log", 8 << 20);
+  ASSERT_TRUE(node_log.ok());
+  EXPECT_THAT(*node_log, ::testing::ContainsRegex("event=runtime_restarted .*containers=[1-9]"));
+  EXPECT_THAT(ProcessesRunning("containerd --config " + config), ::testing::SizeIs(1));
+
+  // The container's process killed from outside: its exit code and reason in the status.
+  std::vector<pid_t> sleeper = ProcessesRunning("sleep 3601");
+  ASSERT_EQ(sleeper.size(), 1u);
+  ASSERT_EQ(kill(sleeper[0], SIGKILL), 0);
+  Ran failed = Kubectl(
+      {"wait", "--for=jsonpath={.status.phase}=Failed", "--timeout=30s", "pod/survivor"}, 60000);
+  ASSERT_EQ(failed.code, 0) << failed.out;
+  cs = Get("pod/survivor")["status"]["containerStatuses"][0];
+  EXPECT_EQ(cs["state"]["terminated"].value("exitCode", 0), 137) << cs.dump();
+  EXPECT_EQ(cs["state"]["terminated"].value("reason", ""), "Error") << cs.dump();
+
+  // A mount source the runtime cannot make (containerd makes a missing one a directory, which
+  // fails under a regular file): CreateContainerError with containerd's message.
+  ASSERT_TRUE(std::ofstream(file) << R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: unmountable
+spec:
+  restartPolicy: Never
+  nodeSelector:
+    kubernetes.io/hostname: node-1
+  volumes:
+  - name: data
+    hostPath:
+      path: /etc/hostname/data
+  containers:
+  - name: main
+    image: hami.local/sim/base:1
+    command: ["true"]
+    volumeMounts:
+    - name: data
+      mountPath: /data
+)");
+  applied = Kubectl({"apply", "-f", file});
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  Ran waiting = Kubectl({"wait",
+                         "--for=jsonpath={.status.containerStatuses[0].state.waiting.reason}="
+                         "CreateContainerError",
+                         "--timeout=60s", "pod/unmountable"},
+                        90000);
+  ASSERT_EQ(waiting.code, 0) << waiting.out
+                             << Kubectl({"get", "pod", "unmountable", "-o", "yaml"}).out;
+  EXPECT_THAT(Get("pod/unmountable")["status"]["containerStatuses"][0]["state"]["waiting"].value(
+                  "message", ""),
+              HasSubstr("/etc/hostname/data"));
+
+  // The device plugin's hook file gone: containerd would bind an empty directory at
+  // /etc/ld.so.preload and the container would run without libvgpu; the plugin refuses the
+  // Allocate instead, and the kubelet fails the pod naming the file.
+  const std::string preload = dir_ + "/nodes/node-1/hook/vgpu/ld.so.preload";
+  ASSERT_TRUE(Exists(preload));
+  ASSERT_EQ(rename(preload.c_str(), (preload + ".away").c_str()), 0);
+  ASSERT_TRUE(std::ofstream(file) << R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: unhooked
+spec:
+  restartPolicy: Never
+  nodeSelector:
+    kubernetes.io/hostname: node-1
+  containers:
+  - name: cuda
+    image: hami.local/sim/base:1
+    command: ["true"]
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+        nvidia.com/gpumem: 1000
+)");
+  applied = Kubectl({"apply", "-f", file});
+  Ran rejected = Kubectl({"wait", "--for=jsonpath={.status.reason}=UnexpectedAdmissionError",
+                          "--timeout=60s", "pod/unhooked"},
+                         90000);
+  const json unhooked = Get("pod/unhooked");
+  ASSERT_EQ(rename((preload + ".away").c_str(), preload.c_str()), 0);
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  ASSERT_EQ(rejected.code, 0) << rejected.out << unhooked.dump();
+  EXPECT_THAT(unhooked["status"].value("message", ""),
+              HasSubstr("ld.so.preload (bound at /etc/ld.so.preload"));
+  EXPECT_THAT(unhooked["status"].value("message", ""),
+              HasSubstr("the container would run without its limits"));
+
+  Ran deleted =
+      Kubectl({"delete", "pod", "survivor", "unmountable", "unhooked", "--timeout=60s"}, 90000);
   EXPECT_EQ(deleted.code, 0) << deleted.out;
 }
 
@@ -524,9 +698,88 @@ TEST(ClusterCommand, UpRefusesWithoutRootSayingWhy) {
       RunCommand({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh",
                   "-c", Bin("hami") + " sim cluster up --dir " + dir.path() + "/c 2>&1"});
   EXPECT_EQ(up.code, 1) << up.out;
-  EXPECT_THAT(up.out, HasSubstr("needs root: the simulated container runtime makes mount and PID "
-                                "namespaces"));
+  EXPECT_THAT(up.out, HasSubstr("needs root: the nodes run containerd, which makes namespaces, "
+                                "mounts and cgroups"));
   EXPECT_FALSE(Exists(dir.path() + "/c")) << "nothing was made";
+}
+
+// A node killed before it could stop its containerd leaves the runtime, its shims, a pod's
+// processes, mounts and cgroups behind: down finds and removes them all.
+TEST(ClusterCommand, DownAfterANodeWasKilledLeavesNoProcessMountCgroupOrRunEntry) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the nodes run containerd";
+  if (access("/usr/bin/kubectl", X_OK) != 0) GTEST_SKIP() << "needs kubectl (/usr/bin/kubectl)";
+  std::set<std::string> run_before;
+  std::error_code ec;
+  if (Exists("/run/containerd")) {
+    for (auto it = std::filesystem::recursive_directory_iterator("/run/containerd", ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      run_before.insert(it->path().string());
+    }
+  }
+  TempDir dir("hami-cluster-crash");
+  const std::string c = dir.path() + "/c";
+  Ran up =
+      RunCommand({Bin("hami"), "sim", "cluster", "up", "--dir", c, "--nodes", "1"}, {}, 120000);
+  ASSERT_EQ(up.code, 0) << up.out;
+  const std::map<std::string, std::string> env = {{"KUBECONFIG", c + "/kubeconfig"}};
+  const std::string pod = dir.path() + "/pod.yaml";
+  ASSERT_TRUE(std::ofstream(pod) << R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: orphan
+spec:
+  containers:
+  - name: main
+    image: hami.local/sim/base:1
+    command: ["sleep", "3603"]
+)");
+  Ran applied = RunCommand({"/usr/bin/kubectl", "apply", "-f", pod}, env);
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  Ran ready = RunCommand(
+      {"/usr/bin/kubectl", "wait", "--for=condition=Ready", "--timeout=60s", "pod/orphan"}, env,
+      90000);
+  ASSERT_EQ(ready.code, 0) << ready.out;
+  // The pods' cgroups, as the node's containerd recorded them.
+  auto record = ReadFileToString(c + "/nodes/node-1/containerd/cleanup", 1 << 16);
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  std::vector<std::string> cgroups;
+  std::istringstream lines(*record);
+  for (std::string word, hierarchy, cgroup; lines >> word;) {
+    if (word == "root" && lines >> hierarchy >> cgroup) cgroups.push_back(cgroup);
+  }
+  ASSERT_FALSE(cgroups.empty()) << *record;
+  for (const std::string& cg : cgroups) EXPECT_TRUE(Exists(cg)) << cg;
+
+  std::vector<pid_t> node = ProcessesRunning("hami-sim node --name node-1 --kubeconfig " + c);
+  ASSERT_EQ(node.size(), 1u);
+  ASSERT_EQ(kill(node[0], SIGKILL), 0);
+  ASSERT_FALSE(ProcessesRunning("sleep 3603").empty()) << "the pod outlives its node";
+
+  Ran down = RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", c}, {}, 120000);
+  EXPECT_EQ(down.code, 0) << down.out;
+  EXPECT_FALSE(Exists(c));
+  EXPECT_THAT(ProcessesRunning("sleep 3603"), ::testing::IsEmpty());
+  EXPECT_THAT(ProcessesRunning(c), ::testing::IsEmpty()) << "containerd, shims, components";
+  auto mountinfo = ReadFileToString("/proc/self/mountinfo", 8 << 20);
+  ASSERT_TRUE(mountinfo.ok());
+  EXPECT_THAT(*mountinfo, ::testing::Not(HasSubstr(c)));
+  for (const std::string& cg : cgroups) EXPECT_FALSE(Exists(cg)) << cg;
+  std::set<std::string> run_after;
+  if (Exists("/run/containerd")) {
+    for (auto it = std::filesystem::recursive_directory_iterator("/run/containerd", ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      run_after.insert(it->path().string());
+    }
+  }
+  // /run/containerd is shared with any other containerd of the machine: a new entry is ours
+  // when no live socket is bound there.
+  auto unix_sockets = ReadFileToString("/proc/net/unix", 16 << 20);
+  ASSERT_TRUE(unix_sockets.ok());
+  for (const std::string& e : run_after) {
+    if (run_before.contains(e) || unix_sockets->find(" " + e + "\n") != std::string::npos) continue;
+    if (std::filesystem::is_directory(e)) continue;  // kept while another containerd uses it
+    ADD_FAILURE() << "left: " << e;
+  }
 }
 
 TEST(ClusterCommand, DownRemovesWhatIsLeftOfAClusterAndRefusesAnyOtherDirectory) {

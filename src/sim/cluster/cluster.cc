@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -12,7 +13,10 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,6 +31,8 @@
 #include "kube/http.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
+#include "sim/cri/containerd.h"
+#include "sim/cri/host.h"
 #include "sim/profiles.h"
 #include "sim/spawn.h"
 
@@ -563,9 +569,10 @@ Result<ClusterInfo> Starter::Run() {
   info_.dir = o_.dir;
   HAMI_TRY(ValidateOptions(o_));
   if (geteuid() != 0) {
-    return Error(ErrorCode::kPermission,
-                 "needs root: the simulated container runtime makes mount and PID namespaces, "
-                 "and the device plugin prepares the root-owned /tmp/vgpulock (run it with sudo)");
+    return Error(
+        ErrorCode::kPermission,
+        "needs root: the nodes run containerd, which makes namespaces, mounts and cgroups, "
+        "and the device plugin prepares the root-owned /tmp/vgpulock (run it with sudo)");
   }
   for (const char* tool : {"hami-sim", "hami-device-plugin", "hami-scheduler"}) {
     if (!Exists(o_.bin_dir + "/" + tool)) {
@@ -809,6 +816,19 @@ Status Down(const std::string& dir, std::chrono::seconds stop_timeout, std::FILE
   } else if (info.error().code() != ErrorCode::kNotFound) {
     Say(out, "  " + info.error().message() + "; stopping by environment only");
   }
+  // What a node killed before it could stop its containerd leaves: pods still running, shims,
+  // mounts, cgroups (a node that stopped cleanly left nothing, and this finds nothing).
+  std::error_code ec;
+  // (Before the sweep below, which would kill the shims before their sockets are known.)
+  if (Exists(dir + "/nodes")) {
+    for (const auto& node : fs::directory_iterator(dir + "/nodes", ec)) {
+      const std::string runtime = node.path().string() + "/containerd";
+      if (!Exists(runtime)) continue;
+      if (Status s = cri::Containerd::CleanUpAfter(runtime); !s.ok()) {
+        Say(out, "  " + s.error().message());
+      }
+    }
+  }
   // Anything else this cluster started (a child a component left behind).
   const std::string mark = std::string(kClusterEnv) + "=" + dir;
   if (DIR* proc = opendir("/proc"); proc != nullptr) {
@@ -833,7 +853,15 @@ Status Down(const std::string& dir, std::chrono::seconds stop_timeout, std::FILE
       Say(out, "  killed a leftover process of the cluster (pid " + std::to_string(pid) + ")");
     }
   }
-  std::error_code ec;
+  // The rest: every mount under the directory (the GPU toolkit's overlay), deepest first.
+  if (auto mounts = cri::MountPointsUnder(dir); mounts.ok()) {
+    std::sort(mounts->rbegin(), mounts->rend());
+    for (const std::string& m : *mounts) {
+      if (umount2(m.c_str(), MNT_DETACH) != 0) {
+        Say(out, "  unmounting " + m + ": " + std::string(strerror(errno)));
+      }
+    }
+  }
   fs::remove_all(dir, ec);
   if (ec) return Error(ErrorCode::kIo, "removing " + dir + ": " + ec.message());
   Say(out, "removed " + dir);

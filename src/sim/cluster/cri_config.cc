@@ -64,7 +64,8 @@ v1::PodSandboxConfig SandboxConfigFor(const PodPlan& plan, const std::string& po
 
 v1::ContainerConfig ContainerConfigFor(const PodPlan& plan, const ContainerPlan& container,
                                        const kubelet::ContainerAllocation& response,
-                                       const NodeAdditions& node, bool gpu, int attempt) {
+                                       const NodeAdditions& node, bool gpu, int attempt,
+                                       const std::vector<kubelet::Mount>& volumes) {
   v1::ContainerConfig config;
   config.mutable_metadata()->set_name(container.name);
   config.mutable_metadata()->set_attempt(uint32_t(attempt));
@@ -85,6 +86,7 @@ v1::ContainerConfig ContainerConfigFor(const PodPlan& plan, const ContainerPlan&
   for (const kubelet::Mount& m : node.mounts) AddMount(m, &config);
   for (const kubelet::Mount& m : gpu ? node.gpu_mounts : node.plain_mounts) AddMount(m, &config);
   for (const kubelet::Mount& m : response.mounts) AddMount(m, &config);
+  for (const kubelet::Mount& m : volumes) AddMount(m, &config);
   for (const kubelet::DeviceSpec& d : response.devices) {
     v1::Device* out = config.add_devices();
     out->set_container_path(d.container_path);

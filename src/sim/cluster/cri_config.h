@@ -25,8 +25,8 @@
 //                name, so the pod's spec wins over the plugin, and both over the image.
 //   mounts       the node's mounts for every container, then its GPU mounts (GPU containers)
 //                or its plain mounts (the others), then the device plugin's mounts in the
-//                response's order, each with its read-only flag (the runtime orders them by
-//                destination depth itself)
+//                response's order, then the pod's volume mounts, each with its read-only flag
+//                (the runtime orders them by destination depth itself)
 //   devices      the device plugin's device specs, in order
 //   labels       io.kubernetes.container.name, io.kubernetes.pod.{name,namespace,uid}
 //   annotations  io.kubernetes.container.restartCount, then the device plugin's annotations
@@ -75,8 +75,10 @@ cri::v1::PodSandboxConfig SandboxConfigFor(const PodPlan& plan, const std::strin
                                            const std::string& cgroup_parent, int attempt);
 
 // `gpu`: the container was given a device-plugin resource (the node's GPU additions apply).
+// `volumes`: the container's volumeMounts with their host paths resolved by the node.
 cri::v1::ContainerConfig ContainerConfigFor(const PodPlan& plan, const ContainerPlan& container,
                                             const kubelet::ContainerAllocation& response,
-                                            const NodeAdditions& node, bool gpu, int attempt);
+                                            const NodeAdditions& node, bool gpu, int attempt,
+                                            const std::vector<kubelet::Mount>& volumes = {});
 
 }  // namespace hami::sim::cluster

@@ -55,6 +55,10 @@ void Log(const std::string& line) {
   std::fflush(stderr);
 }
 
+// How long the node waits before starting a dead containerd again: containerd.service's
+// RestartSec.
+constexpr std::chrono::seconds kRuntimeRestartDelay{5};
+
 int64_t MsSince(Clock::time_point from) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - from).count();
 }
@@ -150,6 +154,39 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
       g != nullptr && g->is_number_integer() && g->get<int64_t>() >= 0) {
     plan.grace_period = std::chrono::seconds(g->get<int64_t>());
   }
+  if (const json* volumes = Find(pod, {"spec", "volumes"}); volumes != nullptr) {
+    if (!volumes->is_array()) {
+      return Error(ErrorCode::kInvalidArgument, pod_ref + ": spec.volumes is not a list");
+    }
+    for (size_t i = 0; i < volumes->size(); ++i) {
+      const json& v = (*volumes)[i];
+      const std::string at = pod_ref + ": spec.volumes[" + std::to_string(i) + "]";
+      const std::string name = v.is_object() ? v.value("name", "") : "";
+      if (name.empty()) return Error(ErrorCode::kInvalidArgument, at + ".name is empty");
+      VolumePlan vp;
+      if (const json* hp = Find(v, {"hostPath"}); hp != nullptr) {
+        vp.host_path = StringAt(*hp, {"path"});
+        const std::string type = StringAt(*hp, {"type"});
+        if (vp.host_path.empty() || vp.host_path[0] != '/') {
+          return Error(ErrorCode::kInvalidArgument,
+                       at + " (" + name + "): hostPath.path must be an absolute path");
+        }
+        if (type != "" && type != "DirectoryOrCreate") {
+          return Error(ErrorCode::kInvalidArgument,
+                       at + " (" + name + "): hostPath.type '" + type +
+                           "': the simulated node offers \"\" and DirectoryOrCreate only");
+        }
+        vp.create = type == "DirectoryOrCreate";
+      } else if (Find(v, {"emptyDir"}) != nullptr) {
+        vp.kind = VolumePlan::Kind::kEmptyDir;
+      } else {
+        return Error(
+            ErrorCode::kInvalidArgument,
+            at + " (" + name + "): the simulated node offers hostPath and emptyDir volumes only");
+      }
+      plan.volumes[name] = vp;
+    }
+  }
   const json* containers = Find(pod, {"spec", "containers"});
   if (containers == nullptr || !containers->is_array() || containers->empty()) {
     return Error(ErrorCode::kInvalidArgument, pod_ref + ": spec.containers is empty");
@@ -167,6 +204,25 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
     cp.command = HAMI_TRY(Strings(c.value("command", json()), at + ".command"));
     cp.args = HAMI_TRY(Strings(c.value("args", json()), at + ".args"));
     cp.working_dir = c.value("workingDir", "");
+    if (const json* mounts = Find(c, {"volumeMounts"}); mounts != nullptr && mounts->is_array()) {
+      for (size_t m = 0; m < mounts->size(); ++m) {
+        const json& vm = (*mounts)[m];
+        const std::string mat = at + ".volumeMounts[" + std::to_string(m) + "]";
+        VolumeMountPlan mp;
+        mp.volume = vm.is_object() ? vm.value("name", "") : "";
+        mp.mount_path = vm.is_object() ? vm.value("mountPath", "") : "";
+        mp.read_only = vm.is_object() && vm.value("readOnly", false);
+        if (!plan.volumes.contains(mp.volume)) {
+          return Error(ErrorCode::kInvalidArgument,
+                       mat + ": no volume named '" + mp.volume + "' in spec.volumes");
+        }
+        if (mp.mount_path.empty() || mp.mount_path[0] != '/') {
+          return Error(ErrorCode::kInvalidArgument,
+                       mat + ".mountPath '" + mp.mount_path + "' is not an absolute path");
+        }
+        cp.volume_mounts.push_back(mp);
+      }
+    }
     if (const json* env = Find(c, {"env"}); env != nullptr && env->is_array()) {
       for (size_t e = 0; e < env->size(); ++e) {
         const json& var = (*env)[e];
@@ -396,8 +452,8 @@ struct NodeAgent::Impl {
   }
   // Records the runtime's state, then rewrites the Node's and every pod's status.
   void SetRuntimeDown(const std::string& why);
-  // Watches containerd; when it exits, reports the node not ready and starts it again, as a
-  // service manager would (backoff 1 s doubling to 30 s), then relists what it runs.
+  // Watches containerd; when it exits, reports the node not ready and starts it again after
+  // kRuntimeRestartDelay, as its service unit would, then relists what it runs.
   void RuntimeLoop(std::stop_token stop);
   Status EnsureNode();
   void PublishNodeStatus(const std::map<std::string, int64_t>& devices);
@@ -484,6 +540,9 @@ class PodWorker {
     if (!container.empty()) ref.field_path = "spec.containers{" + container + "}";
     agent_->events->Record(ref, type, reason, message);
   }
+  // The pod's volumes on the host (emptyDir made under PodDir()).
+  Status PrepareVolumes();
+  std::string PodDir() const { return agent_->options.dir + "/pods/" + plan_.uid; }
   Status StartSandbox();
   // Records container `id` of container `i`; removes the dead ones before the previous (and
   // their logs), as the kubelet's garbage collector keeps one dead container per container.
@@ -503,8 +562,9 @@ class PodWorker {
   std::vector<ContainerState> states_;
   cri::v1::PodSandboxConfig sandbox_config_;
   std::string sandbox_id_;
-  int64_t admit_ms_ = 0;    // the device manager's allocations
-  int64_t sandbox_ms_ = 0;  // the last RunPodSandbox
+  std::map<std::string, std::string> volume_paths_;  // volume name -> host path
+  int64_t admit_ms_ = 0;                             // the device manager's allocations
+  int64_t sandbox_ms_ = 0;                           // the last RunPodSandbox
   // The containers created and not removed, per container, oldest first, with their attempt;
   // guarded by mu_.
   std::vector<std::vector<std::pair<std::string, int>>> created_;
@@ -522,6 +582,22 @@ void PodWorker::WriteStatusLocked() {
     Log("event=status_failed pod=" + plan_.ns + "/" + plan_.name +
         " error=" + Quote(written.error().message()));
   }
+}
+
+Status PodWorker::PrepareVolumes() {
+  std::error_code ec;
+  for (const auto& [name, v] : plan_.volumes) {
+    std::string path = v.host_path;
+    if (v.kind == VolumePlan::Kind::kEmptyDir) {
+      path = PodDir() + "/volumes/kubernetes.io~empty-dir/" + name;
+    }
+    if (v.kind == VolumePlan::Kind::kEmptyDir || v.create) {
+      std::filesystem::create_directories(path, ec);
+      if (ec) return Error(ErrorCode::kIo, "volume " + name + ": " + path + ": " + ec.message());
+    }
+    volume_paths_[name] = path;
+  }
+  return OkStatus();
 }
 
 Status PodWorker::StartSandbox() {
@@ -643,6 +719,13 @@ void PodWorker::Run() {
   // The sandbox, retried with the containers' backoff until it runs or the pod ends.
   for (int attempt = 1;; ++attempt) {
     if (terminating()) break;
+    if (Status v = PrepareVolumes(); !v.ok()) {
+      Log("event=volumes_failed pod=" + ref + " error=" + Quote(v.error().message()));
+      Event(hami::kube::EventType::kWarning, "FailedMount",
+            "MountVolume.SetUp failed: " + v.error().message());
+      if (!Backoff(RestartBackoff(attempt))) break;
+      continue;
+    }
     const auto sandbox_from = Clock::now();
     Status s = StartSandbox();
     sandbox_ms_ = MsSince(sandbox_from);
@@ -661,6 +744,8 @@ void PodWorker::Run() {
     for (std::jthread& t : runners_) t.join();
   }
   RemoveSandbox();
+  std::error_code ec;
+  std::filesystem::remove_all(PodDir(), ec);  // emptyDir volumes end with the pod
   bool ended, delete_object;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -717,8 +802,12 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
       Event(hami::kube::EventType::kNormal, "Pulled",
             "Container image \"" + c.image + "\" already present on machine", c.name);
     }
+    std::vector<kubelet::Mount> volumes;
+    for (const VolumeMountPlan& vm : c.volume_mounts) {
+      volumes.push_back({vm.mount_path, volume_paths_.at(vm.volume), vm.read_only});
+    }
     cri::v1::ContainerConfig config =
-        ContainerConfigFor(plan_, c, response, agent_->additions, gpu, attempt);
+        ContainerConfigFor(plan_, c, response, agent_->additions, gpu, attempt, volumes);
     std::error_code ec;
     std::filesystem::create_directories(sandbox_config_.log_directory() + "/" + c.name, ec);
     const auto create_from = Clock::now();
@@ -845,7 +934,7 @@ void NodeAgent::Impl::RuntimeLoop(std::stop_token stop) {
       std::mutex m;
       std::condition_variable_any timer;
       std::unique_lock<std::mutex> l(m);
-      if (timer.wait_for(l, stop, RestartBackoff(attempt), [] { return false; })) break;
+      if (timer.wait_for(l, stop, kRuntimeRestartDelay, [] { return false; })) break;
       l.unlock();
       if (Status s = containerd->Restart(); !s.ok()) {
         Log("event=runtime_restart_failed node=" + options.name +

@@ -42,9 +42,10 @@
 //   runtime  containerd is watched: when it exits, the Node's Ready condition goes False
 //            (KubeletNotReady, "container runtime is down: containerd exited with status N
 //            (its log: ...)") and running pods' Ready and ContainersReady False (reason
-//            ContainerRuntimeDown); it is started again (backoff 1 s doubling to 30 s) with its
-//            root and state, lists the sandboxes and containers its shims kept, and the pods
-//            carry on with the same containers.
+//            ContainerRuntimeDown); it is started again 5 s later (containerd.service's
+//            RestartSec), and every 5 s while that fails, with its root and state, lists the
+//            sandboxes and containers its shims kept, and the pods carry on with the same
+//            containers.
 //   events   Events of component "kubelet" on the pod, as the kubelet records them: Pulled,
 //            Created, Started, Failed, Killing, BackOff, FailedCreatePodSandBox,
 //            UnexpectedAdmissionError.
@@ -99,8 +100,24 @@ struct NodeAgentOptions {
 // ---- pure parts (tested without a cluster) ----
 
 // One container of a pod as the worker runs it.
+// A volume of the pod the node can give: a host path (spec.volumes[].hostPath, its type ""
+// or DirectoryOrCreate) or an emptyDir (a directory of the node's, made for the pod).
+struct VolumePlan {
+  enum class Kind { kHostPath, kEmptyDir } kind = Kind::kHostPath;
+  std::string host_path;  // kHostPath
+  bool create = false;    // kHostPath of type DirectoryOrCreate
+};
+
+// A container's volumeMount.
+struct VolumeMountPlan {
+  std::string volume;
+  std::string mount_path;
+  bool read_only = false;
+};
+
 struct ContainerPlan {
   std::string name;
+  std::vector<VolumeMountPlan> volume_mounts;
   std::string image;                       // as written in the pod
   std::vector<std::string> command;        // empty: the image's entrypoint
   std::vector<std::string> args;           // empty: the image's command (with no command)
@@ -114,16 +131,19 @@ enum class RestartPolicy { kAlways, kOnFailure, kNever };
 struct PodPlan {
   std::string ns, name, uid;
   std::map<std::string, std::string> labels, annotations;
-  bool host_network = false;             // spec.hostNetwork
-  bool host_pid = false;                 // spec.hostPID
-  bool share_process_namespace = false;  // spec.shareProcessNamespace
+  std::map<std::string, VolumePlan> volumes;  // by name
+  bool host_network = false;                  // spec.hostNetwork
+  bool host_pid = false;                      // spec.hostPID
+  bool share_process_namespace = false;       // spec.shareProcessNamespace
   RestartPolicy restart_policy = RestartPolicy::kAlways;
   std::chrono::seconds grace_period{30};
   std::vector<ContainerPlan> containers;
 };
 
 // The plan for `pod` (the API's JSON) on node `node` (host IP `host_ip`): kInvalidArgument
-// naming the field for a pod without containers, a container without a name or command (an
+// naming the field for a volume of another kind than hostPath or emptyDir (or a hostPath type
+// other than "" and DirectoryOrCreate), a volumeMount of no such volume, a pod without
+// containers, a container without a name or command (an
 // image entrypoint cannot be known here), an unknown restartPolicy, a fieldRef other than those
 // listed above, env valueFrom of other kinds, or a device count that is not a whole number.
 // `resources` are the device-plugin resources (others in limits are ignored).

@@ -133,6 +133,36 @@ TEST(PodStatusJson, CarriesContainerStatesIdsAndConditions) {
   EXPECT_TRUE(ready_false) << "one container is not running";
 }
 
+TEST(PlanPod, TakesHostPathAndEmptyDirVolumesAndRefusesOtherKindsNamingThem) {
+  json pod = Pod({{{"name", "m"},
+                   {"command", {"true"}},
+                   {"volumeMounts",
+                    {{{"name", "data"}, {"mountPath", "/data"}, {"readOnly", true}},
+                     {{"name", "scratch"}, {"mountPath", "/scratch"}}}}}});
+  pod["spec"]["volumes"] = {
+      {{"name", "data"}, {"hostPath", {{"path", "/srv/data"}, {"type", "DirectoryOrCreate"}}}},
+      {{"name", "scratch"}, {"emptyDir", json::object()}}};
+  auto plan = PlanPod(pod, "127.0.0.1", {});
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->volumes.at("data").host_path, "/srv/data");
+  EXPECT_TRUE(plan->volumes.at("data").create);
+  EXPECT_EQ(plan->volumes.at("scratch").kind, VolumePlan::Kind::kEmptyDir);
+  ASSERT_EQ(plan->containers[0].volume_mounts.size(), 2u);
+  EXPECT_TRUE(plan->containers[0].volume_mounts[0].read_only);
+
+  pod["spec"]["volumes"][1] = {{"name", "scratch"}, {"configMap", {{"name", "c"}}}};
+  auto refused = PlanPod(pod, "127.0.0.1", {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(),
+              HasSubstr("spec.volumes[1] (scratch): the simulated node offers hostPath and "
+                        "emptyDir volumes only"));
+  pod["spec"]["volumes"].erase(1);
+  auto unknown = PlanPod(pod, "127.0.0.1", {});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().message(),
+              HasSubstr("volumeMounts[1]: no volume named 'scratch' in spec.volumes"));
+}
+
 TEST(NodeStatusJson, ListsCapacityWithTheDeviceCountsAndIsReady) {
   NodeAgentOptions o;
   o.name = "node-1";

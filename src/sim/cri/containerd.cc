@@ -403,7 +403,61 @@ Result<std::unique_ptr<Containerd>> Containerd::Start(const ContainerdOptions& o
   for (const CgroupDir& d : *own) {
     self->pod_cgroup_roots_.push_back(CgroupDir{d.hierarchy, d.dir + "/" + options.cgroup_parent});
   }
+  if (Status recorded = self->WriteCleanupRecord(); !recorded.ok()) {
+    Error e = std::move(recorded).error().Context("recording what to clean after a crash");
+    (void)self->Stop();
+    return e;
+  }
   return self;
+}
+
+Status Containerd::WriteCleanupRecord() const {
+  std::string text = "cgroup_parent " + options_.cgroup_parent + "\n";
+  for (const CgroupDir& d : pod_cgroup_roots_) text += "root " + d.hierarchy + " " + d.dir + "\n";
+  UniqueFd fd = HAMI_TRY(
+      OpenRegularFile(paths_.dir + "/" + kCleanupRecord, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  return WriteAll(fd.get(), text);
+}
+
+Status Containerd::CleanUpAfter(const std::string& dir, int64_t timeout_ms) {
+  std::unique_ptr<Containerd> self(new Containerd());
+  self->options_.dir = dir;
+  self->options_.stop_timeout_ms = timeout_ms;
+  self->paths_ = ContainerdPathsOf(dir);
+  self->stopped_ = true;  // the destructor does nothing more
+  const std::string record_path = dir + "/" + kCleanupRecord;
+  auto record = Exists(record_path) ? ReadFileToString(record_path, 1 << 16)
+                                    : Result<std::string>(std::string());
+  if (record.ok()) {
+    for (std::string_view line : SplitString(*record, '\n', true)) {
+      std::vector<std::string_view> f = SplitString(line, ' ', true);
+      if (f.size() == 2 && f[0] == "cgroup_parent")
+        self->options_.cgroup_parent = std::string(f[1]);
+      if (f.size() == 3 && f[0] == "root") {
+        self->pod_cgroup_roots_.push_back(CgroupDir{std::string(f[1]), std::string(f[2])});
+      }
+    }
+  } else {
+    return std::move(record).error().Context("cleaning after containerd " + dir);
+  }
+  // A containerd of this directory that still runs goes first (it would start shims again).
+  for (pid_t pid : ProcessesWithArgument(self->paths_.config)) {
+    if (CommandName(pid) != "containerd") continue;
+    UniqueFd fd(PidfdOpen(pid));
+    if (!fd.valid()) continue;
+    PidfdSendSignal(fd.get(), SIGKILL);
+    WaitPidfd(fd.get(), timeout_ms);
+  }
+  self->created_run_dirs_ = {kShimSocketDir, kRunDir};  // removed only when left empty
+  Status first;
+  KeepFirst(first, self->KillPodProcesses());
+  KeepFirst(first, self->KillShims());
+  KeepFirst(first, self->Unmount());
+  KeepFirst(first, self->RemoveCgroups());
+  KeepFirst(first, self->RemoveRunEntries());
+  KeepFirst(first, self->RemoveFiles());
+  if (!first.ok()) return std::move(first).error().Context("cleaning after containerd " + dir);
+  return first;
 }
 
 Status Containerd::Launch(bool truncate_log) {
@@ -654,7 +708,8 @@ Status Containerd::RemoveFiles() {
   KeepFirst(first, RemoveTree(paths_.root));
   KeepFirst(first, RemoveTree(paths_.state));
   KeepFirst(first, RemoveTree(paths_.dir + "/cni"));
-  for (const std::string& f : {paths_.config, paths_.socket, paths_.socket + ".ttrpc"}) {
+  for (const std::string& f : {paths_.config, paths_.socket, paths_.socket + ".ttrpc",
+                               paths_.dir + "/" + kCleanupRecord}) {
     if (unlink(f.c_str()) != 0 && errno != ENOENT) {
       KeepFirst(first, Error::FromErrno("removing " + f));
     }
