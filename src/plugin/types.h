@@ -1,8 +1,7 @@
 // The device plugin's values, in plain C++: what the kubelet's device-plugin API v1beta1
-// carries (pkg/apis/deviceplugin/v1beta1/api.proto), without gRPC. The Allocate logic, the
-// inventory and health code, the simulated kubelet and the simulated container runtime speak
-// these types; only the gRPC service (api.h) converts them to and from protobuf messages, so
-// everything else is tested without a server.
+// carries (pkg/apis/deviceplugin/v1beta1/api.proto), without gRPC. The Allocate logic and the
+// inventory and health code speak these types; only the gRPC service (api.h) converts them to
+// and from protobuf messages, so everything else is tested without a server.
 //
 // Thread safety: value types.
 #pragma once

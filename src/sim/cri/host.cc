@@ -71,8 +71,8 @@ Result<std::vector<MountInfo>> ParseMountInfo(std::string_view text, std::string
     if (f[3].empty() || f[3][0] != '/' || f[4].empty() || f[4][0] != '/') {
       return LineError(what, number, "root or mount point is not an absolute path");
     }
-    out.push_back(
-        MountInfo{Unescape(f[3]), Unescape(f[4]), std::string(dash[1]), std::string(dash[3])});
+    out.push_back(MountInfo{Unescape(f[3]), Unescape(f[4]), std::string(dash[1]),
+                            std::string(dash[3]), std::string(f[5])});
   }
   return out;
 }

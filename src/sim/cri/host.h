@@ -28,6 +28,7 @@ struct MountInfo {
   std::string mount_point;    // in the reader's mount namespace
   std::string fs_type;        // "cgroup", "cgroup2", "overlay", ...
   std::string super_options;  // "rw,memory"
+  std::string mount_options;  // this mount's own, read-only or not first: "ro,nosuid,relatime"
 };
 // `what` names the input in errors ("/proc/self/mountinfo").
 Result<std::vector<MountInfo>> ParseMountInfo(std::string_view text, std::string_view what);

@@ -19,13 +19,14 @@ constexpr char kMountInfo[] =
     "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
     "41 26 0:40 /sub /tmp/a\\040b rw - tmpfs tmpfs rw\n";
 
-TEST(ParseMountInfo, ReadsRootMountPointTypeAndSuperOptionsDecodingEscapes) {
+TEST(ParseMountInfo, ReadsRootMountPointTypeAndBothOptionsDecodingEscapes) {
   Result<std::vector<MountInfo>> m = ParseMountInfo(kMountInfo, "test");
   ASSERT_TRUE(m.ok()) << m.error().message();
   ASSERT_EQ(m->size(), 7u);
   EXPECT_EQ((*m)[2].mount_point, "/sys/fs/cgroup/cpu,cpuacct");
   EXPECT_EQ((*m)[2].fs_type, "cgroup");
   EXPECT_EQ((*m)[2].super_options, "rw,cpu,cpuacct");
+  EXPECT_EQ((*m)[2].mount_options, "rw,relatime") << "the mount's own, before the optional fields";
   EXPECT_EQ((*m)[5].fs_type, "cgroup2");
   EXPECT_EQ((*m)[6].root, "/sub");
   EXPECT_EQ((*m)[6].mount_point, "/tmp/a b") << "\\040 is a space";
@@ -66,7 +67,7 @@ TEST(ParseProcCgroup, RefusesMalformedLinesNamingThem) {
 
 TEST(CgroupDirsOf, JoinsEachMembershipWithItsHierarchysMount) {
   std::vector<MountInfo> mounts = *ParseMountInfo(kMountInfo, "m");
-  mounts.push_back(MountInfo{"/nested", "/sys/fs/cgroup/pids", "cgroup", "rw,pids"});
+  mounts.push_back(MountInfo{"/nested", "/sys/fs/cgroup/pids", "cgroup", "rw,pids", "rw"});
   std::vector<CgroupMembership> memberships = *ParseProcCgroup(
       "9:name=systemd:/\n8:pids:/nested/a\n7:blkio:/\n4:memory:/p/x\n"
       "2:cpu,cpuacct:/y\n0::/z\n",
