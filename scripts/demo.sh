@@ -393,7 +393,7 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
 if [[ $(id -u) -ne 0 ]]; then
   echo
   echo "== 7. A simulated cluster: hami sim cluster up, kubectl apply -f examples/"
-  echo "    skipped: needs root (the simulated container runtime makes mount and PID namespaces)"
+  echo "    skipped: needs root (the nodes run containerd: namespaces, mounts, cgroups)"
   skipped=$((skipped + 1))
 elif ! command -v kubectl >/dev/null; then
   echo
