@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/temp_dir.h"
@@ -701,6 +702,154 @@ TEST(ClusterCommand, UpRefusesWithoutRootSayingWhy) {
   EXPECT_THAT(up.out, HasSubstr("needs root: the nodes run containerd, which makes namespaces, "
                                 "mounts and cgroups"));
   EXPECT_FALSE(Exists(dir.path() + "/c")) << "nothing was made";
+}
+
+// A pod's process as a real node shows it: in its own PID namespace, in the kubelet's pod
+// cgroup under the node's containerd, its limit files read-only and /tmp/vgpulock writable;
+// with --broker its region slot names it by the host's PID, learned from the broker. And a
+// container that takes the GPU through the toolkit's variable, without the device plugin, is
+// found by hami-monitor through its real cgroup.
+TEST(ClusterCommand, ABrokeredNodeNamesPodProcessesByHostPidAndTheMonitorFindsAnEscapee) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the nodes run containerd";
+  if (access("/usr/bin/kubectl", X_OK) != 0) GTEST_SKIP() << "needs kubectl (/usr/bin/kubectl)";
+  TempDir dir("hami-cluster-broker");
+  const std::string c = dir.path() + "/c";
+  Ran up = RunCommand({Bin("hami"), "sim", "cluster", "up", "--dir", c, "--nodes", "1", "--broker",
+                       "--monitor-resync-interval", "2s", "--monitor-feedback-interval", "1s"},
+                      {}, 120000);
+  ASSERT_EQ(up.code, 0) << up.out;
+  auto info_text = ReadFileToString(c + "/cluster.json", 1 << 20);
+  ASSERT_TRUE(info_text.ok());
+  const json info = json::parse(*info_text, nullptr, false);
+  const std::map<std::string, std::string> env = {{"KUBECONFIG", c + "/kubeconfig"}};
+  auto kubectl = [&](std::vector<std::string> args, int timeout_ms = 60000) {
+    args.insert(args.begin(), "/usr/bin/kubectl");
+    return RunCommand(args, env, timeout_ms);
+  };
+  Cleanup down([&] {
+    RunCommand({Bin("hami"), "sim", "cluster", "down", "--dir", c}, {}, 120000);
+  });
+
+  Ran applied = kubectl({"apply", "-f", std::string(HAMI_EXAMPLES_DIR) + "/vgpu-3000m-30.yaml"});
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  Ran ready =
+      kubectl({"wait", "--for=condition=Ready", "--timeout=60s", "pod/vgpu-3000m-30"}, 90000);
+  ASSERT_EQ(ready.code, 0) << ready.out;
+  Ran got = kubectl({"get", "pod", "vgpu-3000m-30", "-o", "json"});
+  const std::string uid = json::parse(got.out, nullptr, false)["metadata"].value("uid", "");
+  ASSERT_FALSE(uid.empty()) << got.out;
+
+  // The holder (hami-memory-demo hold) as the region's slot names it.
+  const std::string region = c + "/nodes/node-1/hook/vgpu/containers/" + uid + "_cuda/usage.cache";
+  pid_t host_pid = 0;
+  json slot;
+  ASSERT_TRUE(::hami::testing::PollUntil(
+      [&] {
+        Ran inspect = RunCommand({Bin("hami"), "inspect", "--json", "--no-nvml", region});
+        json r = json::parse(inspect.out, nullptr, false);
+        if (!r.is_object() || !r.contains("slots")) return false;
+        for (const json& s : r["slots"]) {
+          if (s.value("state", "") != "live" || !s.value("alive", false)) continue;
+          auto cmdline = ReadFileToString(
+              "/proc/" + std::to_string(s.value("host_pid", 0)) + "/cmdline", 1 << 16);
+          if (cmdline.ok() && cmdline->find("hold") != std::string::npos) {
+            host_pid = s.value("host_pid", 0);
+            slot = s;
+            return true;
+          }
+        }
+        return false;
+      },
+      30000, 100000))
+      << "no live slot of the holding process in " << region;
+  EXPECT_EQ(slot.value("identity", ""), "broker") << slot.dump();
+  auto status = ReadFileToString("/proc/" + std::to_string(host_pid) + "/status", 1 << 16);
+  ASSERT_TRUE(status.ok());
+  std::smatch nspid;
+  const std::string status_text = *status;
+  ASSERT_TRUE(std::regex_search(status_text, nspid, std::regex("NSpid:\\s+(\\d+)\\s+(\\d+)\\n")))
+      << status_text;
+  EXPECT_EQ(std::stoi(nspid[1].str()), host_pid) << "the host's view of the slot's PID";
+  EXPECT_EQ(slot.value("pid", 0), std::stoi(nspid[2].str())) << "its PID in the container";
+  auto cgroup = ReadFileToString("/proc/" + std::to_string(host_pid) + "/cgroup", 1 << 16);
+  ASSERT_TRUE(cgroup.ok());
+  EXPECT_THAT(*cgroup, HasSubstr("/kubepods/besteffort/pod" + uid + "/"));
+  auto mountinfo = ReadFileToString("/proc/" + std::to_string(host_pid) + "/mountinfo", 1 << 20);
+  ASSERT_TRUE(mountinfo.ok());
+  auto access_of = [&](const std::string& target) {
+    std::istringstream lines(*mountinfo);
+    std::string found;
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream f(line);
+      std::string id, parent, dev, root, point, options;
+      f >> id >> parent >> dev >> root >> point >> options;
+      if (point == target) found = options.substr(0, 2);
+    }
+    return found;
+  };
+  EXPECT_EQ(access_of("/overrideEnv"), "ro");
+  EXPECT_EQ(access_of("/etc/ld.so.preload"), "ro");
+  EXPECT_EQ(access_of("/tmp/vgpulock"), "rw");
+
+  // The escapee: no GPU asked, NVIDIA_VISIBLE_DEVICES=all in its own env.
+  const std::string escapee = dir.path() + "/escapee.yaml";
+  ASSERT_TRUE(std::ofstream(escapee) << R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: escapee
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: hami.local/sim/base:1
+    command: ["sh", "-c", "sleep infinity | hami-memory-demo hold 512m"]
+    env:
+    - name: NVIDIA_VISIBLE_DEVICES
+      value: all
+)");
+  applied = kubectl({"apply", "-f", escapee});
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  ready = kubectl({"wait", "--for=condition=Ready", "--timeout=60s", "pod/escapee"}, 90000);
+  ASSERT_EQ(ready.code, 0) << ready.out;
+  const std::string monitor = info["nodes"][0].value("monitor_url", "");
+  ASSERT_FALSE(monitor.empty());
+  std::string series;
+  const bool seen = ::hami::testing::PollUntil(
+      [&] {
+        Ran m = RunCommand({"/usr/bin/python3", "-c",
+                            "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+                            "sys.argv[1], timeout=10).read().decode())",
+                            monitor + "/metrics"});
+        std::istringstream lines(m.out);
+        for (std::string line; std::getline(lines, line);) {
+          if (line.starts_with("hami_container_unaccounted_memory_bytes{") &&
+              line.find("pod=\"escapee\"") != std::string::npos) {
+            series = line;
+            return true;
+          }
+        }
+        return false;
+      },
+      60000, 200000);
+  ASSERT_TRUE(seen) << "no unaccounted series for the escapee";
+  EXPECT_THAT(series, HasSubstr("attribution=\"cgroup\""));
+  EXPECT_THAT(series, HasSubstr("reason=\"no_region\""));
+  bool warned = false;
+  ASSERT_TRUE(::hami::testing::PollUntil(
+      [&] {
+        Ran events = kubectl({"get", "events", "-o", "json"});
+        json e = json::parse(events.out, nullptr, false);
+        for (const json& item : e.value("items", json::array())) {
+          if (item["involvedObject"].value("name", "") == "escapee" &&
+              item.value("reason", "") == "UnaccountedGPUMemory") {
+            warned = item.value("type", "") == "Warning";
+            return true;
+          }
+        }
+        return false;
+      },
+      30000, 200000));
+  EXPECT_TRUE(warned);
 }
 
 // A node killed before it could stop its containerd leaves the runtime, its shims, a pod's

@@ -2,6 +2,9 @@
 // from the node beside the device plugin's Allocate answer, as the toolkit brings a real
 // driver into a container. The device plugin never adds these.
 //
+// Which containers: those given a device-plugin resource, and, as the real toolkit does by
+// default, those whose own env sets NVIDIA_VISIBLE_DEVICES (node_agent.h, GetsGpu).
+//
 // Containers run the base image (sim/oci/image.h): an almost empty root whose /usr/{bin,
 // sbin,lib,lib64,libexec,share} are the host's, bound read-only by the node (HostUserlandMounts).
 // A GPU container gets instead of the host's /usr/lib a read-only overlay of it with the

@@ -271,6 +271,18 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
   return plan;
 }
 
+std::string PodCgroupPath(const PodPlan& plan) {
+  // Every simulated pod is BestEffort: it sets no cpu or memory requests the node enforces.
+  return "kubepods/besteffort/pod" + plan.uid;
+}
+
+bool GetsGpu(const ContainerPlan& container) {
+  if (!container.devices.empty()) return true;
+  auto v = container.env.find("NVIDIA_VISIBLE_DEVICES");
+  return v != container.env.end() && !v->second.empty() && v->second != "void" &&
+         v->second != "none";
+}
+
 bool ShouldRestart(RestartPolicy policy, int exit_code) {
   switch (policy) {
     case RestartPolicy::kAlways:
@@ -603,7 +615,7 @@ Status PodWorker::PrepareVolumes() {
 Status PodWorker::StartSandbox() {
   const NodeAgentOptions& o = agent_->options;
   sandbox_config_ = SandboxConfigFor(plan_, o.pod_log_dir,
-                                     agent_->containerd->PodCgroupParent("pod" + plan_.uid), 0);
+                                     agent_->containerd->PodCgroupParent(PodCgroupPath(plan_)), 0);
   std::error_code ec;
   std::filesystem::create_directories(sandbox_config_.log_directory(), ec);
   if (ec) {
@@ -738,7 +750,7 @@ void PodWorker::Run() {
   if (!sandbox_id_.empty()) {
     for (size_t i = 0; i < plan_.containers.size(); ++i) {
       runners_.emplace_back([this, i, response = responses[i]] {
-        RunContainer(i, response, !plan_.containers[i].devices.empty());
+        RunContainer(i, response, GetsGpu(plan_.containers[i]));
       });
     }
     for (std::jthread& t : runners_) t.join();

@@ -150,6 +150,18 @@ struct PodPlan {
 Result<PodPlan> PlanPod(const nlohmann::json& pod, const std::string& host_ip,
                         const std::vector<std::string>& resources);
 
+// The pod's cgroup under the node's parent, as the kubelet's cgroupfs driver names it:
+// "kubepods/besteffort/pod<uid>" (every simulated pod is BestEffort).
+std::string PodCgroupPath(const PodPlan& plan);
+
+// Whether the node's GPU toolkit gives `container` the GPU: it was given a device-plugin
+// resource, or, as the NVIDIA container toolkit does by default for unprivileged containers
+// (accept-nvidia-visible-devices-envvar-when-unprivileged), its own env sets
+// NVIDIA_VISIBLE_DEVICES to something other than "", "void" or "none". The second is how a
+// container escapes the device plugin; hami-monitor reports its memory as unaccounted, and
+// the webhook's overwriteEnv closes it.
+bool GetsGpu(const ContainerPlan& container);
+
 // Whether a container that exited with `exit_code` starts again under `policy`.
 bool ShouldRestart(RestartPolicy policy, int exit_code);
 

@@ -163,6 +163,26 @@ TEST(PlanPod, TakesHostPathAndEmptyDirVolumesAndRefusesOtherKindsNamingThem) {
               HasSubstr("volumeMounts[1]: no volume named 'scratch' in spec.volumes"));
 }
 
+TEST(GetsGpu, ADevicePluginResourceOrTheToolkitsVariableGivesTheGpu) {
+  ContainerPlan c;
+  EXPECT_FALSE(GetsGpu(c));
+  c.env["NVIDIA_VISIBLE_DEVICES"] = "none";
+  EXPECT_FALSE(GetsGpu(c));
+  c.env["NVIDIA_VISIBLE_DEVICES"] = "void";
+  EXPECT_FALSE(GetsGpu(c));
+  c.env["NVIDIA_VISIBLE_DEVICES"] = "all";
+  EXPECT_TRUE(GetsGpu(c)) << "the toolkit's default honours the variable";
+  c.env.clear();
+  c.devices["nvidia.com/gpu"] = 1;
+  EXPECT_TRUE(GetsGpu(c));
+}
+
+TEST(PodCgroupPath, IsTheKubeletsBestEffortPodCgroup) {
+  PodPlan p;
+  p.uid = "0c9e";
+  EXPECT_EQ(PodCgroupPath(p), "kubepods/besteffort/pod0c9e");
+}
+
 TEST(NodeStatusJson, ListsCapacityWithTheDeviceCountsAndIsReady) {
   NodeAgentOptions o;
   o.name = "node-1";
