@@ -1,5 +1,6 @@
 #include "plugin/kubelet_driver.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/file.h"
 #include "kube/annotations.h"
 #include "kube/resource.h"
 #include "node/paths.h"
@@ -194,6 +196,17 @@ Result<Allocator*> KubeletDriver::NodeAllocator(const std::string& node) {
   const std::string dir = root_.path() + "/" + node;
   HAMI_TRY(MakeDirectory(dir));
   HAMI_TRY(MakeDirectory(HookPath(node)));
+  // The hook files hami-device-plugin installs at its start, which every answer binds
+  // read-only (the Allocator refuses an answer whose files are missing).
+  HAMI_TRY(MakeDirectory(HookPath(node) + "/vgpu"));
+  for (const auto& [file, text] :
+       {std::pair<const char*, std::string>{kHostLibVgpu, "a stand-in for libvgpu.so\n"},
+        std::pair<const char*, std::string>{kHostLdSoPreload,
+                                            std::string(kContainerLibVgpu) + "\n"}}) {
+    const std::string path = HookPath(node) + "/" + file;
+    UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    HAMI_TRY(WriteAll(fd.get(), text));
+  }
 
   std::vector<NodeGpu> node_gpus;
   for (const kube::NodeDevice& d : *gpus) node_gpus.push_back({d.id, d.index, d.health});

@@ -9,8 +9,9 @@
 // UID, as the kubelet admits a pod:
 //   1. On the node's first pod the node's Allocator is made: its GPUs are those the Node's
 //      hami.io/node-nvidia-register lists (id, index, health), its configuration
-//      PluginConfig's defaults for the node, its hook path <root>/<node>/hook and its lock
-//      directory <root>/<node>/vgpulock (owned by this process's user), <root> being a
+//      PluginConfig's defaults for the node, its hook path <root>/<node>/hook (with the hook
+//      files hami-device-plugin installs: vgpu/libvgpu.so, a stand-in, and vgpu/ld.so.preload)
+//      and its lock directory <root>/<node>/vgpulock (owned by this process's user), <root> being a
 //      temporary directory the driver owns and removes. A node whose inventory cannot be read
 //      fails the pod and is read again for its next one.
 //   2. For each container that asks for nvidia.com/gpu (limits, else requests), init containers
