@@ -718,13 +718,9 @@ Summary Summarize(std::vector<double> v) {
   s.count = v.size();
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
-  auto at = [&v](size_t pct) {
-    const size_t rank = (pct * v.size() + 99) / 100;
-    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-  };
-  s.p50 = at(50);
-  s.p90 = at(90);
-  s.p99 = at(99);
+  s.p50 = NearestRankOf(v, 50);
+  s.p90 = NearestRankOf(v, 90);
+  s.p99 = NearestRankOf(v, 99);
   s.max = v.back();
   return s;
 }

@@ -273,13 +273,9 @@ Percentiles NearestRank(std::vector<int64_t> v) {
   p.count = v.size();
   if (v.empty()) return p;
   std::sort(v.begin(), v.end());
-  auto at = [&v](int pct) {
-    const size_t rank = (size_t(pct) * v.size() + 99) / 100;
-    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-  };
-  p.p50 = at(50);
-  p.p95 = at(95);
-  p.p99 = at(99);
+  p.p50 = NearestRankOf(v, 50);
+  p.p95 = NearestRankOf(v, 95);
+  p.p99 = NearestRankOf(v, 99);
   p.max = v.back();
   return p;
 }

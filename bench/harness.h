@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -161,6 +162,12 @@ struct Percentiles {
 
 // Nearest rank: the smallest value with at least p% of the samples at or below it, i.e. the
 // ceil(p/100 * n)-th smallest (counting from one): sample 297 of 300 for p99, 127 of 128.
+// `sorted` is in ascending order and not empty.
+template <typename T>
+T NearestRankOf(const std::vector<T>& sorted, size_t pct) {
+  const size_t rank = (pct * sorted.size() + 99) / 100;
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
 Percentiles NearestRank(std::vector<int64_t> v);
 
 Json ToJson(const Percentiles& p);

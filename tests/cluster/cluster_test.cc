@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -92,25 +93,33 @@ bool WaitForRemoval(const std::string& path, int timeout_ms) {
 }
 
 // The processes whose environment carries HAMI_SIM_CLUSTER=<dir>.
-std::vector<pid_t> ClusterProcesses(const std::string& dir) {
+// The processes whose /proc/<pid>/<file> (NUL-separated fields) satisfies `match`.
+std::vector<pid_t> ProcessesWhere(const char* file,
+                                  const std::function<bool(const std::string&)>& match) {
   std::vector<pid_t> out;
-  const std::string mark = "HAMI_SIM_CLUSTER=" + dir;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return out;
   while (dirent* e = readdir(proc)) {
     pid_t pid = pid_t(std::atoi(e->d_name));
     if (pid <= 0) continue;
-    auto env = ReadFileToString("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
-    if (!env.ok()) continue;
-    for (size_t pos = 0; pos < env->size();) {
-      size_t end = env->find('\0', pos);
-      if (end == std::string::npos) end = env->size();
-      if (env->compare(pos, end - pos, mark) == 0) out.push_back(pid);
-      pos = end + 1;
-    }
+    auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/" + file, 1 << 20);
+    if (text.ok() && match(*text)) out.push_back(pid);
   }
   closedir(proc);
   return out;
+}
+
+std::vector<pid_t> ClusterProcesses(const std::string& dir) {
+  const std::string mark = "HAMI_SIM_CLUSTER=" + dir;
+  return ProcessesWhere("environ", [&](const std::string& env) {
+    for (size_t pos = 0; pos < env.size();) {
+      size_t end = env.find('\0', pos);
+      if (end == std::string::npos) end = env.size();
+      if (env.compare(pos, end - pos, mark) == 0) return true;
+      pos = end + 1;
+    }
+    return false;
+  });
 }
 
 class ClusterTest : public ::testing::Test {
@@ -325,20 +334,10 @@ spec:
 
 // The processes whose command line holds `needle` (argv joined by spaces).
 std::vector<pid_t> ProcessesRunning(const std::string& needle) {
-  std::vector<pid_t> out;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return out;
-  while (dirent* e = readdir(proc)) {
-    pid_t pid = pid_t(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    auto cmdline = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
-    if (!cmdline.ok()) continue;
-    std::string line = *cmdline;
+  return ProcessesWhere("cmdline", [&](std::string line) {
     std::replace(line.begin(), line.end(), '\0', ' ');
-    if (line.find(needle) != std::string::npos) out.push_back(pid);
-  }
-  closedir(proc);
-  return out;
+    return line.find(needle) != std::string::npos;
+  });
 }
 
 // What a node has to live through: its containerd dying while pods run (the node goes
