@@ -703,6 +703,46 @@ TEST(ClusterCommand, UpRefusesWithoutRootSayingWhy) {
   EXPECT_FALSE(Exists(dir.path() + "/c")) << "nothing was made";
 }
 
+// The live region slot of the example's holding process (`hami-memory-demo hold`) in the
+// container "cuda" of pod `uid` on node-1 of cluster `c`, as `hami inspect` shows it (null
+// when none shows within 30 s).
+json HolderSlot(const std::string& c, const std::string& uid) {
+  const std::string region = c + "/nodes/node-1/hook/vgpu/containers/" + uid + "_cuda/usage.cache";
+  json slot;
+  ::hami::testing::PollUntil(
+      [&] {
+        Ran inspect = RunCommand({Bin("hami"), "inspect", "--json", "--no-nvml", region});
+        json r = json::parse(inspect.out, nullptr, false);
+        if (!r.is_object() || !r.contains("slots")) return false;
+        for (const json& s : r["slots"]) {
+          if (s.value("state", "") != "live" || !s.value("alive", false)) continue;
+          auto cmdline = ReadFileToString(
+              "/proc/" + std::to_string(s.value("host_pid", 0)) + "/cmdline", 1 << 16);
+          if (cmdline.ok() && cmdline->find("hold") != std::string::npos) {
+            slot = s;
+            return true;
+          }
+        }
+        return false;
+      },
+      30000, 100000);
+  return slot;
+}
+
+// The PIDs of `pid` in its namespaces, from the host's /proc/<pid>/status (NSpid).
+std::vector<pid_t> NsPids(pid_t pid) {
+  std::vector<pid_t> out;
+  auto status = ReadFileToString("/proc/" + std::to_string(pid) + "/status", 1 << 16);
+  if (!status.ok()) return out;
+  std::istringstream lines(*status);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("NSpid:")) continue;
+    std::istringstream f(line.substr(6));
+    for (pid_t p; f >> p;) out.push_back(p);
+  }
+  return out;
+}
+
 // A pod's process as a real node shows it: in its own PID namespace, in the kubelet's pod
 // cgroup under the node's containerd, its limit files read-only and /tmp/vgpulock writable;
 // with --broker its region slot names it by the host's PID, learned from the broker. And a
@@ -739,37 +779,14 @@ TEST(ClusterCommand, ABrokeredNodeNamesPodProcessesByHostPidAndTheMonitorFindsAn
   ASSERT_FALSE(uid.empty()) << got.out;
 
   // The holder (hami-memory-demo hold) as the region's slot names it.
-  const std::string region = c + "/nodes/node-1/hook/vgpu/containers/" + uid + "_cuda/usage.cache";
-  pid_t host_pid = 0;
-  json slot;
-  ASSERT_TRUE(::hami::testing::PollUntil(
-      [&] {
-        Ran inspect = RunCommand({Bin("hami"), "inspect", "--json", "--no-nvml", region});
-        json r = json::parse(inspect.out, nullptr, false);
-        if (!r.is_object() || !r.contains("slots")) return false;
-        for (const json& s : r["slots"]) {
-          if (s.value("state", "") != "live" || !s.value("alive", false)) continue;
-          auto cmdline = ReadFileToString(
-              "/proc/" + std::to_string(s.value("host_pid", 0)) + "/cmdline", 1 << 16);
-          if (cmdline.ok() && cmdline->find("hold") != std::string::npos) {
-            host_pid = s.value("host_pid", 0);
-            slot = s;
-            return true;
-          }
-        }
-        return false;
-      },
-      30000, 100000))
-      << "no live slot of the holding process in " << region;
+  const json slot = HolderSlot(c, uid);
+  ASSERT_TRUE(slot.is_object()) << "no live slot of the holding process of pod " << uid;
+  const pid_t host_pid = slot.value("host_pid", 0);
   EXPECT_EQ(slot.value("identity", ""), "broker") << slot.dump();
-  auto status = ReadFileToString("/proc/" + std::to_string(host_pid) + "/status", 1 << 16);
-  ASSERT_TRUE(status.ok());
-  std::smatch nspid;
-  const std::string status_text = *status;
-  ASSERT_TRUE(std::regex_search(status_text, nspid, std::regex("NSpid:\\s+(\\d+)\\s+(\\d+)\\n")))
-      << status_text;
-  EXPECT_EQ(std::stoi(nspid[1].str()), host_pid) << "the host's view of the slot's PID";
-  EXPECT_EQ(slot.value("pid", 0), std::stoi(nspid[2].str())) << "its PID in the container";
+  const std::vector<pid_t> nspid = NsPids(host_pid);
+  ASSERT_EQ(nspid.size(), 2u) << "its own PID namespace";
+  EXPECT_EQ(nspid[0], host_pid) << "the host's view of the slot's PID";
+  EXPECT_EQ(slot.value("pid", 0), nspid[1]) << "its PID in the container";
   auto cgroup = ReadFileToString("/proc/" + std::to_string(host_pid) + "/cgroup", 1 << 16);
   ASSERT_TRUE(cgroup.ok());
   EXPECT_THAT(*cgroup, HasSubstr("/kubepods/besteffort/pod" + uid + "/"));
@@ -887,6 +904,25 @@ spec:
       {"/usr/bin/kubectl", "wait", "--for=condition=Ready", "--timeout=60s", "pod/orphan"}, env,
       90000);
   ASSERT_EQ(ready.code, 0) << ready.out;
+  // Without the broker a container's process is named by the next tier: the simulated NVML
+  // reports host PIDs, as the real driver does, and libvgpu's probe finds its own.
+  applied = RunCommand(
+      {"/usr/bin/kubectl", "apply", "-f", std::string(HAMI_EXAMPLES_DIR) + "/vgpu-3000m-30.yaml"},
+      env);
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  ready = RunCommand(
+      {"/usr/bin/kubectl", "wait", "--for=condition=Ready", "--timeout=60s", "pod/vgpu-3000m-30"},
+      env, 90000);
+  ASSERT_EQ(ready.code, 0) << ready.out;
+  Ran got = RunCommand(
+      {"/usr/bin/kubectl", "get", "pod", "vgpu-3000m-30", "-o", "jsonpath={.metadata.uid}"}, env);
+  const json slot = HolderSlot(c, got.out);
+  ASSERT_TRUE(slot.is_object()) << "no live slot of the holding process";
+  EXPECT_EQ(slot.value("identity", ""), "nvml-probe") << slot.dump();
+  const std::vector<pid_t> nspid = NsPids(slot.value("host_pid", 0));
+  ASSERT_EQ(nspid.size(), 2u) << slot.dump();
+  EXPECT_EQ(slot.value("pid", 0), nspid[1]) << slot.dump();
+
   // The pods' cgroups, as the node's containerd recorded them.
   auto record = ReadFileToString(c + "/nodes/node-1/containerd/cleanup", 1 << 16);
   ASSERT_TRUE(record.ok()) << record.error().message();
