@@ -5,6 +5,7 @@
 #include "sim/cri/containerd.h"
 
 #include <errno.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -49,6 +50,25 @@ std::set<std::string> RunContainerdEntries() {
   for (auto it = fs::recursive_directory_iterator("/run/containerd", ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     out.insert(it->path().string());
+  }
+  return out;
+}
+
+// What is under /run/containerd now and was not in `before`, leaving out what another
+// containerd of the machine (a test running beside this one) serves there: a socket some
+// process has bound, and the directories that hold one.
+std::vector<std::string> NewRunContainerdEntries(const std::set<std::string>& before) {
+  std::string unix_sockets;
+  std::ifstream net("/proc/net/unix");
+  for (std::string line; std::getline(net, line);) {
+    const size_t path = line.find(" /run/containerd/");
+    if (path != std::string::npos) unix_sockets += line.substr(path + 1) + "\n";
+  }
+  std::vector<std::string> out;
+  for (const std::string& e : RunContainerdEntries()) {
+    if (before.contains(e)) continue;
+    if (unix_sockets.find(e + (fs::is_directory(e) ? "/" : "\n")) != std::string::npos) continue;
+    out.push_back(e);
   }
   return out;
 }
@@ -193,7 +213,8 @@ class ContainerdTest : public ::testing::Test {
       const std::string top = root.dir.substr(0, root.dir.size() - std::string("/node-a").size());
       EXPECT_FALSE(Exists(top)) << top;
     }
-    EXPECT_EQ(RunContainerdEntries(), run_before_) << "/run/containerd differs from before";
+    EXPECT_THAT(NewRunContainerdEntries(run_before_), ::testing::IsEmpty())
+        << "left in /run/containerd";
     if (!var_lib_existed_) {
       EXPECT_FALSE(Exists("/var/lib/containerd"));
     }
@@ -459,7 +480,7 @@ TEST(ContainerdStartFailure, AContainerdThatExitsAtOnceIsReportedWithItsLogAndLe
     left.push_back(e.path().filename().string());
   }
   EXPECT_EQ(left, std::vector<std::string>{"containerd.log"});
-  EXPECT_EQ(RunContainerdEntries(), run_before);
+  EXPECT_THAT(NewRunContainerdEntries(run_before), ::testing::IsEmpty());
 }
 
 class ContainerdWithoutBaseImageTest : public ContainerdTest {
