@@ -6,6 +6,7 @@
 
 #include "common/kill_point.h"
 #include "common/parse.h"
+#include "sim/device_nodes.h"
 
 namespace hami::sim {
 
@@ -52,6 +53,17 @@ const SimOptionInfo kOptions[] = {
                       "HAMI_SIM_STATE='" + std::string(v) + "': must be an absolute path");
        }
        o->state_path = std::string(v);
+       return OkStatus();
+     }},
+    {"HAMI_SIM_DEVICE_NODES", kDefaultDeviceNodesPath,
+     "the file listing the GPUs whose device nodes the process has, one UUID a line (a "
+     "container's, from the node's toolkit); absent: every GPU",
+     [](SimOptions* o, std::string_view v) -> Status {
+       if (v.empty() || v[0] != '/') {
+         return Error(ErrorCode::kInvalidArgument,
+                      "HAMI_SIM_DEVICE_NODES='" + std::string(v) + "': must be an absolute path");
+       }
+       o->device_nodes_path = std::string(v);
        return OkStatus();
      }},
     {"HAMI_SIM_DRIVER_VERSION", "CUDA_VERSION of the headers",
@@ -120,6 +132,7 @@ Result<SimOptions> LoadSimOptions(const GetEnvFn& getenv_fn) {
   SimOptions o;
   o.profile_spec = "h100-80g:2";
   o.state_path = "/tmp/hami-sim.state";
+  o.device_nodes_path = kDefaultDeviceNodesPath;
   o.driver_version = CUDA_VERSION;
   o.launch_ns = 3000;
   o.wave_ns = 20000;

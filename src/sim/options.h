@@ -16,6 +16,7 @@ struct SimOptions {
   std::string profile_spec;        // HAMI_SIM_PROFILE
   std::string node;                // HAMI_SIM_NODE
   std::string state_path;          // HAMI_SIM_STATE
+  std::string device_nodes_path;   // HAMI_SIM_DEVICE_NODES (sim/device_nodes.h)
   int driver_version = 0;          // HAMI_SIM_DRIVER_VERSION
   uint64_t init_us = 0;            // HAMI_SIM_INIT_US
   uint64_t ctx_create_us = 0;      // HAMI_SIM_CTX_CREATE_US

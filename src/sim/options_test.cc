@@ -28,6 +28,7 @@ TEST(LoadSimOptions, WithNothingSetGivesTheDocumentedDefaults) {
   EXPECT_EQ(o->profile_spec, "h100-80g:2");
   EXPECT_EQ(o->node, "");
   EXPECT_EQ(o->state_path, "/tmp/hami-sim.state");
+  EXPECT_EQ(o->device_nodes_path, "/run/hami-sim/device-nodes");
   EXPECT_EQ(o->driver_version, CUDA_VERSION);
   EXPECT_EQ(o->init_us, 0u);
   EXPECT_EQ(o->ctx_create_us, 0u);
@@ -47,6 +48,7 @@ TEST(LoadSimOptions, AppliesEveryVariableThatIsSet) {
   auto o = Load({{"HAMI_SIM_PROFILE", "a100-40g:4"},
                  {"HAMI_SIM_NODE", "node-7"},
                  {"HAMI_SIM_STATE", "/run/x.state"},
+                 {"HAMI_SIM_DEVICE_NODES", "/run/x.nodes"},
                  {"HAMI_SIM_DRIVER_VERSION", "12040"},
                  {"HAMI_SIM_INIT_US", "5"},
                  {"HAMI_SIM_CTX_CREATE_US", "6"},
@@ -64,6 +66,7 @@ TEST(LoadSimOptions, AppliesEveryVariableThatIsSet) {
   EXPECT_EQ(o->profile_spec, "a100-40g:4");
   EXPECT_EQ(o->node, "node-7");
   EXPECT_EQ(o->state_path, "/run/x.state");
+  EXPECT_EQ(o->device_nodes_path, "/run/x.nodes");
   EXPECT_EQ(o->driver_version, 12040);
   EXPECT_EQ(o->init_us, 5u);
   EXPECT_EQ(o->ctx_create_us, 6u);
@@ -106,6 +109,8 @@ INSTANTIATE_TEST_SUITE_P(
     Values, LoadSimOptionsRejects,
     ::testing::Values(BadValue{"HAMI_SIM_STATE", "relative/x.state", "must be an absolute path"},
                       BadValue{"HAMI_SIM_STATE", "", "must be an absolute path"},
+                      BadValue{"HAMI_SIM_DEVICE_NODES", "nodes", "must be an absolute path"},
+                      BadValue{"HAMI_SIM_DEVICE_NODES", "", "must be an absolute path"},
                       BadValue{"HAMI_SIM_DRIVER_VERSION", "12.4", "trailing characters"},
                       BadValue{"HAMI_SIM_DRIVER_VERSION", "1999", "must be from 2000 to 99990"},
                       BadValue{"HAMI_SIM_DRIVER_VERSION", "99991", "must be from 2000 to 99990"},

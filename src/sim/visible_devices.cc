@@ -107,4 +107,14 @@ VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
   }
 }
 
+VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
+                                   std::span<const DeviceSpec> devices,
+                                   std::span<const int> accessible) {
+  std::vector<DeviceSpec> own;
+  for (int p : accessible) own.push_back(devices[size_t(p)]);
+  VisibleDevices v = ParseVisibleDevices(value, own);
+  for (int& p : v.physical) p = accessible[size_t(p)];
+  return v;
+}
+
 }  // namespace hami::sim

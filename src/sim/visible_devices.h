@@ -22,6 +22,10 @@
 // unknown index, UUID of no device, ambiguous prefix, MIG device, anything else) ends the
 // list: devices named before it stay visible, none after it. An entry naming a device already
 // listed also ends the list there.
+//
+// A process that has the device nodes of only some devices (sim/device_nodes.h) applies the
+// variable over those alone, as the driver does in a container: indices count within them,
+// and the UUID of any other device names no device (kNoSuchUuid).
 #pragma once
 
 #include <optional>
@@ -61,5 +65,11 @@ struct VisibleDevices {
 // order.
 VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
                                    std::span<const DeviceSpec> devices);
+
+// The same over the devices of `devices` whose nodes the process has (`accessible`: physical
+// indices, in enumeration order). `physical` still holds physical indices.
+VisibleDevices ParseVisibleDevices(std::optional<std::string_view> value,
+                                   std::span<const DeviceSpec> devices,
+                                   std::span<const int> accessible);
 
 }  // namespace hami::sim

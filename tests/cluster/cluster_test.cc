@@ -652,12 +652,26 @@ TEST_F(ClusterTest, PodsArePlacedHeldMeasuredCleanedUpAndDownLeavesNothing) {
   ASSERT_TRUE(Exists(gone)) << gone;
   ASSERT_TRUE(Exists(gone + ".limits"));
   ASSERT_TRUE(Exists(live));
+  // The toolkit's stand-in for each GPU container's device nodes: its GPU alone, gone with
+  // the pod (the node removes it when the pod's containers have ended).
+  const std::string toolkit =
+      Node(node_of["vgpu-3000m-30"])["dir"].get<std::string>() + "/toolkit/containers/";
+  const std::string gone_nodes = toolkit + uid("vgpu-3000m-30") + "_cuda";
+  const std::string live_nodes = toolkit + uid("vgpu-half-1") + "_cuda/device-nodes";
+  for (const auto& [path, pod] : {std::pair{gone_nodes + "/device-nodes", "vgpu-3000m-30"},
+                                  std::pair{live_nodes, "vgpu-half-1"}}) {
+    auto text = ReadFileToString(path, 1 << 16);
+    ASSERT_TRUE(text.ok()) << text.error().message();
+    EXPECT_EQ(*text, gpus_of[pod][0].first + "\n") << path;
+  }
   Ran deleted = Kubectl({"delete", "pod", "vgpu-3000m-30", "--timeout=60s"}, 90000);
   ASSERT_EQ(deleted.code, 0) << deleted.out;
   EXPECT_TRUE(WaitForRemoval(gone, 60000)) << gone << " is still there";
   EXPECT_TRUE(WaitForRemoval(gone + ".limits", 10000));
   EXPECT_TRUE(Exists(live)) << "a live pod's directory was removed";
   EXPECT_TRUE(Exists(live + ".limits"));
+  EXPECT_TRUE(WaitForRemoval(gone_nodes, 10000)) << gone_nodes << " is still there";
+  EXPECT_TRUE(Exists(live_nodes)) << "a live pod's device-nodes file was removed";
 
   // RBAC: every request the components made is granted by the deployment's roles.
   const std::string rbac = std::string(HAMI_SOURCE_DIR) + "/tests/deploy/rbac_check.py";

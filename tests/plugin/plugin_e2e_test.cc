@@ -39,6 +39,7 @@
 #include "sim/cluster/node_agent.h"
 #include "sim/cri/containerd.h"
 #include "sim/cri/host.h"
+#include "sim/device_nodes.h"
 #include "sim/kube/api_server.h"
 #include "sim/kubelet/kubelet.h"
 #include "sim/oci/blob.h"
@@ -53,6 +54,7 @@ namespace v1 = sim::cri::v1;
 using nlohmann::json;
 using sim::cluster::kContainerBinDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kNode[] = "gpu-node-1";
 constexpr char kResource[] = "nvidia.com/gpu";
@@ -282,10 +284,14 @@ class PluginEndToEnd : public ::testing::Test {
       Status imported = containerd_->ImportImage(tar, name);
       ASSERT_TRUE(imported.ok()) << imported.error().message();
     }
+    // The simulated GPU's variables stand for the node's hardware: every container gets them.
+    const std::map<std::string, std::string> sim_env = {{"HAMI_SIM_PROFILE", kProfile}};
     auto toolkit = sim::cluster::GpuToolkit::Prepare(
-        dir_.File("toolkit"), {SimLib("libcuda.so.1"), SimLib("libnvidia-ml.so.1")}, state_);
+        dir_.File("toolkit"), {SimLib("libcuda.so.1"), SimLib("libnvidia-ml.so.1")}, state_,
+        sim_env);
     ASSERT_TRUE(toolkit.ok()) << toolkit.error().message();
     toolkit_ = std::move(toolkit).value();
+    additions_.envs = sim_env;
     additions_.envs["PATH"] = std::string(kContainerBinDir) + ":" + sim::cluster::kImagePath;
     additions_.mounts = {{kContainerBinDir, HAMI_BIN_DIR, true}};
     additions_.gpu_mounts = toolkit_->mounts();
@@ -324,7 +330,10 @@ class PluginEndToEnd : public ::testing::Test {
     ASSERT_TRUE(sandbox.ok()) << sandbox.error().message();
     pod->sandbox_id = *sandbox;
     sandboxes_.push_back(*sandbox);
-    pod->config = sim::cluster::ContainerConfigFor(plan, c, response, additions, true, 0);
+    // The container's device nodes, as the node's toolkit gives them.
+    Result<std::string> device_nodes = toolkit_->WriteDeviceNodes(uid, c, response);
+    ASSERT_TRUE(device_nodes.ok()) << device_nodes.error().message();
+    pod->config = sim::cluster::ContainerConfigFor(plan, c, response, additions, *device_nodes, 0);
     Result<std::string> id = cri.CreateContainer(pod->sandbox_id, pod->config, pod->sandbox);
     ASSERT_TRUE(id.ok()) << id.error().message();
     pod->container_id = *id;
@@ -408,6 +417,8 @@ class PluginEndToEnd : public ::testing::Test {
         sim::cri::ParseMountInfo(ReadFile(mountinfo_path), mountinfo_path);
     ASSERT_TRUE(mounts.ok()) << mounts.error().message();
     EXPECT_EQ(AccessOf(*mounts, "/overrideEnv"), "ro") << "the limits file";
+    EXPECT_EQ(AccessOf(*mounts, sim::kDefaultDeviceNodesPath), "ro")
+        << "the toolkit's stand-in for the GPU's device nodes";
     EXPECT_EQ(AccessOf(*mounts, "/etc/ld.so.preload"), "ro");
     EXPECT_EQ(AccessOf(*mounts, kLockDir), "rw");
     EXPECT_EQ(AccessOf(*mounts, kBrokerDir), broker ? "ro" : "");
@@ -607,16 +618,17 @@ TEST_F(PluginEndToEnd, APodIsAllocatedAndALoginSessionInItsContainerIsHeldToTheS
 
   // A login session: none of the pod's variables (CRI's exec inherits the container's
   // environment; env -i clears it), only the simulated GPU's, as the examples' sessions keep
-  // them: CUDA_VISIBLE_DEVICES stands in for the device nodes the toolkit gives a real
-  // container (sim/cluster/cri_config.h), which no environment can take away. It sees
-  // 3000 MiB and is refused past it.
-  auto [text, code] = Exec(running, {"/bin/sh", "-c",
-                                     "exec env -i CUDA_VISIBLE_DEVICES=\"$CUDA_VISIBLE_DEVICES\" " +
-                                         kDemo + " limit 3000m"});
+  // them (they stand for the node's hardware). The container's GPU comes from its device
+  // nodes (sim/cluster/gpu_toolkit.h), which no environment can take away. It sees 3000 MiB
+  // and is refused past it.
+  auto [text, code] = Exec(
+      running, {"/bin/sh", "-c",
+                "exec env -i HAMI_SIM_PROFILE=\"$HAMI_SIM_PROFILE\" " + kDemo + " limit 3000m"});
   EXPECT_EQ(code, 0) << text;
   EXPECT_THAT(text, HasSubstr("device 0: neither CUDA_DEVICE_MEMORY_LIMIT_0 nor "
                               "CUDA_DEVICE_MEMORY_LIMIT (only the limits file can say)"))
       << "the session had no variables";
+  EXPECT_THAT(text, Not(HasSubstr("device 1:"))) << "the container's one GPU, not the node's two";
   EXPECT_THAT(text, HasSubstr("total 3000 MiB"));
 
   // ... and it is accounted in the same region as the holder: what it saw free leaves out

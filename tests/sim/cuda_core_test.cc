@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <future>
 #include <regex>
 #include <set>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "sim/sim_test_util.h"
 #include "support/enum_values.h"
 #include "support/subprocess.h"
@@ -23,6 +25,7 @@ namespace hami::testing {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 // Legacy ABIs that cudaTypedefs.h declares only for the driver's own build.
 using PfnCuCtxCreateV2000 = CUresult(CUDAAPI*)(CUcontext* pctx, unsigned flags, CUdevice dev);
@@ -305,6 +308,70 @@ TEST_F(CudaDeviceTest, AContextOnAVisibleDeviceReportsTheOrdinalTheCallerUsed) {
     EXPECT_EQ(dev, 0);
     EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
   });
+}
+
+// ---- device nodes (sim/device_nodes.h): the GPUs a container's toolkit gave it ----
+
+// A device-nodes file holding `text`, in a directory removed with the object.
+class DeviceNodesFile {
+ public:
+  explicit DeviceNodesFile(const std::string& text) {
+    std::ofstream(dir_.File("device-nodes")) << text;
+  }
+  std::string path() const { return dir_.File("device-nodes"); }
+
+ private:
+  TempDir dir_{"hami-device-nodes"};
+};
+
+TEST_F(CudaDeviceTest, DeviceNodesShowOnlyTheListedDevicesRenumberedFromZero) {
+  const std::vector<std::string> all = CudaUuids();
+  DeviceNodesFile one(all[1] + "\n");
+  EXPECT_IN_CHILD({{"HAMI_SIM_DEVICE_NODES", one.path()}}, AfterCuInit([&] {
+                    EXPECT_THAT(CudaUuids(), ElementsAre(all[1]));
+                    EXPECT_EQ(PciBusId(0), "0000:17:00.0");
+                    CUdevice dev;
+                    EXPECT_EQ(cuDeviceGet(&dev, 1), CUDA_ERROR_INVALID_DEVICE);
+                    EXPECT_EQ(cuDeviceGetByPCIBusId(&dev, "0000:08:00.0"),
+                              CUDA_ERROR_INVALID_DEVICE);
+                  }));
+  // The machine's order, not the file's.
+  DeviceNodesFile both(all[1] + "\n" + all[0] + "\n");
+  EXPECT_IN_CHILD({{"HAMI_SIM_DEVICE_NODES", both.path()}},
+                  AfterCuInit([&] { EXPECT_THAT(CudaUuids(), ElementsAre(all[0], all[1])); }));
+}
+
+TEST_F(CudaDeviceTest, VisibleDevicesApplyWithinTheDeviceNodes) {
+  const std::vector<std::string> all = CudaUuids();
+  DeviceNodesFile one(all[1] + "\n");
+  const auto with = [&](const std::string& visible) -> ChildEnv {
+    return {{"HAMI_SIM_DEVICE_NODES", one.path()}, {"CUDA_VISIBLE_DEVICES", visible}};
+  };
+  EXPECT_IN_CHILD(with("0"), AfterCuInit([&] { EXPECT_THAT(CudaUuids(), ElementsAre(all[1])); }));
+  EXPECT_IN_CHILD(with(all[1]),
+                  AfterCuInit([&] { EXPECT_THAT(CudaUuids(), ElementsAre(all[1])); }));
+  // An index past them, and another device's UUID or UUID prefix, name no device it has.
+  for (const std::string& none : {std::string("1"), all[0], all[0].substr(0, 12)}) {
+    EXPECT_IN_CHILD(with(none), [] { EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE); });
+  }
+}
+
+TEST_F(CudaDeviceTest, AnEmptyDeviceNodesFileShowsNoDevice) {
+  DeviceNodesFile empty("");
+  EXPECT_IN_CHILD({{"HAMI_SIM_DEVICE_NODES", empty.path()}},
+                  [] { EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE); });
+}
+
+TEST_F(CudaDeviceTest, AMalformedDeviceNodesFileIsLoggedAndShowsNoDevice) {
+  const std::vector<std::string> all = CudaUuids();
+  DeviceNodesFile bad(all[0] + "\n1\n");
+  Subprocess worker({"/bin/sh", "-c", "exec \"$0\" print-devices 2>&1", TestProgram("sim_worker")},
+                    {{"HAMI_SIM_DEVICE_NODES", bad.path()}});
+  const std::string out = worker.ReadAll();
+  EXPECT_EQ(worker.Wait(), 1) << out;
+  EXPECT_THAT(out, HasSubstr(bad.path() + ": line 2 '1' is not a GPU UUID")) << out;
+  EXPECT_THAT(out, HasSubstr("this process sees no device")) << out;
+  EXPECT_THAT(out, HasSubstr("error cuInit 100")) << "CUDA_ERROR_NO_DEVICE, never every device";
 }
 
 struct ProfileCase {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/temp_dir.h"
 #include "sim/sim_test_util.h"
 #include "support/enum_values.h"
 #include "support/subprocess.h"
@@ -182,6 +183,59 @@ TEST_F(NvmlTest, ShowsEveryDeviceWhateverCudaVisibleDevicesSays) {
     ASSERT_EQ(nvmlDeviceGetIndex(dev, &index), NVML_SUCCESS);
     EXPECT_EQ(index, 1u) << "CUDA's device 0 is NVML's device 1";
     EXPECT_EQ(CudaUuid(0), uuid1);
+    EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
+  });
+}
+
+// A device-nodes file (sim/device_nodes.h) holding `text`: a container's GPUs.
+std::string DeviceNodesFile(const TempDir& dir, const std::string& text) {
+  std::ofstream(dir.File("device-nodes")) << text;
+  return dir.File("device-nodes");
+}
+
+// As real NVML in a container, which ignores GPUs whose device node it cannot open: only the
+// listed devices, indexed from 0; any other is not found. The minor number stays the
+// machine's (the container's node is /dev/nvidia1).
+TEST_F(NvmlTest, DeviceNodesShowOnlyTheListedDevicesIndexedFromZero) {
+  const std::string uuid0 = NvmlUuid(dev0_), uuid1 = NvmlUuid(dev1_), serial0 = Serial(dev0_);
+  TempDir dir("hami-device-nodes");
+  const std::string nodes = DeviceNodesFile(dir, uuid1 + "\n");
+  EXPECT_IN_CHILD({{"HAMI_SIM_DEVICE_NODES", nodes}}, [&] {
+    ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    unsigned count = 0, index = 9, minor = 9;
+    EXPECT_EQ(nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
+    EXPECT_EQ(count, 1u);
+    nvmlDevice_t dev = nullptr, other = nullptr;
+    ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
+    EXPECT_EQ(NvmlUuid(dev), uuid1);
+    EXPECT_EQ(nvmlDeviceGetHandleByIndex_v2(1, &other), NVML_ERROR_INVALID_ARGUMENT);
+    ASSERT_EQ(nvmlDeviceGetIndex(dev, &index), NVML_SUCCESS);
+    EXPECT_EQ(index, 0u);
+    ASSERT_EQ(nvmlDeviceGetMinorNumber(dev, &minor), NVML_SUCCESS);
+    EXPECT_EQ(minor, 1u);
+    ASSERT_EQ(nvmlDeviceGetHandleByUUID(uuid1.c_str(), &other), NVML_SUCCESS);
+    EXPECT_EQ(other, dev);
+    ASSERT_EQ(nvmlDeviceGetHandleByPciBusId_v2("00000000:17:00.0", &other), NVML_SUCCESS);
+    EXPECT_EQ(other, dev);
+    EXPECT_EQ(nvmlDeviceGetHandleByUUID(uuid0.c_str(), &other), NVML_ERROR_NOT_FOUND);
+    EXPECT_EQ(nvmlDeviceGetHandleByPciBusId_v2("00000000:08:00.0", &other), NVML_ERROR_NOT_FOUND);
+    EXPECT_EQ(nvmlDeviceGetHandleBySerial(serial0.c_str(), &other), NVML_ERROR_NOT_FOUND);
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    EXPECT_THAT(CudaUuids(), ::testing::ElementsAre(uuid1)) << "CUDA sees the same device";
+    EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
+  });
+}
+
+TEST_F(NvmlTest, AMalformedDeviceNodesFileShowsNoDevice) {
+  TempDir dir("hami-device-nodes");
+  const std::string nodes = DeviceNodesFile(dir, "GPU-0\n");
+  EXPECT_IN_CHILD({{"HAMI_SIM_DEVICE_NODES", nodes}}, [] {
+    ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    unsigned count = 9;
+    nvmlDevice_t dev;
+    EXPECT_EQ(nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
+    EXPECT_EQ(count, 0u) << "never every device";
+    EXPECT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
   });
 }

@@ -1,5 +1,7 @@
 #include "sim/cluster/cri_config.h"
 
+#include "sim/device_nodes.h"
+
 namespace hami::sim::cluster {
 namespace {
 
@@ -64,8 +66,9 @@ v1::PodSandboxConfig SandboxConfigFor(const PodPlan& plan, const std::string& po
 
 v1::ContainerConfig ContainerConfigFor(const PodPlan& plan, const ContainerPlan& container,
                                        const kubelet::ContainerAllocation& response,
-                                       const NodeAdditions& node, bool gpu, int attempt,
-                                       const std::vector<kubelet::Mount>& volumes) {
+                                       const NodeAdditions& node, const std::string& device_nodes,
+                                       int attempt, const std::vector<kubelet::Mount>& volumes) {
+  const bool gpu = !device_nodes.empty();
   v1::ContainerConfig config;
   config.mutable_metadata()->set_name(container.name);
   config.mutable_metadata()->set_attempt(uint32_t(attempt));
@@ -77,14 +80,11 @@ v1::ContainerConfig ContainerConfigFor(const PodPlan& plan, const ContainerPlan&
   // name as its host name, as it would in a network namespace of its own.
   if (!plan.host_network) AddEnv("HOSTNAME", plan.name, &config);
   for (const auto& [k, v] : node.envs) AddEnv(k, v, &config);
-  if (auto v = response.envs.find("NVIDIA_VISIBLE_DEVICES");
-      gpu && v != response.envs.end() && v->second.starts_with("GPU-")) {
-    AddEnv("CUDA_VISIBLE_DEVICES", v->second, &config);
-  }
   for (const auto& [k, v] : response.envs) AddEnv(k, v, &config);
   for (const auto& [k, v] : container.env) AddEnv(k, v, &config);
   for (const kubelet::Mount& m : node.mounts) AddMount(m, &config);
   for (const kubelet::Mount& m : gpu ? node.gpu_mounts : node.plain_mounts) AddMount(m, &config);
+  if (gpu) AddMount({kDefaultDeviceNodesPath, device_nodes, true}, &config);
   for (const kubelet::Mount& m : response.mounts) AddMount(m, &config);
   for (const kubelet::Mount& m : volumes) AddMount(m, &config);
   for (const kubelet::DeviceSpec& d : response.devices) {

@@ -16,17 +16,18 @@
 //   command/args the pod's command and args (empty: the image's entrypoint and command)
 //   envs         HOSTNAME=<pod name> unless the pod asked for hostNetwork (every pod is on the
 //                node's network here, but a pod that did not ask sees its own name, as in a
-//                network namespace of its own); the node's variables; for a GPU container
-//                CUDA_VISIBLE_DEVICES set to the plugin's NVIDIA_VISIBLE_DEVICES when that names
-//                GPU UUIDs (the toolkit gives a real container only those GPUs' device nodes; the
-//                simulated GPU has none and reads the variable instead); then, in the kubelet's
+//                network namespace of its own); the node's variables; then, in the kubelet's
 //                order, the device plugin's envs (sorted by name: the response is a map) and the
 //                pod's env (fieldRefs resolved). The runtime keeps the last value of a repeated
-//                name, so the pod's spec wins over the plugin, and both over the image.
-//   mounts       the node's mounts for every container, then its GPU mounts (GPU containers)
-//                or its plain mounts (the others), then the device plugin's mounts in the
-//                response's order, then the pod's volume mounts, each with its read-only flag
-//                (the runtime orders them by destination depth itself)
+//                name, so the pod's spec wins over the plugin, and both over the image. The node
+//                adds no variable for the GPUs: a real container has none (below, device nodes).
+//   mounts       the node's mounts for every container, then its GPU mounts and the
+//                container's device-nodes file read-only at kDefaultDeviceNodesPath (GPU
+//                containers; sim/cluster/gpu_toolkit.h: the simulated GPU's stand-in for the
+//                device nodes the toolkit gives a real container) or its plain mounts (the
+//                others), then the device plugin's mounts in the response's order, then the
+//                pod's volume mounts, each with its read-only flag (the runtime orders them by
+//                destination depth itself)
 //   devices      the device plugin's device specs, in order
 //   labels       io.kubernetes.container.name, io.kubernetes.pod.{name,namespace,uid}
 //   annotations  io.kubernetes.container.restartCount, then the device plugin's annotations
@@ -58,7 +59,7 @@ inline constexpr char kRestartCountAnnotation[] = "io.kubernetes.container.resta
 struct NodeAdditions {
   std::map<std::string, std::string> envs;   // every container, first
   std::vector<kubelet::Mount> mounts;        // every container, in order
-  std::vector<kubelet::Mount> gpu_mounts;    // containers given a device-plugin resource
+  std::vector<kubelet::Mount> gpu_mounts;    // GPU containers (GetsGpu), before device nodes
   std::vector<kubelet::Mount> plain_mounts;  // the other containers
 };
 
@@ -74,11 +75,14 @@ cri::v1::NamespaceMode PidMode(const PodPlan& plan);
 cri::v1::PodSandboxConfig SandboxConfigFor(const PodPlan& plan, const std::string& pod_log_root,
                                            const std::string& cgroup_parent, int attempt);
 
-// `gpu`: the container was given a device-plugin resource (the node's GPU additions apply).
-// `volumes`: the container's volumeMounts with their host paths resolved by the node.
+// `device_nodes`: for a GPU container (node_agent.h, GetsGpu), the host path of its
+// device-nodes file (GpuToolkit::WriteDeviceNodes), with which the node's GPU additions apply;
+// empty for the others. `volumes`: the container's volumeMounts with their host paths resolved
+// by the node.
 cri::v1::ContainerConfig ContainerConfigFor(const PodPlan& plan, const ContainerPlan& container,
                                             const kubelet::ContainerAllocation& response,
-                                            const NodeAdditions& node, bool gpu, int attempt,
+                                            const NodeAdditions& node,
+                                            const std::string& device_nodes, int attempt,
                                             const std::vector<kubelet::Mount>& volumes = {});
 
 }  // namespace hami::sim::cluster

@@ -93,13 +93,16 @@ TEST(SandboxConfigFor, HostPidAndASharedProcessNamespaceSetThePidMode) {
             v1::NODE);
 }
 
+constexpr char kDeviceNodes[] = "/node/toolkit/containers/0c9e-uid_main/device-nodes";
+
 TEST(ContainerConfigFor, OrdersEnvsSoThePodWinsOverThePluginAndThePluginOverTheNode) {
   PodPlan p = Plan();
-  v1::ContainerConfig c = ContainerConfigFor(p, p.containers[0], Response(), Node(), true, 0);
+  v1::ContainerConfig c =
+      ContainerConfigFor(p, p.containers[0], Response(), Node(), kDeviceNodes, 0);
+  // No CUDA_VISIBLE_DEVICES: a real container has none; its device nodes choose its GPUs.
   const std::vector<std::pair<std::string, std::string>> want = {
       {"HOSTNAME", "train"},
       {"PATH", "/opt/hami/bin:/usr/bin"},
-      {"CUDA_VISIBLE_DEVICES", "GPU-1"},
       {"CUDA_DEVICE_MEMORY_LIMIT", "3000m"},
       {"NVIDIA_VISIBLE_DEVICES", "GPU-1"},
       {"CUDA_DEVICE_MEMORY_LIMIT", "1g"},
@@ -114,14 +117,17 @@ TEST(ContainerConfigFor, OrdersEnvsSoThePodWinsOverThePluginAndThePluginOverTheN
 
 TEST(ContainerConfigFor, KeepsThePluginsMountsInTheResponsesOrderAfterTheNodes) {
   PodPlan p = Plan();
-  v1::ContainerConfig c = ContainerConfigFor(p, p.containers[0], Response(), Node(), true, 2);
-  const std::vector<std::string> want = {"/opt/hami/bin<-/build/bin:ro",
-                                         "/usr/lib<-/node/toolkit/usr-lib:ro",
-                                         "/tmp/hami-sim.state<-/node/sim.state:rw",
-                                         "/usr/local/vgpu<-/h/containers/u_main:rw",
-                                         "/usr/local/vgpu/libvgpu.so<-/h/libvgpu.so:ro",
-                                         "/etc/ld.so.preload<-/h/ld.so.preload:ro",
-                                         "/tmp/vgpulock<-/tmp/vgpulock:rw"};
+  v1::ContainerConfig c =
+      ContainerConfigFor(p, p.containers[0], Response(), Node(), kDeviceNodes, 2);
+  const std::vector<std::string> want = {
+      "/opt/hami/bin<-/build/bin:ro",
+      "/usr/lib<-/node/toolkit/usr-lib:ro",
+      "/tmp/hami-sim.state<-/node/sim.state:rw",
+      std::string("/run/hami-sim/device-nodes<-") + kDeviceNodes + ":ro",
+      "/usr/local/vgpu<-/h/containers/u_main:rw",
+      "/usr/local/vgpu/libvgpu.so<-/h/libvgpu.so:ro",
+      "/etc/ld.so.preload<-/h/ld.so.preload:ro",
+      "/tmp/vgpulock<-/tmp/vgpulock:rw"};
   EXPECT_EQ(MountList(c), want);
   ASSERT_EQ(c.devices_size(), 1);
   EXPECT_EQ(c.devices(0).container_path(), "/dev/nvidia0");
@@ -138,7 +144,7 @@ TEST(ContainerConfigFor, KeepsThePluginsMountsInTheResponsesOrderAfterTheNodes) 
 TEST(ContainerConfigFor, AContainerWithoutDevicesGetsThePlainMountsAndNoGpuVariable) {
   PodPlan p = Plan();
   p.containers[0].devices.clear();
-  v1::ContainerConfig c = ContainerConfigFor(p, p.containers[0], {}, Node(), false, 0);
+  v1::ContainerConfig c = ContainerConfigFor(p, p.containers[0], {}, Node(), "", 0);
   EXPECT_EQ(MountList(c),
             (std::vector<std::string>{"/opt/hami/bin<-/build/bin:ro", "/usr/lib<-/usr/lib:ro"}));
   for (const auto& [k, v] : Envs(c)) EXPECT_NE(k, "CUDA_VISIBLE_DEVICES");

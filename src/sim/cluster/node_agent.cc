@@ -758,6 +758,7 @@ void PodWorker::Run() {
   RemoveSandbox();
   std::error_code ec;
   std::filesystem::remove_all(PodDir(), ec);  // emptyDir volumes end with the pod
+  agent_->toolkit->RemovePod(plan_.uid);      // and its containers' device-nodes files
   bool ended, delete_object;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -818,12 +819,18 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
     for (const VolumeMountPlan& vm : c.volume_mounts) {
       volumes.push_back({vm.mount_path, volume_paths_.at(vm.volume), vm.read_only});
     }
+    // A GPU container's device nodes, from the toolkit: its failure fails the create, as the
+    // toolkit's hook fails a real one.
+    Result<std::string> device_nodes = std::string();
+    if (gpu) device_nodes = agent_->toolkit->WriteDeviceNodes(plan_.uid, c, response);
     cri::v1::ContainerConfig config =
-        ContainerConfigFor(plan_, c, response, agent_->additions, gpu, attempt, volumes);
+        ContainerConfigFor(plan_, c, response, agent_->additions,
+                           device_nodes.ok() ? *device_nodes : "", attempt, volumes);
     std::error_code ec;
     std::filesystem::create_directories(sandbox_config_.log_directory() + "/" + c.name, ec);
     const auto create_from = Clock::now();
-    auto created = cri.CreateContainer(sandbox_id_, config, sandbox_config_);
+    auto created = device_nodes.ok() ? cri.CreateContainer(sandbox_id_, config, sandbox_config_)
+                                     : Result<std::string>(device_nodes.error());
     const int64_t create_ms = MsSince(create_from);
     if (!created.ok()) {
       ++failures;
@@ -1148,7 +1155,8 @@ Status NodeAgent::Impl::StartRuntime() {
   const oci::ImageDefinition base = oci::BaseImage();
   HAMI_TRY(oci::WriteImageLayout(base, images + "/base.tar"));
   HAMI_TRY(containerd->ImportImage(images + "/base.tar", base.name));
-  toolkit = HAMI_TRY(GpuToolkit::Prepare(o.dir + "/toolkit", o.driver_libs, o.sim_state));
+  toolkit =
+      HAMI_TRY(GpuToolkit::Prepare(o.dir + "/toolkit", o.driver_libs, o.sim_state, o.image_env));
 
   additions.envs = o.image_env;
   if (!o.bin_dir.empty()) {

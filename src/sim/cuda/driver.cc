@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "sim/cuda/model.h"
+#include "sim/device_nodes.h"
 #include "sim/host_pid.h"
 #include "sim/visible_devices.h"
 
@@ -36,10 +37,22 @@ void AtForkChild() {
   g_init_result = CUDA_ERROR_NOT_INITIALIZED;
 }
 
-std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices) {
+// The devices whose nodes this process has (sim/device_nodes.h): none when their file is
+// unusable, never every device.
+std::vector<int> AccessibleDevices(const std::string& path,
+                                   const std::vector<DeviceSpec>& devices) {
+  Result<std::vector<int>> accessible = ReadDeviceNodes(path, devices);
+  if (accessible.ok()) return *std::move(accessible);
+  g_log.Log(LogLevel::kError, "%s; this process sees no device (CUDA_ERROR_NO_DEVICE)",
+            accessible.error().c_str());
+  return {};
+}
+
+std::vector<int> VisibleFromEnvironment(const std::vector<DeviceSpec>& devices,
+                                        const std::vector<int>& accessible) {
   const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
   VisibleDevices v = ParseVisibleDevices(
-      env != nullptr ? std::optional<std::string_view>(env) : std::nullopt, devices);
+      env != nullptr ? std::optional<std::string_view>(env) : std::nullopt, devices, accessible);
   if (v.stopped) {
     const std::string_view why = VisibleStopText(v.stopped->reason);
     g_log.Log(LogLevel::kWarn,
@@ -72,7 +85,8 @@ CUresult InitLocked() {
   ServeHostPids(d.options.state_path, d.state->host_pidns_inode());
   d.devices = d.state->devices();
   d.rt.resize(d.devices.size());
-  d.visible = VisibleFromEnvironment(d.devices);
+  d.visible =
+      VisibleFromEnvironment(d.devices, AccessibleDevices(d.options.device_nodes_path, d.devices));
   d.loading_mode = LoadingModeFromEnvironment();
   if (d.visible.empty()) return CUDA_ERROR_NO_DEVICE;
   d.initialized = true;

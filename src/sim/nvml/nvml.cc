@@ -1,7 +1,8 @@
 // The simulated NVML (libnvidia-ml.so.1). It shows every device of the simulated machine
-// whatever CUDA_VISIBLE_DEVICES says, and reads memory, processes, utilization and
-// per-process accounting from the machine's shared state, so what it reports covers every
-// process on the machine.
+// whose device node the process has (sim/device_nodes.h: on the host every device; in a
+// container its own, indexed from 0) whatever CUDA_VISIBLE_DEVICES says, and reads memory,
+// processes, utilization and per-process accounting from the machine's shared state, so what
+// it reports covers every process on the machine.
 // Xid errors recorded in that state (`hami sim xid DEVICE CODE`) are delivered as
 // nvmlEventTypeXidCriticalError events to every event set that registered for them.
 #include "nvml/nvml.h"
@@ -20,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/raw_log.h"
+#include "sim/device_nodes.h"
 #include "sim/host_pid.h"
 #include "sim/nvml/stubs.h"
 #include "sim/options.h"
@@ -48,7 +50,11 @@ struct Nvml {
   int refs = 0;
   SimOptions options;
   std::unique_ptr<SharedState> state;
-  nvmlDevice_st handles[kMaxDevices];
+  nvmlDevice_st handles[kMaxDevices];  // by physical index
+  // The devices whose nodes this process has, by physical index in the machine's order: NVML
+  // index -> physical index. Only these are counted and found.
+  std::vector<int> accessible;
+  bool is_accessible[kMaxDevices] = {};
 };
 
 Nvml* g_nvml = new Nvml();  // leaked on purpose: usable during static destruction
@@ -88,6 +94,14 @@ nvmlReturn_t Init() {
   // A process of the host namespace tells processes that cannot see it their host PID.
   ServeHostPids(n.options.state_path, n.state->host_pidns_inode());
   for (int i = 0; i < kMaxDevices; ++i) n.handles[i].index = i;
+  Result<std::vector<int>> accessible =
+      ReadDeviceNodes(n.options.device_nodes_path, n.state->devices());
+  if (!accessible.ok()) {
+    g_nvml_log.Log(LogLevel::kError, "%s; this process sees no device", accessible.error().c_str());
+  }
+  n.accessible = accessible.ok() ? *std::move(accessible) : std::vector<int>();
+  std::fill(std::begin(n.is_accessible), std::end(n.is_accessible), false);
+  for (int p : n.accessible) n.is_accessible[p] = true;
   n.refs = 1;
   return NVML_SUCCESS;
 }
@@ -110,13 +124,24 @@ class Call {
   nvmlReturn_t status() const { return status_; }
   Nvml& n() { return *g_nvml; }
   SharedState& state() { return *g_nvml->state; }
+  // Every device of the machine, by physical index.
   const std::vector<DeviceSpec>& devices() { return g_nvml->state->devices(); }
+  // The devices this process has the nodes of (physical indices), in NVML's index order.
+  const std::vector<int>& accessible() { return g_nvml->accessible; }
+  // The same devices' specs.
+  std::vector<const DeviceSpec*> Accessible() {
+    std::vector<const DeviceSpec*> out;
+    for (int p : accessible()) out.push_back(&devices()[size_t(p)]);
+    return out;
+  }
 
   // Resolves a device handle; NVML_ERROR_INVALID_ARGUMENT for anything not ours.
   nvmlReturn_t Device(nvmlDevice_t h, const DeviceSpec** out) {
     if (status_ != NVML_SUCCESS) return status_;
     Nvml& nv = *g_nvml;
-    if (h < nv.handles || h >= nv.handles + devices().size()) return NVML_ERROR_INVALID_ARGUMENT;
+    if (h < nv.handles || h >= nv.handles + devices().size() || !nv.is_accessible[h - nv.handles]) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
     *out = &devices()[size_t(h - nv.handles)];
     return NVML_SUCCESS;
   }
@@ -423,8 +448,8 @@ nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int
   Call c;
   if (c.status() != NVML_SUCCESS) return c.status();
   if (name == nullptr || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
-  for (size_t d = 0; d < c.devices().size(); ++d) {
-    for (const ProcessView& p : c.state().Processes(int(d))) {
+  for (int d : c.accessible()) {
+    for (const ProcessView& p : c.state().Processes(d)) {
       if (unsigned(p.host_pid) == pid) {
         std::snprintf(name, length, "%s", p.comm.c_str());
         return NVML_SUCCESS;
@@ -440,7 +465,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   Call c;
   if (c.status() != NVML_SUCCESS) return c.status();
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *count = unsigned(c.devices().size());
+  *count = unsigned(c.accessible().size());
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) { return nvmlDeviceGetCount_v2(count); }
@@ -448,8 +473,8 @@ nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) { return nvmlDeviceGetCount
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   Call c;
   if (c.status() != NVML_SUCCESS) return c.status();
-  if (device == nullptr || index >= c.devices().size()) return NVML_ERROR_INVALID_ARGUMENT;
-  *device = &c.n().handles[index];
+  if (device == nullptr || index >= c.accessible().size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = &c.n().handles[c.accessible()[index]];
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
@@ -460,9 +485,9 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   Call c;
   if (c.status() != NVML_SUCCESS) return c.status();
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  for (const DeviceSpec& d : c.devices()) {
-    if (d.uuid == uuid) {
-      *device = &c.n().handles[d.index];
+  for (const DeviceSpec* d : c.Accessible()) {
+    if (d->uuid == uuid) {
+      *device = &c.n().handles[d->index];
       return NVML_SUCCESS;
     }
   }
@@ -478,10 +503,10 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* 
     domain = 0;
     if (std::sscanf(bus_id, "%x:%x.%x", &bus, &dev, &fn) != 3) return NVML_ERROR_INVALID_ARGUMENT;
   }
-  for (const DeviceSpec& d : c.devices()) {
-    if (unsigned(d.pci_domain) == domain && unsigned(d.pci_bus) == bus &&
-        unsigned(d.pci_device) == dev && fn == 0) {
-      *device = &c.n().handles[d.index];
+  for (const DeviceSpec* d : c.Accessible()) {
+    if (unsigned(d->pci_domain) == domain && unsigned(d->pci_bus) == bus &&
+        unsigned(d->pci_device) == dev && fn == 0) {
+      *device = &c.n().handles[d->index];
       return NVML_SUCCESS;
     }
   }
@@ -495,9 +520,9 @@ nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* devic
   Call c;
   if (c.status() != NVML_SUCCESS) return c.status();
   if (serial == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  for (const DeviceSpec& d : c.devices()) {
-    if (Serial(d) == serial) {
-      *device = &c.n().handles[d.index];
+  for (const DeviceSpec* d : c.Accessible()) {
+    if (Serial(*d) == serial) {
+      *device = &c.n().handles[d->index];
       return NVML_SUCCESS;
     }
   }
@@ -527,7 +552,8 @@ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   HAMI_NVML_DEVICE(c, device, d);
   if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *index = unsigned(d->index);
+  const std::vector<int>& accessible = c.accessible();
+  *index = unsigned(std::find(accessible.begin(), accessible.end(), d->index) - accessible.begin());
   return NVML_SUCCESS;
 }
 
