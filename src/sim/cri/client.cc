@@ -218,6 +218,12 @@ Result<v1::ExecSyncResponse> CriClient::ExecSync(const std::string& container_id
               call_timeout_ms_ + timeout_s * 1000, "ExecSync", container_id);
 }
 
+Result<std::string> CriClient::Exec(const v1::ExecRequest& request) {
+  v1::ExecResponse r = HAMI_TRY(Call(runtime_.get(), &v1::RuntimeService::Stub::Exec, request,
+                                     call_timeout_ms_, "Exec", request.container_id()));
+  return r.url();
+}
+
 Result<std::vector<v1::Image>> CriClient::ListImages() {
   v1::ListImagesRequest req;
   v1::ListImagesResponse r = HAMI_TRY(Call(images_.get(), &v1::ImageService::Stub::ListImages, req,

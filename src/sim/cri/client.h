@@ -71,6 +71,9 @@ class CriClient {
   // beyond the call timeout) plus the call timeout.
   Result<v1::ExecSyncResponse> ExecSync(const std::string& container_id,
                                         const std::vector<std::string>& cmd, int64_t timeout_s);
+  // Prepares a streaming exec of `request.cmd` in the running container: the URL of the
+  // runtime's streaming server that runs it (single use; containerd's expires after a minute).
+  Result<std::string> Exec(const v1::ExecRequest& request);
 
   Result<std::vector<v1::Image>> ListImages();
   Result<v1::Image> ImageStatus(const std::string& image);

@@ -40,6 +40,21 @@ class FakeRuntime final : public v1::RuntimeService::Service {
     if (id == "zero") (*response->mutable_info())["info"] = R"({"pid": 0})";
     return grpc::Status::OK;
   }
+  // The URL names what was asked, so a test sees every field arrive.
+  grpc::Status Exec(grpc::ServerContext*, const v1::ExecRequest* request,
+                    v1::ExecResponse* response) override {
+    if (request->container_id() == "missing") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "container \"missing\" not found");
+    }
+    std::string url = "http://127.0.0.1:1/exec/" + request->container_id() + "?";
+    for (const std::string& a : request->cmd()) url += "cmd=" + a + "&";
+    url += std::string("tty=") + (request->tty() ? "1" : "0") +
+           "&stdin=" + (request->stdin() ? "1" : "0") +
+           "&stdout=" + (request->stdout() ? "1" : "0") +
+           "&stderr=" + (request->stderr() ? "1" : "0");
+    response->set_url(url);
+    return grpc::Status::OK;
+  }
 };
 
 class FakeImages final : public v1::ImageService::Service {
@@ -135,6 +150,26 @@ TEST_F(CriClientTest, ContainerPidRefusesWhatIsNotAPositivePid) {
   Result<pid_t> exited = cri.ContainerPid("exited");
   ASSERT_FALSE(exited.ok());
   EXPECT_EQ(exited.error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(CriClientTest, ExecSendsTheCommandAndStreamFlagsAndAnswersTheUrl) {
+  CriClient cri(socket_);
+  v1::ExecRequest request;
+  request.set_container_id("c1");
+  request.add_cmd("sh");
+  request.add_cmd("-c");
+  request.set_stdin(true);
+  request.set_stdout(true);
+  Result<std::string> url = cri.Exec(request);
+  ASSERT_TRUE(url.ok()) << url.error().message();
+  EXPECT_EQ(*url, "http://127.0.0.1:1/exec/c1?cmd=sh&cmd=-c&tty=0&stdin=1&stdout=1&stderr=0");
+
+  request.set_container_id("missing");
+  url = cri.Exec(request);
+  ASSERT_FALSE(url.ok());
+  EXPECT_EQ(url.error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(url.error().message(),
+            "CRI Exec (missing): container \"missing\" not found (gRPC NOT_FOUND)");
 }
 
 TEST(CriClient, NoRuntimeOnTheSocketIsUnavailableNamingTheSocket) {
