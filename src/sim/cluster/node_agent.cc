@@ -23,6 +23,7 @@
 #include "kube/time.h"
 #include "sim/cluster/cri_config.h"
 #include "sim/cluster/gpu_toolkit.h"
+#include "sim/cluster/kubelet_server.h"
 #include "sim/cri/containerd.h"
 #include "sim/kubelet/kubelet.h"
 #include "sim/oci/blob.h"
@@ -381,7 +382,7 @@ json PodStatusJson(const PodPlan& plan, const std::vector<ContainerState>& state
 }
 
 json NodeStatusJson(const NodeAgentOptions& options, const std::map<std::string, int64_t>& devices,
-                    const std::string& runtime_version, const std::string& now,
+                    const std::string& runtime_version, const std::string& now, int kubelet_port,
                     const std::string& not_ready) {
   json resources = {{"cpu", std::to_string(options.cpu_millis) + "m"},
                     {"memory", std::to_string(options.memory_bytes / 1024) + "Ki"},
@@ -410,7 +411,7 @@ json NodeStatusJson(const NodeAgentOptions& options, const std::map<std::string,
                     : condition("Ready", "False", "KubeletNotReady", not_ready.c_str())})},
           {"addresses", json::array({{{"type", "InternalIP"}, {"address", kHostIp}},
                                      {{"type", "Hostname"}, {"address", options.name}}})},
-          {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+          {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", kubelet_port}}}}},
           {"nodeInfo",
            {{"machineID", ""},
             {"systemUUID", ""},
@@ -434,6 +435,7 @@ struct NodeAgent::Impl {
   std::unique_ptr<hami::kube::EventRecorder> events;
   std::unique_ptr<kubelet::Kubelet> kubelet;
   std::unique_ptr<cri::Containerd> containerd;
+  std::unique_ptr<KubeletServer> kubelet_server;  // exec; started once the runtime is up
   std::unique_ptr<GpuToolkit> toolkit;
   NodeAdditions additions;
   std::unique_ptr<hami::kube::Informer> informer;
@@ -1047,10 +1049,10 @@ Status NodeAgent::Impl::EnsureNode() {
 }
 
 void NodeAgent::Impl::PublishNodeStatus(const std::map<std::string, int64_t>& devices) {
-  auto written = client->Patch(
-      hami::kube::kNodes, "", options.name, hami::kube::PatchType::kMerge,
-      {{"status", NodeStatusJson(options, devices, runtime_version, Now(), RuntimeDown())}},
-      "status");
+  auto written = client->Patch(hami::kube::kNodes, "", options.name, hami::kube::PatchType::kMerge,
+                               {{"status", NodeStatusJson(options, devices, runtime_version, Now(),
+                                                          kubelet_server->port(), RuntimeDown())}},
+                               "status");
   if (!written.ok()) {
     Log("event=node_status_failed node=" + options.name +
         " error=" + Quote(written.error().message()));
@@ -1217,6 +1219,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   eo.instance = m.options.name;
   m.events = std::make_unique<hami::kube::EventRecorder>(*m.client, eo);
   HAMI_TRY(m.StartRuntime());
+  m.kubelet_server = HAMI_TRY(KubeletServer::Start(m.containerd->client(), m.options.name));
   HAMI_TRY(m.EnsureNode());
 
   kubelet::KubeletOptions ko;
@@ -1251,6 +1254,7 @@ void NodeAgent::Stop() {
   Impl& m = *impl_;
   if (m.stopped) return;
   m.stopped = true;
+  m.kubelet_server->Stop();
   m.informer->Stop();
   std::map<std::string, std::unique_ptr<PodWorker>> workers;
   std::vector<std::unique_ptr<PodWorker>> dying;

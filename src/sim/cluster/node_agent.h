@@ -46,6 +46,9 @@
 //            RestartSec), and every 5 s while that fails, with its root and state, lists the
 //            sandboxes and containers its shims kept, and the pods carry on with the same
 //            containers.
+//   exec     the kubelet server (sim/cluster/kubelet_server.h) on 127.0.0.1 and a free port,
+//            published as the Node's status.daemonEndpoints.kubeletEndpoint.Port: the API
+//            server's pods/exec gets a container's streaming URL (CRI Exec) there.
 //   events   Events of component "kubelet" on the pod, as the kubelet records them: Pulled,
 //            Created, Started, Failed, Killing, BackOff, FailedCreatePodSandBox,
 //            UnexpectedAdmissionError.
@@ -196,13 +199,13 @@ nlohmann::json PodStatusJson(const PodPlan& plan, const std::vector<ContainerSta
                              const std::string& not_ready = "");
 
 // The Node's status for `allocatable` extended resources (name -> count).
-// `runtime_version` as the kubelet reports it ("containerd://1.6.20"); `not_ready`: why the
-// runtime is down ("" while it answers), the Ready condition's message with reason
-// KubeletNotReady.
+// `runtime_version` as the kubelet reports it ("containerd://1.6.20"); `kubelet_port`: the
+// kubelet server's (daemonEndpoints.kubeletEndpoint.Port); `not_ready`: why the runtime is down
+// ("" while it answers), the Ready condition's message with reason KubeletNotReady.
 nlohmann::json NodeStatusJson(const NodeAgentOptions& options,
                               const std::map<std::string, int64_t>& devices,
                               const std::string& runtime_version, const std::string& now,
-                              const std::string& not_ready = "");
+                              int kubelet_port, const std::string& not_ready = "");
 
 class NodeAgent {
  public:

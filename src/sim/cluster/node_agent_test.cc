@@ -186,9 +186,10 @@ TEST(PodCgroupPath, IsTheKubeletsBestEffortPodCgroup) {
 TEST(NodeStatusJson, ListsCapacityWithTheDeviceCountsAndIsReady) {
   NodeAgentOptions o;
   o.name = "node-1";
-  json s =
-      NodeStatusJson(o, {{"nvidia.com/gpu", 20}}, "containerd://1.6.20", "2026-12-01T10:00:00Z");
+  json s = NodeStatusJson(o, {{"nvidia.com/gpu", 20}}, "containerd://1.6.20",
+                          "2026-12-01T10:00:00Z", 41234);
   EXPECT_EQ(s["nodeInfo"]["containerRuntimeVersion"], "containerd://1.6.20");
+  EXPECT_EQ(s["daemonEndpoints"]["kubeletEndpoint"]["Port"], 41234);
   EXPECT_EQ(s["capacity"]["nvidia.com/gpu"], "20");
   EXPECT_EQ(s["allocatable"]["pods"], "110");
   EXPECT_EQ(s["capacity"]["cpu"], "16000m");
