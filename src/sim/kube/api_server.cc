@@ -144,6 +144,14 @@ ApiResult<int64_t> CountParam(const httplib::Request& req, const char* name) {
   return *n;
 }
 
+// includeObject: what each row of a Table carries (metadata by default).
+ApiResult<TableRowObject> IncludeObjectParam(const httplib::Request& req) {
+  const std::string v = req.get_param_value("includeObject");
+  if (auto o = ParseIncludeObject(v)) return *o;
+  return BadRequest("includeObject: Unsupported value: \"" + v +
+                    "\": supported values: \"Metadata\", \"None\", \"Object\"");
+}
+
 ApiResult<WriteMode> DryRunParam(const httplib::Request& req) {
   if (!req.has_param("dryRun")) return WriteMode::kCommit;
   const std::string v = req.get_param_value("dryRun");
@@ -461,6 +469,7 @@ struct ApiServer::Impl::WatchStream {
   hami::kube::LabelSelector labels;
   hami::kube::FieldSelector fields;
   bool table = false;
+  TableRowObject row_object = TableRowObject::kMetadata;
   bool columns_sent = false;
   bool bookmarks = false;
   bool initial_events_end = false;
@@ -478,7 +487,7 @@ bool ApiServer::Impl::WatchStream::Send(httplib::DataSink& sink, std::string_vie
   std::string object;
   if (table) {
     object = Dump(RenderTable(*r, {&o.object()}, std::to_string(o.rv()), !columns_sent,
-                              std::chrono::system_clock::now()));
+                              std::chrono::system_clock::now(), row_object));
     columns_sent = true;
   } else {
     object = TypedJson(*r, o);
@@ -627,7 +636,9 @@ void ApiServer::Impl::SendObject(const httplib::Request& req, httplib::Response&
   if (WantsTable(req.get_header_value("Accept"))) {
     SetBody(res, code,
             Dump(RenderTable(r, {&o.object()}, std::to_string(o.rv()), true,
-                             std::chrono::system_clock::now())),
+                             std::chrono::system_clock::now(),
+                             ParseIncludeObject(req.get_param_value("includeObject"))
+                                 .value_or(TableRowObject::kMetadata))),
             std::string(kTableContentType).c_str());
     return;
   }
@@ -781,11 +792,13 @@ void ApiServer::Impl::ServeList(const httplib::Request& req, httplib::Response& 
   auto page = store.List(r, t.ns, filter, *limit, req.get_param_value("continue"));
   if (!page.ok()) return SendStatus(res, page.status());
   if (WantsTable(req.get_header_value("Accept"))) {
+    auto row_object = IncludeObjectParam(req);
+    if (!row_object.ok()) return SendStatus(res, row_object.status());
     std::vector<const json*> objects;
     objects.reserve(page->items.size());
     for (const ObjectPtr& o : page->items) objects.push_back(&o->object());
-    json table =
-        RenderTable(r, objects, std::to_string(page->rv), true, std::chrono::system_clock::now());
+    json table = RenderTable(r, objects, std::to_string(page->rv), true,
+                             std::chrono::system_clock::now(), *row_object);
     if (!page->continue_token.empty()) table["metadata"]["continue"] = page->continue_token;
     return SetBody(res, 200, Dump(table), std::string(kTableContentType).c_str());
   }
@@ -830,6 +843,8 @@ void ApiServer::Impl::ServeWatch(const httplib::Request& req, httplib::Response&
   if (!initial_events.ok()) return SendStatus(res, initial_events.status());
   auto timeout = CountParam(req, "timeoutSeconds");
   if (!timeout.ok()) return SendStatus(res, timeout.status());
+  auto row_object = IncludeObjectParam(req);
+  if (!row_object.ok()) return SendStatus(res, row_object.status());
   const std::string rv_text = req.get_param_value("resourceVersion");
   std::optional<int64_t> from_rv;
   if (!rv_text.empty() && rv_text != "0" && !*initial_events) {
@@ -861,6 +876,7 @@ void ApiServer::Impl::ServeWatch(const httplib::Request& req, httplib::Response&
   stream->labels = std::move(labels);
   stream->fields = std::move(fields);
   stream->table = table;
+  stream->row_object = *row_object;
   stream->bookmarks = *bookmarks;
   stream->initial_events_end = *initial_events;
   if (*timeout > 0) stream->deadline = Clock::now() + std::chrono::seconds(*timeout);

@@ -1112,10 +1112,17 @@ bool WantsTable(std::string_view accept) {
   return table.value_or(false);
 }
 
+std::optional<TableRowObject> ParseIncludeObject(std::string_view value) {
+  if (value.empty() || value == "Metadata") return TableRowObject::kMetadata;
+  if (value == "Object") return TableRowObject::kObject;
+  if (value == "None") return TableRowObject::kNone;
+  return std::nullopt;
+}
+
 nlohmann::json RenderTable(const hami::kube::Resource& r,
                            const std::vector<const nlohmann::json*>& objects,
                            std::string_view resource_version, bool include_columns,
-                           hami::kube::WallTime now) {
+                           hami::kube::WallTime now, TableRowObject row_object) {
   json columns = json::array();
   if (include_columns) {
     for (const Column& c : ColumnsOf(r)) {
@@ -1130,12 +1137,23 @@ nlohmann::json RenderTable(const hami::kube::Resource& r,
   for (const json* obj : objects) {
     if (obj == nullptr) continue;
     const json* metadata = Field(*obj, "metadata");
-    rows.push_back(
-        {{"cells", Cells(r, *obj, now)},
-         {"object",
-          {{"kind", "PartialObjectMetadata"},
-           {"apiVersion", "meta.k8s.io/v1"},
-           {"metadata", metadata && metadata->is_object() ? *metadata : json::object()}}}});
+    json row = {{"cells", Cells(r, *obj, now)}};
+    switch (row_object) {
+      case TableRowObject::kMetadata:
+        row["object"] = {
+            {"kind", "PartialObjectMetadata"},
+            {"apiVersion", "meta.k8s.io/v1"},
+            {"metadata", metadata && metadata->is_object() ? *metadata : json::object()}};
+        break;
+      case TableRowObject::kObject:
+        row["object"] = obj->is_object() ? *obj : json::object();
+        row["object"]["kind"] = r.kind;
+        row["object"]["apiVersion"] = r.ApiVersion();
+        break;
+      case TableRowObject::kNone:
+        break;
+    }
+    rows.push_back(std::move(row));
   }
   return {{"kind", "Table"},
           {"apiVersion", "meta.k8s.io/v1"},

@@ -55,16 +55,24 @@ bool WantsTable(std::string_view accept);
 // daemonsets: Name, Desired, Current, Ready, Up-to-date, Available, Node Selector, Age, and
 // Containers, Images, Selector; clusterroles and roles: Name, Created At; bindings: Name, Role,
 // Age, and Users, Groups, ServiceAccounts; mutatingwebhookconfigurations: Name, Webhooks, Age;
-// any other: Name, Age), each row carrying a PartialObjectMetadata with the
-// object's whole metadata (namespace included). `include_columns` false leaves
+// any other: Name, Age), each row carrying what `row_object` says (the request's includeObject):
+// a PartialObjectMetadata with the object's whole metadata (namespace included; the default),
+// the whole object with its kind and apiVersion (kubectl asks for it to --sort-by a field), or
+// nothing. `include_columns` false leaves
 // columnDefinitions empty (watch events after the first). `resource_version` goes into the
 // Table's metadata. Ages count from `now`. Objects are read defensively: a missing or
 // mistyped field renders as the API's default (empty, 0, "<none>", "<unknown>"), never
 // throws. Pure and thread-safe.
+enum class TableRowObject { kMetadata, kObject, kNone };
+
+// includeObject's value: "" and "Metadata", "Object", "None"; nullopt for any other.
+std::optional<TableRowObject> ParseIncludeObject(std::string_view value);
+
 nlohmann::json RenderTable(const hami::kube::Resource& r,
                            const std::vector<const nlohmann::json*>& objects,
                            std::string_view resource_version, bool include_columns,
-                           hami::kube::WallTime now);
+                           hami::kube::WallTime now,
+                           TableRowObject row_object = TableRowObject::kMetadata);
 
 // A duration as kubectl prints ages (apimachinery's HumanDuration): "0s".."119s", "2m5s",
 // "9m", "179m", "3h4m", "7h", "47h", "2d3h", "7d", "364d", "2y5d", "8y"; "0s" for less than

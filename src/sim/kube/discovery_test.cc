@@ -376,6 +376,25 @@ TEST(DiscoveryTable, PendingPodRowCarriesItsMetadataWithNamespace) {
   EXPECT_EQ(row["object"]["metadata"], pod["metadata"]);
 }
 
+TEST(DiscoveryTable, RowsCarryWhatIncludeObjectAsksFor) {
+  json pod = Pod({{"phase", "Pending"}});
+  json whole = RenderTable(hami::kube::kPods, {&pod}, "7", true, kNow, TableRowObject::kObject);
+  const json& object = whole["rows"][0]["object"];
+  EXPECT_EQ(object["kind"], "Pod");
+  EXPECT_EQ(object["apiVersion"], "v1");
+  EXPECT_EQ(object["status"], pod["status"]);
+  EXPECT_EQ(object["metadata"], pod["metadata"]);
+  json none = RenderTable(hami::kube::kPods, {&pod}, "7", true, kNow, TableRowObject::kNone);
+  EXPECT_FALSE(none["rows"][0].contains("object"));
+  EXPECT_EQ(none["rows"][0]["cells"], whole["rows"][0]["cells"]);
+
+  EXPECT_EQ(ParseIncludeObject(""), TableRowObject::kMetadata);
+  EXPECT_EQ(ParseIncludeObject("Metadata"), TableRowObject::kMetadata);
+  EXPECT_EQ(ParseIncludeObject("Object"), TableRowObject::kObject);
+  EXPECT_EQ(ParseIncludeObject("None"), TableRowObject::kNone);
+  EXPECT_EQ(ParseIncludeObject("object"), std::nullopt);
+}
+
 TEST(DiscoveryTable, RunningPodOnANodeWithRestarts) {
   json status = {
       {"phase", "Running"},

@@ -16,6 +16,7 @@
 #include "common/temp_dir.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/event_recorder.h"
 #include "kube/resource.h"
 #include "sim/kube/api_test_support.h"
 #include "support/subprocess.h"
@@ -337,6 +338,53 @@ TEST_F(KubectlTest, AuditNamesKubectlAndTheProjectsClientByUserAgent) {
   ASSERT_EQ(mine["requests"].size(), 1u);
   EXPECT_EQ(mine["requests"][0]["verb"], "list");
   EXPECT_EQ(mine["requests"][0]["resource"], "pods");
+}
+
+TEST_F(KubectlTest, GetEventsSortsByLastTimestamp) {
+  // --sort-by asks for the Table with includeObject=Object and sorts its rows by the field.
+  const std::pair<const char*, const char*> events[] = {{"Second", "2026-12-07T10:00:02Z"},
+                                                        {"Third", "2026-12-07T10:00:03Z"},
+                                                        {"First", "2026-12-07T10:00:01Z"}};
+  int n = 0;
+  for (const auto& [reason, time] : events) {
+    json e = {{"metadata", {{"name", "e" + std::to_string(n++)}, {"namespace", "default"}}},
+              {"involvedObject", {{"kind", "Pod"}, {"name", "p"}, {"namespace", "default"}}},
+              {"reason", reason},
+              {"message", std::string("event ") + reason},
+              {"type", "Normal"},
+              {"source", {{"component", "kubelet"}}},
+              {"firstTimestamp", time},
+              {"lastTimestamp", time},
+              {"count", 1}};
+    ASSERT_TRUE(server_->CreateObject(hami::kube::kEvents, e).ok());
+  }
+  std::string out = KubectlOk({"get", "events", "--sort-by=.lastTimestamp"});
+  const size_t first = out.find("First"), second = out.find("Second"), third = out.find("Third");
+  ASSERT_NE(first, std::string::npos) << out;
+  ASSERT_NE(second, std::string::npos) << out;
+  ASSERT_NE(third, std::string::npos) << out;
+  EXPECT_LT(first, second) << out;
+  EXPECT_LT(second, third) << out;
+
+  // An event as the simulated kubelet records one carries the timestamps kubectl sorts by.
+  hami::kube::Config config;
+  config.server = server_->url();
+  config.source = "test";
+  auto client = hami::kube::Client::Create(config, {});
+  ASSERT_TRUE(client.ok()) << client.error().message();
+  {
+    hami::kube::EventRecorderOptions eo;
+    eo.component = "kubelet";
+    eo.instance = "node-1";
+    hami::kube::EventRecorder recorder(**client, eo);
+    recorder.Record({"v1", "Pod", "default", "p", "uid-1", "", ""}, hami::kube::EventType::kNormal,
+                    "Recorded", "by the recorder");
+    ASSERT_TRUE(recorder.Flush(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  }
+  out = KubectlOk({"get", "events", "--sort-by=.lastTimestamp"});
+  EXPECT_GT(out.find("Recorded"), out.find("Third")) << out;
+  out = KubectlOk({"get", "events", "--sort-by=.firstTimestamp", "-o", "name"});
+  EXPECT_NE(out.find("event/e2"), std::string::npos) << out;
 }
 
 }  // namespace
