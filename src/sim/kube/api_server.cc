@@ -28,6 +28,7 @@
 #include "sim/kube/audit.h"
 #include "sim/kube/cri_log.h"
 #include "sim/kube/discovery.h"
+#include "sim/kube/exec.h"
 #include "sim/kube/sockets.h"
 #include "sim/kube/store.h"
 #include "sim/kube/strategy.h"
@@ -224,6 +225,8 @@ std::optional<Target> ParseTarget(std::string_view path, bool* unserved) {
       t.sub = Subresource::kBinding;
     } else if (rest[2] == "log" && Is(*t.resource, hami::kube::kPods)) {
       t.sub = Subresource::kLog;
+    } else if (rest[2] == "exec" && Is(*t.resource, hami::kube::kPods)) {
+      t.sub = Subresource::kExec;
     } else {
       *unserved = true;
       return std::nullopt;
@@ -417,6 +420,8 @@ struct ApiServer::Impl {
   void ServeFaults(const httplib::Request& req, httplib::Response& res);
   void ServeAudit(const httplib::Request& req, httplib::Response& res);
   void ServeLog(const httplib::Request& req, httplib::Response& res, const Target& t);
+  // pods/exec (exec.h): takes the request's connection over for the session.
+  void ServeExec(const httplib::Request& req, httplib::Response& res, const Target& t);
   void Audit(const httplib::Request& req, const Target& t);
   // Mutating admission of a create of `body` (a request body) into `ns`: the body as the
   // webhooks leave it, or the Status refusing it. Only pods are admitted; other resources,
@@ -691,6 +696,9 @@ void ApiServer::Impl::Audit(const httplib::Request& req, const Target& t) {
     case Subresource::kLog:
       e.subresource = "log";
       break;
+    case Subresource::kExec:
+      e.subresource = "exec";
+      break;
   }
   // As kube-apiserver's RequestInfo: a namespace object is in its own namespace.
   e.ns = Is(*t.resource, hami::kube::kNamespaces) ? t.name : t.ns;
@@ -767,6 +775,9 @@ void ApiServer::Impl::HandleResource(const httplib::Request& req, httplib::Respo
       return SendStatus(res, MethodNotAllowed(m));
     case Subresource::kLog:
       if (m == "GET" || m == "HEAD") return ServeLog(req, res, t);
+      return SendStatus(res, MethodNotAllowed(m));
+    case Subresource::kExec:
+      if (m == "GET" || m == "POST") return ServeExec(req, res, t);
       return SendStatus(res, MethodNotAllowed(m));
     case Subresource::kNone:
       break;
@@ -1031,6 +1042,61 @@ void ApiServer::Impl::ServeLog(const httplib::Request& req, httplib::Response& r
                  file.c_str(), out.malformed_lines, out.first_malformed_line);
   }
   SetBody(res, 200, std::move(out.text), "text/plain");
+}
+
+void ApiServer::Impl::ServeExec(const httplib::Request& req, httplib::Response& res,
+                                const Target& t) {
+  auto o = store.Get(hami::kube::kPods, t.ns, t.name);
+  if (!o.ok()) return SendStatus(res, o.status());
+  auto asked = ParseExecOptions(req.params);
+  if (!asked.ok()) return SendStatus(res, asked.status());
+  const json& pod = (*o)->object();
+  auto container = ExecContainer(pod, t.name, asked->container);
+  if (!container.ok()) return SendStatus(res, container.status());
+  const json spec = pod.value("spec", json::object());
+  const std::string node = spec.is_object() ? spec.value("nodeName", "") : "";
+  if (node.empty()) {
+    return SendStatus(res, BadRequest("pod " + t.name + " does not have a host assigned"));
+  }
+  auto node_object = store.Get(hami::kube::kNodes, "", node);
+  if (!node_object.ok()) return SendStatus(res, node_object.status());
+  ExecPlan plan;
+  plan.ns = t.ns;
+  plan.pod = t.name;
+  plan.container = *container;
+  plan.node = node;
+  plan.options = std::move(*asked);
+  if (auto endpoint = KubeletEndpointOf((*node_object)->object()); endpoint.ok()) {
+    plan.kubelet = *endpoint;
+  } else {
+    plan.kubelet_error = endpoint.error().message();
+  }
+  if (tls) {
+    // The session writes to the request's socket, which here carries TLS records.
+    ApiStatus s;
+    s.code = 501;
+    s.reason = "NotImplemented";
+    s.message =
+        "pods/exec is not served over HTTPS by the simulated API server: serve it "
+        "without a TLS certificate";
+    return SendStatus(res, s);
+  }
+  UpgradeRequest upgrade{req.method, HeaderList(req.headers.begin(), req.headers.end())};
+  const int sock =
+      FindConnectionSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  const ExecOutcome out = ServeExecSession(upgrade, sock, plan);
+  std::string detail = out.detail;
+  std::replace(detail.begin(), detail.end(), '"', '\'');
+  std::fprintf(stderr, "apiserver event=exec pod=%s/%s container=%s route=%s detail=\"%s\"\n",
+               t.ns.c_str(), t.name.c_str(), plan.container.c_str(), out.route.c_str(),
+               detail.c_str());
+  if (out.upgraded) {
+    // The session answered on the socket and shut it down: what the server writes after this
+    // handler goes nowhere.
+    res.status = 101;
+    return;
+  }
+  SetBody(res, out.status, out.body, out.content_type.c_str());
 }
 
 void ApiServer::Impl::ServeCreate(const httplib::Request& req, httplib::Response& res,

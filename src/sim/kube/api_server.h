@@ -2,9 +2,9 @@
 // API over real HTTP/1.1 (TLS optional), faithful enough that kubectl and the official Python
 // client work against it. Objects live in memory; one cluster-wide resourceVersion counter.
 //
-// Served: core/v1 pods (binding, status, log), nodes (status), namespaces, events, configmaps,
-// resourcequotas, serviceaccounts, secrets, services (status); coordination.k8s.io/v1 leases;
-// apps/v1 deployments and daemonsets (status); rbac.authorization.k8s.io/v1 clusterroles,
+// Served: core/v1 pods (binding, status, log, exec), nodes (status), namespaces, events,
+// configmaps, resourcequotas, serviceaccounts, secrets, services (status); coordination.k8s.io/v1
+// leases; apps/v1 deployments and daemonsets (status); rbac.authorization.k8s.io/v1 clusterroles,
 // clusterrolebindings, roles, rolebindings; admissionregistration.k8s.io/v1
 // mutatingwebhookconfigurations; discovery (/version, /api, /api/v1, /apis, group versions,
 // aggregated discovery), /openapi/v3, /healthz, /readyz, /livez. Each resource gets the
@@ -30,6 +30,13 @@
 // lines; limitBytes cuts last. Malformed lines of a file are skipped and logged
 // (event=pod_log_malformed). follow=true is accepted but answers what is there and ends (no
 // streaming).
+//
+// pods/exec (GET or POST with an upgrade) runs `kubectl exec` through the pod's node: the
+// server asks the node's kubelet (status.addresses, status.daemonEndpoints) for the stream and
+// follows it to the container runtime; a WebSocket v5.channel.k8s.io session is answered here
+// and relayed to the runtime over SPDY/3.1, any other upgrade is passed through. The request's
+// connection is taken over for the session (found with sockets.h), so over TLS exec is 501.
+// exec.h has the details.
 //
 // Semantics (research/kubectl-protocol.md, sections 4 to 8): every answer is JSON with kind and
 // apiVersion (lists: items always an array, list metadata with the resourceVersion, items

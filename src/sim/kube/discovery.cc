@@ -156,6 +156,7 @@ struct Subresource {
 
 constexpr Subresource kSubresources[] = {
     {"pods", "binding", "Binding", "create"},
+    {"pods", "exec", "PodExecOptions", "create get"},
     {"pods", "log", "Pod", "get"},
     {"pods", "status", "Pod", "get patch update"},
     {"nodes", "status", "Node", "get patch update"},

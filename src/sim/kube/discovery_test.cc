@@ -85,6 +85,10 @@ TEST(DiscoveryAggregated, CoreGroupInV2WithItsOwnContentType) {
   ASSERT_NE(binding, nullptr);
   EXPECT_EQ((*binding)["responseKind"]["kind"], "Binding");
   EXPECT_EQ((*binding)["verbs"], json::array({"create"}));
+  const json* exec = FindBy((*pods)["subresources"], "subresource", "exec");
+  ASSERT_NE(exec, nullptr);
+  EXPECT_EQ((*exec)["responseKind"]["kind"], "PodExecOptions");
+  EXPECT_EQ((*exec)["verbs"], json::array({"create", "get"}));
   const json* pod_status = FindBy((*pods)["subresources"], "subresource", "status");
   ASSERT_NE(pod_status, nullptr);
   EXPECT_EQ((*pod_status)["responseKind"]["kind"], "Pod");

@@ -1080,6 +1080,7 @@ ApiResult<json> PrepareForUpdate(const Resource& r, Subresource sub, const json&
   switch (sub) {
     case Subresource::kBinding:
     case Subresource::kLog:
+    case Subresource::kExec:
       return next;
     case Subresource::kStatus:
       CopyOrErase(next, old, "spec");

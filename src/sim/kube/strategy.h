@@ -17,7 +17,7 @@ namespace hami::sim::kube {
 
 // The part of an object a request addresses: the object itself, `/status`, `pods/binding`, or
 // `pods/log` (read only: never written).
-enum class Subresource { kNone, kStatus, kBinding, kLog };
+enum class Subresource { kNone, kStatus, kBinding, kLog, kExec };
 
 // pods, nodes, namespaces and resourcequotas have `/status`; their main resource keeps it.
 bool HasStatusSubresource(const hami::kube::Resource& r);
