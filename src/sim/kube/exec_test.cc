@@ -320,8 +320,16 @@ class ExecTest : public ::testing::Test {
       Redirect(req, res);
     });
     kubelet_port_ = kubelet_.bind_to_any_port("127.0.0.1");
+    kubelet_.Get("/ready", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok", "text/plain");
+    });
     kubelet_thread_ = std::thread([this] { kubelet_.listen_after_bind(); });
-    while (!kubelet_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Served once the accept loop runs (the bound socket queues the request until then), so
+    // stop() in TearDown always finds a running server.
+    httplib::Client ready("127.0.0.1", kubelet_port_);
+    ready.set_read_timeout(10, 0);
+    auto answer = ready.Get("/ready");
+    ASSERT_TRUE(answer && answer->status == 200) << "the fake kubelet did not answer";
     AddNode("node-1", kubelet_port_);
     AddPod("web", "node-1", {"main"});
   }
