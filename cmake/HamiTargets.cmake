@@ -233,3 +233,33 @@ function(hami_sim_library)
   # vendor's library, so an interposer preloaded in front of it sees only the program's calls.
   target_link_options(${A_NAME} PRIVATE -Wl,-soname,${A_FILE_NAME} -Wl,-Bsymbolic-functions)
 endfunction()
+
+# hami_grpc_proto(NAME target PROTO file DESCRIPTION text)
+# Compiles PROTO (a file under src/) with protoc and grpc_cpp_plugin into the build tree's
+# gen/<its folder under src>/ and builds the generated code as the library NAME (alias
+# hami::<NAME without hami_>): without the project's warnings, its headers included as system
+# headers so that they add none to the code that uses them. Users include
+# "<folder>/<name>.pb.h" and "<folder>/<name>.grpc.pb.h".
+function(hami_grpc_proto)
+  cmake_parse_arguments(P "" "NAME;PROTO;DESCRIPTION" "" ${ARGN})
+  file(RELATIVE_PATH _rel ${PROJECT_SOURCE_DIR}/src ${P_PROTO})
+  get_filename_component(_dir ${_rel} DIRECTORY)
+  get_filename_component(_base ${_rel} NAME_WE)
+  set(_gen_root ${CMAKE_BINARY_DIR}/gen)
+  set(_gen ${_gen_root}/${_dir})
+  add_custom_command(
+    OUTPUT ${_gen}/${_base}.pb.cc ${_gen}/${_base}.pb.h ${_gen}/${_base}.grpc.pb.cc
+           ${_gen}/${_base}.grpc.pb.h
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_gen}
+    COMMAND ${HAMI_PROTOC} -I ${PROJECT_SOURCE_DIR}/src
+            --cpp_out=${_gen_root} --grpc_out=${_gen_root}
+            --plugin=protoc-gen-grpc=${HAMI_GRPC_CPP_PLUGIN}
+            ${P_PROTO}
+    DEPENDS ${P_PROTO} ${HAMI_PROTOC} ${HAMI_GRPC_CPP_PLUGIN}
+    COMMENT "protoc: ${_rel} (${P_DESCRIPTION})"
+    VERBATIM)
+  hami_cc_library(NAME ${P_NAME} NO_WARNINGS
+    SRCS ${_gen}/${_base}.pb.cc ${_gen}/${_base}.grpc.pb.cc
+    DEPS gRPC::grpc++ protobuf::libprotobuf)
+  target_include_directories(${P_NAME} SYSTEM PUBLIC ${_gen_root})
+endfunction()
