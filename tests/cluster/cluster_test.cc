@@ -55,20 +55,8 @@ bool Exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
-struct Ran {
-  int code = -1;
-  std::string out;
-};
-
-// Runs argv to its end (stdout captured; stderr to the test's), at most `timeout_ms`.
-Ran RunCommand(const std::vector<std::string>& argv,
-               const std::map<std::string, std::string>& env = {}, int timeout_ms = 60000) {
-  testing::Subprocess p(argv, env);
-  Ran r;
-  r.out = p.ReadAll(timeout_ms);
-  r.code = p.Wait(timeout_ms);
-  return r;
-}
+using ::hami::testing::Ran;
+using ::hami::testing::RunCommand;
 
 // Waits until `path` no longer exists, on inotify events of its parent directory.
 bool WaitForRemoval(const std::string& path, int timeout_ms) {

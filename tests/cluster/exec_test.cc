@@ -33,19 +33,8 @@ std::string Example(const std::string& name) { return std::string(HAMI_EXAMPLES_
 
 constexpr char kPod[] = "vgpu-3000m-30";
 
-struct Ran {
-  int code = -1;
-  std::string out;  // stdout, and stderr when the command merges it
-};
-
-Ran RunCommand(const std::vector<std::string>& argv,
-               const std::map<std::string, std::string>& env = {}, int timeout_ms = 60000) {
-  testing::Subprocess p(argv, env);
-  Ran r;
-  r.out = p.ReadAll(timeout_ms);
-  r.code = p.Wait(timeout_ms);
-  return r;
-}
+using ::hami::testing::Ran;
+using ::hami::testing::RunCommand;
 
 bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -208,4 +208,13 @@ uintptr_t MappingStart(pid_t pid, const std::string& path) {
   return 0;
 }
 
+Ran RunCommand(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               int timeout_ms) {
+  Subprocess p(argv, env);
+  Ran r;
+  r.out = p.ReadAll(timeout_ms);
+  r.code = p.Wait(timeout_ms);
+  return r;
+}
+
 }  // namespace hami::testing

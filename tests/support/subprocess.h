@@ -50,6 +50,16 @@ class Subprocess {
 // Path of a test helper program built into build/tests.
 std::string TestProgram(const std::string& name);
 
+// A program run to its end: its exit status and what it wrote to stdout.
+struct Ran {
+  int code = -1;
+  std::string out;
+};
+// Runs `argv` (with `env` as Subprocess takes it) to its end, at most `timeout_ms`: stdout
+// captured, stderr to the test's.
+Ran RunCommand(const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& env = {}, int timeout_ms = 60000);
+
 // Waits for the process `pid` (a child of the caller or not) to end, at most `timeout_ms`,
 // through a pidfd: true once it has exited (a child of the caller is then a zombie until
 // reaped). False after the timeout, or when `pid` cannot be watched.
