@@ -3,7 +3,10 @@
 // memory and what a destroyed context gives back, failures included. Copies, sets and
 // pointer queries are in cuda_copy_test.cc.
 #include <cuda.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "cuda_device_fixture.h"
+#include "sim_test_util.h"
 
 namespace hami::testing {
 namespace {
@@ -488,6 +492,189 @@ TEST_F(VmmTest, MisplacedMapsAndFreesAreRejected) {
   ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
   EXPECT_EQ(cuMemMap(va, 2 * g_, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // released
   EXPECT_EQ(cuMemAddressFree(va, 2 * g_), CUDA_SUCCESS);
+}
+
+// Sends `fd` over the Unix socket `sock` (SCM_RIGHTS), as processes pass a shareable handle.
+void SendFd(int sock, int fd) {
+  char byte = 'h';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ASSERT_EQ(sendmsg(sock, &msg, 0), 1);
+}
+
+int ReceiveFd(int sock) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) return -1;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+  return fd;
+}
+
+TEST_F(VmmTest, AnExportedDescriptorGivesAnotherProcessTheSamePagesChargedOnlyToItsCreator) {
+  size_t before = FreeBytes();
+  CUmemAllocationProp prop = DeviceProp(0);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, 2 * g_, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr va = MapReadWrite(h, 2 * g_);
+  auto data = Pattern(8192, 9);
+  ASSERT_EQ(cuMemcpyHtoD_v2(va + g_, data.data(), data.size()), CUDA_SUCCESS);
+  int fd = -1;
+  ASSERT_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  SendFd(sv[0], fd);
+  close(fd);  // the descriptor in flight keeps the pages
+  EXPECT_EQ(before - FreeBytes(), 2 * g_);
+  EXPECT_IN_CHILD({}, [&] {
+    StartCudaWithManifest();
+    size_t child_before = FreeBytes();
+    int got = ReceiveFd(sv[1]);
+    ASSERT_GE(got, 0);
+    CUmemGenericAllocationHandle imported = 0;
+    ASSERT_EQ(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(got)),
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_SUCCESS);
+    close(got);  // the handle holds its own reference
+    CUmemAllocationProp seen{};
+    ASSERT_EQ(cuMemGetAllocationPropertiesFromHandle(&seen, imported), CUDA_SUCCESS);
+    EXPECT_EQ(seen.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    EXPECT_EQ(seen.location.id, 0);
+    EXPECT_EQ(seen.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUdeviceptr mine = MapReadWrite(imported, 2 * g_);
+    EXPECT_EQ(Download(mine + g_, data.size()), data) << "the creator's bytes";
+    unsigned char mark = 0x5a;
+    ASSERT_EQ(cuMemcpyHtoD_v2(mine, &mark, 1), CUDA_SUCCESS);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    ASSERT_EQ(cuMemGetAddressRange_v2(&base, &size, mine + 100), CUDA_SUCCESS);
+    EXPECT_EQ(base, mine);
+    EXPECT_EQ(size, 2 * g_);
+    EXPECT_EQ(FreeBytes(), child_before) << "an import is charged to its creator, not again";
+    EXPECT_EQ(cuMemUnmap(mine, 2 * g_), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemAddressFree(mine, 2 * g_), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemRelease(imported), CUDA_SUCCESS);
+    EXPECT_EQ(FreeBytes(), child_before);
+  });
+  close(sv[0]);
+  close(sv[1]);
+  unsigned char back = 0;
+  ASSERT_EQ(cuMemcpyDtoH_v2(&back, va, 1), CUDA_SUCCESS);
+  EXPECT_EQ(back, 0x5a) << "the other process wrote into the same pages";
+  EXPECT_EQ(cuMemUnmap(va, 2 * g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(va, 2 * g_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
+TEST_F(VmmTest, OnlyARequestedHandleTypeExportsAndOnlyOurDescriptorsImport) {
+  CUmemAllocationProp prop = DeviceProp(0);
+  CUmemGenericAllocationHandle plain = Create(g_);
+  int fd = -1;
+  EXPECT_EQ(cuMemExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_ERROR_INVALID_VALUE)
+      << "created without requesting POSIX descriptors";
+  EXPECT_EQ(
+      cuMemExportToShareableHandle(nullptr, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+      CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRelease(plain), CUDA_SUCCESS);
+  // No NVLink fabric on the simulated machine: the device says so, and a fabric handle is
+  // not supported.
+  int fabric = -1;
+  ASSERT_EQ(cuDeviceGetAttribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fabric, 0);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(cuMemCreate(&h, g_, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
+  prop.requestedHandleTypes = CUmemAllocationHandleType(0x40);
+  EXPECT_EQ(cuMemCreate(&h, g_, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+
+  // Descriptors that are not a shareable handle of this driver.
+  CUmemGenericAllocationHandle out = 0;
+  auto import = [&out](int descriptor) {
+    return cuMemImportFromShareableHandle(&out, reinterpret_cast<void*>(intptr_t(descriptor)),
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  };
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  EXPECT_EQ(import(pipe_fds[0]), CUDA_ERROR_INVALID_VALUE) << "a pipe";
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  int other = memfd_create("someone-else", MFD_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(ftruncate(other, off_t(g_)), 0);
+  EXPECT_EQ(import(other), CUDA_ERROR_INVALID_VALUE) << "a memfd of another program";
+  close(other);
+  EXPECT_EQ(import(-1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(import(987654), CUDA_ERROR_INVALID_VALUE) << "not open";
+  EXPECT_EQ(
+      cuMemImportFromShareableHandle(nullptr, nullptr, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+      CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(VmmTest, HostLocatedMemoryMapsAndChargesNoDevice) {
+  for (CUmemLocationType type : {CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA,
+                                 CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}) {
+    SCOPED_TRACE(int(type));
+    size_t before = FreeBytes();
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = type;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t granularity = 0;
+    ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              CUDA_SUCCESS);
+    CUmemGenericAllocationHandle h = 0;
+    ASSERT_EQ(cuMemCreate(&h, granularity, &prop, 0), CUDA_SUCCESS);
+    EXPECT_EQ(FreeBytes(), before);
+    CUdeviceptr va = MapReadWrite(h, granularity);
+    auto data = Pattern(4096, 5);
+    ASSERT_EQ(cuMemcpyHtoD_v2(va, data.data(), data.size()), CUDA_SUCCESS);
+    EXPECT_EQ(Download(va, data.size()), data);
+    CUmemAllocationProp seen{};
+    ASSERT_EQ(cuMemGetAllocationPropertiesFromHandle(&seen, h), CUDA_SUCCESS);
+    EXPECT_EQ(seen.location.type, CU_MEM_LOCATION_TYPE_HOST);
+    EXPECT_EQ(cuMemUnmap(va, granularity), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemAddressFree(va, granularity), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+    EXPECT_EQ(FreeBytes(), before);
+  }
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  prop.location.id = 4096;  // no such node
+  size_t granularity = 0;
+  EXPECT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_ERROR_INVALID_VALUE);
+  for (CUdevice_attribute a : {CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED}) {
+    int v = 0;
+    ASSERT_EQ(cuDeviceGetAttribute(&v, a, 0), CUDA_SUCCESS);
+    EXPECT_EQ(v, 1) << int(a);
+  }
 }
 
 // ---- arrays ----

@@ -274,6 +274,8 @@ constexpr AttributeRow kAttributes[] = {
     Const(CU_DEVICE_ATTRIBUTE_NUMA_ID, -1),
     Const(CU_DEVICE_ATTRIBUTE_MPS_ENABLED, 0),
     Derived(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, [](const DeviceSpec& s) { return s.numa_node; }),
+    Const(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1),
+    Const(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1),
 };
 
 constexpr bool AttributesSortedAndUnique() {

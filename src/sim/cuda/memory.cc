@@ -8,6 +8,7 @@
 // context and device.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -490,22 +491,84 @@ CUresult AttachMem(CUstream stream, CUdeviceptr dptr, size_t length, unsigned fl
 
 // ---- virtual memory management ----
 
-CUresult CheckAllocProp(const CUmemAllocationProp* prop, int* physical) {
-  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+// The name of a VMM allocation's memfd: it says where the pages live, so that a process
+// importing the descriptor (cuMemImportFromShareableHandle) knows the allocation's device
+// and can tell a descriptor of the simulated driver from any other file.
+constexpr std::string_view kVmmMemfdPrefix = "hami-sim-vmm-";
+
+std::string VmmMemfdName(int physical) {
+  return std::string(kVmmMemfdPrefix) +
+         (physical == kHostPhysical ? std::string("host") : "gpu" + std::to_string(physical));
+}
+
+// The handle types an allocation may request: POSIX file descriptors are modelled (a memfd);
+// the simulated machine has no NVLink fabric (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
+// is 0) and is not Windows, so those types answer CUDA_ERROR_NOT_SUPPORTED, as the driver
+// answers a type the device lacks.
+CUresult CheckHandleTypes(unsigned types) {
+  if ((types & ~unsigned(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                         CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (CUresult r = PhysicalDevice(prop->location.id, physical); r != CUDA_SUCCESS) {
-    return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_DEVICE : r;
+  return (types & ~unsigned(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0
+             ? CUDA_ERROR_NOT_SUPPORTED
+             : CUDA_SUCCESS;
+}
+
+// A host NUMA node of the simulated machine: node 0 (always there, NUMA or not), one a
+// simulated device names as its own, or one this machine has.
+bool HostNumaNodeExists(int id) {
+  if (id == 0) return true;
+  if (id < 0) return false;
+  for (const DeviceSpec& s : D().devices) {
+    if (s.numa_node == id) return true;
   }
-  return CUDA_SUCCESS;
+  struct stat st;
+  return stat(("/sys/devices/system/node/node" + std::to_string(id)).c_str(), &st) == 0;
+}
+
+// Where a VMM allocation of `loc` lives: *physical is a device's physical index or
+// kHostPhysical for the host locations.
+CUresult CheckLocation(const CUmemLocation& loc, int* physical) {
+  switch (loc.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return PhysicalDevice(loc.id, physical);
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      *physical = kHostPhysical;
+      return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      if (!HostNumaNodeExists(loc.id)) return CUDA_ERROR_INVALID_VALUE;
+      *physical = kHostPhysical;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CheckAllocProp(const CUmemAllocationProp* prop, int* physical) {
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = CheckHandleTypes(unsigned(prop->requestedHandleTypes)); r != CUDA_SUCCESS) {
+    return r;
+  }
+  return CheckLocation(prop->location, physical);
+}
+
+// The VMM mapping `p` lies in, or null.
+const VaMapping* FindMapping(uintptr_t p) {
+  auto it = D().mappings.upper_bound(p);
+  if (it == D().mappings.begin()) return nullptr;
+  --it;
+  return p < it->second.base + it->second.size ? &it->second : nullptr;
 }
 
 void DropPhysicalIfUnused(CUmemGenericAllocationHandle h) {
   Driver& d = D();
   auto it = d.physical_allocs.find(h);
   if (it == d.physical_allocs.end() || !it->second.released || it->second.mappings > 0) return;
-  d.Uncharge(it->second.device, it->second.charge);
+  if (it->second.charge > 0) d.Uncharge(it->second.device, it->second.charge);
   close(it->second.fd);
   d.physical_allocs.erase(it);
 }
@@ -802,6 +865,14 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUde
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
+  if (a == nullptr) {
+    // Virtual memory: the range of the mapping the address is in.
+    if (const VaMapping* m = FindMapping(uintptr_t(dptr)); m != nullptr) {
+      if (pbase != nullptr) *pbase = CUdeviceptr(m->base);
+      if (psize != nullptr) *psize = m->size;
+      return CUDA_SUCCESS;
+    }
+  }
   if (a == nullptr || a->kind == AllocKind::kHost || a->kind == AllocKind::kRegistered) {
     return CUDA_ERROR_NOT_FOUND;
   }
@@ -1237,17 +1308,23 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (CUresult r = CheckAllocProp(prop, &p); r != CUDA_SUCCESS) return r;
   Driver& d = D();
   if (size == 0 || size % d.Granularity() != 0) return CUDA_ERROR_INVALID_VALUE;
-  int fd = memfd_create("hami-sim-vmm", MFD_CLOEXEC);
+  int fd = memfd_create(VmmMemfdName(p).c_str(), MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, off_t(size)) != 0) {
     if (fd >= 0) close(fd);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (CUresult r = d.Charge(p, size); r != CUDA_SUCCESS) {
-    close(fd);
-    return r;
+  // Host memory is the machine's: no device is charged for it.
+  uint64_t charge = p == kHostPhysical ? 0 : size;
+  if (charge > 0) {
+    if (CUresult r = d.Charge(p, charge); r != CUDA_SUCCESS) {
+      close(fd);
+      return r;
+    }
   }
   CUmemGenericAllocationHandle h = d.next_physical++;
-  d.physical_allocs[h] = PhysicalAlloc{p, size, size, fd};
+  PhysicalAlloc a{p, size, charge, fd};
+  a.handle_types = unsigned(prop->requestedHandleTypes);
+  d.physical_allocs[h] = a;
   *handle = h;
   return CUDA_SUCCESS;
 }
@@ -1360,10 +1437,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
   int prot = 0;
   for (size_t i = 0; i < count; ++i) {
     int p;
-    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        PhysicalDevice(desc[i].location.id, &p) != CUDA_SUCCESS) {
-      return CUDA_ERROR_INVALID_DEVICE;
-    }
+    if (CheckLocation(desc[i].location, &p) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_DEVICE;
     if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
     if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == 0) prot = PROT_READ;
   }
@@ -1395,6 +1469,11 @@ CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* pro
   if (it == D().physical_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   *prop = CUmemAllocationProp{};
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->requestedHandleTypes = CUmemAllocationHandleType(it->second.handle_types);
+  if (it->second.device == kHostPhysical) {
+    prop->location.type = CU_MEM_LOCATION_TYPE_HOST;
+    return CUDA_SUCCESS;
+  }
   prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   for (size_t i = 0; i < D().visible.size(); ++i) {
     if (D().visible[i] == it->second.device) prop->location.id = int(i);
@@ -1406,16 +1485,82 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  auto base = reinterpret_cast<uintptr_t>(addr);
-  auto it = D().mappings.upper_bound(base);
-  if (it == D().mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
-  --it;
-  if (base >= it->second.base + it->second.size) return CUDA_ERROR_INVALID_VALUE;
-  auto ph = D().physical_allocs.find(it->second.handle);
+  const VaMapping* m = FindMapping(reinterpret_cast<uintptr_t>(addr));
+  if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto ph = D().physical_allocs.find(m->handle);
   if (ph == D().physical_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   ph->second.handle_refs += 1;  // the caller must release this reference too
   ph->second.released = false;
-  *handle = it->second.handle;
+  *handle = m->handle;
+  return CUDA_SUCCESS;
+}
+
+// A shareable handle is a duplicate of the allocation's memfd: pass it to another process
+// (over a Unix socket) and cuMemImportFromShareableHandle there gives a handle to the same
+// pages. The memory stays charged to the process that created it; an importer is charged
+// nothing for it.
+CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
+                                              CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType,
+                                              unsigned long long flags) {
+  if (shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto it = D().physical_allocs.find(handle);
+  if (it == D().physical_allocs.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckHandleTypes(unsigned(handleType)); r != CUDA_SUCCESS) return r;
+  // Only a type the allocation asked for at creation may be exported.
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+      (it->second.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                void* osHandle,
+                                                CUmemAllocationHandleType shHandleType) {
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckHandleTypes(unsigned(shHandleType)); r != CUDA_SUCCESS) return r;
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  // The descriptor (passed by value in the pointer, as the driver takes it) must be a memfd
+  // of the simulated driver's VMM allocations; its name says the device.
+  int fd = int(reinterpret_cast<intptr_t>(osHandle));
+  char link[256];
+  ssize_t n =
+      fd < 0 ? -1
+             : readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1);
+  const std::string prefix = "/memfd:" + std::string(kVmmMemfdPrefix);
+  std::string_view name(link, n > 0 ? size_t(n) : 0);
+  if (name.substr(0, prefix.size()) != prefix) return CUDA_ERROR_INVALID_VALUE;
+  name.remove_prefix(prefix.size());
+  name = name.substr(0, name.find(' '));  // " (deleted)"
+  int physical = kHostPhysical;
+  if (name != "host") {
+    if (name.substr(0, 3) != "gpu") return CUDA_ERROR_INVALID_VALUE;
+    physical = 0;
+    for (char c : name.substr(3)) {
+      if (c < '0' || c > '9') return CUDA_ERROR_INVALID_VALUE;
+      physical = physical * 10 + (c - '0');
+    }
+    if (physical >= int(D().devices.size())) return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0 || size_t(st.st_size) % D().Granularity() != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUmemGenericAllocationHandle h = D().next_physical++;
+  PhysicalAlloc a{physical, size_t(st.st_size), 0, own};
+  a.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  D().physical_allocs[h] = a;
+  *handle = h;
   return CUDA_SUCCESS;
 }
 

@@ -324,11 +324,15 @@ struct VaReservation {
   size_t size;
 };
 
+// The device of a VMM allocation whose pages are host memory (a HOST or HOST_NUMA location).
+inline constexpr int kHostPhysical = -1;
+
 struct PhysicalAlloc {
-  int device;
+  int device;  // physical index, or kHostPhysical
   size_t size;
-  uint64_t charge;
-  int fd;  // memfd backing the physical pages, so several mappings share data
+  uint64_t charge;            // 0 for host memory and for an import (charged to its creator)
+  int fd;                     // memfd backing the physical pages, so several mappings share data
+  unsigned handle_types = 0;  // CUmemAllocationHandleType bits it may be exported as
   int mappings = 0;
   int handle_refs = 1;    // cuMemCreate's reference plus cuMemRetainAllocationHandle's
   bool released = false;  // every handle reference has been released
