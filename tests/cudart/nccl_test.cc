@@ -1,0 +1,197 @@
+// Multi-process NCCL on the simulated GPU (nccl_ranks.cu): 2 and 4 processes, one GPU each,
+// through ncclCommInitRank, every collective, send/recv and ncclCommDestroy, with NCCL's
+// cuMem allocator on and off (NCCL_CUMEM_ENABLE: VMM shareable handles passed over Unix
+// sockets, or CUDA IPC handles). Alone on the simulated driver, and under libvgpu as one
+// container (`hami run --memory`: the vLLM TP / torchrun shape, one pod with N GPUs and N
+// processes), where, while every rank holds its memory, the region's books for each rank
+// equal what the simulated driver says that process uses (kernels loaded eagerly), and an
+// allocation past the limit is refused. The ranks run under a deadline, so a hang fails instead of
+// blocking.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cudart_support.h"
+#include "region/region.h"
+#include "sim/state.h"
+#include "support/sim_env.h"
+#include "support/subprocess.h"
+
+namespace hami::testing {
+namespace {
+
+constexpr int kMemoryAllocation = 2;  // cudaErrorMemoryAllocation
+constexpr int kDevices = 4;
+constexpr int kDeadlineS = 90;       // the launcher kills the ranks past it
+constexpr int kWaitMs = 150 * 1000;  // bounds, not expectations
+
+// ranks, NCCL_CUMEM_ENABLE
+using NcclCase = std::tuple<int, int>;
+
+class NcclRanksTest : public ::testing::TestWithParam<NcclCase> {
+ protected:
+  void SetUp() override {
+    if (std::string reason = CudartSkipReason(); !reason.empty()) GTEST_SKIP() << reason;
+    if (access(CudartProgram("nccl_ranks").c_str(), X_OK) != 0) {
+      GTEST_SKIP() << "NCCL (nccl.h and libnccl) was not found when the build was configured: "
+                      "nccl_ranks was not built";
+    }
+#ifdef HAMI_SANITIZER_RUNTIME
+    GTEST_SKIP() << "sanitized build: nccl_ranks is built by nvcc without a sanitizer runtime";
+#endif
+    state_ = SimEnv::NewStatePath();
+  }
+
+  int ranks() const { return std::get<0>(GetParam()); }
+
+  std::map<std::string, std::string> Env() const {
+    return {{"HAMI_SIM_STATE", state_},
+            {"HAMI_SIM_PROFILE", "h100-80g:" + std::to_string(kDevices)},
+            {"HAMI_SIM_CONTEXT_SIZE", "64m"},
+            {"LD_PRELOAD", ""},
+            {"CUDA_VISIBLE_DEVICES", ""},
+            {"CUDA_DEVICE_MEMORY_LIMIT", ""},
+            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""},
+            {"NCCL_CUMEM_ENABLE", std::to_string(std::get<1>(GetParam()))},
+            {"NCCL_DEBUG", "WARN"},
+            {"CUDA_MODULE_LOADING", ""}};
+  }
+
+  std::vector<std::string> RanksCommand(const std::string& past) const {
+    return {CudartProgram("nccl_ranks"),
+            "run",
+            std::to_string(ranks()),
+            state_ + ".id",
+            "--past",
+            past,
+            "--deadline",
+            std::to_string(kDeadlineS)};
+  }
+
+  // Reads the ranks' lines up to the barrier: {rank: its fields}.
+  std::map<int, std::map<std::string, std::string>> UpToBarrier(Subprocess& p, std::string* out) {
+    std::map<int, std::map<std::string, std::string>> seen;
+    for (;;) {
+      auto line = p.ReadLine(kWaitMs);
+      if (!line) {
+        ADD_FAILURE() << "no barrier; output so far:\n" << *out;
+        return seen;
+      }
+      *out += *line + "\n";
+      if (line->rfind("barrier ", 0) == 0) return seen;
+      if (line->rfind("rank ", 0) == 0) {
+        auto f = CaseFields(*line, "rank");
+        seen[std::stoi(f["r"])] = f;
+      }
+    }
+  }
+
+  // After the barrier: every rank ended well and the launcher says none failed.
+  void ExpectEnd(Subprocess& p, std::string* out, int past) {
+    p.CloseStdin();
+    *out += p.ReadAll(kWaitMs);
+    EXPECT_EQ(p.Wait(kWaitMs), 0) << *out;
+    for (int r = 0; r < ranks(); ++r) {
+      auto f = CaseFields(*out, "rank-end", r);
+      ExpectSucceeded(f, {"barrier", "freed", "destroy"}, "rank-end " + std::to_string(r));
+      EXPECT_EQ(Field(f, "past"), past) << *out;
+    }
+    EXPECT_NE(out->find("ranks n=" + std::to_string(ranks()) + " failed=0"), std::string::npos)
+        << *out;
+  }
+
+  static void ExpectRanksSucceeded(const std::map<int, std::map<std::string, std::string>>& seen,
+                                   int n, const std::string& out) {
+    ASSERT_EQ(int(seen.size()), n) << out;
+    for (const auto& [r, f] : seen) {
+      ExpectSucceeded(f,
+                      {"setup", "id", "init", "all_reduce", "all_gather", "reduce_scatter",
+                       "broadcast", "send_recv", "sync", "info"},
+                      "rank " + std::to_string(r));
+    }
+  }
+
+  std::string state_;
+};
+
+TEST_P(NcclRanksTest, RunAloneOnTheSimulatedDriver) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1"};
+  for (const std::string& a : RanksCommand("1g")) argv.push_back(a);
+  auto env = Env();
+  env["LD_LIBRARY_PATH"] = HAMI_SIM_LIB_DIR;
+  Subprocess p(argv, env);
+  std::string out;
+  auto seen = UpToBarrier(p, &out);
+  ExpectRanksSucceeded(seen, ranks(), out);
+  ExpectEnd(p, &out, 0);
+}
+
+TEST_P(NcclRanksTest, UnderOneContainersLimitTheBooksEqualTheDriversAndTheLimitHolds) {
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   "exec \"$0\" \"$@\" 2>&1",
+                                   std::string(HAMI_BIN_DIR) + "/hami",
+                                   "run",
+                                   "--sim",
+                                   "h100-80g:" + std::to_string(kDevices),
+                                   "--memory",
+                                   "1g",
+                                   "--"};
+  // 1 GiB more than a budget of 1 GiB that already holds a context and NCCL's buffers.
+  for (const std::string& a : RanksCommand("1g")) argv.push_back(a);
+  auto env = Env();
+  env["LD_LIBRARY_PATH"] = "";
+  // Kernels loaded lazily, at their first launch, take device memory inside the launch, where
+  // libvgpu does not measure (docs/vgpu.md, "What the table cannot see"; the NVML cross-check
+  // reports it): NCCL's are. Loaded eagerly, every module is loaded and measured through
+  // cuLibraryLoadData, and the books must be exact.
+  env["CUDA_MODULE_LOADING"] = "EAGER";
+  Subprocess p(argv, env);
+  std::string out;
+  auto seen = UpToBarrier(p, &out);
+  ExpectRanksSucceeded(seen, ranks(), out);
+
+  // While every rank holds its memory: the region's books per process and device against the
+  // simulated driver's per-process use.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("region (\\S+usage\\.cache)"))) << out;
+  auto reg = region::Region::Open(m[1].str(), nullptr, region::Create::kNever, nullptr,
+                                  region::Access::kReadOnly);
+  ASSERT_TRUE(reg.ok()) << reg.error().message();
+  auto state = sim::SharedState::OpenExisting(state_);
+  ASSERT_TRUE(state.ok()) << state.error().message();
+  for (const auto& [r, f] : seen) {
+    const pid_t pid = pid_t(std::stol(f.at("pid")));
+    for (int d = 0; d < kDevices; ++d) {
+      uint64_t driver = 0;
+      for (const sim::ProcessView& v : (*state)->Processes(d)) {
+        if (v.host_pid == pid) driver = v.used_bytes;
+      }
+      uint64_t books = 0;
+      for (const region::SlotView& s : (*reg)->Slots()) {
+        if (s.pid == pid && s.alive) books = s.used_bytes[size_t(d)];
+      }
+      EXPECT_EQ(books, driver) << "rank " << r << " (pid " << pid << ") on device " << d;
+      if (d == r) {
+        EXPECT_GT(driver, 0u) << "rank " << r << " holds memory on its own GPU";
+      }
+    }
+  }
+  ExpectEnd(p, &out, kMemoryAllocation);
+}
+
+std::string CaseName(const ::testing::TestParamInfo<NcclCase>& info) {
+  return std::to_string(std::get<0>(info.param)) + "Ranks" +
+         (std::get<1>(info.param) != 0 ? "CuMem" : "CudaIpc");
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl, NcclRanksTest,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values(0, 1)),
+                         CaseName);
+
+}  // namespace
+}  // namespace hami::testing
