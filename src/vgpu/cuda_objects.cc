@@ -8,6 +8,27 @@
 using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
 
+namespace {
+
+// A library's globals live in its code's instance in the context: made ready (measured)
+// before the lookup.
+template <typename Lookup>
+CUresult LibraryGlobal(hami::vgpu::Runtime& rt, const hami::vgpu::CudaDriver& drv,
+                       CUlibrary library, Lookup lookup) {
+  if (drv.cuda.cuLibraryGetModule != nullptr) {
+    CUresult ready = MeasuredInstance(rt, library, [&](const void** key) {
+      CUmodule m = nullptr;
+      CUresult r = drv.cuda.cuLibraryGetModule(&m, library);
+      *key = r == CUDA_SUCCESS ? m : nullptr;
+      return r;
+    });
+    if (ready == CUDA_ERROR_OUT_OF_MEMORY) return ready;
+  }
+  return lookup();
+}
+
+}  // namespace
+
 extern "C" {
 
 // ---- VMM ----
@@ -148,6 +169,76 @@ CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
                                           numLibraryOptions);
   };
   return MeasuredLoad(rt, library, LoadScope::kProcess, call, drv.cuda.cuLibraryUnload);
+}
+
+// Code made ready in the current context: where lazy loading loads it (modules.h,
+// MeasuredInstance).
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  HAMI_CUDA_PROLOGUE(cuModuleGetFunction, hfunc, hmod, name);
+  if (hfunc == nullptr) return drv.cuda.cuModuleGetFunction(hfunc, hmod, name);
+  return MeasuredInstance(rt, hmod, [&](const void** key) {
+    CUresult r = drv.cuda.cuModuleGetFunction(hfunc, hmod, name);
+    *key = r == CUDA_SUCCESS ? *hfunc : nullptr;
+    return r;
+  });
+}
+
+CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
+  HAMI_CUDA_PROLOGUE(cuLibraryGetModule, pMod, library);
+  if (pMod == nullptr) return drv.cuda.cuLibraryGetModule(pMod, library);
+  return MeasuredInstance(rt, library, [&](const void** key) {
+    CUresult r = drv.cuda.cuLibraryGetModule(pMod, library);
+    *key = r == CUDA_SUCCESS ? *pMod : nullptr;
+    return r;
+  });
+}
+
+// The runtime looks a kernel up just before its first use: its code is made ready in the
+// current context here, measured, rather than inside the launch that follows.
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
+  HAMI_CUDA_PROLOGUE(cuLibraryGetKernel, pKernel, library, name);
+  CUresult r = drv.cuda.cuLibraryGetKernel(pKernel, library, name);
+  if (r != CUDA_SUCCESS || pKernel == nullptr || drv.cuda.cuKernelGetFunction == nullptr) return r;
+  CUcontext ctx = nullptr;
+  if (drv.aux.cuCtxGetCurrent == nullptr || drv.aux.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+      ctx == nullptr) {
+    return r;  // no context: the first use loads it, unmeasured
+  }
+  CUresult ready = MeasuredInstance(rt, library, [&](const void** key) {
+    CUfunction f = nullptr;
+    CUresult got = drv.cuda.cuKernelGetFunction(&f, *pKernel);
+    *key = got == CUDA_SUCCESS ? f : nullptr;
+    return got;
+  });
+  // Only a refusal is the caller's to know; anything else the launch will say again.
+  return ready == CUDA_ERROR_OUT_OF_MEMORY ? ready : r;
+}
+
+CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
+  HAMI_CUDA_PROLOGUE(cuKernelGetFunction, pFunc, kernel);
+  if (pFunc == nullptr) return drv.cuda.cuKernelGetFunction(pFunc, kernel);
+  CUlibrary library = nullptr;
+  if (drv.aux.cuKernelGetLibrary != nullptr) drv.aux.cuKernelGetLibrary(&library, kernel);
+  return MeasuredInstance(rt, library, [&](const void** key) {
+    CUresult r = drv.cuda.cuKernelGetFunction(pFunc, kernel);
+    *key = r == CUDA_SUCCESS ? *pFunc : nullptr;
+    return r;
+  });
+}
+
+CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library,
+                                    const char* name) {
+  HAMI_CUDA_PROLOGUE(cuLibraryGetGlobal, dptr, bytes, library, name);
+  return LibraryGlobal(rt, drv, library,
+                       [&] { return drv.cuda.cuLibraryGetGlobal(dptr, bytes, library, name); });
+}
+
+CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary library,
+                                     const char* name) {
+  HAMI_CUDA_PROLOGUE(cuLibraryGetManaged, dptr, bytes, library, name);
+  return LibraryGlobal(rt, drv, library,
+                       [&] { return drv.cuda.cuLibraryGetManaged(dptr, bytes, library, name); });
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {

@@ -143,7 +143,7 @@ Returns Ledger::EndContext(CUcontext ctx) {
   for (auto it = objects_.begin(); it != objects_.end();) {
     if (it->second.ctx == ctx) {
       out.Add(it->second.device, it->second.bytes, it->second.kind);
-      it = objects_.erase(it);
+      it = DropObjectLocked(it);
     } else {
       ++it;
     }
@@ -153,17 +153,43 @@ Returns Ledger::EndContext(CUcontext ctx) {
 
 void Ledger::TrackObject(const void* handle, const Held& held) {
   MutexLock l(&mu_);
+  if (auto it = objects_.find(handle); it != objects_.end()) DropObjectLocked(it);
   objects_[handle] = held;
+  if (held.owner != nullptr) ++owners_[held.owner];
 }
 
 std::optional<Returns> Ledger::ForgetObject(const void* handle) {
   MutexLock l(&mu_);
-  auto it = objects_.find(handle);
-  if (it == objects_.end()) return std::nullopt;
   Returns out;
-  out.Add(it->second.device, it->second.bytes, it->second.kind);
-  objects_.erase(it);
+  bool found = false;
+  if (auto it = objects_.find(handle); it != objects_.end()) {
+    out.Add(it->second.device, it->second.bytes, it->second.kind);
+    DropObjectLocked(it);
+    found = true;
+  }
+  // What it owns: looked for only when it owns something.
+  if (owners_.contains(handle)) {
+    for (auto it = objects_.begin(); it != objects_.end();) {
+      if (it->second.owner == handle) {
+        out.Add(it->second.device, it->second.bytes, it->second.kind);
+        it = DropObjectLocked(it);
+        found = true;
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!found) return std::nullopt;
   return out;
+}
+
+std::unordered_map<const void*, Held>::iterator Ledger::DropObjectLocked(
+    std::unordered_map<const void*, Held>::iterator it) {
+  if (const void* owner = it->second.owner; owner != nullptr) {
+    auto o = owners_.find(owner);
+    if (o != owners_.end() && --o->second == 0) owners_.erase(o);
+  }
+  return objects_.erase(it);
 }
 
 void Ledger::AddPhysical(CUmemGenericAllocationHandle handle, int device, uint64_t bytes) {
@@ -221,6 +247,7 @@ void Ledger::ResetInForkChild() {
   small_pages_.clear();
   contexts_.clear();
   objects_.clear();
+  owners_.clear();
   physical_.clear();
   mapped_.clear();
   // context_bytes_ stays: a measurement of the device, not of the process.

@@ -97,6 +97,9 @@ struct Held {
   uint64_t bytes = 0;
   UsageKind kind = UsageKind::kData;
   CUcontext ctx = nullptr;  // goes with its context (null: with the process)
+  // Goes also when this object is forgotten (a library's code loaded into a context goes
+  // when the library is unloaded).
+  const void* owner = nullptr;
 };
 
 struct ContextCharge {
@@ -144,6 +147,7 @@ class Ledger {
 
   // ---- objects ----
   void TrackObject(const void* handle, const Held& held) EXCLUDES(mu_);
+  // Forgets `handle` and every object it owns; nullopt when there was neither.
   std::optional<Returns> ForgetObject(const void* handle) EXCLUDES(mu_);
 
   // ---- VMM: a physical allocation is charged until every handle is released and every
@@ -159,6 +163,10 @@ class Ledger {
   void ResetInForkChild() NO_THREAD_SAFETY_ANALYSIS;
 
  private:
+  // Erases an object, and its count in owners_.
+  std::unordered_map<const void*, Held>::iterator DropObjectLocked(
+      std::unordered_map<const void*, Held>::iterator it) REQUIRES(mu_);
+
   struct SmallPages {
     CUcontext ctx = nullptr;
     int device = -1;
@@ -188,6 +196,8 @@ class Ledger {
   std::map<CUcontext, ContextCharge> contexts_ GUARDED_BY(mu_);
   std::array<uint64_t, kMaxDevices> context_bytes_ GUARDED_BY(mu_) = {};
   std::unordered_map<const void*, Held> objects_ GUARDED_BY(mu_);
+  // Handles that own objects (Held::owner), and how many.
+  std::unordered_map<const void*, int> owners_ GUARDED_BY(mu_);
   std::map<CUmemGenericAllocationHandle, Physical> physical_ GUARDED_BY(mu_);
   std::map<CUdeviceptr, Mapping> mapped_ GUARDED_BY(mu_);
 };

@@ -86,6 +86,25 @@ TEST(Ledger, AnEndedContextReturnsItselfItsAllocationsPagesAndObjects) {
   EXPECT_TRUE(l.ForgetObject(&library).has_value());
 }
 
+TEST(Ledger, AnOwnersCodeInEachContextGoesWithTheOwnerOrWithItsContext) {
+  Ledger l;
+  int library = 0, other = 0, f1 = 0, f2 = 0, f3 = 0;
+  // The library itself held nothing (loaded lazily); its code in two contexts did.
+  l.TrackObject(&f1, Held{0, kGranule, UsageKind::kModule, Ctx(1), &library});
+  l.TrackObject(&f2, Held{1, kGranule, UsageKind::kModule, Ctx(2), &library});
+  l.TrackObject(&f3, Held{0, kGranule, UsageKind::kModule, Ctx(1), &other});
+  Returns ended = l.EndContext(Ctx(2));
+  EXPECT_EQ(ended.of(1, UsageKind::kModule), kGranule) << "the code in the ended context";
+  std::optional<Returns> unloaded = l.ForgetObject(&library);
+  ASSERT_TRUE(unloaded.has_value()) << "the library owned something, though not tracked itself";
+  EXPECT_EQ(unloaded->of(0, UsageKind::kModule), kGranule);
+  EXPECT_EQ(unloaded->of(1, UsageKind::kModule), 0u) << "already gone with its context";
+  EXPECT_FALSE(l.ForgetObject(&library).has_value()) << "once";
+  EXPECT_FALSE(l.ForgetObject(&f1).has_value());
+  EXPECT_TRUE(l.ForgetObject(&f3).has_value()) << "another owner's code stays";
+  EXPECT_FALSE(l.ForgetObject(&other).has_value()) << "it owns nothing any more";
+}
+
 TEST(Ledger, PhysicalMemoryIsReturnedOnceReleasedAndUnmapped) {
   Ledger l;
   l.AddPhysical(7, 0, 2ull << 20);

@@ -27,4 +27,12 @@ void ReadAfter(Runtime& rt, LoadWindow* w) {
   w->bytes = w->measured && after < w->before ? w->before - after : 0;
 }
 
+void RefuseLazyLoad(int device, uint64_t bytes) {
+  g_log.Log(LogLevel::kError,
+            "kernel code loaded into a context on device %d took %llu bytes past the memory "
+            "limit (the driver loads it at first use, before it can be admitted): recorded, and "
+            "the call fails with CUDA_ERROR_OUT_OF_MEMORY",
+            device, static_cast<unsigned long long>(bytes));
+}
+
 }  // namespace hami::vgpu

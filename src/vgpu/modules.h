@@ -67,4 +67,38 @@ CUresult MeasuredLoad(Runtime& rt, Handle* out, LoadScope scope, Call call, Unlo
   return CUDA_SUCCESS;
 }
 
+// Says, at every level, that code loaded into a context took memory past the limit.
+void RefuseLazyLoad(int device, uint64_t bytes);
+
+// A library's or module's code made ready in the current context (`call`, which names
+// what it made ready in *key). With lazy loading (CUDA's default) this is where the driver
+// loads the code into the context; left to the first launch it would happen inside the
+// launch, unmeasured. Measured as a load is, and charged to *key, going with the context and
+// with `owner` (the library or module) when that is unloaded. The memory is already the
+// driver's: past the limit it is recorded all the same and the call fails with
+// CUDA_ERROR_OUT_OF_MEMORY, as a lazy load fails on a full GPU.
+template <typename Call>
+CUresult MeasuredInstance(Runtime& rt, const void* owner, Call call) {
+  const void* key = nullptr;
+  LoadWindow w;
+  if (!BeginLoad(rt, LoadScope::kContext, &w)) return call(&key);
+  {
+    MutexLock l(&rt.module_mu);
+    ReadBefore(rt, &w);
+    CUresult r = call(&key);
+    if (r != CUDA_SUCCESS) return r;
+    ReadAfter(rt, &w);
+  }
+  if (w.bytes == 0 || key == nullptr) return CUDA_SUCCESS;
+  const Held held{w.device, w.bytes, UsageKind::kModule, w.ctx, owner};
+  if (Admit(rt, w.device, w.bytes, UsageKind::kModule)) {
+    TrackObject(rt, key, held);
+    return CUDA_SUCCESS;
+  }
+  Record(rt, w.device, w.bytes, UsageKind::kModule);
+  TrackObject(rt, key, held);
+  RefuseLazyLoad(w.device, w.bytes);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 }  // namespace hami::vgpu

@@ -145,11 +145,6 @@ TEST_P(NcclRanksTest, UnderOneContainersLimitTheBooksEqualTheDriversAndTheLimitH
   for (const std::string& a : RanksCommand("1g")) argv.push_back(a);
   auto env = Env();
   env["LD_LIBRARY_PATH"] = "";
-  // Kernels loaded lazily, at their first launch, take device memory inside the launch, where
-  // libvgpu does not measure (docs/vgpu.md, "What the table cannot see"; the NVML cross-check
-  // reports it): NCCL's are. Loaded eagerly, every module is loaded and measured through
-  // cuLibraryLoadData, and the books must be exact.
-  env["CUDA_MODULE_LOADING"] = "EAGER";
   Subprocess p(argv, env);
   std::string out;
   auto seen = UpToBarrier(p, &out);

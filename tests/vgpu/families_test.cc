@@ -71,6 +71,13 @@ using vgpu::Policy;
   X(cuModuleLoadData, cuModuleLoadData, 2000)                        \
   X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010)                    \
   X(cuModuleUnload, cuModuleUnload, 2000)                            \
+  X(cuModuleGetFunction, cuModuleGetFunction, 2000)                  \
+  X(cuLibraryLoadData, cuLibraryLoadData, 12000)                     \
+  X(cuLibraryUnload, cuLibraryUnload, 12000)                         \
+  X(cuLibraryGetKernel, cuLibraryGetKernel, 12000)                   \
+  X(cuKernelGetFunction, cuKernelGetFunction, 12000)                 \
+  X(cuLibraryGetModule, cuLibraryGetModule, 12000)                   \
+  X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000)                   \
   X(cuMemAllocHost_v2, cuMemAllocHost, 3020)                         \
   X(cuMemFreeHost, cuMemFreeHost, 2000)                              \
   X(cuCtxCreate_v4, cuCtxCreate, 12050)                              \
@@ -413,6 +420,75 @@ void Module(const Api& api, uint64_t) {
   EXPECT_EQ(Kind(UsageKind::kModule), 0u);
 }
 
+// A library loaded lazily (CUDA's default) holds nothing on the device until its code is made
+// ready in a context: by the lookup of a kernel, the kernel's function, the library's module
+// or one of its globals, whichever comes first. Then its instance is charged once, exactly
+// what the device lost, and all of it goes back when the library is unloaded. Functions of
+// a loaded module cost nothing more than the module.
+void LibraryCode(const Api& api, uint64_t free_bytes) {
+  const char kImage[] = "hami-sim-module\nkernel busy\nkernel idle\nglobal table bytes=4k\n";
+  auto load = [&](CUlibrary* lib) {
+    return api.cuLibraryLoadData(lib, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0);
+  };
+  // The runtime's path: a kernel looked up just before its first use.
+  CUlibrary lib = nullptr;
+  ASSERT_EQ(load(&lib), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u) << "loaded lazily: nothing on the device yet";
+  EXPECT_EQ(VgpuTest::FreeBytes(), free_bytes);
+  CUkernel busy = nullptr, idle = nullptr;
+  ASSERT_EQ(api.cuLibraryGetKernel(&busy, lib, "busy"), CUDA_SUCCESS);
+  const uint64_t instance = free_bytes - VgpuTest::FreeBytes();
+  EXPECT_GE(instance, kGranule) << "the lookup made the code ready in the context";
+  EXPECT_EQ(Kind(UsageKind::kModule), instance) << "and that is charged, exactly";
+  ASSERT_EQ(api.cuLibraryGetKernel(&idle, lib, "idle"), CUDA_SUCCESS);
+  CUfunction f = nullptr;
+  ASSERT_EQ(api.cuKernelGetFunction(&f, idle), CUDA_SUCCESS);
+  CUmodule m = nullptr;
+  ASSERT_EQ(api.cuLibraryGetModule(&m, lib), CUDA_SUCCESS);
+  CUdeviceptr table = 0;
+  size_t bytes = 0;
+  ASSERT_EQ(api.cuLibraryGetGlobal(&table, &bytes, lib, "table"), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), instance) << "the same instance, charged once";
+  EXPECT_EQ(VgpuTest::FreeBytes(), free_bytes - instance);
+  ASSERT_EQ(api.cuLibraryUnload(lib), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+
+  // Each other call that makes the code ready, first on a fresh library.
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  for (int first = 0; first < 3; ++first) {
+    SCOPED_TRACE(first);
+    ASSERT_EQ(load(&lib), CUDA_SUCCESS);
+    switch (first) {
+      case 0:  // a kernel looked up with no context current, its function asked for later
+        ASSERT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+        ASSERT_EQ(api.cuLibraryGetKernel(&busy, lib, "busy"), CUDA_SUCCESS);
+        ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+        EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+        ASSERT_EQ(api.cuKernelGetFunction(&f, busy), CUDA_SUCCESS);
+        break;
+      case 1:
+        ASSERT_EQ(api.cuLibraryGetModule(&m, lib), CUDA_SUCCESS);
+        break;
+      case 2:
+        ASSERT_EQ(api.cuLibraryGetGlobal(&table, &bytes, lib, "table"), CUDA_SUCCESS);
+        break;
+    }
+    EXPECT_EQ(Kind(UsageKind::kModule), instance);
+    EXPECT_EQ(VgpuTest::FreeBytes(), free_bytes - instance);
+    ASSERT_EQ(api.cuLibraryUnload(lib), CUDA_SUCCESS);
+    EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+  }
+
+  ASSERT_EQ(api.cuModuleLoadData(&m, kImage), CUDA_SUCCESS);
+  const uint64_t module = Kind(UsageKind::kModule);
+  EXPECT_EQ(module, free_bytes - VgpuTest::FreeBytes());
+  ASSERT_EQ(api.cuModuleGetFunction(&f, m, "busy"), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), module) << "a module's functions are in its load";
+  ASSERT_EQ(api.cuModuleUnload(m), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kModule), 0u);
+}
+
 void HostPinned(const Api& api, uint64_t free_bytes) {
   void* p = nullptr;
   ASSERT_EQ(api.cuMemAllocHost_v2(&p, 64 * kMiB), CUDA_SUCCESS);
@@ -447,8 +523,8 @@ const Case kCases[] = {
     {"OwnPool", OwnPool},         {"VirtualMemory", VirtualMemory},
     {"Arrays", Arrays},           {"Mipmapped", Mipmapped},
     {"GraphMemory", GraphMemory}, {"CapturedAllocation", CapturedAllocation},
-    {"Module", Module},           {"HostPinned", HostPinned},
-    {"Context", Context},
+    {"Module", Module},           {"LibraryCode", LibraryCode},
+    {"HostPinned", HostPinned},   {"Context", Context},
 };
 
 // Families of functions that are not hooked: run whatever the lists say.
@@ -556,9 +632,16 @@ constexpr Coverage kCoverage[] = {
     {"cuModuleLoadDataEx", "Module", nullptr},
     {"cuModuleLoadFatBinary", "Module", "cuModuleLoadData"},
     {"cuModuleUnload", "Module", nullptr},
-    {"cuLibraryLoadData", "Module", "cuModuleLoadData"},
-    {"cuLibraryLoadFromFile", "Module", "cuModuleLoadData"},
-    {"cuLibraryUnload", "Module", "cuModuleUnload"},
+    {"cuLibraryLoadData", "LibraryCode", nullptr},
+    {"cuLibraryLoadFromFile", "LibraryCode", "cuLibraryLoadData"},
+    {"cuLibraryUnload", "LibraryCode", nullptr},
+    // Code made ready in a context.
+    {"cuModuleGetFunction", "LibraryCode", nullptr},
+    {"cuLibraryGetModule", "LibraryCode", nullptr},
+    {"cuLibraryGetKernel", "LibraryCode", nullptr},
+    {"cuKernelGetFunction", "LibraryCode", nullptr},
+    {"cuLibraryGetGlobal", "LibraryCode", nullptr},
+    {"cuLibraryGetManaged", "LibraryCode", "cuLibraryGetGlobal"},
 };
 
 std::string_view View(const char* s) { return s != nullptr ? s : ""; }

@@ -36,6 +36,30 @@ TEST_F(MemoryLimitTest, AllocationsPastTheLimitFailWithOutOfMemoryAndLeakNothing
   EXPECT_EQ(FreeBytes(), before);
 }
 
+// Code a lazily loaded library makes ready in a context is the driver's before it can be
+// admitted: past the limit it is recorded all the same (the budget shows the truth), and
+// the call that made it ready fails with CUDA_ERROR_OUT_OF_MEMORY.
+TEST_F(MemoryLimitTest, CodeMadeReadyPastTheLimitIsRecordedAndItsLookupRefused) {
+  const uint64_t before = FreeBytes();
+  std::vector<CUdeviceptr> held;
+  CUdeviceptr p;
+  while (cuMemAlloc_v2(&p, 2 * kMiB) == CUDA_SUCCESS) held.push_back(p);
+  ASSERT_LT(FreeBytes(), 2 * kMiB);
+  CUlibrary lib = nullptr;
+  ASSERT_EQ(cuLibraryLoadData(&lib, "hami-sim-module\nkernel busy\n", nullptr, nullptr, 0, nullptr,
+                              nullptr, 0),
+            CUDA_SUCCESS)
+      << "loaded lazily: it takes nothing yet";
+  CUkernel k = nullptr;
+  EXPECT_EQ(cuLibraryGetKernel(&k, lib, "busy"), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(FreeBytes(), 0u) << "what the code took is recorded: the budget is spent";
+  for (CUdeviceptr q : held) EXPECT_EQ(cuMemFree_v2(q), CUDA_SUCCESS);
+  const uint64_t code = before - FreeBytes();
+  EXPECT_GE(code, 2 * kMiB) << "still held by the library, and charged";
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+}
+
 TEST_F(MemoryLimitTest, FreeingAPointerWeDoNotKnowIsTheDriversAnswer) {
   EXPECT_EQ(cuMemFree_v2(CUdeviceptr(0x1234)), CUDA_ERROR_INVALID_VALUE);
 }
