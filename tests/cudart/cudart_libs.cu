@@ -81,20 +81,22 @@ void Cublas(size_t workspace) {
 #endif
 }
 
-void CublasLt() {
+// One GEMM through cuBLASLt, as PyTorch and vLLM run them: the heuristic's first algorithm for
+// an n x n x n product of `type` (FP32, FP16 or BF16) accumulated in FP32, with a workspace.
+void CublasLt(const char* name, cudaDataType type, int n) {
 #if HAMI_HAVE_CUBLAS
-  Line l("cublaslt");
+  Line l(name);
   cublasLtHandle_t lt;
   l.Add("create", cublasLtCreate(&lt));
   cublasLtMatmulDesc_t op;
   l.Add("desc", cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasLtMatrixLayout_t la, lb, lc;
-  l.Add("layouts", cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 64, 64, 64) |
-                       cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 64, 64, 64) |
-                       cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 64, 64, 64));
+  l.Add("layouts", cublasLtMatrixLayoutCreate(&la, type, n, n, n) |
+                       cublasLtMatrixLayoutCreate(&lb, type, n, n, n) |
+                       cublasLtMatrixLayoutCreate(&lc, type, n, n, n));
   cublasLtMatmulPreference_t pref;
   l.Add("preference", cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = 1 << 20;
+  size_t ws = 4 << 20;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
   cublasLtMatmulHeuristicResult_t results[4] = {};
@@ -102,6 +104,17 @@ void CublasLt() {
   l.Add("heuristic",
         cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 4, results, &found));
   l.Add("found", found);
+  // D = 1 * A * B + 0 * C, in place of C.
+  const size_t bytes = size_t(n) * size_t(n) * 4;  // room for any of the types
+  void *a = nullptr, *b = nullptr, *c = nullptr, *workspace = nullptr;
+  l.Add("malloc", cudaMalloc(&a, bytes) | cudaMalloc(&b, bytes) | cudaMalloc(&c, bytes) |
+                      cudaMalloc(&workspace, ws));
+  const float alpha = 1.0f, beta = 0.0f;
+  l.Add("matmul", found > 0 ? cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc,
+                                             &results[0].algo, workspace, ws, nullptr)
+                            : -1);
+  l.Add("sync", cudaDeviceSynchronize());
+  l.Add("free", cudaFree(a) | cudaFree(b) | cudaFree(c) | cudaFree(workspace));
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
@@ -109,7 +122,7 @@ void CublasLt() {
   cublasLtMatmulDescDestroy(op);
   l.Add("destroy", cublasLtDestroy(lt));
 #else
-  Skipped("cublaslt");
+  Skipped(name);
 #endif
 }
 
@@ -243,7 +256,11 @@ int main(int argc, char** argv) {
       }
       Cublas(workspace);
     } else if (c == "cublaslt") {
-      CublasLt();
+      CublasLt("cublaslt", CUDA_R_32F, 64);
+    } else if (c == "cublaslt-fp16") {
+      CublasLt("cublaslt-fp16", CUDA_R_16F, 1024);
+    } else if (c == "cublaslt-bf16") {
+      CublasLt("cublaslt-bf16", CUDA_R_16BF, 1024);
     } else if (c == "curand") {
       Curand();
     } else if (c == "cufft") {

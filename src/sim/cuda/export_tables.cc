@@ -40,6 +40,8 @@ constexpr Uuid kToolsContextId = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48
                                   0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
 constexpr Uuid kToolsModuleId = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
                                  0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+constexpr Uuid kLtKernelsId = {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
+                               0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca};
 constexpr Uuid kIntegrityId = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
                                0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
 
@@ -51,6 +53,7 @@ enum class Table {
   kIntegrity,
   kToolsContext,
   kToolsModule,
+  kLtKernels,
 };
 
 const char* TableName(Table t) {
@@ -69,6 +72,8 @@ const char* TableName(Table t) {
       return "tools-context";
     case Table::kToolsModule:
       return "tools-module";
+    case Table::kLtKernels:
+      return "lt-kernels";
   }
   return "?";
 }
@@ -395,6 +400,16 @@ std::array<void*, 64> MakeToolsModule() {
 }
 const std::array<void*, 64> kToolsModule = MakeToolsModule();
 
+// ---- the table cuBLASLt asks for when it chooses half-precision kernels ----
+//
+// Found by running cuBLASLt 13 on the simulated GPU: cublasLtMatmulAlgoGetHeuristic for FP16
+// and BF16 on compute capability 9.0 asks for this table and dereferences what it gets
+// (without it, the process dies of SIGSEGV); it then calls slot 4 and goes on when the slot
+// answers CUDA_ERROR_NOT_SUPPORTED. What the table is for is not public: every slot is
+// unknown, and its size (64 words) is a guess that covers what was seen.
+const std::array<void*, 64> kLtKernels =
+    UnknownSlots<Table::kLtKernels>(std::make_index_sequence<63>());
+
 struct TableEntry {
   const uint8_t* id;
   const void* table;
@@ -410,6 +425,7 @@ const TableEntry kTables[] = {
     {kIntegrityId, kIntegrity, "integrity"},
     {kToolsContextId, kToolsContext.data(), "tools-context"},
     {kToolsModuleId, kToolsModule.data(), "tools-module"},
+    {kLtKernelsId, kLtKernels.data(), "lt-kernels"},
 };
 
 }  // namespace
