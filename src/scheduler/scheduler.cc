@@ -323,8 +323,9 @@ std::set<std::string> Scheduler::Departing(const std::string& uid) {
 void Scheduler::RememberVictims(const std::string& uid, const std::set<std::string>& victims) {
   if (uid.empty()) return;
   std::lock_guard lock(answered_mu_);
-  answered_.push_front({uid, SteadyClock::now() + options_.preempt_memory, victims});
-  if (answered_.size() > 64) answered_.pop_back();
+  answered_.push_front(
+      {uid, SteadyClock::now() + options_.preempt_memory, {victims.begin(), victims.end()}});
+  if (answered_.size() > 16) answered_.pop_back();
 }
 
 bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node) {

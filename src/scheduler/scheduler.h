@@ -152,11 +152,11 @@ class Scheduler {
   std::mutex scores_mu_;
   std::list<std::shared_ptr<const Scores>> scores_;  // most recent first, at most 64
 
-  // Victims answered by Preempt, by preemptor UID (most recent first, at most 64).
+  // Victims answered by Preempt, by preemptor UID (most recent first, at most 16).
   struct Answered {
     std::string uid;
     std::chrono::steady_clock::time_point expires;
-    std::set<std::string> victims;  // UIDs
+    std::vector<std::string> victims;  // UIDs
   };
   std::set<std::string> Departing(const std::string& uid);
   void RememberVictims(const std::string& uid, const std::set<std::string>& victims);
