@@ -10,6 +10,12 @@
 //    asking for one GPU with 8000 MiB and 30 cores. Reported: p50, p99, max of the round trip;
 //    the same for the pairs during which the cluster did not change (the scheduler's first
 //    handshake round writes every node at readiness, overlapping the first requests).
+// 3b. Preempt latency: R/4 requests (at least 20) of ExtenderPreemptionArgs in the node-cache
+//    form, every node offered with its running pods (priority 0) as candidate victims, for a
+//    pending pod of priority 1000 asking for all 8 GPUs of a node with their whole memory, so
+//    that on every node each of its pods must go (the search's worst kind of node: no single
+//    victim helps). Reported: p50, p99, max of the round trip, and the nodes answered; then the
+//    same with the nodes kube-scheduler offers at most (max(100, 10% of the nodes)).
 // 4. End to end: B pods submitted at once, scheduled by the kube-scheduler stand-in (filter ->
 //    prioritize -> bind over HTTP, parallelism 16) with the device plugin's side played by each
 //    node's real Allocator, asked as a kubelet asks (plugin::KubeletDriver): a node's next bind
@@ -63,6 +69,7 @@ constexpr char kProgram[] = "hami_bench_scheduler";
 // The goals (issue 14).
 constexpr double kGoalFilterP99Ms = 10;
 constexpr double kGoalPrioritizeP99Ms = 5;
+constexpr double kGoalPreemptP99Ms = 20;  // issue 31
 constexpr double kGoalPodsPerSecond = 100;
 constexpr double kGoalRestartSeconds = 5;
 constexpr double kGoalRssMiB = 200;
@@ -160,6 +167,8 @@ struct Figures {
   Percentiles filter_quiet_us, prioritize_quiet_us;
   size_t during_writes = 0;
   size_t filter_fitting = 0;
+  Percentiles preempt_us, preempt_few_us;  // every node offered; kube-scheduler's bound
+  size_t preempt_nodes = 0, preempt_victims = 0, preempt_few_nodes = 0;
   double e2e_s = 0, pods_per_s = 0;
   uint64_t bound = 0, attempts = 0;
   double restart_s = 0;
@@ -188,6 +197,8 @@ void RunPhases(const Options& o, Figures* f) {
   if (!client.ok()) return Fail(f, "client", client.error().message());
 
   // 1. Seed.
+  std::vector<std::vector<json>> running(size_t(o.nodes));  // by node: {"UID"} of its pods
+  std::mutex running_mu;
   int64_t t0 = MonotonicNs();
   Status seeded = ParallelFor(o.nodes + o.pods, 4, [&](int i) -> Status {
     if (i < o.nodes) {
@@ -212,6 +223,8 @@ void RunPhases(const Options& o, Figures* f) {
             spec, node,
             {{{scheduler::testing::GpuUuid(node, (p / o.nodes) % 8), "NVIDIA", 8000, 30}}}));
     if (!r.ok()) return std::move(r).error();
+    std::lock_guard lock(running_mu);
+    running[size_t(p % o.nodes)].push_back({{"UID", (*r)["metadata"]["uid"]}});
     return OkStatus();
   });
   if (!seeded.ok()) return Fail(f, "seed", seeded.error().message());
@@ -277,6 +290,71 @@ void RunPhases(const Options& o, Figures* f) {
     return Fail(f, "latency",
                 "filter kept " + std::to_string(f->filter_fitting) + " of " +
                     std::to_string(o.nodes) + " nodes");
+  }
+
+  // 3b. Preempt latency.
+  {
+    scheduler::testing::GpuPodSpec spec;
+    spec.name = "preemptor";
+    spec.gpus = 8;
+    spec.mem_mib = 81559;
+    spec.cores = 30;
+    spec.priority = 1000;
+    json pod = scheduler::testing::GpuPod(spec);
+    json victims = json::object();
+    for (int n = 0; n < o.nodes; ++n) {
+      victims["node-" + std::to_string(n)] = {{"Pods", running[size_t(n)]},
+                                              {"NumPDBViolations", 0}};
+    }
+    json args = {{"Pod", pod}, {"NodeNameToVictims", nullptr}, {"NodeNameToMetaVictims", victims}};
+    std::vector<int64_t> took_us;
+    const int count = std::max(20, o.requests / 4);
+    for (int i = 0; i < count; ++i) {
+      // A new preemptor each time (never created: the verb reads only the body), so that no
+      // request finds the victims of an earlier one counted as gone.
+      args["Pod"]["metadata"]["uid"] = "preemptor-" + std::to_string(i);
+      const std::string preempt_body = args.dump();
+      const int64_t s0 = MonotonicNs();
+      auto res = http.Post("/preempt", preempt_body, "application/json");
+      took_us.push_back((MonotonicNs() - s0) / 1000);
+      if (!res || res->status != 200) {
+        return Fail(f, "preempt",
+                    "/preempt failed: " + (res ? std::to_string(res->status) + " " + res->body
+                                               : httplib::to_string(res.error())));
+      }
+      if (i == 0) {
+        auto r = sim::kube::ParseExtenderPreemptionResult(json::parse(res->body));
+        if (!r.ok()) return Fail(f, "preempt", r.error().message());
+        f->preempt_nodes = r->size();
+        for (const auto& [node, v] : *r) f->preempt_victims += v.uids.size();
+      }
+    }
+    f->preempt_us = NearestRank(took_us);
+    // kube-scheduler's own bound on the nodes it offers: max(100, 10% of the nodes).
+    const int offered = std::min(o.nodes, std::max(100, o.nodes / 10));
+    json few = json::object();
+    for (int n = 0; n < offered; ++n) {
+      const std::string name = "node-" + std::to_string(n);
+      few[name] = victims[name];
+    }
+    args["NodeNameToMetaVictims"] = std::move(few);
+    took_us.clear();
+    for (int i = 0; i < count; ++i) {
+      args["Pod"]["metadata"]["uid"] = "preemptor-few-" + std::to_string(i);
+      const std::string preempt_body = args.dump();
+      const int64_t s0 = MonotonicNs();
+      auto res = http.Post("/preempt", preempt_body, "application/json");
+      took_us.push_back((MonotonicNs() - s0) / 1000);
+      if (!res || res->status != 200) return Fail(f, "preempt", "/preempt failed");
+    }
+    f->preempt_few_us = NearestRank(took_us);
+    f->preempt_few_nodes = size_t(offered);
+    if (f->preempt_nodes != size_t(o.nodes) || f->preempt_victims != size_t(o.pods)) {
+      return Fail(f, "preempt",
+                  "answered " + std::to_string(f->preempt_nodes) + " nodes and " +
+                      std::to_string(f->preempt_victims) + " victims, not every node with all " +
+                      "of its pods");
+    }
   }
 
   // 4. End to end.
@@ -385,6 +463,12 @@ int Main(const Options& o) {
        "max " + ms(f.filter_us.max) + ", " + std::to_string(f.filter_fitting) + " nodes kept"},
       {"prioritize p50 / p99", ms(f.prioritize_us.p50) + " / " + ms(f.prioritize_us.p99),
        "max " + ms(f.prioritize_us.max)},
+      {"preempt p50 / p99", ms(f.preempt_us.p50) + " / " + ms(f.preempt_us.p99),
+       "max " + ms(f.preempt_us.max) + ", " + std::to_string(f.preempt_nodes) + " nodes, " +
+           std::to_string(f.preempt_victims) + " victims"},
+      {"  " + std::to_string(f.preempt_few_nodes) + " nodes offered",
+       ms(f.preempt_few_us.p50) + " / " + ms(f.preempt_few_us.p99),
+       "max " + ms(f.preempt_few_us.max) + ", kube-scheduler's max(100, 10%) candidates"},
       {"  during node writes",
        std::to_string(f.during_writes) + " of " + std::to_string(f.filter_us.count) + " pairs",
        "the first handshake round"},
@@ -410,6 +494,8 @@ int Main(const Options& o) {
              ran, cond, full),
       AtMost("prioritize p99 (1000 candidates)", double(f.prioritize_us.p99) / 1000, "ms",
              kGoalPrioritizeP99Ms, ran, cond, full),
+      AtMost("preempt p99 (1000 candidate nodes)", double(f.preempt_us.p99) / 1000, "ms",
+             kGoalPreemptP99Ms, ran, cond, full),
       AtMost("end to end: seconds per 100 pods", f.pods_per_s > 0 ? 100 / f.pods_per_s : 0, "s",
              100 / kGoalPodsPerSecond, ran, cond + ", burst of 2000", full && o.burst == 2000),
       AtMost("restart to ready", f.restart_s, "s", kGoalRestartSeconds, ran, cond, full),
@@ -447,6 +533,12 @@ int Main(const Options& o) {
       {"prioritize",
        {{"latency_us", ToJson(f.prioritize_us)},
         {"quiet_latency_us", ToJson(f.prioritize_quiet_us)}}},
+      {"preempt",
+       {{"latency_us", ToJson(f.preempt_us)},
+        {"nodes_answered", f.preempt_nodes},
+        {"bounded_latency_us", ToJson(f.preempt_few_us)},
+        {"bounded_nodes", f.preempt_few_nodes},
+        {"victims", f.preempt_victims}}},
       {"latency_pairs_during_writes", f.during_writes},
       {"e2e",
        {{"seconds", f.e2e_s},

@@ -1,7 +1,7 @@
 // Smoke test of hami_bench_scheduler: a --quick run seeds the cluster, starts hami-scheduler,
-// measures filter and prioritize, schedules its burst end to end through the kube-scheduler
-// stand-in, restarts the scheduler, and writes every figure. The speed goals are reported by
-// the benchmark, never tested here.
+// measures filter, prioritize and preempt, schedules its burst end to end through the
+// kube-scheduler stand-in, restarts the scheduler, and writes every figure. The speed goals are
+// reported by the benchmark, never tested here.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +27,9 @@ TEST(SchedulerBenchmarkTest, QuickRunCompletesEveryPhaseAndReportsEveryFigure) {
   EXPECT_EQ(j["e2e"].value("bound", 0), 200);
   EXPECT_EQ(j["filter"].value("nodes_kept", 0), 100);
   EXPECT_EQ(j["filter"]["latency_us"].value("count", 0), 100);
+  EXPECT_EQ(j["preempt"].value("nodes_answered", 0), 100);
+  EXPECT_EQ(j["preempt"].value("victims", 0), 500);
+  EXPECT_EQ(j["preempt"]["latency_us"].value("count", 0), 25);
   for (const auto& [section, field] :
        std::vector<std::pair<std::string, std::string>>{{"start", "ready_seconds"},
                                                         {"e2e", "pods_per_s"},
@@ -35,7 +38,7 @@ TEST(SchedulerBenchmarkTest, QuickRunCompletesEveryPhaseAndReportsEveryFigure) {
     ASSERT_TRUE(j[section][field].is_number()) << section << "." << field;
     EXPECT_GT(j[section][field].get<double>(), 0) << section << "." << field;
   }
-  ExpectGoals(j["goals"], 5, kGoalFields, GoalsMeasured::kEvery);
+  ExpectGoals(j["goals"], 6, kGoalFields, GoalsMeasured::kEvery);
 }
 
 }  // namespace

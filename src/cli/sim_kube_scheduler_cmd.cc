@@ -92,7 +92,8 @@ int RunKubeScheduler(const KubeSchedulerFlags& f) {
   std::fprintf(stderr,
                "kube-scheduler event=stop signal=%s attempts=%llu scheduled=%llu "
                "unschedulable=%llu errors=%llu filter_calls=%llu prioritize_calls=%llu "
-               "bind_calls=%llu extender_failures=%llu\n",
+               "bind_calls=%llu preempt_calls=%llu preemptions=%llu victims_deleted=%llu "
+               "extender_failures=%llu\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(st.attempts),
                static_cast<unsigned long long>(st.scheduled),
                static_cast<unsigned long long>(st.unschedulable),
@@ -100,6 +101,9 @@ int RunKubeScheduler(const KubeSchedulerFlags& f) {
                static_cast<unsigned long long>(st.filter_calls),
                static_cast<unsigned long long>(st.prioritize_calls),
                static_cast<unsigned long long>(st.bind_calls),
+               static_cast<unsigned long long>(st.preempt_calls),
+               static_cast<unsigned long long>(st.preemptions),
+               static_cast<unsigned long long>(st.victims_deleted),
                static_cast<unsigned long long>(st.extender_failures));
   return 0;
 }

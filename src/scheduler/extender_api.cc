@@ -121,18 +121,81 @@ void AppendStringMap(std::string& out, const std::map<std::string, std::string>&
   out += '}';
 }
 
+// The message's "Pod" member, parsed; `raw`, when given, gets the member itself.
+Result<kube::Pod> PodMember(const json& j, std::string_view message, const json** raw) {
+  const json* pod = Member(j, "Pod");
+  if (pod == nullptr) return Invalid(message, "Pod", "missing");
+  if (!pod->is_object()) return Invalid(message, "Pod", "expected an object");
+  auto parsed = kube::ParsePod(*pod);
+  if (!parsed.ok()) return Invalid(message, "Pod", parsed.error().message());
+  if (raw != nullptr) *raw = pod;
+  return std::move(parsed).value();
+}
+
+std::string MapField(std::string_view map, std::string_view key) {
+  return std::string(map) + "[" + Dump(json(std::string(key))) + "]";
+}
+
+Result<int64_t> IntegerMember(const json& object, std::string_view name, const std::string& field,
+                              std::string_view message) {
+  const json* v = Member(object, name);
+  if (v == nullptr) return int64_t{0};
+  if (v->is_number_unsigned()) {
+    if (v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+      return Invalid(message, field, "out of range");
+    }
+    return int64_t(v->get<uint64_t>());
+  }
+  if (!v->is_number_integer()) return Invalid(message, field, "expected an integer");
+  return v->get<int64_t>();
+}
+
+// One member of NodeNameToVictims (`full`: Pods are Pod objects) or NodeNameToMetaVictims.
+Result<NodeVictims> ParseNodeVictims(const json& v, const std::string& field, bool full,
+                                     std::string_view message) {
+  if (!v.is_object()) return Invalid(message, field, "expected an object");
+  NodeVictims out;
+  out.num_pdb_violations =
+      HAMI_TRY(IntegerMember(v, "NumPDBViolations", field + ".NumPDBViolations", message));
+  const json* pods = Member(v, "Pods");
+  if (pods == nullptr) return out;
+  if (!pods->is_array()) return Invalid(message, field + ".Pods", "expected an array");
+  out.pods.reserve(pods->size());
+  for (size_t i = 0; i < pods->size(); ++i) {
+    const json& p = (*pods)[i];
+    const std::string at = field + ".Pods[" + std::to_string(i) + "]";
+    if (!p.is_object()) return Invalid(message, at, "expected an object");
+    VictimRef ref;
+    if (full) {
+      auto pod = kube::ParsePod(p);
+      if (!pod.ok()) return Invalid(message, at, pod.error().message());
+      ref.uid = pod->metadata.uid;
+      ref.ns = pod->metadata.ns;
+      ref.name = pod->metadata.name;
+      ref.priority = pod->priority;
+      if (ref.uid.empty() && ref.name.empty()) {
+        return Invalid(message, at, "neither metadata.uid nor metadata.name is set");
+      }
+    } else {
+      const json* uid = Member(p, "UID");
+      if (uid == nullptr) return Invalid(message, at + ".UID", "missing");
+      if (!uid->is_string()) return Invalid(message, at + ".UID", "expected a string");
+      ref.uid = uid->get<std::string>();
+      if (ref.uid.empty()) return Invalid(message, at + ".UID", "must not be empty");
+    }
+    out.pods.push_back(std::move(ref));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
   constexpr std::string_view kMsg = "ExtenderArgs";
   json j = HAMI_TRY(ParseBody(body, kMsg));
   ExtenderArgs args;
-  const json* pod = Member(j, "Pod");
-  if (pod == nullptr) return Invalid(kMsg, "Pod", "missing");
-  if (!pod->is_object()) return Invalid(kMsg, "Pod", "expected an object");
-  auto parsed = kube::ParsePod(*pod);
-  if (!parsed.ok()) return Invalid(kMsg, "Pod", parsed.error().message());
-  args.pod = std::move(parsed).value();
+  const json* pod = nullptr;
+  args.pod = HAMI_TRY(PodMember(j, kMsg, &pod));
   if (const json* names = Member(j, "NodeNames")) {
     args.node_names = HAMI_TRY(StringList(*names, "NodeNames", kMsg));
   }
@@ -170,6 +233,49 @@ Result<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body) {
   a.pod_uid = HAMI_TRY(StringMember(j, "PodUID", kMsg, false));
   a.node = HAMI_TRY(StringMember(j, "Node", kMsg, true));
   return a;
+}
+
+Result<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body) {
+  constexpr std::string_view kMsg = "ExtenderPreemptionArgs";
+  json j = HAMI_TRY(ParseBody(body, kMsg));
+  ExtenderPreemptionArgs args;
+  args.pod = HAMI_TRY(PodMember(j, kMsg, nullptr));
+  // kube-scheduler sets one map; the meta form wins when both are sent.
+  const json* meta = Member(j, "NodeNameToMetaVictims");
+  const json* full = meta == nullptr ? Member(j, "NodeNameToVictims") : nullptr;
+  const json* map = meta != nullptr ? meta : full;
+  if (map == nullptr) return args;
+  const std::string_view name = meta != nullptr ? "NodeNameToMetaVictims" : "NodeNameToVictims";
+  if (!map->is_object()) return Invalid(kMsg, name, "expected an object of node names");
+  for (auto it = map->begin(); it != map->end(); ++it) {
+    const std::string field = MapField(name, it.key());
+    if (it.key().empty()) return Invalid(kMsg, field, "empty node name");
+    if (it->is_null()) continue;
+    args.victims[it.key()] = HAMI_TRY(ParseNodeVictims(*it, field, full != nullptr, kMsg));
+  }
+  return args;
+}
+
+std::string EncodeExtenderPreemptionResult(const std::map<std::string, NodeVictims>& victims) {
+  std::string out = "{\"NodeNameToMetaVictims\":{";
+  bool first = true;
+  for (const auto& [node, v] : victims) {
+    if (!first) out += ',';
+    first = false;
+    AppendString(out, node);
+    out += ":{\"NumPDBViolations\":";
+    out += std::to_string(v.num_pdb_violations);
+    out += ",\"Pods\":[";
+    for (size_t i = 0; i < v.pods.size(); ++i) {
+      if (i > 0) out += ',';
+      out += "{\"UID\":";
+      AppendString(out, v.pods[i].uid);
+      out += '}';
+    }
+    out += "]}";
+  }
+  out += "}}";
+  return out;
 }
 
 std::string EncodeExtenderFilterResult(const ExtenderFilterResult& r) {

@@ -10,6 +10,13 @@
 //   HostPriorityList       [{"Host": string, "Score": int64}]
 //   ExtenderBindingArgs    {"PodName", "PodNamespace", "PodUID", "Node"}
 //   ExtenderBindingResult  {"Error": string}
+//   ExtenderPreemptionArgs {"Pod": Pod,
+//                           "NodeNameToVictims": {node: {"Pods": [Pod], "NumPDBViolations": int}},
+//                           "NodeNameToMetaVictims": {node: {"Pods": [{"UID": string}],
+//                                                            "NumPDBViolations": int}}}
+//                          (NodeNameToMetaVictims with nodeCacheCapable: true, else
+//                          NodeNameToVictims; the other one null or absent)
+//   ExtenderPreemptionResult {"NodeNameToMetaVictims": {node: MetaVictims}}
 //
 // The Go types have no json tags, so kube-scheduler writes the field names as they are and
 // reads them ignoring case. Members are matched the same way here (the exact name first, else
@@ -74,14 +81,41 @@ struct ExtenderBindingArgs {
   std::string node;
 };
 
+// A pod kube-scheduler names as a victim: its UID, and from the full form (a Pod) also its
+// namespace, name and spec.priority.
+struct VictimRef {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  std::optional<int32_t> priority;
+};
+
+// One node's victims, either form.
+struct NodeVictims {
+  std::vector<VictimRef> pods;
+  int64_t num_pdb_violations = 0;
+};
+
+struct ExtenderPreemptionArgs {
+  kube::Pod pod;
+  // By node name, from NodeNameToMetaVictims when it is set, else from NodeNameToVictims.
+  std::map<std::string, NodeVictims> victims;
+};
+
 // kube-scheduler's MaxExtenderPriority: extender scores are in 0..10.
 inline constexpr int64_t kMaxExtenderPriority = 10;
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
 Result<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body);
+// Both maps absent or null is an empty request (no candidate node). Errors name the node and
+// the position: "ExtenderPreemptionArgs: NodeNameToMetaVictims[\"n1\"].Pods[0].UID: expected a
+// string".
+Result<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body);
 
 std::string EncodeExtenderFilterResult(const ExtenderFilterResult& result);
 std::string EncodeHostPriorityList(const std::vector<HostPriority>& list);
 std::string EncodeExtenderBindingResult(std::string_view error);
+// ExtenderPreemptionResult: every node with its victims' UIDs, in the given order.
+std::string EncodeExtenderPreemptionResult(const std::map<std::string, NodeVictims>& victims);
 
 }  // namespace hami::scheduler

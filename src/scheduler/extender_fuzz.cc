@@ -1,8 +1,8 @@
 // Fuzzes the parsers of what reaches hami-scheduler from outside: ExtenderArgs (filter and
 // prioritize bodies, the pod in them and its HAMi requests, constraints and policy),
-// ExtenderBindingArgs, and the node annotations hami.io/node-nvidia-score and
-// hami.io/device-cordon. Nothing crashes, every rejection has a message, and a pod that is
-// accepted fits a small node without breaking FitPod's invariants.
+// ExtenderBindingArgs, ExtenderPreemptionArgs (both victim forms), and the node annotations
+// hami.io/node-nvidia-score and hami.io/device-cordon. Nothing crashes, every rejection has a
+// message, and a pod that is accepted fits a small node without breaking FitPod's invariants.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -62,6 +62,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (args.ok()) {
     CheckPod(args->pod);
   } else if (args.error().message().empty()) {
+    std::abort();
+  }
+  auto preemption = ParseExtenderPreemptionArgs(text);
+  if (preemption.ok()) {
+    CheckPod(preemption->pod);
+    for (const auto& [node, victims] : preemption->victims) {
+      if (node.empty()) std::abort();
+    }
+  } else if (preemption.error().message().empty()) {
     std::abort();
   }
   auto binding = ParseExtenderBindingArgs(text);

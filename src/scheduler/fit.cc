@@ -184,11 +184,7 @@ std::vector<size_t> Fitter::Topology(const std::vector<size_t>& sorted, int32_t 
         best_sum = sum;
         best = pos;
       }
-      size_t i = k;
-      while (i > 0 && pos[i - 1] == n - k + i - 1) --i;
-      if (i == 0) break;
-      ++pos[i - 1];
-      for (size_t j = i; j < k; ++j) pos[j] = pos[j - 1] + 1;
+      if (!NextCombination(pos, n)) break;
     }
     std::vector<size_t> out;
     for (size_t p : best) out.push_back(sorted[p]);
@@ -342,6 +338,16 @@ std::string ContainerName(const ContainerRequest& c, bool init, size_t i) {
 }
 
 }  // namespace
+
+bool NextCombination(std::vector<size_t>& pos, size_t n) {
+  const size_t k = pos.size();
+  size_t i = k;
+  while (i > 0 && pos[i - 1] == n - k + i - 1) --i;
+  if (i == 0) return false;
+  ++pos[i - 1];
+  for (size_t j = i; j < k; ++j) pos[j] = pos[j - 1] + 1;
+  return true;
+}
 
 Result<PodConstraints> ConstraintsForPod(const kube::ObjectMeta& pod) {
   PodConstraints k;

@@ -101,6 +101,10 @@ struct FitResult {
 FitResult FitPod(const NodeGpus& node, const PodRequest& pod, const PodConstraints& constraints,
                  const PodPolicy& policy, const QuotaCheck& quota);
 
+// Steps `pos` (k strictly increasing positions below n) to the next combination in
+// lexicographic order; false after the last one.
+bool NextCombination(std::vector<size_t>& pos, size_t n);
+
 // The device type written into hami.io/vgpu-devices-* entries (seed 004: "NVIDIA").
 inline constexpr std::string_view kDeviceVendorType = "NVIDIA";
 

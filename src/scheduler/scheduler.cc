@@ -242,6 +242,92 @@ Answer Scheduler::Bind(std::string_view body) {
   return done({200, EncodeExtenderBindingResult("")});
 }
 
+Answer Scheduler::Preempt(std::string_view body) {
+  auto done = [&](Answer a) {
+    metrics_.CountRequest("preempt", a.status);
+    return a;
+  };
+  auto args = ParseExtenderPreemptionArgs(body);
+  if (!args.ok()) return done(ErrorAnswer(400, args.error().message()));
+  if (!Ready()) return done(ErrorAnswer(503, std::string(kNotReady)));
+  const kube::Pod& pod = args->pod;
+  auto prep = Prepare(pod);
+  if (!prep.ok()) {
+    return done(ErrorAnswer(400, "ExtenderPreemptionArgs: Pod: " + prep.error().message()));
+  }
+  // The victims as kube-scheduler named them, where the GPUs have no say.
+  auto as_given = [](const NodeVictims& named) {
+    NodeVictims v;
+    v.num_pdb_violations = named.num_pdb_violations;
+    for (const VictimRef& ref : named.pods) {
+      if (!ref.uid.empty()) v.pods.push_back({ref.uid, {}, {}, {}});
+    }
+    return v;
+  };
+  std::map<std::string, NodeVictims> answer;
+  if (!prep->request.RequestsGpus()) {
+    for (const auto& [node, named] : args->victims) answer[node] = as_given(named);
+    return done({200, EncodeExtenderPreemptionResult(answer)});
+  }
+  const int32_t priority = pod.priority.value_or(0);
+  const std::set<std::string> departing = Departing(pod.metadata.uid);
+  auto chosen =
+      state_.ChooseVictimsOnNodes(pod.metadata.ns, pod.metadata.name, priority, prep->request,
+                                  prep->constraints, prep->policy, args->victims, departing);
+  size_t ignored = 0, dropped = 0;
+  std::set<std::string> answered;
+  for (const auto& np : chosen) {
+    ignored += np.ignored;
+    const NodeVictims& named = args->victims.at(np.name);
+    NodeVictims v;
+    v.num_pdb_violations = named.num_pdb_violations;
+    switch (np.choice.outcome) {
+      case VictimChoice::Outcome::kFitsAlready:  // nothing there needs to go for the GPUs
+      case VictimChoice::Outcome::kVictims:
+        for (size_t i : np.choice.victims) {
+          v.pods.push_back({np.uids[i], {}, {}, {}});
+          answered.insert(np.uids[i]);
+        }
+        break;
+      case VictimChoice::Outcome::kNoHelp:
+        HAMI_VLOG(4, "event=preempt_node_dropped pod=%s/%s node=%s reason=%s",
+                  pod.metadata.ns.c_str(), pod.metadata.name.c_str(), np.name.c_str(),
+                  QuoteInput(np.known ? np.choice.reason : "node not known", 300).c_str());
+        break;
+    }
+    if (v.pods.empty()) {
+      ++dropped;
+    } else {
+      answer[np.name] = std::move(v);
+    }
+  }
+  if (!answered.empty()) RememberVictims(pod.metadata.uid, answered);
+  HAMI_LOG(kInfo,
+           "event=preempt pod=%s/%s priority=%d nodes=%zu answered=%zu dropped=%zu "
+           "unknown_victims=%zu",
+           pod.metadata.ns.c_str(), pod.metadata.name.c_str(), int(priority), args->victims.size(),
+           answer.size(), dropped, ignored);
+  return done({200, EncodeExtenderPreemptionResult(answer)});
+}
+
+std::set<std::string> Scheduler::Departing(const std::string& uid) {
+  std::lock_guard lock(answered_mu_);
+  const auto now = SteadyClock::now();
+  std::set<std::string> out;
+  for (const Answered& a : answered_) {
+    if (a.uid == uid && a.expires > now) out.insert(a.victims.begin(), a.victims.end());
+  }
+  return out;
+}
+
+void Scheduler::RememberVictims(const std::string& uid, const std::set<std::string>& victims) {
+  if (uid.empty()) return;
+  std::lock_guard lock(answered_mu_);
+  answered_.push_front(
+      {uid, SteadyClock::now() + options_.preempt_memory, {victims.begin(), victims.end()}});
+  if (answered_.size() > 16) answered_.pop_back();
+}
+
 bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node) {
   // The API's copy, not the informer's: the holder may have written its annotations a moment
   // ago.

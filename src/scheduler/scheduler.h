@@ -21,6 +21,17 @@
 //             Warning BindingFailed event with the reason, and returns the reason in
 //             ExtenderBindingResult.Error, so that kube-scheduler retries the pod.
 //
+// Preempt    for each node kube-scheduler offers with its candidate victims, the victims among
+//             them whose removal makes the pod fit a GPU of that node (preempt.h: never one of
+//             equal or higher priority, fewest, lowest priority first); a node where no subset
+//             helps is left out of the answer. Pods named that this view does not hold a share
+//             of on that node are ignored (the answer is from what it knows). Victims this
+//             verb answered for the same pod in the last preempt_memory count as gone (the
+//             view may not show their deletion yet) and are not answered again. A node whose
+//             GPUs the pod fits already (so far as this view knows) is left out too: nothing
+//             there needs to go for the GPUs. A pod asking for no GPU gets the victims as
+//             given. NumPDBViolations is kube-scheduler's count, an upper bound for a subset.
+//
 // Answers: a body that is not the verb's message, or a pod whose resources or annotations do
 // not parse, is a 400 naming the field; before the informers have synced every verb answers 503
 // ("hami-scheduler is not ready: ..."). Decisions are answered with 200.
@@ -37,6 +48,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -68,6 +80,9 @@ struct SchedulerOptions {
   // A bind's reservation stands until the informer shows the pod's annotations, or this long.
   std::chrono::milliseconds reservation_ttl{120000};
   bool single_node_filter = false;
+  // How long victims the preempt verb chose for a pod count as gone for that pod's next
+  // preempt (their deletion may not have reached the view).
+  std::chrono::milliseconds preempt_memory{60000};
   // Wall time for bind times and lock expiry; nullptr: the system clock. Tests move it.
   std::function<kube::WallTime()> now;
 };
@@ -96,6 +111,7 @@ class Scheduler {
   Answer Filter(std::string_view body);
   Answer Prioritize(std::string_view body);
   Answer Bind(std::string_view body);
+  Answer Preempt(std::string_view body);
 
   ClusterState& state() { return state_; }
   const ClusterState& state() const { return state_; }
@@ -135,6 +151,17 @@ class Scheduler {
   std::shared_ptr<const Scores> RecallScores(std::string_view uid, uint64_t generation);
   std::mutex scores_mu_;
   std::list<std::shared_ptr<const Scores>> scores_;  // most recent first, at most 64
+
+  // Victims answered by Preempt, by preemptor UID (most recent first, at most 16).
+  struct Answered {
+    std::string uid;
+    std::chrono::steady_clock::time_point expires;
+    std::vector<std::string> victims;  // UIDs
+  };
+  std::set<std::string> Departing(const std::string& uid);
+  void RememberVictims(const std::string& uid, const std::set<std::string>& victims);
+  std::mutex answered_mu_;
+  std::list<Answered> answered_;
 
   mutable std::mutex gate_mu_;
   std::condition_variable gate_cv_;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -654,6 +655,208 @@ TEST_F(SchedulerIntegration, NamespaceQuotaIsCountedFromTheAllocations) {
   EXPECT_EQ(r2->failed_nodes["n1"],
             "namespace default: limits.nvidia.com/gpumem of ResourceQuota gpu-quota is 5000 MiB, "
             "3000 are used and the pod needs 2001");
+}
+
+// ---- preemption --------------------------------------------------------------------------------
+
+// The preempt verb's answer: node -> victim UIDs.
+std::map<std::string, std::vector<std::string>> PreemptAnswer(const HttpAnswer& a) {
+  std::map<std::string, std::vector<std::string>> out;
+  auto parsed = sim::kube::ParseExtenderPreemptionResult(a.Json());
+  EXPECT_TRUE(parsed.ok()) << a.body;
+  if (!parsed.ok()) return out;
+  for (auto& [node, v] : *parsed) out[node] = v.uids;
+  return out;
+}
+
+std::string Uid(const json& pod) { return pod["metadata"]["uid"].get<std::string>(); }
+
+std::string PreemptArgs(const json& pod, const std::map<std::string, std::vector<json>>& victims,
+                        bool meta) {
+  std::map<std::string, std::vector<std::shared_ptr<const json>>> m;
+  for (const auto& [node, pods] : victims) {
+    for (const json& p : pods) m[node].push_back(std::make_shared<const json>(p));
+  }
+  return sim::kube::ExtenderPreemptionArgsJson(pod, m, meta).dump();
+}
+
+TEST_F(SchedulerIntegration, PreemptNamesOnlyTheVictimWhoseGpuThePodNeeds) {
+  // n1: GPU 0 holds a (8000) and b (6000), GPU 1 holds c (10000), all of priority 0, and e of
+  // priority 1000 (2000) on GPU 1. A pod of priority 1000 asking 12000 needs GPU 1 without c.
+  AddNode({.name = "n1", .gpus = 2});
+  json a = AddRunningPod({.name = "a", .mem_mib = 8000, .priority = 0}, "n1",
+                         {{{GpuUuid("n1", 0), "NVIDIA", 8000, 0}}});
+  json b = AddRunningPod({.name = "b", .mem_mib = 6000, .priority = 0}, "n1",
+                         {{{GpuUuid("n1", 0), "NVIDIA", 6000, 0}}});
+  json c = AddRunningPod({.name = "c", .mem_mib = 10000, .priority = 0}, "n1",
+                         {{{GpuUuid("n1", 1), "NVIDIA", 10000, 0}}});
+  json e = AddRunningPod({.name = "e", .mem_mib = 2000, .priority = 1000}, "n1",
+                         {{{GpuUuid("n1", 1), "NVIDIA", 2000, 0}}});
+  // n2: one GPU held by a pod of equal priority only. n3: not known to the scheduler.
+  AddNode({.name = "n2", .gpus = 1});
+  json same = AddRunningPod({.name = "same", .mem_mib = 10000, .priority = 1000}, "n2",
+                            {{{GpuUuid("n2", 0), "NVIDIA", 10000, 0}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 5));
+  json unknown = {{"metadata", {{"name", "ghost"}, {"namespace", "default"}, {"uid", "no-such"}}}};
+
+  for (bool meta : {true, false}) {
+    SCOPED_TRACE(meta ? "NodeNameToMetaVictims" : "NodeNameToVictims");
+    json pod =
+        AddPod({.name = meta ? "high-meta" : "high-full", .mem_mib = 12000, .priority = 1000});
+    HttpAnswer ans = Post(
+        d->port(), "/preempt",
+        PreemptArgs(pod, {{"n1", {unknown, a, b, c, e}}, {"n2", {same}}, {"n3", {unknown}}}, meta));
+    ASSERT_EQ(ans.status, 200) << ans.body;
+    auto victims = PreemptAnswer(ans);
+    EXPECT_EQ(victims, (std::map<std::string, std::vector<std::string>>{{"n1", {Uid(c)}}}))
+        << ans.body;
+    // Asked again before c's deletion shows: c counts as gone, and nothing more must go.
+    ans = Post(d->port(), "/preempt", PreemptArgs(pod, {{"n1", {a, b, c, e}}}, meta));
+    ASSERT_EQ(ans.status, 200) << ans.body;
+    EXPECT_TRUE(PreemptAnswer(ans).empty()) << ans.body;
+  }
+
+  // Too big for any GPU: no node is answered, whatever the victims.
+  json huge = AddPod({.name = "huge", .mem_mib = 20000, .priority = 1000});
+  HttpAnswer ans =
+      Post(d->port(), "/preempt", PreemptArgs(huge, {{"n1", {a, b, c}}, {"n2", {same}}}, true));
+  ASSERT_EQ(ans.status, 200) << ans.body;
+  EXPECT_TRUE(PreemptAnswer(ans).empty()) << ans.body;
+}
+
+TEST_F(SchedulerIntegration, MalformedPreemptRequestsGet400NamingWhatWasWrong) {
+  AddNode({.name = "n1", .gpus = 1});
+  Daemon* d = StartDaemon(Options());
+  const std::pair<std::string, std::string> cases[] = {
+      {"{", "ExtenderPreemptionArgs: not valid JSON"},
+      {R"({"NodeNameToMetaVictims":{}})", "ExtenderPreemptionArgs: Pod: missing"},
+      {R"({"Pod":{"metadata":{"name":"p"}},"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":1}]}}})",
+       R"(NodeNameToMetaVictims["n1"].Pods[0].UID: expected a string)"},
+      {R"({"Pod":{"metadata":{"name":"p"},"spec":{"containers":[{"name":"m","resources":)"
+       R"({"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"2Gi"}}}]}}})",
+       "ExtenderPreemptionArgs: Pod: "},
+  };
+  for (const auto& [body, want] : cases) {
+    HttpAnswer a = Post(d->port(), "/preempt", body);
+    EXPECT_EQ(a.status, 400) << body;
+    EXPECT_NE(a.Json().value("Error", "").find(want), std::string::npos) << a.body;
+  }
+  EXPECT_EQ(Get(d->port(), "/preempt").status, 405);
+  // The server goes on.
+  HttpAnswer ok = Post(d->port(), "/preempt", R"({"Pod":{"metadata":{"name":"p"}}})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.Json(), json::parse(R"({"NodeNameToMetaVictims":{}})"));
+}
+
+// The kube-scheduler stand-in in this process, over the daemon's HTTP verbs.
+std::unique_ptr<sim::kube::SchedulerStandin> StartStandin(kube::Client& client, int port,
+                                                          int parallelism) {
+  auto config = sim::kube::ParseSchedulerConfig(testing::ExtenderSchedulerConfig(port), "test");
+  EXPECT_TRUE(config.ok()) << config.error().message();
+  if (!config.ok()) return nullptr;
+  sim::kube::StandinOptions o;
+  o.parallelism = parallelism;
+  o.initial_backoff = std::chrono::milliseconds(50);
+  o.max_backoff = std::chrono::milliseconds(200);
+  o.seed = 1;
+  auto s = sim::kube::SchedulerStandin::Create(client, std::move(*config), o);
+  EXPECT_TRUE(s.ok()) << s.error().message();
+  if (!s.ok()) return nullptr;
+  (*s)->Start();
+  return std::move(s).value();
+}
+
+TEST_F(SchedulerIntegration, AHighPriorityPodPreemptsTheOnePodWhoseGpuItNeedsAndRunsThere) {
+  AddNode({.name = "n1", .gpus = 2});
+  AddRunningPod({.name = "a", .mem_mib = 8000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 0), "NVIDIA", 8000, 0}}});
+  AddRunningPod({.name = "b", .mem_mib = 6000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 0), "NVIDIA", 6000, 0}}});
+  AddRunningPod({.name = "c", .mem_mib = 10000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 1), "NVIDIA", 10000, 0}}});
+  // Of equal priority to the preemptor: never a victim, though its removal would also help.
+  AddNode({.name = "n2", .gpus = 1});
+  AddRunningPod({.name = "same", .mem_mib = 10000, .priority = 1000}, "n2",
+                {{{GpuUuid("n2", 0), "NVIDIA", 10000, 0}}});
+  StartPlugin();
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 4));
+  auto standin = StartStandin(*client_, d->port(), 1);
+  ASSERT_NE(standin, nullptr);
+  AddPod({.name = "high", .mem_mib = 12000, .priority = 1000});
+
+  ASSERT_TRUE(WaitUntil([&] { return GetPod("high")["spec"].value("nodeName", "") == "n1"; },
+                        std::chrono::seconds(20)))
+      << GetPod("high").dump();
+  EXPECT_TRUE(GetPod("c").is_null());
+  for (const char* kept : {"a", "b", "same"}) EXPECT_FALSE(GetPod(kept).is_null()) << kept;
+  json high = GetPod("high");
+  EXPECT_EQ(high["status"].value("nominatedNodeName", ""), "n1");
+  auto devices = kube::DecodePodDevices(
+      high["metadata"]["annotations"][std::string(kube::kDevicesAllocatedAnnotation)]
+          .get<std::string>(),
+      kube::kDevicesAllocatedAnnotation);
+  ASSERT_TRUE(devices.ok());
+  ASSERT_EQ(devices->size(), 1u);
+  EXPECT_EQ((*devices)[0][0].uuid, GpuUuid("n1", 1));
+  EXPECT_TRUE(HasEvent("Preempted", "c", "Preempted by pod " + Uid(high) + " on node n1"));
+  EXPECT_EQ(standin->stats().victims_deleted, 1u);
+  standin->Stop();
+}
+
+TEST_F(SchedulerIntegration, APodThatCannotFitEvenAnEmptyGpuTakesNoVictim) {
+  AddNode({.name = "n1", .gpus = 2});
+  AddRunningPod({.name = "a", .mem_mib = 8000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 0), "NVIDIA", 8000, 0}}});
+  AddRunningPod({.name = "b", .mem_mib = 8000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 1), "NVIDIA", 8000, 0}}});
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 2));
+  auto standin = StartStandin(*client_, d->port(), 1);
+  ASSERT_NE(standin, nullptr);
+  AddPod({.name = "huge", .mem_mib = 20000, .priority = 1000});
+  // Wait for the stand-in's FailedScheduling event: filtering said unresolvable.
+  ASSERT_TRUE(WaitUntil([&] { return HasEvent("FailedScheduling", "huge", "preemption:"); },
+                        std::chrono::seconds(10)));
+  EXPECT_TRUE(HasEvent("FailedScheduling", "huge",
+                       "preemption: 0/1 nodes are available: 1 Preemption is not helpful"));
+  EXPECT_FALSE(GetPod("a").is_null());
+  EXPECT_FALSE(GetPod("b").is_null());
+  EXPECT_EQ(standin->stats().preempt_calls, 0u);
+  EXPECT_EQ(standin->stats().victims_deleted, 0u);
+  EXPECT_EQ(GetPod("huge")["status"].value("nominatedNodeName", ""), "");
+  standin->Stop();
+}
+
+TEST_F(SchedulerIntegration, TwoPreemptorsRacingForOneGpuExactlyOneWins) {
+  AddNode({.name = "n1", .gpus = 1});
+  AddRunningPod({.name = "low", .mem_mib = 12000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 0), "NVIDIA", 12000, 0}}});
+  StartPlugin();
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 1));
+  // Both pending before the stand-in starts, scheduled at once by two workers.
+  AddPod({.name = "p1", .mem_mib = 12000, .priority = 1000});
+  AddPod({.name = "p2", .mem_mib = 12000, .priority = 1000});
+  auto standin = StartStandin(*client_, d->port(), 2);
+  ASSERT_NE(standin, nullptr);
+  auto bound = [&](const char* name) {
+    return !GetPod(name)["spec"].value("nodeName", "").empty();
+  };
+  ASSERT_TRUE(WaitUntil([&] { return bound("p1") || bound("p2"); }, std::chrono::seconds(20)));
+  EXPECT_TRUE(GetPod("low").is_null());
+  // The loser keeps trying: each attempt finds the GPU held by a pod of equal priority, which it
+  // never preempts. Let it try a few times, then look again.
+  const uint64_t attempts = standin->stats().attempts;
+  ASSERT_TRUE(WaitUntil([&] { return standin->stats().attempts >= attempts + 3; },
+                        std::chrono::seconds(10)));
+  EXPECT_NE(bound("p1"), bound("p2"));
+  EXPECT_FALSE(GetPod("p1").is_null());
+  EXPECT_FALSE(GetPod("p2").is_null());
+  EXPECT_EQ(standin->stats().victims_deleted, 1u);
+  EXPECT_EQ(d->scheduler().state().Gpus()[0].used.mem_mib, 12000);
+  standin->Stop();
 }
 
 // ---- bad input, readiness, metrics, HTTPS ------------------------------------------------------

@@ -73,8 +73,8 @@ void Configure(httplib::Server& http, const ServerOptions& options) {
             break;
           case 404:
             msg =
-                "no such path (the extender serves POST /filter, /prioritize, /bind, /webhook "
-                "and GET /healthz, /readyz, /metrics)";
+                "no such path (the extender serves POST /filter, /prioritize, /bind, /preempt, "
+                "/webhook and GET /healthz, /readyz, /metrics)";
             break;
           case 405:
             msg = "method not allowed on this path";
@@ -130,6 +130,7 @@ Routes SchedulerRoutes(Scheduler& scheduler, SchedulerMetrics& metrics) {
   r.filter = [&scheduler](std::string_view b) { return scheduler.Filter(b); };
   r.prioritize = [&scheduler](std::string_view b) { return scheduler.Prioritize(b); };
   r.bind = [&scheduler](std::string_view b) { return scheduler.Bind(b); };
+  r.preempt = [&scheduler](std::string_view b) { return scheduler.Preempt(b); };
   r.ready = [&scheduler] { return scheduler.Ready(); };
   r.metrics = [&scheduler, &metrics] {
     return metrics.Render(scheduler.state(), scheduler.Ready());
@@ -197,6 +198,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& optio
   Post(http, "/filter", routes.filter, max);
   Post(http, "/prioritize", routes.prioritize, max);
   Post(http, "/bind", routes.bind, max);
+  if (routes.preempt) Post(http, "/preempt", routes.preempt, max);
   if (routes.webhook) Post(http, "/webhook", routes.webhook, max);
   Health(http, routes);
   http.Get("/readyz", [ready = routes.ready](const httplib::Request&, httplib::Response& res) {

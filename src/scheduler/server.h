@@ -1,7 +1,8 @@
 // hami-scheduler's HTTP(S) servers (cpp-httplib, OpenSSL for HTTPS):
 //
 //   the extender, on --http-bind (HTTPS with --cert-file and --key-file):
-//     POST /filter /prioritize /bind   the kube-scheduler extender verbs (scheduler.h)
+//     POST /filter /prioritize /bind /preempt
+//                                      the kube-scheduler extender verbs (scheduler.h)
 //     POST /webhook                    the mutating admission webhook (webhook.h), when routed
 //     GET  /healthz                    200 "ok" while the process serves
 //     GET  /readyz                     200 "ok" once the informers have synced, else 503
@@ -42,6 +43,7 @@ struct Routes {
   std::function<Answer(std::string_view body)> filter;
   std::function<Answer(std::string_view body)> prioritize;
   std::function<Answer(std::string_view body)> bind;
+  std::function<Answer(std::string_view body)> preempt;  // empty: no /preempt route
   std::function<Answer(std::string_view body)> webhook;  // empty: no /webhook route
   std::function<bool()> ready;
   std::function<std::string()> metrics;

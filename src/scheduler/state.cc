@@ -76,6 +76,7 @@ std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* b
   s.name = pod.metadata.name;
   s.uid = pod.metadata.uid;
   s.node = *node;
+  s.priority = pod.priority.value_or(0);
   s.devices = std::move(devices).value();
   const size_t containers = pod.containers.size();
   s.init_containers = s.devices.size() > containers ? s.devices.size() - containers : 0;
@@ -95,9 +96,8 @@ void ClusterState::Notify() {
   change_cv_.notify_all();
 }
 
-void ClusterState::AddUsage(NodeGpus& gpus,
-                            const std::vector<std::pair<std::string, DeviceUsage>>& usage,
-                            int sign) {
+void AddUsage(NodeGpus& gpus, const std::vector<std::pair<std::string, DeviceUsage>>& usage,
+              int sign) {
   for (const auto& [uuid, u] : usage) {
     for (GpuState& g : gpus.gpus) {
       if (g.device.id != uuid) continue;
@@ -129,6 +129,9 @@ void ClusterState::Unapply(const std::string& key) {
   }
   QuotaAmounts& used = ns_used_[a.share.ns];
   used -= a.amounts;
+  if (auto u = applied_by_uid_.find(a.share.uid); u != applied_by_uid_.end() && u->second == key) {
+    applied_by_uid_.erase(u);
+  }
   applied_.erase(it);
   ++generation_;
 }
@@ -144,6 +147,7 @@ void ClusterState::Apply(const std::string& key, const PodShare& share) {
     Touch(n->second);
   }
   ns_used_[share.ns] += a.amounts;
+  if (!share.uid.empty()) applied_by_uid_[share.uid] = key;
   applied_[key] = std::move(a);
   ++generation_;
 }
@@ -479,6 +483,21 @@ NamespaceQuota ClusterState::QuotaOf(std::string_view ns) const {
   return QuotaFromResourceQuotas(list, config_);
 }
 
+QuotaCheck ClusterState::QuotaCheckLocked(std::string_view ns, const std::string& key,
+                                          const NamespaceQuota& quota, const Applied** own) const {
+  QuotaCheck check;
+  check.ns = ns;
+  check.quota = &quota;
+  check.config = &config_;
+  if (auto u = ns_used_.find(std::string(ns)); u != ns_used_.end()) check.used = u->second;
+  if (own != nullptr) *own = nullptr;
+  if (auto a = applied_.find(key); a != applied_.end()) {
+    check.used -= a->second.amounts;
+    if (own != nullptr) *own = &a->second;
+  }
+  return check;
+}
+
 std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
     std::string_view ns, std::string_view name, const PodRequest& request,
     const PodConstraints& constraints, const PodPolicy& policy,
@@ -487,16 +506,8 @@ std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
   std::shared_lock lock(mu_);
   if (generation != nullptr) *generation = generation_;
   const NamespaceQuota quota = QuotaOf(ns);
-  QuotaCheck check;
-  check.ns = ns;
-  check.quota = &quota;
-  check.config = &config_;
-  if (auto u = ns_used_.find(std::string(ns)); u != ns_used_.end()) check.used = u->second;
   const Applied* own = nullptr;
-  if (auto a = applied_.find(key); a != applied_.end()) {
-    own = &a->second;
-    check.used -= own->amounts;
-  }
+  const QuotaCheck check = QuotaCheckLocked(ns, key, quota, &own);
   std::vector<NodeFit> out;
   out.reserve(names.size());
   for (const std::string& n : names) {
@@ -560,14 +571,86 @@ ClusterState::NodeFit ClusterState::FitNodeFresh(std::string_view ns, std::strin
     if (auto a = applied_.find(k); a != applied_.end()) AddUsage(gpus, a->second.usage, +1);
   }
   const NamespaceQuota quota = QuotaOf(ns);
-  QuotaCheck check;
-  check.ns = ns;
-  check.quota = &quota;
-  check.config = &config_;
-  if (auto u = ns_used_.find(std::string(ns)); u != ns_used_.end()) check.used = u->second;
-  if (auto a = applied_.find(key); a != applied_.end()) check.used -= a->second.amounts;
+  const QuotaCheck check = QuotaCheckLocked(ns, key, quota, nullptr);
   nf.fit = FitPod(gpus, request, constraints, policy, check);
   return nf;
+}
+
+std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
+    std::string_view ns, std::string_view name, int32_t priority, const PodRequest& request,
+    const PodConstraints& constraints, const PodPolicy& policy,
+    const std::map<std::string, NodeVictims>& victims,
+    const std::set<std::string>& departing) const {
+  const std::string key = Key(ns, name);
+  std::shared_lock lock(mu_);
+  const NamespaceQuota quota = QuotaOf(ns);
+  const Applied* own = nullptr;
+  const QuotaCheck check = QuotaCheckLocked(ns, key, quota, &own);
+  std::vector<NodePreemption> out;
+  out.reserve(victims.size());
+  std::vector<VictimCandidate> candidates;
+  for (const auto& [node, named] : victims) {
+    NodePreemption np;
+    np.name = node;
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) {
+      np.ignored = named.pods.size();
+      out.push_back(std::move(np));
+      continue;
+    }
+    np.known = true;
+    const NodeGpus& gpus = it->second.gpus;
+    candidates.clear();
+    for (const VictimRef& ref : named.pods) {
+      const Applied* a = nullptr;
+      if (auto u = applied_by_uid_.find(ref.uid); !ref.uid.empty() && u != applied_by_uid_.end()) {
+        if (auto f = applied_.find(u->second); f != applied_.end()) a = &f->second;
+      } else if (ref.uid.empty() && !ref.name.empty()) {
+        if (auto f = applied_.find(Key(ref.ns, ref.name)); f != applied_.end()) a = &f->second;
+      }
+      if (a == nullptr || a == own || a->share.node != node || departing.contains(a->share.uid)) {
+        ++np.ignored;
+        continue;
+      }
+      VictimCandidate c;
+      c.key = Key(a->share.ns, a->share.name);
+      c.ns = a->share.ns;
+      c.priority = a->share.priority;
+      c.amounts = a->amounts;
+      for (const auto& [uuid, u] : a->usage) {
+        for (size_t g = 0; g < gpus.gpus.size(); ++g) {
+          if (gpus.gpus[g].device.id == uuid) c.usage.emplace_back(g, u);
+        }
+      }
+      candidates.push_back(std::move(c));
+      np.uids.push_back(a->share.uid);
+    }
+    // What leaves the node anyway: the pod's own share, and victims already on their way.
+    std::vector<const Applied*> leaving;
+    if (own != nullptr && own->share.node == node) leaving.push_back(own);
+    for (const std::string& uid : departing) {
+      auto u = applied_by_uid_.find(uid);
+      if (u == applied_by_uid_.end()) continue;
+      auto d = applied_.find(u->second);
+      if (d != applied_.end() && d->second.share.node == node && &d->second != own) {
+        leaving.push_back(&d->second);
+      }
+    }
+    if (leaving.empty()) {
+      np.choice = ChooseVictims(gpus, candidates, priority, request, constraints, policy, check);
+    } else {
+      NodeGpus copy = gpus;
+      QuotaCheck quota_left = check;
+      for (const Applied* l : leaving) {
+        AddUsage(copy, l->usage, -1);
+        if (l != own && l->share.ns == ns) quota_left.used -= l->amounts;
+      }
+      np.choice =
+          ChooseVictims(copy, candidates, priority, request, constraints, policy, quota_left);
+    }
+    out.push_back(std::move(np));
+  }
+  return out;
 }
 
 uint64_t ClusterState::generation() const {

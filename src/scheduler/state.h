@@ -39,7 +39,9 @@
 #include "kube/annotations.h"
 #include "kube/informer.h"
 #include "kube/objects.h"
+#include "scheduler/extender_api.h"
 #include "scheduler/fit.h"
+#include "scheduler/preempt.h"
 #include "scheduler/quota.h"
 
 namespace hami::scheduler {
@@ -52,6 +54,7 @@ struct PodShare {
   std::string node;
   kube::PodDevices devices;    // per container, init containers first
   size_t init_containers = 0;  // how many leading entries of `devices` are init containers
+  int32_t priority = 0;        // spec.priority (0 when unset); what preemption compares
 };
 
 // What a pod holds according to its annotations: nullopt when it has ended (Succeeded,
@@ -63,6 +66,10 @@ std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* b
 // the containers' sum of memory and cores, and exclusive when any entry takes 100 cores.
 std::vector<std::pair<std::string, DeviceUsage>> ShareUsage(const kube::PodDevices& devices,
                                                             size_t init_containers);
+
+// Adds (`sign` +1) or takes away (-1) `usage` on the GPUs of `gpus` it names by UUID.
+void AddUsage(NodeGpus& gpus, const std::vector<std::pair<std::string, DeviceUsage>>& usage,
+              int sign);
 
 class ClusterState {
  public:
@@ -149,6 +156,24 @@ class ClusterState {
                        const std::string& node, const std::vector<PodShare>& node_pods,
                        kube::WallTime now) const;
 
+  // Preemption (preempt.h) of pod `ns/name` of `priority` on each node of `victims`. The pods
+  // named are looked up by UID (else namespace/name); one the view does not hold a share of on
+  // that node is left out of the choice (`ignored` counts them). Usage and quota are the
+  // view's, the pod's own share left out, as FitNodes has them; so are the shares of
+  // `departing` (UIDs of victims already chosen for this pod, on their way out).
+  struct NodePreemption {
+    std::string name;
+    bool known = false;             // the node is in the view
+    std::vector<std::string> uids;  // the candidates the choice indexes, by UID
+    size_t ignored = 0;             // pods named that are not among them
+    VictimChoice choice;
+  };
+  std::vector<NodePreemption> ChooseVictimsOnNodes(
+      std::string_view ns, std::string_view name, int32_t priority, const PodRequest& request,
+      const PodConstraints& constraints, const PodPolicy& policy,
+      const std::map<std::string, NodeVictims>& victims,
+      const std::set<std::string>& departing = {}) const;
+
   // Waits until the view has applied every pod change up to resourceVersion `rv` (the largest
   // pod resourceVersion applied, read as a number, is at least `rv`); false at `deadline`. Pod
   // changes arrive in resourceVersion order, so once a pod change at or after `rv` is applied,
@@ -203,11 +228,13 @@ class ClusterState {
   void Apply(const std::string& key, const PodShare& share);
   void Unapply(const std::string& key);
   void RecomputeNode(NodeEntry& entry);
-  static void AddUsage(NodeGpus& gpus,
-                       const std::vector<std::pair<std::string, DeviceUsage>>& usage, int sign);
   void Touch(NodeEntry& entry);
   void SweepLocked(std::chrono::steady_clock::time_point now);
   NamespaceQuota QuotaOf(std::string_view ns) const;
+  // The quota check of pod `key` in `ns` against `quota`, the pod's own share left out; `own`,
+  // when given, gets that share (nullptr without one). mu_ held.
+  QuotaCheck QuotaCheckLocked(std::string_view ns, const std::string& key,
+                              const NamespaceQuota& quota, const Applied** own) const;
   void Notify();
   void NotePodVersion(const nlohmann::json& pod);
 
@@ -219,6 +246,7 @@ class ClusterState {
   std::unordered_map<std::string, PodShare> allocations_;  // from the pods' annotations
   std::unordered_map<std::string, Reservation> reservations_;
   std::unordered_map<std::string, Applied> applied_;  // what usage counts now, by pod key
+  std::unordered_map<std::string, std::string> applied_by_uid_;               // uid -> pod key
   std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
   Stats stats_;

@@ -47,14 +47,17 @@ json GpuPod(const GpuPodSpec& s) {
   if (s.cores >= 0) limits["nvidia.com/gpucores"] = std::to_string(s.cores);
   json meta = {{"name", s.name}, {"namespace", s.ns}};
   if (!s.annotations.empty()) meta["annotations"] = s.annotations;
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata", meta},
-          {"spec",
-           {{"schedulerName", s.scheduler_name},
-            {"containers",
-             json::array(
-                 {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"limits", limits}}}}})}}}};
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", meta},
+      {"spec",
+       {{"schedulerName", s.scheduler_name},
+        {"containers",
+         json::array(
+             {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"limits", limits}}}}})}}}};
+  if (s.priority) pod["spec"]["priority"] = *s.priority;
+  return pod;
 }
 
 json RunningGpuPod(const GpuPodSpec& s, std::string_view node, const kube::PodDevices& devices) {
@@ -84,6 +87,7 @@ std::string ExtenderSchedulerConfig(int port) {
          "  filterVerb: filter\n"
          "  prioritizeVerb: prioritize\n"
          "  bindVerb: bind\n"
+         "  preemptVerb: preempt\n"
          "  weight: 1\n"
          "  nodeCacheCapable: true\n"
          "  httpTimeout: 30s\n"

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,7 @@ struct GpuPodSpec {
   int32_t cores = 0;       // < 0: not named
   std::string scheduler_name = "hami-scheduler";
   nlohmann::json annotations = nlohmann::json::object();
+  std::optional<int32_t> priority = std::nullopt;  // spec.priority, as Priority admission writes it
 };
 
 // A pending pod with one container asking for `gpus` x `mem_mib` and `cores`.

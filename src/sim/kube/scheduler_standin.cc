@@ -10,6 +10,7 @@
 #include <set>
 #include <stop_token>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -529,6 +530,59 @@ nlohmann::json ExtenderBindingArgsJson(std::string_view pod_name, std::string_vi
       {"PodName", pod_name}, {"PodNamespace", pod_namespace}, {"PodUID", pod_uid}, {"Node", node}};
 }
 
+nlohmann::json ExtenderPreemptionArgsJson(
+    const nlohmann::json& pod, const std::map<std::string, std::vector<ObjectPtr>>& victims,
+    bool node_cache_capable) {
+  json by_node = json::object();
+  for (const auto& [node, pods] : victims) {
+    json list = json::array();
+    for (const ObjectPtr& p : pods) {
+      if (node_cache_capable) {
+        list.push_back({{"UID", hami::kube::MetadataString(*p, "uid")}});
+      } else {
+        list.push_back(*p);
+      }
+    }
+    by_node[node] = {{"Pods", std::move(list)}, {"NumPDBViolations", 0}};
+  }
+  json args = json::object();
+  args["Pod"] = pod;
+  args["NodeNameToVictims"] = node_cache_capable ? json(nullptr) : by_node;
+  args["NodeNameToMetaVictims"] = node_cache_capable ? by_node : json(nullptr);
+  return args;
+}
+
+Result<std::map<std::string, MetaVictims>> ParseExtenderPreemptionResult(
+    const nlohmann::json& body) {
+  auto bad = [](std::string what) { return Error(ErrorCode::kInvalidArgument, std::move(what)); };
+  if (!body.is_object()) return bad("ExtenderPreemptionResult: not a JSON object");
+  std::map<std::string, MetaVictims> out;
+  const json* map = Member(body, "NodeNameToMetaVictims");
+  if (map == nullptr) return out;
+  if (!map->is_object()) return bad("NodeNameToMetaVictims: not an object");
+  for (auto it = map->begin(); it != map->end(); ++it) {
+    const std::string at = "NodeNameToMetaVictims[" + json(it.key()).dump() + "]";
+    MetaVictims& v = out[it.key()];
+    if (it->is_null()) continue;
+    if (!it->is_object()) return bad(at + ": not an object");
+    if (const json* n = Member(*it, "NumPDBViolations"); n != nullptr) {
+      if (!n->is_number_integer()) return bad(at + ".NumPDBViolations: not an integer");
+      v.num_pdb_violations = n->get<int64_t>();
+    }
+    const json* pods = Member(*it, "Pods");
+    if (pods == nullptr) continue;
+    if (!pods->is_array()) return bad(at + ".Pods: not a list");
+    for (size_t i = 0; i < pods->size(); ++i) {
+      const json* uid = Member((*pods)[i], "UID");
+      if (uid == nullptr || !uid->is_string()) {
+        return bad(at + ".Pods[" + std::to_string(i) + "].UID: not a string");
+      }
+      v.uids.push_back(uid->get<std::string>());
+    }
+  }
+  return out;
+}
+
 Result<ExtenderFilterResult> ParseExtenderFilterResult(const nlohmann::json& body) {
   auto bad = [](std::string what) { return Error(ErrorCode::kInvalidArgument, std::move(what)); };
   if (!body.is_object()) return bad("ExtenderFilterResult: not a JSON object");
@@ -658,6 +712,40 @@ size_t SelectHost(std::span<const int64_t> totals, std::mt19937_64& rng) {
   return best;
 }
 
+int32_t PodPriority(const nlohmann::json& pod) {
+  const json* p = Path(pod, {"spec", "priority"});
+  if (p == nullptr || !p->is_number_integer()) return 0;
+  const int64_t v = p->get<int64_t>();
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) return 0;
+  return int32_t(v);
+}
+
+int32_t NumPreemptionCandidates(int32_t num_all_nodes) {
+  constexpr int32_t kMinCandidateNodesPercentage = 10;
+  constexpr int32_t kMinCandidateNodesAbsolute = 100;
+  int32_t n = int32_t(int64_t(num_all_nodes) * kMinCandidateNodesPercentage / 100);
+  n = std::max(n, kMinCandidateNodesAbsolute);
+  return std::min(n, num_all_nodes);
+}
+
+size_t PickPreemptionCandidate(std::span<const PreemptionCandidate> candidates) {
+  // Each criterion as a key to minimize, in kube-scheduler's order.
+  auto keys = [](const PreemptionCandidate& c) {
+    int64_t highest = std::numeric_limits<int64_t>::min();
+    int64_t sum = 0;
+    for (int32_t p : c.victim_priorities) {
+      highest = std::max<int64_t>(highest, p);
+      sum += int64_t(p) + (int64_t(1) << 31);  // never negative, so more victims cost more
+    }
+    return std::tuple(c.num_pdb_violations, highest, sum, c.victim_priorities.size());
+  };
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (keys(candidates[i]) < keys(candidates[best])) best = i;
+  }
+  return best;
+}
+
 std::string FitErrorMessage(int num_all_nodes, const std::map<std::string, std::string>& reasons) {
   if (num_all_nodes == 0) return "no nodes available to schedule pods";
   std::map<std::string, int> histogram;
@@ -719,6 +807,7 @@ struct SchedulerStandin::Impl {
   std::shared_ptr<hami::kube::Informer> node_informer;
   std::shared_ptr<hami::kube::Informer> pod_informer;
   std::unique_ptr<hami::kube::EventRecorder> recorder;
+  std::string recorder_component;  // the events' source
 
   struct Entry {
     int attempts = 0;
@@ -1141,6 +1230,7 @@ struct SchedulerStandin::Impl {
     std::vector<NodeInfoPtr> all = NodeSnapshot();
     const int32_t n = int32_t(all.size());
     std::map<std::string, std::string> reasons;
+    std::set<std::string> might_help;  // failed by an extender, not unresolvably
     std::vector<NodeInfoPtr> feasible;
     if (n > 0) {
       const int32_t to_find = NumFeasibleNodesToFind(config.percentage_of_nodes_to_score, n);
@@ -1178,14 +1268,21 @@ struct SchedulerStandin::Impl {
         a.message = filtered.error().message();
         return Finish(std::move(a), pod);
       }
-      for (auto& [node, why] : filtered->unresolvable) reasons[node] = why;
-      for (auto& [node, why] : filtered->failed) reasons.try_emplace(node, why);
+      for (auto& [node, why] : filtered->unresolvable) {
+        reasons[node] = why;
+        might_help.erase(node);
+      }
+      for (auto& [node, why] : filtered->failed) {
+        reasons.try_emplace(node, why);
+        if (!filtered->unresolvable.contains(node)) might_help.insert(node);
+      }
       feasible = std::move(filtered->feasible);
     }
     for (const NodeInfoPtr& f : feasible) a.feasible.push_back(f->name);
     if (feasible.empty()) {
       a.outcome = ScheduleAttempt::Outcome::kUnschedulable;
       a.message = FitErrorMessage(n, reasons);
+      Preempt(a, pod, n, might_help, stop);
       return Finish(std::move(a), pod);
     }
 
@@ -1239,6 +1336,212 @@ struct SchedulerStandin::Impl {
     a.node = node;
     a.message = "Successfully assigned " + key + " to " + node;
     return Finish(std::move(a), pod);
+  }
+
+  // ---- Preemption (kube-scheduler's DefaultPreemption) ----
+
+  static bool Deleting(const json& pod) {
+    const json* d = Path(pod, {"metadata", "deletionTimestamp"});
+    return d != nullptr && !d->is_null();
+  }
+
+  // The pods occupying each node, from the informer.
+  std::map<std::string, std::vector<ObjectPtr>, std::less<>> PodsByNode() const {
+    std::map<std::string, std::vector<ObjectPtr>, std::less<>> out;
+    for (ObjectPtr& p : pod_informer->store().List()) {
+      std::string_view node = OccupiedNode(*p);
+      if (!node.empty()) out[std::string(node)].push_back(std::move(p));
+    }
+    for (auto& [node, pods] : out) {
+      std::sort(pods.begin(), pods.end(), [](const ObjectPtr& x, const ObjectPtr& y) {
+        return hami::kube::ObjectKey(*x) < hami::kube::ObjectKey(*y);
+      });
+    }
+    return out;
+  }
+
+  using VictimMap = std::map<std::string, std::vector<ObjectPtr>>;
+
+  // One extender's narrowing of `victims`; `pdb` gets its NumPDBViolations per node.
+  Result<VictimMap> CallPreempt(
+      Extender& e, const json& pod, const VictimMap& victims,
+      const std::map<std::string, std::vector<ObjectPtr>, std::less<>>& on_node,
+      std::map<std::string, int64_t>& pdb, std::stop_token stop) {
+    {
+      std::lock_guard lock(mu);
+      ++stats.preempt_calls;
+    }
+    json answer =
+        HAMI_TRY(Call(e, "preempt", e.config.preempt_verb,
+                      ExtenderPreemptionArgsJson(pod, victims, e.config.node_cache_capable), stop));
+    const std::string url = e.Url(e.config.preempt_verb);
+    auto fail = [&](const std::string& why) {
+      return Error(ErrorCode::kInvalidArgument, "preempt with extender at URL " + url + ": " + why);
+    };
+    auto decoded = ParseExtenderPreemptionResult(answer);
+    if (!decoded.ok()) return fail(decoded.error().message());
+    VictimMap out;
+    for (const auto& [node, meta] : *decoded) {
+      if (!victims.contains(node)) return fail("node " + QuoteInput(node) + " is not a candidate");
+      if (meta.uids.empty()) {
+        if (e.config.ignorable) continue;
+        return fail("expected at least one victim pod on node " + QuoteInput(node));
+      }
+      auto pods = on_node.find(node);
+      for (const std::string& uid : meta.uids) {
+        ObjectPtr found;
+        if (pods != on_node.end()) {
+          for (const ObjectPtr& p : pods->second) {
+            if (hami::kube::MetadataString(*p, "uid") == uid) found = p;
+          }
+        }
+        if (found == nullptr) {
+          return fail("it claims to preempt pod (UID: " + QuoteInput(uid) + ") on node " +
+                      QuoteInput(node) + ", but the pod is not found on that node");
+        }
+        out[node].push_back(std::move(found));
+      }
+      pdb[node] = meta.num_pdb_violations;
+    }
+    return out;
+  }
+
+  // DefaultPreemption's PostFilter for attempt `a`, which found no feasible node among the
+  // `num_nodes`; `might_help` are the nodes an extender failed resolvably.
+  void Preempt(ScheduleAttempt& a, const json& pod, int32_t num_nodes,
+               const std::set<std::string>& might_help, std::stop_token stop) {
+    if (StringAt(pod, {"spec", "preemptionPolicy"}) == "Never") {
+      a.message += " preemption: not eligible due to preemptionPolicy=Never.";
+      return;
+    }
+    const int32_t priority = PodPriority(pod);
+    const auto on_node = PodsByNode();
+    const std::string_view nominated = StringAt(pod, {"status", "nominatedNodeName"});
+    if (auto it = on_node.find(nominated); !nominated.empty() && it != on_node.end()) {
+      for (const ObjectPtr& p : it->second) {
+        if (Deleting(*p) && PodPriority(*p) < priority) {
+          a.message += " preemption: not eligible due to a terminating pod on the nominated node.";
+          return;
+        }
+      }
+    }
+    // Candidates: nodes where removing the lower-priority pods might help, in name order.
+    std::map<std::string, std::string> why_not;
+    VictimMap victims;
+    const size_t limit = size_t(NumPreemptionCandidates(num_nodes));
+    for (const std::string& node : might_help) {
+      auto it = on_node.find(node);
+      std::vector<ObjectPtr> lower;
+      if (it != on_node.end()) {
+        for (const ObjectPtr& p : it->second) {
+          if (PodPriority(*p) < priority) lower.push_back(p);
+        }
+      }
+      if (lower.empty()) {
+        why_not[node] = "No preemption victims found for incoming pod";
+      } else if (victims.size() < limit) {
+        victims[node] = std::move(lower);
+      }
+    }
+    std::map<std::string, int64_t> pdb;
+    for (Extender& e : extenders) {
+      if (victims.empty()) break;
+      if (e.config.preempt_verb.empty() || !e.config.IsInterested(pod)) continue;
+      auto narrowed = CallPreempt(e, pod, victims, on_node, pdb, stop);
+      if (!narrowed.ok()) {
+        if (e.config.ignorable) {
+          HAMI_LOG(kInfo, "event=extender_ignored pod=%s error=\"%s\"", a.pod.c_str(),
+                   narrowed.error().message().c_str());
+          continue;
+        }
+        a.message += " preemption: " + narrowed.error().message();
+        return;
+      }
+      for (const auto& [node, pods] : victims) {
+        if (!narrowed->contains(node)) why_not[node] = "Preemption is not helpful for scheduling";
+      }
+      victims = std::move(*narrowed);
+    }
+    if (victims.empty()) {
+      std::map<std::string, std::string> reasons;
+      for (const NodeInfoPtr& node : NodeSnapshot()) {
+        auto w = why_not.find(node->name);
+        reasons[node->name] =
+            w != why_not.end() ? w->second : "Preemption is not helpful for scheduling";
+      }
+      a.message += " preemption: " + FitErrorMessage(num_nodes, reasons);
+      return;
+    }
+
+    std::vector<PreemptionCandidate> candidates;
+    for (const auto& [node, pods] : victims) {
+      PreemptionCandidate c;
+      c.node = node;
+      for (const ObjectPtr& p : pods) c.victim_priorities.push_back(PodPriority(*p));
+      if (auto it = pdb.find(node); it != pdb.end()) c.num_pdb_violations = it->second;
+      candidates.push_back(std::move(c));
+    }
+    const std::string node = candidates[PickPreemptionCandidate(candidates)].node;
+    const std::string pod_uid(hami::kube::MetadataString(pod, "uid"));
+    for (const ObjectPtr& victim : victims[node]) {
+      const std::string vkey = hami::kube::ObjectKey(*victim);
+      const std::string vns(hami::kube::MetadataString(*victim, "namespace"));
+      const std::string vname(hami::kube::MetadataString(*victim, "name"));
+      json condition = {
+          {"status",
+           {{"conditions",
+             json::array({{{"type", "DisruptionTarget"},
+                           {"status", "True"},
+                           {"reason", "PreemptionByScheduler"},
+                           {"message", recorder_component + ": preempting to accommodate a higher "
+                                                            "priority pod"},
+                           {"lastTransitionTime",
+                            hami::kube::FormatTime(std::chrono::system_clock::now())}}})}}}};
+      auto patched = client.Patch(hami::kube::kPods, vns, vname, hami::kube::PatchType::kStrategic,
+                                  condition, "status");
+      if (!patched.ok() && patched.error().code() != ErrorCode::kNotFound) {
+        HAMI_LOG(kWarn, "event=victim_condition_not_set pod=%s error=\"%s\"", vkey.c_str(),
+                 patched.error().message().c_str());
+      }
+      recorder->Record(hami::kube::ReferenceToObject(hami::kube::kPods, *victim),
+                       hami::kube::EventType::kNormal, "Preempted",
+                       "Preempted by pod " + pod_uid + " on node " + node);
+      auto deleted = client.Delete(hami::kube::kPods, vns, vname);
+      if (!deleted.ok() && deleted.error().code() != ErrorCode::kNotFound) {
+        a.message += " preemption: deleting victim " + vkey + ": " + deleted.error().message();
+        return;
+      }
+      if (deleted.ok()) a.victims.push_back(vkey);  // else another preemptor's deletion won
+    }
+    // Lower-priority pods nominated to the node lose their nomination.
+    for (const ObjectPtr& p : pod_informer->store().List()) {
+      if (StringAt(*p, {"status", "nominatedNodeName"}) != node || PodPriority(*p) >= priority ||
+          hami::kube::ObjectKey(*p) == a.pod) {
+        continue;
+      }
+      auto cleared =
+          client.Patch(hami::kube::kPods, hami::kube::MetadataString(*p, "namespace"),
+                       hami::kube::MetadataString(*p, "name"), hami::kube::PatchType::kStrategic,
+                       json{{"status", {{"nominatedNodeName", nullptr}}}}, "status");
+      if (!cleared.ok()) {
+        HAMI_LOG(kWarn, "event=nomination_not_cleared pod=%s error=\"%s\"",
+                 hami::kube::ObjectKey(*p).c_str(), cleared.error().message().c_str());
+      }
+    }
+    auto nominated_now =
+        client.Patch(hami::kube::kPods, hami::kube::MetadataString(pod, "namespace"),
+                     hami::kube::MetadataString(pod, "name"), hami::kube::PatchType::kStrategic,
+                     json{{"status", {{"nominatedNodeName", node}}}}, "status");
+    if (!nominated_now.ok()) {
+      HAMI_LOG(kWarn, "event=nomination_not_set pod=%s node=%s error=\"%s\"", a.pod.c_str(),
+               node.c_str(), nominated_now.error().message().c_str());
+    }
+    a.nominated_node = node;
+    HAMI_LOG(kInfo, "event=preempted pod=%s node=%s victims=%zu", a.pod.c_str(), node.c_str(),
+             a.victims.size());
+    std::lock_guard lock(mu);
+    ++stats.preemptions;
+    stats.victims_deleted += a.victims.size();
   }
 
   // Counts, records the event and, for a failure, the pod's condition; tells the observer.
@@ -1343,6 +1646,7 @@ Result<std::unique_ptr<SchedulerStandin>> SchedulerStandin::Create(hami::kube::C
 
   hami::kube::EventRecorderOptions ro;
   ro.component = impl->options.component.empty() ? impl->names.front() : impl->options.component;
+  impl->recorder_component = ro.component;
   impl->recorder = std::make_unique<hami::kube::EventRecorder>(client, ro);
   impl->factory = std::make_unique<hami::kube::InformerFactory>(client);
   impl->node_informer = impl->factory->Get(hami::kube::kNodes);

@@ -34,6 +34,29 @@
 //      with ExtenderBindingArgs {"PodName", "PodNamespace", "PodUID", "Node"} and answers
 //      ExtenderBindingResult {"Error"}; without one the stand-in posts pods/binding itself.
 //      Success records a Normal "Scheduled" event ("Successfully assigned ns/pod to node").
+//   6. preemption (kube-scheduler's DefaultPreemption PostFilter), when no node is feasible and
+//      the pod may preempt (spec.preemptionPolicy is not Never; it has no nominated node on
+//      which a lower-priority pod is still terminating). Priorities are spec.priority (0 when
+//      absent), as the API server's Priority admission writes them from the PriorityClass.
+//      Candidate nodes are those an extender failed with FailedNodes (FailedAndUnresolvable
+//      and the stand-in's own refusals cannot be helped by removing pods), at most
+//      max(100, 10% of the nodes), in name order; a node's candidate victims are its pods of
+//      lower priority. The stand-in has no resource fit of its own, so it cannot reprieve
+//      victims as kube-scheduler does: every lower-priority pod is a candidate, and the
+//      extenders narrow them. Each interested extender with a preemptVerb gets POST
+//      <urlPrefix>/<preemptVerb> with ExtenderPreemptionArgs {"Pod", "NodeNameToVictims"
+//      (full Pods), "NodeNameToMetaVictims" ({"UID"}s, with nodeCacheCapable)}, answered by
+//      ExtenderPreemptionResult {"NodeNameToMetaVictims"}: nodes left out are dropped; a node
+//      it names must be a candidate, each UID a pod on that node, and its victims not empty
+//      (else the call fails; an ignorable extender is then skipped, any other ends the
+//      preemption). Of the remaining candidates, kube-scheduler's pickOneNodeForPreemption:
+//      fewest PDB violations, lowest highest victim priority, lowest sum of (priority +
+//      2^31), fewest victims, then the first. On it: each victim gets the condition
+//      DisruptionTarget (reason PreemptionByScheduler) and a Normal "Preempted" event
+//      ("Preempted by pod <uid> on node <node>") and is deleted; pods of lower priority
+//      nominated to the node lose their nomination; the pod's status.nominatedNodeName is set.
+//      The attempt stays unschedulable (the pod is retried after its backoff); when nothing
+//      was preempted its message ends with " preemption: " and why.
 // A failed attempt records a Warning "FailedScheduling" event with the message, sets the pod's
 // PodScheduled condition (status False, reason "Unschedulable" or "SchedulerError", the
 // message; a strategic merge patch of pods/status, only when it changes), and retries the pod
@@ -45,8 +68,9 @@
 // application/json and has httpTimeout (default 5 s) for the whole exchange; Stop() aborts the
 // calls in flight.
 //
-// Not modelled: preemption (preemptVerb is read and never called), kube-scheduler's own resource
-// fit, affinity, taints and spreading, and nominated nodes.
+// Not modelled: kube-scheduler's own resource fit (and so the reprieve of victims), affinity,
+// taints and spreading, PodDisruptionBudgets (NumPDBViolations is 0), the graceful
+// termination period (the API server deletes at once), and trying a nominated node first.
 //
 // Thread safety: the parsers and decision functions are pure. A SchedulerStandin is started
 // and stopped from one thread; stats() from any thread.
@@ -151,6 +175,24 @@ nlohmann::json ExtenderArgsJson(const nlohmann::json& pod,
 nlohmann::json ExtenderBindingArgsJson(std::string_view pod_name, std::string_view pod_namespace,
                                        std::string_view pod_uid, std::string_view node);
 
+// ExtenderPreemptionArgs: {"Pod": pod, "NodeNameToVictims": {node: {"Pods": [pod],
+// "NumPDBViolations": 0}} or null, "NodeNameToMetaVictims": {node: {"Pods": [{"UID"}],
+// "NumPDBViolations": 0}} or null} (the meta form when node_cache_capable).
+nlohmann::json ExtenderPreemptionArgsJson(
+    const nlohmann::json& pod,
+    const std::map<std::string, std::vector<std::shared_ptr<const nlohmann::json>>>& victims,
+    bool node_cache_capable);
+
+// One node of ExtenderPreemptionResult.NodeNameToMetaVictims.
+struct MetaVictims {
+  std::vector<std::string> uids;
+  int64_t num_pdb_violations = 0;
+};
+// ExtenderPreemptionResult: its NodeNameToMetaVictims (absent or null: no node). A node whose
+// value is null has no victims.
+Result<std::map<std::string, MetaVictims>> ParseExtenderPreemptionResult(
+    const nlohmann::json& body);
+
 // ExtenderFilterResult as read: each member may be absent or null.
 struct ExtenderFilterResult {
   bool has_node_names = false;  // NodeNames was a list (not absent or null)
@@ -202,6 +244,22 @@ std::vector<int64_t> CombineScores(std::span<const std::string> nodes,
 // kube-scheduler's selectHost). `totals` must not be empty.
 size_t SelectHost(std::span<const int64_t> totals, std::mt19937_64& rng);
 
+// A pod's priority as kube-scheduler reads it: spec.priority, 0 when absent or not an int32.
+int32_t PodPriority(const nlohmann::json& pod);
+
+// kube-scheduler's calculateNumCandidates: 10% of the nodes, at least 100, at most all.
+int32_t NumPreemptionCandidates(int32_t num_all_nodes);
+
+// One node where preemption would make room, and what it would cost.
+struct PreemptionCandidate {
+  std::string node;
+  std::vector<int32_t> victim_priorities;
+  int64_t num_pdb_violations = 0;
+};
+// kube-scheduler's pickOneNodeForPreemption (the criteria above); `candidates` must not be
+// empty.
+size_t PickPreemptionCandidate(std::span<const PreemptionCandidate> candidates);
+
 // kube-scheduler's FitError message: "0/<num_all_nodes> nodes are available: " followed by
 // "<count> <reason>" for each distinct reason, sorted as strings, joined by ", ", and ".".
 // With no node at all: "no nodes available to schedule pods".
@@ -234,6 +292,10 @@ struct ScheduleAttempt {
   // The feasible nodes after every filter and, when scored, their totals.
   std::vector<std::string> feasible;
   std::vector<int64_t> totals;
+  // Preemption (kUnschedulable): the node the pod was nominated to and the victims deleted
+  // there ("namespace/name"), empty when it preempted nothing.
+  std::string nominated_node;
+  std::vector<std::string> victims;
 };
 
 class SchedulerStandin {
@@ -246,6 +308,9 @@ class SchedulerStandin {
     uint64_t filter_calls = 0;
     uint64_t prioritize_calls = 0;
     uint64_t bind_calls = 0;
+    uint64_t preempt_calls = 0;
+    uint64_t preemptions = 0;  // pods nominated after deleting victims
+    uint64_t victims_deleted = 0;
     uint64_t extender_failures = 0;  // calls that failed, ignored ones included
   };
 

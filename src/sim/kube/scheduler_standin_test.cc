@@ -8,16 +8,19 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "kube/client.h"
-#include "support/kube_control.h"
 #include "kube/resource.h"
 #include "sim/kube/api_server.h"
+#include "support/kube_control.h"
 
 namespace hami::sim::kube {
 namespace {
@@ -403,6 +406,60 @@ TEST(Decisions, FitErrorMessageCountsReasonsInSortedOrder) {
   EXPECT_EQ(FitErrorMessage(0, {}), "no nodes available to schedule pods");
 }
 
+TEST(Preemption, ArgsCarryFullPodsOrUidsAndTheResultIsRead) {
+  auto victim = std::make_shared<const json>(
+      json{{"metadata", {{"name", "v"}, {"namespace", "default"}, {"uid", "u1"}}}});
+  std::map<std::string, std::vector<std::shared_ptr<const json>>> victims = {{"n1", {victim}}};
+  json pod = {{"metadata", {{"name", "p"}}}};
+  json meta = ExtenderPreemptionArgsJson(pod, victims, true);
+  EXPECT_TRUE(meta["NodeNameToVictims"].is_null());
+  EXPECT_EQ(meta["NodeNameToMetaVictims"],
+            (json{{"n1", {{"Pods", json::array({{{"UID", "u1"}}})}, {"NumPDBViolations", 0}}}}));
+  json full = ExtenderPreemptionArgsJson(pod, victims, false);
+  EXPECT_TRUE(full["NodeNameToMetaVictims"].is_null());
+  EXPECT_EQ(full["NodeNameToVictims"]["n1"]["Pods"][0], *victim);
+  EXPECT_EQ(full["Pod"], pod);
+
+  auto r = ParseExtenderPreemptionResult(json::parse(
+      R"({"nodenametometavictims":{"n1":{"pods":[{"uid":"u1"}],"numPDBViolations":2},"n2":null}})"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ((*r)["n1"].uids, std::vector<std::string>{"u1"});
+  EXPECT_EQ((*r)["n1"].num_pdb_violations, 2);
+  EXPECT_TRUE((*r)["n2"].uids.empty());
+  EXPECT_TRUE(ParseExtenderPreemptionResult(json::object())->empty());
+  auto bad = ParseExtenderPreemptionResult(
+      json::parse(R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":1}]}}})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), R"(NodeNameToMetaVictims["n1"].Pods[0].UID: not a string)");
+}
+
+TEST(Preemption, PriorityAndCandidateCountFollowKubeScheduler) {
+  EXPECT_EQ(PodPriority(json{{"spec", {{"priority", 1000}}}}), 1000);
+  EXPECT_EQ(PodPriority(json{{"spec", {{"priority", -7}}}}), -7);
+  EXPECT_EQ(PodPriority(json{{"spec", json::object()}}), 0);
+  EXPECT_EQ(PodPriority(json{{"spec", {{"priority", "high"}}}}), 0);
+  EXPECT_EQ(NumPreemptionCandidates(5), 5);
+  EXPECT_EQ(NumPreemptionCandidates(500), 100);
+  EXPECT_EQ(NumPreemptionCandidates(5000), 500);
+}
+
+TEST(Preemption, PicksTheNodeAsPickOneNodeForPreemptionDoes) {
+  // Fewest PDB violations first.
+  std::vector<PreemptionCandidate> c = {{"a", {1}, 1}, {"b", {9, 9}, 0}};
+  EXPECT_EQ(PickPreemptionCandidate(c), 1u);
+  // Then the lowest highest-priority victim.
+  c = {{"a", {5}, 0}, {"b", {1, 2, 3}, 0}};
+  EXPECT_EQ(PickPreemptionCandidate(c), 1u);
+  // Then the smallest sum, where each victim counts 2^31 more: fewer victims win.
+  c = {{"a", {3, 3}, 0}, {"b", {3}, 0}};
+  EXPECT_EQ(PickPreemptionCandidate(c), 1u);
+  c = {{"a", {-5, 3}, 0}, {"b", {-1, 3}, 0}};
+  EXPECT_EQ(PickPreemptionCandidate(c), 0u);
+  // Then the first.
+  c = {{"a", {3}, 0}, {"b", {3}, 0}};
+  EXPECT_EQ(PickPreemptionCandidate(c), 0u);
+}
+
 // ---- Against the simulated API server and a fake extender
 // ------------------------------------------
 
@@ -416,7 +473,7 @@ class FakeExtender {
   using Answer = std::function<json(const std::string& path, const json& body)>;
 
   explicit FakeExtender(Answer answer) : answer_(std::move(answer)) {
-    for (const char* path : {"/filter", "/prioritize", "/bind"}) {
+    for (const char* path : {"/filter", "/prioritize", "/bind", "/preempt"}) {
       server_.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
         json body = json::parse(req.body, nullptr, false);
         {
@@ -763,7 +820,8 @@ TEST_F(StandinTest, UnschedulablePodGetsEventConditionAndIsRetriedUntilItFits) {
   const std::string want =
       "0/6 nodes are available: 1 no GPU on the node, 1 node(s) didn't match Pod's node "
       "affinity/selector, 1 node(s) were not ready, 1 node(s) were unschedulable, 2 insufficient "
-      "nvidia.com/gpumem.";
+      "nvidia.com/gpumem. preemption: 0/6 nodes are available: 2 No preemption victims found for "
+      "incoming pod, 4 Preemption is not helpful for scheduling.";
   ASSERT_TRUE(WaitUntil([&] { return !Events("big", "FailedScheduling").empty(); }, 10s));
   json event = Events("big", "FailedScheduling")[0];
   EXPECT_EQ(event["message"], want);
@@ -899,6 +957,114 @@ TEST_F(StandinTest, AnExtenderNotInterestedInThePodIsNotCalled) {
   EXPECT_TRUE(ext.calls().empty());
   // Own scoring alone: n1 and n6 are empty, n2 has 11 pods.
   EXPECT_NE(NodeOf("cpu-only"), "n2");
+}
+
+json PriorityPod(json pod, int32_t priority) {
+  pod["spec"]["priority"] = priority;
+  return pod;
+}
+
+TEST_F(StandinTest, PreemptsTheVictimsTheExtenderNamesAndNominatesThePod) {
+  for (const char* n : {"n1", "n2", "n3"}) {
+    ASSERT_TRUE(server_->CreateObject(hami::kube::kNodes, Node(n, true, false, true)).ok());
+  }
+  std::map<std::string, std::string> uid;
+  for (const auto& [name, node, prio] :
+       std::vector<std::tuple<std::string, std::string, int>>{{"low-a", "n1", 0},
+                                                              {"low-b", "n2", 0},
+                                                              {"low-c", "n2", 1},
+                                                              {"high", "n2", 500},
+                                                              {"low-d", "n3", 0}}) {
+    auto made = server_->CreateObject(hami::kube::kPods, PriorityPod(BoundPod(name, node), prio));
+    ASSERT_TRUE(made.ok());
+    uid[name] = (*made)["metadata"]["uid"];
+  }
+  std::atomic<int> filters{0};
+  FakeExtender& ext = AddExtender([&](const std::string& path, const json& body) -> json {
+    if (path == "/filter") {
+      // n1 and n2 are full; n3 can never take the pod.
+      if (++filters > 1) return {{"NodeNames", json::array()}, {"FailedNodes", json::object()}};
+      return {{"NodeNames", json::array()},
+              {"FailedNodes", {{"n1", "full"}, {"n2", "full"}}},
+              {"FailedAndUnresolvableNodes", {{"n3", "too small"}}}};
+    }
+    if (path == "/preempt") {
+      // Only low-c of n2 is needed.
+      return {
+          {"NodeNameToMetaVictims",
+           {{"n2", {{"Pods", json::array({{{"UID", uid["low-c"]}}})}, {"NumPDBViolations", 0}}}}}};
+    }
+    return BindAsExtender(body);
+  });
+  StartStandin(Config("- urlPrefix: " + ext.url() +
+                      "\n  filterVerb: filter\n  preemptVerb: preempt\n  bindVerb: bind\n"
+                      "  nodeCacheCapable: true\n"));
+  json preemptor = PendingPod("preemptor");
+  preemptor["spec"].erase("nodeSelector");
+  ASSERT_TRUE(server_->CreateObject(hami::kube::kPods, PriorityPod(preemptor, 100)).ok());
+
+  ASSERT_TRUE(WaitUntil([&] { return !attempts().empty(); }, 10s));
+  const ScheduleAttempt a = attempts()[0];
+  EXPECT_EQ(a.outcome, ScheduleAttempt::Outcome::kUnschedulable);
+  EXPECT_EQ(a.nominated_node, "n2");
+  EXPECT_EQ(a.victims, std::vector<std::string>{"default/low-c"});
+
+  // The extender was offered the lower-priority pods of the nodes it failed resolvably.
+  auto calls = ext.calls("/preempt");
+  ASSERT_GE(calls.size(), 1u);
+  const json& offered = calls[0].body["NodeNameToMetaVictims"];
+  EXPECT_TRUE(calls[0].body["NodeNameToVictims"].is_null());
+  EXPECT_EQ(offered.size(), 2u) << offered.dump();
+  EXPECT_EQ(offered["n1"]["Pods"], json::array({{{"UID", uid["low-a"]}}}));
+  EXPECT_EQ(offered["n2"]["Pods"], json::array({{{"UID", uid["low-b"]}}, {{"UID", uid["low-c"]}}}));
+
+  // low-c is gone, with its event; the others stay; the pod is nominated to n2.
+  EXPECT_FALSE(server_->GetObject(hami::kube::kPods, "default", "low-c").ok());
+  for (const char* kept : {"low-a", "low-b", "high", "low-d"}) {
+    EXPECT_TRUE(server_->GetObject(hami::kube::kPods, "default", kept).ok()) << kept;
+  }
+  auto events = Events("low-c", "Preempted");
+  ASSERT_EQ(events.size(), 1u);
+  auto p = server_->GetObject(hami::kube::kPods, "default", "preemptor");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)["status"].value("nominatedNodeName", ""), "n2");
+  EXPECT_EQ(events[0].value("message", ""),
+            "Preempted by pod " + (*p)["metadata"]["uid"].get<std::string>() + " on node n2");
+  EXPECT_EQ(standin_->stats().victims_deleted, 1u);
+}
+
+TEST_F(StandinTest, NoPreemptionWhenOnlyUnresolvableNodesOrEqualPrioritiesRemain) {
+  for (const char* n : {"n1", "n2"}) {
+    ASSERT_TRUE(server_->CreateObject(hami::kube::kNodes, Node(n, true, false, true)).ok());
+  }
+  ASSERT_TRUE(
+      server_->CreateObject(hami::kube::kPods, PriorityPod(BoundPod("same", "n1"), 100)).ok());
+  ASSERT_TRUE(server_->CreateObject(hami::kube::kPods, PriorityPod(BoundPod("low", "n2"), 0)).ok());
+  FakeExtender& ext = AddExtender([](const std::string& path, const json&) -> json {
+    if (path == "/filter") {
+      return {{"NodeNames", json::array()},
+              {"FailedNodes", {{"n1", "full"}}},
+              {"FailedAndUnresolvableNodes", {{"n2", "too small"}}}};
+    }
+    return {{"NodeNameToMetaVictims", json::object()}};
+  });
+  StartStandin(
+      Config("- urlPrefix: " + ext.url() +
+             "\n  filterVerb: filter\n  preemptVerb: preempt\n  nodeCacheCapable: true\n"));
+  json preemptor = PendingPod("preemptor");
+  preemptor["spec"].erase("nodeSelector");
+  ASSERT_TRUE(server_->CreateObject(hami::kube::kPods, PriorityPod(preemptor, 100)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return attempts().size() >= 2; }, 10s));
+  const ScheduleAttempt a = attempts()[0];
+  EXPECT_TRUE(a.victims.empty());
+  EXPECT_TRUE(a.nominated_node.empty());
+  EXPECT_NE(a.message.find("preemption: 0/2 nodes are available: 1 No preemption victims found "
+                           "for incoming pod, 1 Preemption is not helpful for scheduling."),
+            std::string::npos)
+      << a.message;
+  EXPECT_TRUE(ext.calls("/preempt").empty());
+  EXPECT_TRUE(server_->GetObject(hami::kube::kPods, "default", "same").ok());
+  EXPECT_TRUE(server_->GetObject(hami::kube::kPods, "default", "low").ok());
 }
 
 }  // namespace

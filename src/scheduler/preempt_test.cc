@@ -1,0 +1,265 @@
+#include "scheduler/preempt.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "scheduler/extender_api.h"
+#include "scheduler/fit_test_support.h"
+
+namespace hami::scheduler {
+namespace {
+
+using namespace fit_testing;  // NOLINT(build/namespaces)
+
+// A node of `gpus` GPUs of 16384 MiB and the pods placed on it, each a candidate victim.
+class Occupied {
+ public:
+  explicit Occupied(int gpus) : node_(Node(gpus)) {}
+
+  // Pod `name` of `priority` holding `mem_mib` (and `cores`) on GPU `gpu`.
+  Occupied& Place(const std::string& name, int32_t priority, size_t gpu, int32_t mem_mib,
+                  int32_t cores = 0) {
+    VictimCandidate c;
+    c.key = "default/" + name;
+    c.ns = "default";
+    c.priority = priority;
+    DeviceUsage u{1, mem_mib, cores, cores >= 100 ? 1 : 0};
+    c.usage.emplace_back(gpu, u);
+    c.amounts = {mem_mib, cores};
+    GpuState& g = node_.gpus[gpu];
+    g.used.slots += u.slots;
+    g.used.mem_mib += u.mem_mib;
+    g.used.cores += u.cores;
+    g.used.exclusive += u.exclusive;
+    candidates_.push_back(std::move(c));
+    return *this;
+  }
+
+  VictimChoice Choose(int32_t priority, const PodRequest& pod, const QuotaCheck& quota = {}) {
+    return ChooseVictims(node_, candidates_, priority, pod, {}, Policy(), quota);
+  }
+
+  // The names of the chosen victims.
+  std::vector<std::string> Names(const VictimChoice& choice) const {
+    std::vector<std::string> out;
+    for (size_t i : choice.victims) out.push_back(candidates_[i].key.substr(8));
+    return out;
+  }
+
+  NodeGpus& node() { return node_; }
+  std::vector<VictimCandidate>& candidates() { return candidates_; }
+
+ private:
+  NodeGpus node_;
+  std::vector<VictimCandidate> candidates_;
+};
+
+using Outcome = VictimChoice::Outcome;
+using Names = std::vector<std::string>;
+
+TEST(Preempt, TakesTheOneLowPriorityPodOnTheGpuThePodNeedsAndNotTheOthers) {
+  Occupied n(2);
+  n.Place("a", 0, 0, 8000).Place("b", 0, 0, 8000).Place("c", 0, 1, 10000).Place("d", 5, 1, 4000);
+  VictimChoice c = n.Choose(100, Pod({Req(1, 10000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), Names{"c"});
+}
+
+TEST(Preempt, FewestVictimsComeBeforeLowerPriorities) {
+  Occupied n(2);
+  n.Place("low-1", 1, 0, 8000).Place("low-2", 1, 0, 8000).Place("mid", 2, 1, 12000);
+  VictimChoice c = n.Choose(10, Pod({Req(1, 12000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), Names{"mid"});
+}
+
+TEST(Preempt, AmongSetsOfOneSizeTheLowestPrioritiesGo) {
+  Occupied n(3);
+  n.Place("p3", 3, 0, 12000).Place("p1", 1, 1, 12000).Place("p2", 2, 2, 12000);
+  VictimChoice c = n.Choose(10, Pod({Req(1, 12000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims);
+  EXPECT_EQ(n.Names(c), Names{"p1"});
+
+  // Two victims needed on either GPU: the pair whose highest priority is lowest.
+  Occupied m(2);
+  m.Place("a1", 1, 0, 7000).Place("a4", 4, 0, 7000).Place("b2", 2, 1, 7000).Place("b3", 3, 1, 7000);
+  c = m.Choose(10, Pod({Req(1, 12000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(m.Names(c), (Names{"b2", "b3"}));
+}
+
+TEST(Preempt, TakesTwoPodsOfOneGpuWhenOneIsNotEnough) {
+  Occupied n(2);
+  n.Place("a", 1, 0, 6000).Place("b", 1, 0, 6000).Place("c", 2, 0, 3000);
+  n.Place("d", 0, 1, 10000).Place("e", 5, 1, 5000);
+  VictimChoice c = n.Choose(4, Pod({Req(1, 12000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), (Names{"a", "b"}));
+}
+
+TEST(Preempt, PodsOfEqualOrHigherPriorityAreNeverVictims) {
+  Occupied n(1);
+  n.Place("same", 10, 0, 12000).Place("higher", 20, 0, 2000);
+  VictimChoice c = n.Choose(10, Pod({Req(1, 12000)}));
+  EXPECT_EQ(c.outcome, Outcome::kNoHelp);
+  EXPECT_TRUE(c.victims.empty());
+  EXPECT_NE(c.reason.find("lower priority"), std::string::npos) << c.reason;
+
+  // A lower-priority pod that does not free enough alone leaves the node out too.
+  n.Place("lower", 1, 0, 1000);
+  c = n.Choose(10, Pod({Req(1, 12000)}));
+  EXPECT_EQ(c.outcome, Outcome::kNoHelp);
+  EXPECT_TRUE(c.victims.empty());
+  EXPECT_NE(c.reason.find("does not fit even without the 1 lower-priority pods"), std::string::npos)
+      << c.reason;
+}
+
+TEST(Preempt, APodThatCannotFitAnEmptyGpuIsUnresolvableAndTakesNoVictim) {
+  Occupied n(2);
+  n.Place("a", 0, 0, 8000).Place("b", 0, 1, 8000);
+  VictimChoice c = n.Choose(100, Pod({Req(1, 20000)}));
+  EXPECT_EQ(c.outcome, Outcome::kNoHelp);
+  EXPECT_TRUE(c.unresolvable);
+  EXPECT_TRUE(c.victims.empty());
+
+  // Three GPUs asked of a two-GPU node.
+  c = n.Choose(100, Pod({Req(3, 1000)}));
+  EXPECT_EQ(c.outcome, Outcome::kNoHelp);
+  EXPECT_TRUE(c.unresolvable);
+}
+
+TEST(Preempt, APodThatFitsAlreadyNeedsNoVictim) {
+  Occupied n(2);
+  n.Place("a", 0, 0, 8000);
+  VictimChoice c = n.Choose(100, Pod({Req(1, 8000)}));
+  EXPECT_EQ(c.outcome, Outcome::kFitsAlready);
+  EXPECT_TRUE(c.victims.empty());
+}
+
+TEST(Preempt, ACandidateHoldingNothingOnTheNodeIsNeverTaken) {
+  Occupied n(1);
+  n.Place("a", 0, 0, 12000);
+  VictimCandidate elsewhere;
+  elsewhere.key = "default/cpu-only";
+  elsewhere.ns = "default";
+  n.candidates().insert(n.candidates().begin(), elsewhere);
+  VictimChoice c = n.Choose(100, Pod({Req(1, 12000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), Names{"a"});
+}
+
+TEST(Preempt, HonoursThePodsPoliciesAndSelectors) {
+  // The pod may only use GPU-1: the victim must be there, though GPU-0's is of lower priority.
+  Occupied n(2);
+  n.Place("on-0", 0, 0, 12000).Place("on-1", 5, 1, 12000);
+  PodConstraints only_gpu1;
+  only_gpu1.use_uuids = {"GPU-1"};
+  VictimChoice c =
+      ChooseVictims(n.node(), n.candidates(), 10, Pod({Req(1, 12000)}), only_gpu1, Policy(), {});
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), Names{"on-1"});
+
+  // Exclusive (100 cores) needs its GPU empty: both pods of GPU-0 go.
+  Occupied x(1);
+  x.Place("a", 0, 0, 1000, 10).Place("b", 0, 0, 1000, 10);
+  c = x.Choose(10, Pod({Req(1, 1000, 100)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(x.Names(c), (Names{"a", "b"}));
+}
+
+TEST(Preempt, AVictimInThePodsNamespaceGivesItsQuotaBack) {
+  Occupied n(2);
+  n.Place("same-ns", 0, 0, 8000);
+  NamespaceQuota quota;
+  quota.memory_mib = 10000;
+  quota.memory_source = "gpu-quota";
+  config::DeviceConfig config;
+  QuotaCheck check;
+  check.ns = "default";
+  check.quota = &quota;
+  check.used = {8000, 0};
+  check.config = &config;
+  // GPU-1 is empty, but the namespace's quota holds only 2000 more.
+  VictimChoice c = n.Choose(10, Pod({Req(1, 6000)}), check);
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), Names{"same-ns"});
+}
+
+// ---- The verb's wire form -------------------------------------------------------------------
+
+TEST(PreemptApi, ReadsTheMetaFormAndTheFullForm) {
+  auto meta = ParseExtenderPreemptionArgs(R"({"Pod":{"metadata":{"name":"p","namespace":"d"}},
+    "NodeNameToVictims":null,
+    "NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"u1"},{"UID":"u2"}],"NumPDBViolations":1},
+                             "n2":{"Pods":null,"NumPDBViolations":0}}})");
+  ASSERT_TRUE(meta.ok()) << meta.error().message();
+  EXPECT_EQ(meta->pod.metadata.name, "p");
+  ASSERT_EQ(meta->victims.size(), 2u);
+  ASSERT_EQ(meta->victims["n1"].pods.size(), 2u);
+  EXPECT_EQ(meta->victims["n1"].pods[1].uid, "u2");
+  EXPECT_EQ(meta->victims["n1"].num_pdb_violations, 1);
+  EXPECT_TRUE(meta->victims["n2"].pods.empty());
+
+  auto full = ParseExtenderPreemptionArgs(R"({"pod":{"metadata":{"name":"p"}},
+    "nodeNameToVictims":{"n1":{"pods":[{"metadata":{"name":"v","namespace":"d","uid":"u9"},
+                                        "spec":{"priority":-5,"containers":[]}}]}}})");
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  ASSERT_EQ(full->victims["n1"].pods.size(), 1u);
+  const VictimRef& v = full->victims["n1"].pods[0];
+  EXPECT_EQ(v.uid, "u9");
+  EXPECT_EQ(v.ns, "d");
+  EXPECT_EQ(v.name, "v");
+  EXPECT_EQ(v.priority, -5);
+
+  auto none = ParseExtenderPreemptionArgs(R"({"Pod":{"metadata":{"name":"p"}}})");
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  EXPECT_TRUE(none->victims.empty());
+}
+
+TEST(PreemptApi, RejectionsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "ExtenderPreemptionArgs: not valid JSON"},
+      {"[]", "ExtenderPreemptionArgs: expected a JSON object"},
+      {R"({"NodeNameToMetaVictims":{}})", "ExtenderPreemptionArgs: Pod: missing"},
+      {R"({"Pod":{},"NodeNameToMetaVictims":[]})",
+       "ExtenderPreemptionArgs: NodeNameToMetaVictims: expected an object of node names"},
+      {R"({"Pod":{},"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":7}]}}})",
+       R"(ExtenderPreemptionArgs: NodeNameToMetaVictims["n1"].Pods[0].UID: expected a string)"},
+      {R"({"Pod":{},"NodeNameToMetaVictims":{"n1":{"Pods":[{}]}}})",
+       R"(ExtenderPreemptionArgs: NodeNameToMetaVictims["n1"].Pods[0].UID: missing)"},
+      {R"({"Pod":{},"NodeNameToMetaVictims":{"n1":{"Pods":{}}}})",
+       R"(ExtenderPreemptionArgs: NodeNameToMetaVictims["n1"].Pods: expected an array)"},
+      {R"({"Pod":{},"NodeNameToMetaVictims":{"n1":{"NumPDBViolations":"2"}}})",
+       R"(ExtenderPreemptionArgs: NodeNameToMetaVictims["n1"].NumPDBViolations: expected an )"
+       R"(integer)"},
+      {R"({"Pod":{},"NodeNameToVictims":{"n1":{"Pods":[{"spec":{}}]}}})",
+       R"(ExtenderPreemptionArgs: NodeNameToVictims["n1"].Pods[0]: neither metadata.uid nor )"
+       R"(metadata.name is set)"},
+      {R"({"Pod":{},"NodeNameToMetaVictims":{"":{}}})",
+       R"(ExtenderPreemptionArgs: NodeNameToMetaVictims[""]: empty node name)"},
+  };
+  for (const auto& [body, want] : cases) {
+    auto r = ParseExtenderPreemptionArgs(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().message(), want) << body;
+  }
+}
+
+TEST(PreemptApi, TheResultIsNodeNameToMetaVictims) {
+  EXPECT_EQ(EncodeExtenderPreemptionResult({}), R"({"NodeNameToMetaVictims":{}})");
+  std::map<std::string, NodeVictims> m;
+  m["n\"1"].pods = {{"u1", {}, {}, {}}, {"u2", {}, {}, {}}};
+  m["n\"1"].num_pdb_violations = 2;
+  m["n2"];
+  const std::string text = EncodeExtenderPreemptionResult(m);
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"NodeNameToMetaVictims":{
+      "n\"1":{"NumPDBViolations":2,"Pods":[{"UID":"u1"},{"UID":"u2"}]},
+      "n2":{"NumPDBViolations":0,"Pods":[]}}})"));
+}
+
+}  // namespace
+}  // namespace hami::scheduler
