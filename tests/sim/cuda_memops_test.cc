@@ -1,14 +1,19 @@
 // Stream memory operations on the simulated driver: cuStreamWriteValue32/64,
 // cuStreamWaitValue32/64 and cuStreamBatchMemOp (the _v2 ABI), in stream order, on device
-// memory and mapped host memory, and what they refuse.
+// memory and mapped host memory, and what they refuse; the batched copies, prefetches and
+// discards of CUDA 12.8 and 13; the driver's log and asynchronous notifications.
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "sim_test_util.h"
+#include "support/sim_env.h"
 
 namespace hami::testing {
 namespace {
@@ -173,6 +178,135 @@ TEST_F(MemOpsTest, InACaptureAnOperationInvalidatesIt) {
   EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
+// ---- batches ----
+
+TEST_F(MemOpsTest, ABatchOfCopiesMovesEveryRangeInOrder) {
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, 8192), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&b, 8192), CUDA_SUCCESS);
+  std::vector<uint8_t> data(4096);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 13 + 1);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  // Host to a, then a to b: the second reads what the first wrote.
+  CUdeviceptr dsts[2] = {a, b + 4096};
+  CUdeviceptr srcs[2] = {CUdeviceptr(uintptr_t(data.data())), a};
+  size_t sizes[2] = {data.size(), data.size()};
+  CUmemcpyAttributes attr{};
+  attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  size_t idx = 0;
+  ASSERT_EQ(cuMemcpyBatchAsync_v2(dsts, srcs, sizes, 2, &attr, &idx, 1, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  std::vector<uint8_t> back(data.size());
+  ASSERT_EQ(cuMemcpyDtoH_v2(back.data(), b + 4096, back.size()), CUDA_SUCCESS);
+  EXPECT_EQ(back, data);
+
+  // v1 says which copy failed; a bad batch is refused whole.
+  using BatchV1 = CUresult (*)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*,
+                               size_t*, size_t, size_t*, CUstream);
+  auto batch_v1 = reinterpret_cast<BatchV1>(Sym("cuMemcpyBatchAsync"));
+  ASSERT_NE(batch_v1, nullptr);
+  size_t fail = 0;
+  sizes[1] = 0;
+  EXPECT_EQ(batch_v1(dsts, srcs, sizes, 2, &attr, &idx, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fail, 1u);
+  sizes[1] = data.size();
+  EXPECT_EQ(cuMemcpyBatchAsync_v2(dsts, srcs, sizes, 2, &attr, &idx, 1, nullptr),
+            CUDA_ERROR_INVALID_VALUE)
+      << "not on the legacy NULL stream";
+  size_t late = 1;
+  EXPECT_EQ(cuMemcpyBatchAsync_v2(dsts, srcs, sizes, 2, &attr, &late, 1, s),
+            CUDA_ERROR_INVALID_VALUE)
+      << "the first attribute must cover the first copy";
+  attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_INVALID;
+  EXPECT_EQ(cuMemcpyBatchAsync_v2(dsts, srcs, sizes, 2, &attr, &idx, 1, s),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
+}
+
+TEST_F(MemOpsTest, BatchedPrefetchesAndDiscardsTakeManagedRanges) {
+  CUdeviceptr m = 0, m2 = 0, d = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&m2, 1 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&d, 1 << 20), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr ranges[2] = {m, m2};
+  size_t sizes[2] = {4096, 4096};
+  CUmemLocation locs[2] = {};
+  locs[0].type = CU_MEM_LOCATION_TYPE_DEVICE;
+  locs[0].id = 0;
+  locs[1].type = CU_MEM_LOCATION_TYPE_HOST;
+  size_t loc_idx[2] = {0, 1};
+  EXPECT_EQ(cuMemPrefetchBatchAsync(ranges, sizes, 2, locs, loc_idx, 2, 0, s), CUDA_SUCCESS);
+  int where = -2;
+  ASSERT_EQ(cuMemRangeGetAttribute(&where, sizeof(where),
+                                   CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, 4096),
+            CUDA_SUCCESS);
+  EXPECT_EQ(where, 0) << "the first range went to device 0";
+  ASSERT_EQ(cuMemRangeGetAttribute(&where, sizeof(where),
+                                   CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m2, 4096),
+            CUDA_SUCCESS);
+  EXPECT_EQ(where, CU_DEVICE_CPU) << "the second to the host";
+  EXPECT_EQ(cuMemDiscardBatchAsync(ranges, sizes, 2, 0, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemDiscardAndPrefetchBatchAsync(ranges, sizes, 2, locs, loc_idx, 2, 0, s),
+            CUDA_SUCCESS);
+  CUdeviceptr plain[1] = {d};
+  EXPECT_EQ(cuMemDiscardBatchAsync(plain, sizes, 1, 0, s), CUDA_ERROR_INVALID_VALUE)
+      << "only managed memory is discarded";
+  EXPECT_EQ(cuMemDiscardBatchAsync(ranges, sizes, 2, 1, s), CUDA_ERROR_INVALID_VALUE) << "flags";
+  EXPECT_EQ(cuMemPrefetchBatchAsync(ranges, sizes, 2, locs, loc_idx, 0, 0, s),
+            CUDA_ERROR_INVALID_VALUE)
+      << "no location";
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(m), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(m2), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+}
+
+// ---- what the driver says on its own ----
+
+void NeverCalledLog(void*, CUlogLevel, char*, size_t) { ADD_FAILURE() << "no log to report"; }
+void NeverCalledNotice(CUasyncNotificationInfo*, void*, CUasyncCallbackHandle) {
+  ADD_FAILURE() << "no notification to raise";
+}
+
+TEST_F(MemOpsTest, TheDriverLogIsEmptyAndItsCallbacksAreKeptButNeverCalled) {
+  CUlogsCallbackHandle h = nullptr;
+  ASSERT_EQ(cuLogsRegisterCallback(NeverCalledLog, nullptr, &h), CUDA_SUCCESS);
+  // A failing call, which a real driver might log.
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);
+  CUlogIterator it = 7;
+  ASSERT_EQ(cuLogsCurrent(&it, 0), CUDA_SUCCESS);
+  EXPECT_EQ(it, 0u);
+  char buffer[64] = "stale";
+  size_t size = sizeof(buffer);
+  ASSERT_EQ(cuLogsDumpToMemory(&it, buffer, &size, 0), CUDA_SUCCESS);
+  EXPECT_EQ(size, 0u);
+  EXPECT_STREQ(buffer, "");
+  const std::string file = SimEnv::NewStatePath() + ".log";
+  ASSERT_EQ(cuLogsDumpToFile(nullptr, file.c_str(), 0), CUDA_SUCCESS);
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  unlink(file.c_str());
+  EXPECT_EQ(cuLogsDumpToMemory(nullptr, buffer, &size, 0), CUDA_ERROR_INVALID_VALUE)
+      << "a size of 0";
+  EXPECT_EQ(cuLogsUnregisterCallback(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuLogsUnregisterCallback(h), CUDA_ERROR_INVALID_VALUE) << "once";
+
+  CUasyncCallbackHandle n = nullptr;
+  ASSERT_EQ(cuDeviceRegisterAsyncNotification(0, NeverCalledNotice, nullptr, &n), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceUnregisterAsyncNotification(1, n), CUDA_ERROR_INVALID_VALUE)
+      << "registered on device 0";
+  EXPECT_EQ(cuDeviceRegisterAsyncNotification(99, NeverCalledNotice, nullptr, &n),
+            CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceUnregisterAsyncNotification(0, n), CUDA_SUCCESS);
 }
 
 }  // namespace
