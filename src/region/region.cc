@@ -293,6 +293,29 @@ void RecordConflicts(File* f, const PolicySpec& mine) {
   }
 }
 
+// A process that joins with a stricter memory limit than the region's lowers the region's to
+// its own: two processes of a container started at once with different limits (whichever
+// made the file stamped its own) both hold to the stricter from then on. A looser one never
+// raises it (RecordConflicts notes the difference; the process holds to the region's).
+void TightenToStricter(File* f, const PolicySpec& mine) {
+  layout::Policy& r = f->policy;
+  const int n = std::min(std::min<int>(int(r.device_count), mine.device_count), kMaxDevices);
+  bool changed = false;
+  for (int d = 0; d < n; ++d) {
+    const uint64_t own = mine.memory_limit[size_t(d)];
+    if (own == 0) continue;
+    uint64_t cur = r.memory_limit[d].load();
+    while ((cur == 0 || own < cur) && !r.memory_limit[d].compare_exchange_weak(cur, own)) {
+    }
+    changed |= cur == 0 || own < cur;
+  }
+  if (changed) {
+    r.generation.fetch_add(1);
+    r.changed_realtime_ns.store(RealtimeNs());
+    r.changed_by_pid.store(getpid());
+  }
+}
+
 }  // namespace
 
 const char* SlotStateName(SlotState state) {
@@ -515,6 +538,7 @@ Result<std::unique_ptr<Region>> Region::Open(const std::string& path, const Poli
   if (stamp != nullptr && differences != nullptr) Compare(r->file_->policy, *stamp, differences);
   if (stamp != nullptr && !file.initialized_here && access == Access::kReadWrite) {
     RecordConflicts(r->file_, *stamp);
+    TightenToStricter(r->file_, *stamp);
   }
   return r;
 }

@@ -137,6 +137,24 @@ TEST_F(RegionTest, AProcesssOwnLimitHoldsWithTheRegionsAndTheStricterDecides) {
                 Region::StricterLimit(7, 0) == 7 && Region::StricterLimit(7, 5) == 5);
 }
 
+// Whoever makes the file stamps its own limits; a process that joins with a stricter memory
+// limit lowers the region's to it, so that both hold to the stricter whoever came first. A
+// looser one changes nothing.
+TEST_F(RegionTest, AJoinerWithAStricterMemoryLimitLowersTheRegionsAndALooserOneDoesNot) {
+  auto first = MustOpen(TwoDevices(2ull << 30, 0));
+  const uint64_t generation = first->Policy().generation;
+  auto looser = MustOpen(TwoDevices(4ull << 30, 0));
+  EXPECT_EQ(first->MemoryLimit(0), 2ull << 30) << "a looser joiner holds to the region's";
+  EXPECT_EQ(first->Policy().generation, generation);
+  auto stricter = MustOpen(TwoDevices(1ull << 30, 512ull << 20));
+  EXPECT_EQ(first->MemoryLimit(0), 1ull << 30);
+  EXPECT_EQ(first->MemoryLimit(1), 512ull << 20) << "an unlimited device takes the limit too";
+  EXPECT_GT(first->Policy().generation, generation) << "a change of policy";
+  EXPECT_EQ(first->EffectiveMemoryLimit(0), 1ull << 30) << "the creator holds to it at once";
+  auto unlimited = MustOpen(TwoDevices(0, 0));
+  EXPECT_EQ(first->MemoryLimit(0), 1ull << 30) << "no limit of its own lowers nothing";
+}
+
 TEST_F(RegionTest, ReservationsStayWithinTheLimitAndReleasesReturnIt) {
   auto r = MustOpen(TwoDevices(100 << 20));
   ASSERT_TRUE(r->Register().ok());

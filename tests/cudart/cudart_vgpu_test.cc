@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,6 +58,7 @@ class CudartVgpuTest : public ::testing::Test {
     return r;
   }
 
+ public:
   std::map<std::string, std::string> Env() const {
     return {{"HAMI_SIM_STATE", state_},
             {"HAMI_SIM_PROFILE", ""},
@@ -155,17 +157,23 @@ TEST_F(CudartVgpuTest, CufftPlansAndExecutesUnderTheInterposer) {
                   "cufft");
 }
 
-TEST_F(CudartVgpuTest, TwoRuntimeProcessesSharingOneRegionNeverExceedTheBudgetTogether) {
+// Two processes of one container (`hami run --memory 1g`), started together, each grabbing
+// 64 MiB at a time until refused once both have made their contexts; `prefixes` go before
+// each one's command (another limit of its own, say). Returns what both held together.
+long long HoldTogether(CudartVgpuTest& t, const std::string& state,
+                       const std::array<std::string, 2>& prefixes) {
   const std::string client = CudartProgram("cudart_client_shared");
   // Held while the test holds this lock: both processes' memory is measured together.
-  const std::string lock_file = state_ + ".hold";
+  const std::string lock_file = state + ".hold";
   UniqueFd lock(open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  ASSERT_TRUE(lock.valid());
-  ASSERT_EQ(flock(lock.get(), LOCK_EX), 0);
+  EXPECT_TRUE(lock.valid());
+  EXPECT_EQ(flock(lock.get(), LOCK_EX), 0);
   // Both make their contexts (never refused) and wait; at stdin's end both grab 64 MiB at a
-  // time until refused. fd 3 keeps the shell's stdin for the background jobs.
-  const std::string script =
-      "exec 3<&0; for i in 1 2; do \"$0\" hold 1073741824 67108864 \"$1\" <&3 & done; wait";
+  // time until refused, asking for up to 2 GiB. fd 3 keeps the shell's stdin for the
+  // background jobs.
+  const std::string script = "exec 3<&0; " + prefixes[0] +
+                             " \"$0\" hold 2147483648 67108864 \"$1\" <&3 & " + prefixes[1] +
+                             " \"$0\" hold 2147483648 67108864 \"$1\" <&3 & wait";
   std::vector<std::string> argv = {"/bin/sh",
                                    "-c",
                                    "exec \"$0\" \"$@\" 2>&1",
@@ -180,27 +188,49 @@ TEST_F(CudartVgpuTest, TwoRuntimeProcessesSharingOneRegionNeverExceedTheBudgetTo
                                    script,
                                    client,
                                    lock_file};
-  Subprocess p(argv, Env());
+  Subprocess p(argv, t.Env());
   for (int i = 0; i < 2; ++i) {
     auto ready = p.WaitForLine("ready ", 120000);
-    ASSERT_TRUE(ready) << "process " << i << " did not start";
+    EXPECT_TRUE(ready) << "process " << i << " did not start";
+    if (!ready) return -1;
     EXPECT_EQ(Field(CaseFields(*ready, "ready"), "init"), 0);
   }
   p.CloseStdin();
   long long held = 0;
   for (int i = 0; i < 2; ++i) {
     auto line = p.WaitForLine("hold ", 120000);
-    ASSERT_TRUE(line) << "process " << i << " did not report";
+    EXPECT_TRUE(line) << "process " << i << " did not report";
+    if (!line) return -1;
     auto f = CaseFields(*line, "hold");
     EXPECT_EQ(Field(f, "last"), kMemoryAllocation) << *line;
     held += Field(f, "held");
   }
-  ASSERT_EQ(flock(lock.get(), LOCK_UN), 0);
+  EXPECT_EQ(flock(lock.get(), LOCK_UN), 0);
   EXPECT_EQ(p.Wait(120000), 0);
   unlink(lock_file.c_str());
+  return held;
+}
+
+TEST_F(CudartVgpuTest, TwoRuntimeProcessesSharingOneRegionNeverExceedTheBudgetTogether) {
+  long long held = HoldTogether(*this, state_, {"", ""});
   // Two contexts and what both hold fit in 1 GiB, with less than one 64 MiB step to spare.
   EXPECT_LE(held + 2 * kContext, kGiB);
   EXPECT_GT(held + 2 * kContext, kGiB - 64 * kMiB);
+}
+
+// Whichever of the two makes the region stamps its own limit; the other, told 2 GiB, must
+// not run at 2 GiB beside the one told 1 GiB, whoever came first: a stricter joiner lowers
+// the region's limit, and a looser one holds to the region's.
+TEST_F(CudartVgpuTest, TwoProcessesStartedTogetherWithDifferentLimitsBothHoldToTheStricter) {
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string looser = "env CUDA_DEVICE_MEMORY_LIMIT=2g";
+    std::array<std::string, 2> prefixes = {round % 2 == 0 ? looser : "",
+                                           round % 2 == 0 ? "" : looser};
+    long long held = HoldTogether(*this, state_, prefixes);
+    ASSERT_GE(held, 0);
+    EXPECT_LE(held + 2 * kContext, kGiB) << "the stricter limit, 1 GiB, holds for both";
+  }
 }
 
 }  // namespace
