@@ -155,6 +155,7 @@ const std::vector<Key>& Keys() {
     positive("deviceCoreScaling", &DeviceConfig::device_core_scaling);
     integer("preConfiguredDeviceMemory", &DeviceConfig::pre_configured_device_memory, 0, kInt32Max);
     boolean("enableNumaTopology", &DeviceConfig::enable_numa_topology);
+    boolean("advertiseMemoryAndCores", &DeviceConfig::advertise_memory_and_cores);
     boolean("disableCoreLimit", &DeviceConfig::disable_core_limit);
     boolean("disablecorelimit", &DeviceConfig::disable_core_limit);
     integer("libCudaLogLevel", &DeviceConfig::lib_cuda_log_level, 0, 4);

@@ -56,6 +56,10 @@ struct DeviceConfig {
   std::string limit_delivery = "file";       // limitDelivery
   std::string runtime_class_name;            // runtimeClassName
   std::string mig_strategy = "none";         // migStrategy (migstrategy)
+  // advertiseMemoryAndCores: the device plugin publishes the node's GPU memory (MiB) and
+  // compute (percent units) under resource_memory_name and resource_core_name in the Node's
+  // status.capacity and status.allocatable (plugin/node_resources.h); off: it removes them.
+  bool advertise_memory_and_cores = false;
 
   friend bool operator==(const DeviceConfig&, const DeviceConfig&) = default;
 };

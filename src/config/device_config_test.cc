@@ -59,6 +59,16 @@ cambricon:
   EXPECT_EQ(c->lib_cuda_log_level, 3);
 }
 
+TEST(DeviceConfig, AdvertiseMemoryAndCoresIsOffUnlessTurnedOn) {
+  EXPECT_FALSE(DeviceConfig{}.advertise_memory_and_cores);
+  auto on = ParseDeviceConfig("nvidia:\n  advertiseMemoryAndCores: true\n", "f");
+  ASSERT_TRUE(on.ok()) << on.error().message();
+  EXPECT_TRUE(on->advertise_memory_and_cores);
+  auto off = ParseDeviceConfig("nvidia:\n  advertiseMemoryAndCores: false\n", "f");
+  ASSERT_TRUE(off.ok()) << off.error().message();
+  EXPECT_FALSE(off->advertise_memory_and_cores);
+}
+
 TEST(DeviceConfig, ReadsJson) {
   auto c = ParseDeviceConfig(R"({"nvidia": {"defaultMemory": 1000, "memoryFactor": 2}})", "f");
   ASSERT_TRUE(c.ok()) << c.error().message();
@@ -94,6 +104,9 @@ TEST(DeviceConfig, RejectsWhatItCannotUseNamingTheKey) {
   ExpectError("nvidia:\n  enableNumaTopology: perhaps\n",
               "device config /etc/hami/device-config.yaml: nvidia.enableNumaTopology: 'perhaps' "
               "is not a boolean");
+  ExpectError("nvidia:\n  advertiseMemoryAndCores: sometimes\n",
+              "device config /etc/hami/device-config.yaml: nvidia.advertiseMemoryAndCores: "
+              "'sometimes' is not a boolean");
   ExpectError("nvidia:\n  resourceCountName: \"a b\"\n",
               "device config /etc/hami/device-config.yaml: nvidia.resourceCountName: 'a b' holds "
               "whitespace or a control character");

@@ -329,31 +329,6 @@ std::string ServiceCounters::ToKeyValues() const {
 
 // ---- the service ----
 
-// One ListAndWatch stream. Its fields are guarded by the service's mu_. gRPC may run a
-// reaction inline, from inside StartWrite or Finish, so those are called with mu_ released;
-// `holds` keeps the object alive across such a call (OnDone deletes it only when none is held).
-class DevicePluginService::Stream final
-    : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse> {
- public:
-  Stream(DevicePluginService* service, uint64_t epoch) : service_(service), epoch_(epoch) {}
-
-  void OnWriteDone(bool ok) override { service_->OnStreamWriteDone(this, ok); }
-  void OnCancel() override { service_->OnStreamCancel(this); }
-  void OnDone() override { service_->OnStreamDone(this); }
-
-  DevicePluginService* const service_;
-  const uint64_t epoch_;       // end_epoch_ when it opened: EndStreams() ends it once passed
-  uint64_t sent_version = 0;   // the device-list version last handed to StartWrite
-  bool writing = false;        // a StartWrite is outstanding
-  bool finishing = false;      // Finish was decided (called once)
-  bool cancelled = false;      // OnCancel ran
-  bool write_failed = false;   // a write completed with ok == false
-  bool done = false;           // OnDone ran
-  int holds = 0;               // callers inside StartWrite/Finish on this stream
-  grpc::Status finish_status;  // decided with finishing
-  v1beta1::ListAndWatchResponse message;  // being written; untouched while `writing`
-};
-
 DevicePluginService::DevicePluginService(ServiceOptions options) : options_(std::move(options)) {}
 
 DevicePluginService::~DevicePluginService() = default;
@@ -377,159 +352,85 @@ ServiceCounters DevicePluginService::Counters() const {
     out.rpcs[i].errors = errors_[i].load(std::memory_order_relaxed);
   }
   out.list_and_watch_sends = sends_.load(std::memory_order_relaxed);
-  MutexLock lock(&mu_);
-  out.open_streams = streams_.size();
+  std::lock_guard<std::mutex> lock(mu_);
+  out.open_streams = open_streams_;
   return out;
 }
 
 std::vector<ReplicaDevice> DevicePluginService::Devices() const {
-  MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return devices_;
 }
 
 void DevicePluginService::SetDevices(std::vector<ReplicaDevice> devices) {
   v1beta1::ListAndWatchResponse message = ToListAndWatchResponse(devices);
-  std::vector<Stream*> streams;
   {
-    MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     devices_ = std::move(devices);
     message_ = std::move(message);
     ++version_;
-    for (Stream* s : streams_) {
-      ++s->holds;
-      streams.push_back(s);
-    }
   }
-  for (Stream* s : streams) {
-    Advance(s);
-    Release(s);
-  }
+  changed_.notify_all();
 }
 
 void DevicePluginService::AcceptStreams() {
-  MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   refusing_ = false;
 }
 
 void DevicePluginService::RefuseStreams() {
   {
-    MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     refusing_ = true;
   }
   EndStreams();
 }
 
 void DevicePluginService::EndStreams() {
-  std::vector<Stream*> streams;
   {
-    MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ++end_epoch_;
-    for (Stream* s : streams_) {
-      ++s->holds;
-      streams.push_back(s);
+  }
+  changed_.notify_all();
+}
+
+grpc::Status DevicePluginService::ListAndWatch(
+    grpc::ServerContext* context, const v1beta1::Empty* /*request*/,
+    grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
+  Count(Rpc::kListAndWatch, false);
+  v1beta1::ListAndWatchResponse message;
+  grpc::Status status;
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t epoch = end_epoch_;  // EndStreams() ends the stream once it passed
+  uint64_t sent = 0;                  // the version last written (0: none yet)
+  ++open_streams_;
+  for (;;) {
+    if (epoch < end_epoch_ || refusing_) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the device plugin is stopping");
+      break;
+    }
+    if (context->IsCancelled()) {
+      status = grpc::Status(grpc::StatusCode::CANCELLED, "ListAndWatch cancelled");
+      break;
+    }
+    if (sent == version_) {
+      changed_.wait_for(lock, kStreamCancelCheck);
+      continue;
+    }
+    message = message_;
+    sent = version_;
+    lock.unlock();
+    sends_.fetch_add(1, std::memory_order_relaxed);
+    const bool written = writer->Write(message);
+    lock.lock();
+    if (!written) {
+      errors_[size_t(Rpc::kListAndWatch)].fetch_add(1, std::memory_order_relaxed);
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "ListAndWatch: the client went away");
+      break;
     }
   }
-  for (Stream* s : streams) {
-    Advance(s);
-    Release(s);
-  }
-}
-
-DevicePluginService::Step DevicePluginService::NextStepLocked(Stream* s) {
-  if (s->finishing || s->done) return Step::kNone;
-  if (s->cancelled) {
-    s->finishing = true;
-    s->finish_status = grpc::Status(grpc::StatusCode::CANCELLED, "ListAndWatch cancelled");
-    return Step::kFinish;
-  }
-  if (s->write_failed) {
-    s->finishing = true;
-    s->finish_status =
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "ListAndWatch: the client went away");
-    return Step::kFinish;
-  }
-  if (s->epoch_ < end_epoch_ || refusing_) {
-    s->finishing = true;
-    s->finish_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the device plugin is stopping");
-    return Step::kFinish;
-  }
-  if (s->writing || s->sent_version == version_) return Step::kNone;
-  s->message = message_;
-  s->sent_version = version_;
-  s->writing = true;
-  return Step::kWrite;
-}
-
-void DevicePluginService::Advance(Stream* s) {
-  Step step;
-  {
-    MutexLock lock(&mu_);
-    step = NextStepLocked(s);
-    if (step == Step::kNone) return;
-    ++s->holds;
-  }
-  // `message` and `finish_status` are not touched by anyone else once decided: `message`
-  // changes only after OnWriteDone, `finish_status` never again.
-  if (step == Step::kWrite) {
-    sends_.fetch_add(1, std::memory_order_relaxed);
-    s->StartWrite(&s->message);
-  } else {
-    s->Finish(s->finish_status);
-  }
-  Release(s);
-}
-
-void DevicePluginService::Release(Stream* s) {
-  bool remove = false;
-  {
-    MutexLock lock(&mu_);
-    remove = --s->holds == 0 && s->done;
-  }
-  if (remove) delete s;
-}
-
-void DevicePluginService::OnStreamWriteDone(Stream* s, bool ok) {
-  {
-    MutexLock lock(&mu_);
-    s->writing = false;
-    if (!ok) s->write_failed = true;
-  }
-  if (!ok) Count(Rpc::kListAndWatch, /*error=*/true);
-  Advance(s);
-}
-
-void DevicePluginService::OnStreamCancel(Stream* s) {
-  {
-    MutexLock lock(&mu_);
-    s->cancelled = true;
-  }
-  Advance(s);
-}
-
-void DevicePluginService::OnStreamDone(Stream* s) {
-  bool remove = false;
-  {
-    MutexLock lock(&mu_);
-    s->done = true;
-    std::erase(streams_, s);
-    remove = s->holds == 0;
-  }
-  if (remove) delete s;
-}
-
-grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* DevicePluginService::ListAndWatch(
-    grpc::CallbackServerContext* /*context*/, const v1beta1::Empty* /*request*/) {
-  Count(Rpc::kListAndWatch, false);
-  Stream* s;
-  {
-    MutexLock lock(&mu_);
-    s = new Stream(this, end_epoch_);
-    streams_.push_back(s);
-    ++s->holds;
-  }
-  Advance(s);  // the whole list at once
-  Release(s);
-  return s;
+  --open_streams_;
+  return status;
 }
 
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext* /*context*/,

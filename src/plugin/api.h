@@ -8,14 +8,24 @@
 //     get_preferred_allocation_available as ServiceOptions says;
 //   - ListAndWatch sends the whole device list at once, then the whole list again after every
 //     SetDevices() (a health change, a device gone); a stream that is behind by several
-//     SetDevices() calls gets only the newest list. A stream ends when the client goes away,
-//     when EndStreams() is called, or when the server shuts down; no stream delays a shutdown
-//     beyond the server's deadline (UnixServer::Stop);
+//     SetDevices() calls gets only the newest list. A stream ends when EndStreams() is called,
+//     when the server shuts down (no stream delays a shutdown beyond the server's deadline,
+//     UnixServer::Stop), and when the client goes away: at the next write, or within
+//     kStreamCancelCheck while there is nothing to write;
 //   - GetPreferredAllocation calls PreferFn (UNIMPLEMENTED when preferred allocation is not
 //     offered); Allocate calls AllocateFn; each Error becomes the RPC's status through
 //     ToGrpcStatus, message kept (the kubelet shows it in the pod's events). An answer whose
 //     container count differs from the request's is refused as INTERNAL;
 //   - PreStartContainer does nothing and succeeds.
+//
+// Every method is synchronous, ListAndWatch included, on purpose: with gRPC 1.51, one method of
+// the callback API gives the server the callback API's shared completion queue, whose threads
+// wait one second for an event and then sleep 100 ms with nobody polling; the kubelet's
+// connection is polled by them too, so an RPC arriving in a nap waited up to 100 ms for its
+// end (GetPreferredAllocation's p99 was 86 ms in `hami bench plugin`; docs/benchmarks-plugin.md).
+// The synchronous server's own threads never nap. The price: a ListAndWatch stream holds one
+// of gRPC's threads while open (the kubelet opens one), and a synchronous handler learns of
+// a cancellation only by asking, which a waiting stream does every kStreamCancelCheck.
 //
 // Thread safety: DevicePluginService is called by gRPC's threads and by the owner's; every
 // public method may be called from any thread. AllocateFn and PreferFn run on gRPC's
@@ -30,10 +40,13 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,6 +116,9 @@ const char* StatusCodeName(grpc::StatusCode code);
 
 // ---- the DevicePlugin service ----
 
+// How often a ListAndWatch stream with nothing to send looks whether its client went away.
+inline constexpr std::chrono::milliseconds kStreamCancelCheck{500};
+
 // NOTE: every RPC of the service, in one list: X(enumerator, label). The counters, their
 // names and their key=value rendering are expanded from it.
 #define HAMI_PLUGIN_RPCS(X)                             \
@@ -154,8 +170,7 @@ struct ServiceOptions {
   bool offer_preferred_allocation = true;
 };
 
-class DevicePluginService final : public v1beta1::DevicePlugin::WithCallbackMethod_ListAndWatch<
-                                      v1beta1::DevicePlugin::Service> {
+class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
   // Precondition: options.allocate is set, and options.prefer when preferred allocation is
   // offered (checked: a missing function answers INTERNAL naming it, never crashes).
@@ -187,8 +202,8 @@ class DevicePluginService final : public v1beta1::DevicePlugin::WithCallbackMeth
   // ---- the RPCs (called by gRPC) ----
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
-  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
-      grpc::CallbackServerContext* context, const v1beta1::Empty* request) override;
+  grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
   grpc::Status GetPreferredAllocation(grpc::ServerContext* context,
                                       const v1beta1::PreferredAllocationRequest* request,
                                       v1beta1::PreferredAllocationResponse* response) override;
@@ -199,29 +214,22 @@ class DevicePluginService final : public v1beta1::DevicePlugin::WithCallbackMeth
                                  v1beta1::PreStartContainerResponse* response) override;
 
  private:
-  class Stream;
-  enum class Step : uint8_t { kNone, kWrite, kFinish };
-
   void Count(Rpc rpc, bool error);
-  Step NextStepLocked(Stream* stream) REQUIRES(mu_);
-  void Advance(Stream* stream) EXCLUDES(mu_);
-  void Release(Stream* stream) EXCLUDES(mu_);
-  void OnStreamWriteDone(Stream* stream, bool ok) EXCLUDES(mu_);
-  void OnStreamCancel(Stream* stream) EXCLUDES(mu_);
-  void OnStreamDone(Stream* stream) EXCLUDES(mu_);
 
   const ServiceOptions options_;
   std::array<std::atomic<uint64_t>, kRpcCount> calls_{};
   std::array<std::atomic<uint64_t>, kRpcCount> errors_{};
   std::atomic<uint64_t> sends_{0};
 
-  mutable Mutex mu_;
-  std::vector<ReplicaDevice> devices_ GUARDED_BY(mu_);
-  v1beta1::ListAndWatchResponse message_ GUARDED_BY(mu_);  // devices_, converted
-  uint64_t version_ GUARDED_BY(mu_) = 1;                   // bumped by SetDevices
-  uint64_t end_epoch_ GUARDED_BY(mu_) = 0;                 // bumped by EndStreams
-  bool refusing_ GUARDED_BY(mu_) = false;                  // from RefuseStreams until AcceptStreams
-  std::vector<Stream*> streams_ GUARDED_BY(mu_);           // open streams (not yet OnDone)
+  // A std::mutex rather than Mutex: the streams wait on changed_ with it.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;        // a new list, EndStreams, RefuseStreams
+  std::vector<ReplicaDevice> devices_;     // guarded by mu_
+  v1beta1::ListAndWatchResponse message_;  // guarded by mu_: devices_, converted
+  uint64_t version_ = 1;                   // guarded by mu_: bumped by SetDevices
+  uint64_t end_epoch_ = 0;                 // guarded by mu_: bumped by EndStreams
+  bool refusing_ = false;                  // guarded by mu_: from RefuseStreams until AcceptStreams
+  uint64_t open_streams_ = 0;              // guarded by mu_
 };
 
 // ---- a gRPC server on one Unix socket ----

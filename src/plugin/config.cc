@@ -188,6 +188,10 @@ Result<NodeConfigEntry> ParseEntry(const Reader& r, const json& v, const std::st
     e.limit_delivery = d == "env" ? LimitDelivery::kEnv : LimitDelivery::kFile;
     return OkStatus();
   });
+  h.emplace_back("advertisememoryandcores", [&](const json& x, const std::string& k) -> Status {
+    e.advertise_memory_and_cores = HAMI_TRY(r.Bool(x, k));
+    return OkStatus();
+  });
   h.emplace_back("filterdevices", [&](const json& x, const std::string& k) -> Status {
     if (!x.is_object()) return r.Fail(k, Shown(x) + " is not an object");
     std::vector<std::pair<std::string_view, Handler>> f;
@@ -288,6 +292,9 @@ Result<PluginConfig> ResolvePluginConfig(const config::DeviceConfig& global,
     if (e.lib_cuda_log_level) c.device.lib_cuda_log_level = *e.lib_cuda_log_level;
     if (e.enable_numa_topology) c.device.enable_numa_topology = *e.enable_numa_topology;
     if (e.mig_strategy) c.device.mig_strategy = *e.mig_strategy;
+    if (e.advertise_memory_and_cores) {
+      c.device.advertise_memory_and_cores = *e.advertise_memory_and_cores;
+    }
     if (e.operating_mode) c.operating_mode = *e.operating_mode;
     if (e.enable_preferred) c.enable_preferred_allocation = *e.enable_preferred;
     if (e.limit_delivery) {

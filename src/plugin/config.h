@@ -7,7 +7,8 @@
 //                    "preconfigureddevicememory": 0, "libcudaloglevel": 2,
 //                    "enablenumatopology": false, "migstrategy": "none",
 //                    "filterdevices": {"uuid": ["GPU-..."], "index": [0, 1]},
-//                    "enablegetpreferredallocation": true, "limitdelivery": "file"}]}
+//                    "enablegetpreferredallocation": true, "limitdelivery": "file",
+//                    "advertisememoryandcores": false}]}
 //
 // Keys are matched without regard to case, as HAMi's plugin reads the file (Go's encoding/json
 // does), so "limitDelivery" and "libCudaLogLevel" are the same keys as their lower-case forms.
@@ -64,17 +65,18 @@ struct DeviceFilter {
 // One entry of config.json as read: each value is set only when the entry names it.
 struct NodeConfigEntry {
   std::string name;
-  std::optional<int32_t> device_split_count;     // devicesplitcount, 1..1024
-  std::optional<double> device_memory_scaling;   // devicememoryscaling, > 0
-  std::optional<double> device_core_scaling;     // devicecorescaling, > 0
-  std::optional<int32_t> pre_configured_memory;  // preconfigureddevicememory, MiB, >= 0
-  std::optional<int32_t> lib_cuda_log_level;     // libcudaloglevel, 0..4 (number or string)
-  std::optional<bool> enable_numa_topology;      // enablenumatopology
-  std::optional<OperatingMode> operating_mode;   // operatingmode: hami-core, mig
-  std::optional<std::string> mig_strategy;       // migstrategy: none, single, mixed
-  DeviceFilter filter;                           // filterdevices {uuid[], index[]}
-  std::optional<bool> enable_preferred;          // enablegetpreferredallocation
-  std::optional<LimitDelivery> limit_delivery;   // limitdelivery: file, env
+  std::optional<int32_t> device_split_count;       // devicesplitcount, 1..1024
+  std::optional<double> device_memory_scaling;     // devicememoryscaling, > 0
+  std::optional<double> device_core_scaling;       // devicecorescaling, > 0
+  std::optional<int32_t> pre_configured_memory;    // preconfigureddevicememory, MiB, >= 0
+  std::optional<int32_t> lib_cuda_log_level;       // libcudaloglevel, 0..4 (number or string)
+  std::optional<bool> enable_numa_topology;        // enablenumatopology
+  std::optional<OperatingMode> operating_mode;     // operatingmode: hami-core, mig
+  std::optional<std::string> mig_strategy;         // migstrategy: none, single, mixed
+  DeviceFilter filter;                             // filterdevices {uuid[], index[]}
+  std::optional<bool> enable_preferred;            // enablegetpreferredallocation
+  std::optional<LimitDelivery> limit_delivery;     // limitdelivery: file, env
+  std::optional<bool> advertise_memory_and_cores;  // advertisememoryandcores
 
   friend bool operator==(const NodeConfigEntry&, const NodeConfigEntry&) = default;
 };
@@ -89,7 +91,8 @@ struct PluginConfig {
   std::string node_name;
   // The global device config with this node's entry applied (devicesplitcount,
   // devicememoryscaling, devicecorescaling, preconfigureddevicememory, libcudaloglevel,
-  // enablenumatopology, migstrategy and limitdelivery replace the global values).
+  // enablenumatopology, migstrategy, limitdelivery and advertisememoryandcores replace the
+  // global values).
   config::DeviceConfig device;
   OperatingMode operating_mode = OperatingMode::kHamiCore;
   DeviceFilter filter;

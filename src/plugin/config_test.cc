@@ -22,7 +22,8 @@ TEST(NodeConfig, ReadsEveryKeyOfAnEntry) {
       "devicesplitcount":20,"devicememoryscaling":1.5,"devicecorescaling":2,
       "preconfigureddevicememory":1024,"libcudaloglevel":"4","enablenumatopology":true,
       "migstrategy":"mixed","filterdevices":{"uuid":["GPU-a"],"index":[1,3]},
-      "enablegetpreferredallocation":false,"limitdelivery":"env"}]})",
+      "enablegetpreferredallocation":false,"limitdelivery":"env",
+      "advertisememoryandcores":true}]})",
                            kSource);
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_EQ(r->size(), 1u);
@@ -40,6 +41,7 @@ TEST(NodeConfig, ReadsEveryKeyOfAnEntry) {
   EXPECT_EQ(e.filter.indices, (std::vector<int32_t>{1, 3}));
   EXPECT_EQ(e.enable_preferred, false);
   EXPECT_EQ(e.limit_delivery, LimitDelivery::kEnv);
+  EXPECT_EQ(e.advertise_memory_and_cores, true);
 }
 
 TEST(NodeConfig, MatchesKeysWithoutRegardToCase) {
@@ -86,6 +88,9 @@ TEST(NodeConfig, RejectsBadValuesNamingFileKeyAndValue) {
   EXPECT_EQ(ParseError(R"({"nodeconfig":[{"name":"n","enablenumatopology":"yes"}]})"),
             "device plugin config /config/config.json: nodeconfig[0].enablenumatopology: 'yes' "
             "is not a boolean (true or false)");
+  EXPECT_EQ(ParseError(R"({"nodeconfig":[{"name":"n","advertiseMemoryAndCores":"on"}]})"),
+            "device plugin config /config/config.json: nodeconfig[0].advertiseMemoryAndCores: "
+            "'on' is not a boolean (true or false)");
   EXPECT_EQ(ParseError(R"({"nodeconfig":[{"name":"n","operatingmode":"mps"}]})"),
             "device plugin config /config/config.json: nodeconfig[0].operatingmode: 'mps' is "
             "not one of hami-core, mig");
@@ -161,6 +166,25 @@ TEST(PluginConfig, NodeEntryOverridesGlobalValues) {
   EXPECT_EQ(other->device.device_split_count, 10);
   EXPECT_EQ(other->limit_delivery, LimitDelivery::kEnv);  // global
   EXPECT_EQ(other->operating_mode, OperatingMode::kHamiCore);
+}
+
+TEST(PluginConfig, AdvertisingIsGlobalUnlessTheNodesEntrySaysOtherwise) {
+  config::DeviceConfig global;
+  global.advertise_memory_and_cores = true;
+  auto nodes = ParseNodeConfig(R"({"nodeconfig":[{"name":"quiet","advertisememoryandcores":false},
+      {"name":"plain","devicesplitcount":4}]})",
+                               kSource);
+  ASSERT_TRUE(nodes.ok()) << nodes.error().message();
+  EXPECT_FALSE(ResolvePluginConfig(global, *nodes, "quiet")->device.advertise_memory_and_cores);
+  EXPECT_TRUE(ResolvePluginConfig(global, *nodes, "plain")->device.advertise_memory_and_cores);
+  EXPECT_TRUE(ResolvePluginConfig(global, *nodes, "absent")->device.advertise_memory_and_cores);
+
+  global.advertise_memory_and_cores = false;
+  auto loud = ParseNodeConfig(R"({"nodeconfig":[{"name":"loud","advertiseMemoryAndCores":true}]})",
+                              kSource);
+  ASSERT_TRUE(loud.ok()) << loud.error().message();
+  EXPECT_TRUE(ResolvePluginConfig(global, *loud, "loud")->device.advertise_memory_and_cores);
+  EXPECT_FALSE(ResolvePluginConfig(global, *loud, "other")->device.advertise_memory_and_cores);
 }
 
 TEST(PluginConfig, FilterByIndex) {

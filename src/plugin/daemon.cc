@@ -89,6 +89,7 @@ std::string DaemonCounters::ToKeyValues() const {
                     service.ToKeyValues() + " " + registrar.ToKeyValues() +
                     " register_checks=" + std::to_string(register_loop.checks) +
                     " register_writes=" + std::to_string(register_loop.writes) +
+                    " register_status_writes=" + std::to_string(register_loop.status_writes) +
                     " register_errors=" + std::to_string(register_loop.errors);
   if (broker) {
     // Each broker counter prefixed, so that the line stays one flat key space.
@@ -229,6 +230,10 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   loop_options.node_name = d->config_.node_name;
   loop_options.period = o.register_period;
   loop_options.error_retry = o.register_retry;
+  loop_options.advertise =
+      d->config_.device.advertise_memory_and_cores ? Advertise::kOn : Advertise::kOff;
+  loop_options.resource_names = {d->config_.device.resource_memory_name,
+                                 d->config_.device.resource_core_name};
   Daemon* self = d.get();
   loop_options.devices = [self]() -> Result<std::vector<kube::NodeDevice>> {
     return self->View().node_devices;
@@ -280,13 +285,13 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
 
   HAMI_LOG(kInfo,
            "event=started node=%s gpus=%zu replicas=%zu resource=%s delivery=%s mode=%s "
-           "broker=%s socket=%s",
+           "broker=%s advertise_memory_and_cores=%d socket=%s",
            d->config_.node_name.c_str(), view.node_devices.size(), view.replicas.size(),
            d->config_.device.resource_count_name.c_str(),
            std::string(LimitDeliveryName(d->config_.limit_delivery)).c_str(),
            std::string(OperatingModeName(d->config_.operating_mode)).c_str(),
            d->broker_ != nullptr ? d->broker_->socket_path().c_str() : "off",
-           d->plugin_socket_.c_str());
+           int(d->config_.device.advertise_memory_and_cores), d->plugin_socket_.c_str());
   return d;
 }
 

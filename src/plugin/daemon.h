@@ -14,7 +14,8 @@
 //   6. the health watcher (inventory/health.h): a GPU's critical Xid resends ListAndWatch, updates
 //   the
 //      allocator's view and kicks the registration loop;
-//   7. the registration loop (register_loop.h) and the kubelet registrar (registrar.h).
+//   7. the registration loop (register_loop.h), which also keeps the Node's status resources
+//      (node_resources.h: advertiseMemoryAndCores), and the kubelet registrar (registrar.h).
 // Stop ends them in reverse. Wait blocks until a stop signal (SIGINT, SIGTERM: they must be
 // blocked in every thread before Start, so that the threads started here inherit the mask) or
 // until the broker ends on its own, which is an error (seed 000: the plugin exits with it).

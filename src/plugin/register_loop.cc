@@ -8,8 +8,6 @@
 
 namespace hami::plugin {
 
-namespace {}  // namespace
-
 RegisterLoop::RegisterLoop(kube::Client& client, RegisterLoopOptions options)
     : client_(client), options_(std::move(options)) {}
 
@@ -46,17 +44,51 @@ Result<bool> RegisterLoop::RunOnce() {
     return Error(devices.error().code(), "computing " + what + ": " + devices.error().message());
   }
   const std::string value = kube::EncodeNodeInventory(*devices);
+  bool wrote = false;
+  nlohmann::json node;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (value == last_written_) return false;
+    node = value == last_written_ ? node_ : nlohmann::json();
   }
-  const nlohmann::json patch = {
-      {"metadata", {{"annotations", {{std::string(kube::kNodeRegisterAnnotation), value}}}}}};
-  auto r = client_.Patch(kube::kNodes, "", options_.node_name, kube::PatchType::kMerge, patch);
-  if (!r.ok()) return Error(r.error().code(), "patching " + what + ": " + r.error().message());
-  std::lock_guard<std::mutex> l(mu_);
-  last_written_ = value;
-  stats_.writes += 1;
+  if (node.is_null()) {
+    const nlohmann::json patch = {
+        {"metadata", {{"annotations", {{std::string(kube::kNodeRegisterAnnotation), value}}}}}};
+    auto r = client_.Patch(kube::kNodes, "", options_.node_name, kube::PatchType::kMerge, patch);
+    if (!r.ok()) return Error(r.error().code(), "patching " + what + ": " + r.error().message());
+    node = std::move(r).value();
+    std::lock_guard<std::mutex> l(mu_);
+    last_written_ = value;
+    node_ = node;
+    stats_.writes += 1;
+    wrote = true;
+    HAMI_LOG(kInfo, "event=node_registered node=%s annotation=%s", options_.node_name.c_str(),
+             std::string(kube::kNodeRegisterAnnotation).c_str());
+  }
+  const NodeResourceNames& names = options_.resource_names;
+  auto status = NodeResourcesPatch(node, *devices, names, options_.advertise);
+  if (!status) return wrote;
+  auto r = client_.Patch(kube::kNodes, "", options_.node_name, kube::PatchType::kMerge, *status,
+                         "status");
+  if (!r.ok()) {
+    return Error(r.error().code(), "patching node " + options_.node_name + "'s status (" +
+                                       names.memory + ", " + names.cores +
+                                       "): " + r.error().message());
+  }
+  const NodeResourceAmounts amounts = AmountsOf(*devices);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    node_ = std::move(r).value();
+    stats_.status_writes += 1;
+  }
+  if (options_.advertise == Advertise::kOn) {
+    HAMI_LOG(kInfo, "event=node_resources_published node=%s %s=%lld %s=%lld",
+             options_.node_name.c_str(), names.memory.c_str(),
+             static_cast<long long>(amounts.memory_mib), names.cores.c_str(),
+             static_cast<long long>(amounts.cores));
+  } else {
+    HAMI_LOG(kInfo, "event=node_resources_removed node=%s resources=%s,%s",
+             options_.node_name.c_str(), names.memory.c_str(), names.cores.c_str());
+  }
   return true;
 }
 
@@ -70,10 +102,7 @@ void RegisterLoop::Run(std::stop_token stop) {
       kicked_ = false;
     }
     Result<bool> r = RunOnce();
-    if (r.ok() && *r) {
-      HAMI_LOG(kInfo, "event=node_registered node=%s annotation=%s", options_.node_name.c_str(),
-               std::string(kube::kNodeRegisterAnnotation).c_str());
-    } else if (!r.ok()) {
+    if (!r.ok()) {
       HAMI_LOG(kWarn, "event=node_register_failed node=%s retry_ms=%lld error=%s",
                options_.node_name.c_str(), static_cast<long long>(options_.error_retry.count()),
                QuoteInput(r.error().message(), 300).c_str());

@@ -30,6 +30,7 @@
 #include "common/result.h"
 #include "kube/annotations.h"
 #include "kube/client.h"
+#include "plugin/node_resources.h"
 
 namespace hami::plugin {
 
@@ -40,14 +41,18 @@ struct RegisterLoopOptions {
   // The node's devices now (e.g. ComputeDevices(inventory, options, watcher.health())
   // .node_devices); an error counts as a failed check.
   std::function<Result<std::vector<kube::NodeDevice>>()> devices;
+  // The Node's status resources: published (kOn) or removed (kOff), under these names.
+  Advertise advertise = Advertise::kOff;
+  NodeResourceNames resource_names;
 };
 
 class RegisterLoop {
  public:
   struct Stats {
-    uint64_t checks = 0;  // checks completed, whatever their outcome
-    uint64_t writes = 0;  // patches the API server accepted
-    uint64_t errors = 0;  // checks that failed (compute or patch)
+    uint64_t checks = 0;         // checks completed, whatever their outcome
+    uint64_t writes = 0;         // annotation patches the API server accepted
+    uint64_t status_writes = 0;  // status patches (GPU memory and cores) it accepted
+    uint64_t errors = 0;         // checks that failed (compute or patch)
   };
 
   // `client` must outlive the loop.
@@ -63,9 +68,10 @@ class RegisterLoop {
   // Asks for a check now (the next one, if one is running); cheap, never blocks on I/O.
   void Kick();
 
-  // One check on the calling thread: true when it wrote, false when the annotation was
-  // already current. Errors name the node ("patching node n1's hami.io/node-nvidia-register:
-  // ...").
+  // One check on the calling thread: true when it wrote, false when the annotation and the
+  // status resources were already current. Errors name the node and what was patched
+  // ("patching node n1's hami.io/node-nvidia-register: ...", "patching node n1's status
+  // (nvidia.com/gpumem, nvidia.com/gpucores): ...").
   Result<bool> RunOnce();
 
   Stats stats() const;
@@ -84,6 +90,7 @@ class RegisterLoop {
   bool kicked_ = false;                     // guarded by mu_
   Stats stats_;                             // guarded by mu_
   std::string last_written_;                // guarded by mu_
+  nlohmann::json node_;                     // guarded by mu_: the Node as last patched
   std::jthread thread_;
 };
 

@@ -43,8 +43,10 @@ class RegisterLoopTest : public ::testing::Test {
     if (api_) api_->Stop();
   }
 
-  RegisterLoop& MakeLoop(std::chrono::milliseconds period = std::chrono::hours(1)) {
+  RegisterLoop& MakeLoop(std::chrono::milliseconds period = std::chrono::hours(1),
+                         Advertise advertise = Advertise::kOff) {
     RegisterLoopOptions o;
+    o.advertise = advertise;
     o.node_name = node_;
     o.period = period;
     o.error_retry = std::chrono::milliseconds(10);
@@ -69,6 +71,13 @@ class RegisterLoopTest : public ::testing::Test {
     const auto& a = (*node)["metadata"]["annotations"];
     auto it = a.find(std::string(kube::kNodeRegisterAnnotation));
     return it == a.end() ? "" : it->get<std::string>();
+  }
+
+  // The Node's status.<field> as the API server holds it.
+  nlohmann::json Status(const char* field) {
+    auto node = api_->GetObject(kube::kNodes, "", "n1");
+    if (!node.ok()) return nullptr;
+    return node->value("status", nlohmann::json::object()).value(field, nlohmann::json::object());
   }
 
   std::unique_ptr<sim::kube::ApiServer> api_;
@@ -138,6 +147,76 @@ TEST_F(RegisterLoopTest, AMissingNodeIsAnErrorNamingIt) {
   EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);
   EXPECT_THAT(r.error().message(),
               HasSubstr("patching node absent's hami.io/node-nvidia-register"));
+}
+
+TEST_F(RegisterLoopTest, AdvertisingKeepsTheStatusResourcesInStepWithHealth) {
+  RegisterLoop& loop = MakeLoop(std::chrono::hours(1), Advertise::kOn);
+  ASSERT_TRUE(loop.RunOnce().ok());
+  for (const char* field : {"capacity", "allocatable"}) {
+    EXPECT_EQ(Status(field).value("nvidia.com/gpumem", ""), "81559") << field;
+    EXPECT_EQ(Status(field).value("nvidia.com/gpucores", ""), "100") << field;
+  }
+  EXPECT_EQ(loop.stats().status_writes, 1u);
+
+  const int64_t version = api_->resource_version();
+  auto again = loop.RunOnce();
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(api_->resource_version(), version) << "nothing may be written when unchanged";
+
+  healthy_ = false;
+  auto changed = loop.RunOnce();
+  ASSERT_TRUE(changed.ok()) << changed.error().message();
+  EXPECT_TRUE(*changed);
+  for (const char* field : {"capacity", "allocatable"}) {
+    EXPECT_EQ(Status(field).value("nvidia.com/gpumem", ""), "0") << field;
+    EXPECT_EQ(Status(field).value("nvidia.com/gpucores", ""), "0") << field;
+  }
+  EXPECT_EQ(loop.stats().writes, 2u);
+  EXPECT_EQ(loop.stats().status_writes, 2u);
+}
+
+TEST_F(RegisterLoopTest, OffRemovesWhatAnEarlierRunPublishedAndKeepsTheRest) {
+  const nlohmann::json published = {
+      {"cpu", "8"}, {"nvidia.com/gpumem", "81559"}, {"nvidia.com/gpucores", "100"}};
+  ASSERT_TRUE(client_
+                  ->Patch(kube::kNodes, "", "n1", kube::PatchType::kMerge,
+                          {{"status", {{"capacity", published}, {"allocatable", published}}}},
+                          "status")
+                  .ok());
+  RegisterLoop& loop = MakeLoop();
+  auto r = loop.RunOnce();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  for (const char* field : {"capacity", "allocatable"}) {
+    EXPECT_EQ(Status(field), (nlohmann::json{{"cpu", "8"}})) << field;
+  }
+  EXPECT_EQ(loop.stats().status_writes, 1u);
+}
+
+TEST_F(RegisterLoopTest, OffOnANodeThatNeverPublishedSendsNoStatusPatch) {
+  RegisterLoop& loop = MakeLoop();
+  ASSERT_TRUE(loop.RunOnce().ok());
+  EXPECT_EQ(loop.stats().writes, 1u);
+  EXPECT_EQ(loop.stats().status_writes, 0u);
+  EXPECT_FALSE(Status("capacity").contains("nvidia.com/gpumem"));
+}
+
+TEST_F(RegisterLoopTest, AfterAFailedCheckTheNextOneWritesTheAnnotationThenTheStatus) {
+  RegisterLoop& loop = MakeLoop(std::chrono::hours(1), Advertise::kOn);
+  ASSERT_TRUE(loop.RunOnce().ok());
+  healthy_ = false;
+  sim::kube::Faults f;
+  f.rate_500 = 1;
+  api_->SetFaults(f);
+  auto failed = loop.RunOnce();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.error().message(),
+              HasSubstr("patching node n1's hami.io/node-nvidia-register"));
+  api_->SetFaults({});
+  // The annotation goes first; the status follows in the same check.
+  auto retried = loop.RunOnce();
+  ASSERT_TRUE(retried.ok()) << retried.error().message();
+  EXPECT_EQ(Status("allocatable").value("nvidia.com/gpumem", ""), "0");
 }
 
 TEST_F(RegisterLoopTest, StopEndsAnIdleLoop) {

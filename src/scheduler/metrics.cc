@@ -1,5 +1,6 @@
 #include "scheduler/metrics.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -9,6 +10,14 @@ namespace hami::scheduler {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+
+// What a GPU leaves of its memory (MiB) and cores: nothing while it is unhealthy.
+int64_t FreeMemoryMib(const ClusterState::GpuReport& g) {
+  return g.device.health ? std::max<int64_t>(0, g.device.devmem_mib - g.used.mem_mib) : 0;
+}
+int64_t FreeCores(const ClusterState::GpuReport& g) {
+  return g.device.health ? std::max<int64_t>(0, g.device.devcore - g.used.cores) : 0;
+}
 
 using prometheus::Escape;
 using prometheus::Header;
@@ -83,10 +92,46 @@ std::string SchedulerMetrics::Render(const ClusterState& state, bool ready) cons
        [](const ClusterState::GpuReport& g) {
          return g.device.devmem_mib > 0 ? double(g.used.mem_mib) / g.device.devmem_mib : 0.0;
        }},
+      {"hami_gpu_memory_free_bytes",
+       "GPU memory offered and not allocated to pods (0 while the GPU is unhealthy).",
+       [](const ClusterState::GpuReport& g) { return double(FreeMemoryMib(g)) * kMiB; }},
+      {"hami_gpu_core_free_ratio",
+       "GPU compute offered and not allocated to pods (1 = the whole device; 0 while the GPU is "
+       "unhealthy).",
+       [](const ClusterState::GpuReport& g) { return double(FreeCores(g)) / 100.0; }},
   };
   for (const GpuMetric& m : kGpuMetrics) {
     Header(out, m.name, m.help, "gauge");
     for (size_t i = 0; i < gpus.size(); ++i) Sample(out, m.name, labels[i], m.value(gpus[i]));
+  }
+
+  // Per-GPU figures summed per node (the GPUs come sorted by node).
+  static constexpr GpuMetric kNodeMetrics[] = {
+      {"hami_node_gpu_memory_limit_bytes", "GPU memory the node's GPUs offer for sharing.",
+       [](const ClusterState::GpuReport& g) { return g.device.devmem_mib * kMiB; }},
+      {"hami_node_gpu_memory_allocated_bytes", "GPU memory allocated to pods on the node.",
+       [](const ClusterState::GpuReport& g) { return double(g.used.mem_mib) * kMiB; }},
+      {"hami_node_gpu_memory_free_bytes",
+       "GPU memory of the node's healthy GPUs not allocated to pods.",
+       [](const ClusterState::GpuReport& g) { return double(FreeMemoryMib(g)) * kMiB; }},
+      {"hami_node_gpu_core_limit_ratio", "GPU compute the node's GPUs offer (1 = one device).",
+       [](const ClusterState::GpuReport& g) { return g.device.devcore / 100.0; }},
+      {"hami_node_gpu_core_allocated_ratio",
+       "GPU compute allocated to pods on the node (1 = one device).",
+       [](const ClusterState::GpuReport& g) { return double(g.used.cores) / 100.0; }},
+      {"hami_node_gpu_core_free_ratio",
+       "GPU compute of the node's healthy GPUs not allocated to pods (1 = one device).",
+       [](const ClusterState::GpuReport& g) { return double(FreeCores(g)) / 100.0; }},
+  };
+  for (const GpuMetric& m : kNodeMetrics) {
+    Header(out, m.name, m.help, "gauge");
+    for (size_t i = 0; i < gpus.size();) {
+      double sum = 0;
+      size_t j = i;
+      for (; j < gpus.size() && gpus[j].node == gpus[i].node; ++j) sum += m.value(gpus[j]);
+      Sample(out, m.name, "node=\"" + Escape(gpus[i].node) + "\"", sum);
+      i = j;
+    }
   }
 
   const auto shares = state.Shares();

@@ -9,6 +9,15 @@
 //   hami_gpu_shared_count                pods holding a share of it
 //   hami_node_gpu_overview               memory allocated, in bytes (HAMi's overview gauge)
 //   hami_node_gpu_memory_allocated_ratio memory allocated / offered
+// and ours, per GPU (the same labels):
+//   hami_gpu_memory_free_bytes           memory offered less allocated; 0 on an unhealthy GPU
+//   hami_gpu_core_free_ratio             compute offered less allocated; 0 on an unhealthy GPU
+// per node (label node), the sums over its GPUs of the per-GPU figures:
+//   hami_node_gpu_memory_limit_bytes, hami_node_gpu_memory_allocated_bytes,
+//   hami_node_gpu_memory_free_bytes, hami_node_gpu_core_limit_ratio,
+//   hami_node_gpu_core_allocated_ratio, hami_node_gpu_core_free_ratio
+// "Free" is what the amounts leave; a GPU whose replicas are all held, or that one pod holds
+// with 100 cores, takes no further pod whatever its free memory.
 // per container and GPU (labels namespace, node, pod, container_index, device_uuid):
 //   hami_vgpu_memory_allocated_bytes, hami_vgpu_core_allocated_ratio
 // per namespace quota (labels namespace, resource = "limits.nvidia.com/gpumem" or

@@ -46,6 +46,7 @@ SCHEDULER = [
 PLUGIN = [
     req("hami-device-plugin", "get", "nodes", name="node-1"),
     req("hami-device-plugin", "patch", "nodes", name="node-1"),
+    req("hami-device-plugin", "patch", "nodes", subresource="status", name="node-1"),
     req("hami-device-plugin", "list", "pods"),
     req("hami-device-plugin", "patch", "pods", namespace="default", name="p"),
 ]
@@ -157,7 +158,7 @@ class RbacCheckTest(unittest.TestCase):
             yaml.safe_dump_all(docs, out)
         status, out = self.run_check(SCHEDULER + PLUGIN + MONITOR, manifests=manifests)
         self.assertEqual(status, 1, out)
-        self.assertIn("error: hami-device-plugin: made 4 requests but no workload in the "
+        self.assertIn("error: hami-device-plugin: made 5 requests but no workload in the "
                       "manifests runs it", out)
         status, out = self.run_check(SCHEDULER + PLUGIN + MONITOR, "--strict",
                                      "--map", "hami-device-plugin=hami-system/hami-device-plugin",

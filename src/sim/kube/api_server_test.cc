@@ -274,6 +274,19 @@ TEST_F(ApiServerTest, PodCreateResetsStatusToPendingAndFillsDefaults) {
   EXPECT_EQ(r.body["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
 }
 
+TEST_F(ApiServerTest, APodsLimitsBecomeTheRequestsItDoesNotName) {
+  json pod = Pod("p");
+  pod["spec"]["containers"][0]["resources"] = {
+      {"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"cpu", "2"}}},
+      {"requests", {{"cpu", "1"}}}};
+  Reply r = Post(Pods(), pod);
+  ASSERT_EQ(r.status, 201) << r.text;
+  EXPECT_EQ(r.body["spec"]["containers"][0]["resources"]["requests"],
+            (json{{"cpu", "1"}, {"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}));
+  EXPECT_FALSE(
+      Post(Pods(), Pod("q")).body["spec"]["containers"][0]["resources"].contains("requests"));
+}
+
 TEST_F(ApiServerTest, CreateOfAnExistingNameIs409AlreadyExists) {
   ASSERT_EQ(CreatePod("dup").status, 201);
   Reply r = CreatePod("dup");

@@ -126,6 +126,26 @@ void DefaultPodSpec(json& pod) {
   }
 }
 
+// A Pod's container without a request for a resource it has a limit for requests the limit
+// (the API server's Pod defaulting; not applied to pod templates).
+void DefaultRequestsFromLimits(json& pod) {
+  json& spec = pod["spec"];
+  if (!spec.is_object()) return;
+  for (const char* list : {"containers", "initContainers"}) {
+    auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
+    for (json& c : *it) {
+      if (!c.is_object() || !c["resources"].is_object()) continue;
+      json& resources = c["resources"];
+      auto limits = resources.find("limits");
+      if (limits == resources.end() || !limits->is_object() || limits->empty()) continue;
+      if (!resources["requests"].is_object()) resources["requests"] = json::object();
+      for (const auto& [name, value] : limits->items())
+        SetDefault(resources["requests"], name.c_str(), value);
+    }
+  }
+}
+
 // A pod spec at `prefix` ("spec" of a pod, "spec.template.spec" of a controller).
 std::optional<ApiStatus> ValidatePodSpec(const Resource& r, const std::string& name,
                                          const json* spec, const std::string& prefix) {
@@ -1047,6 +1067,7 @@ void ApplyDefaults(const Resource& r, json& object) {
   if (Is(r, hami::kube::kPods)) {
     if (!object.contains("spec") || !object["spec"].is_object()) return;
     DefaultPodSpec(object);
+    DefaultRequestsFromLimits(object);
     SetDefault(object["spec"], "priority", 0);
     SetDefault(object["spec"], "preemptionPolicy", "PreemptLowerPriority");
     return;
@@ -1116,6 +1137,7 @@ ApiResult<json> PrepareForUpdate(const Resource& r, Subresource sub, const json&
   if (auto bad = ValidateImmutable(r, old, next)) return std::move(*bad);
   if (Is(r, hami::kube::kPods)) {
     DefaultPodSpec(next);
+    DefaultRequestsFromLimits(next);
     if (auto bad = ValidatePod(r, next)) return std::move(*bad);
     auto old_spec = old.find("spec");
     auto next_spec = next.find("spec");
