@@ -296,14 +296,16 @@ void RecordConflicts(File* f, const PolicySpec& mine) {
 // A process that joins with a stricter memory limit than the region's lowers the region's to
 // its own: two processes of a container started at once with different limits (whichever
 // made the file stamped its own) both hold to the stricter from then on. A looser one never
-// raises it (RecordConflicts notes the difference; the process holds to the region's).
+// raises it (RecordConflicts notes the difference; the process holds to the region's). The
+// zero budget of a process that could not read its limit is its own refusal, not a limit
+// for its neighbours: it is never written into the region it joins.
 void TightenToStricter(File* f, const PolicySpec& mine) {
   layout::Policy& r = f->policy;
   const int n = std::min(std::min<int>(int(r.device_count), mine.device_count), kMaxDevices);
   bool changed = false;
   for (int d = 0; d < n; ++d) {
     const uint64_t own = mine.memory_limit[size_t(d)];
-    if (own == 0) continue;
+    if (own == 0 || own == layout::kZeroBudgetBytes) continue;
     uint64_t cur = r.memory_limit[d].load();
     while ((cur == 0 || own < cur) && !r.memory_limit[d].compare_exchange_weak(cur, own)) {
     }

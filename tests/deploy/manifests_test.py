@@ -126,10 +126,11 @@ class ManifestsTest(unittest.TestCase):
         self.assertTrue(c["leaderElection"]["leaderElect"])
         self.assertEqual(c["leaderElection"]["resourceNamespace"], NAMESPACE)
         e = c["extenders"][0]
-        self.assertEqual((e["urlPrefix"], e["filterVerb"], e["prioritizeVerb"], e["bindVerb"],
-                          e["weight"], e["httpTimeout"], e["nodeCacheCapable"], e["enableHTTPS"]),
-                         ("https://127.0.0.1:443", "filter", "prioritize", "bind", 1, "30s",
-                          True, True))
+        self.assertEqual((e["urlPrefix"], e["filterVerb"], e["prioritizeVerb"], e["preemptVerb"],
+                          e["bindVerb"], e["weight"], e["httpTimeout"], e["nodeCacheCapable"],
+                          e["enableHTTPS"]),
+                         ("https://127.0.0.1:443", "filter", "prioritize", "preempt", "bind", 1,
+                          "30s", True, True))
         self.assertEqual(e["managedResources"],
                          [{"name": r, "ignoredByScheduler": True} for r in HAMI_RESOURCES])
         # The extender is the hami-scheduler container's HTTPS port in the same pod.
