@@ -21,6 +21,10 @@
 //   alloc_free     cuMemAlloc_v2 + cuMemFree_v2 on device 0 (limited), 4 MiB and 4 KiB; a
 //                  4 KiB allocation stays live throughout, so a small allocation shares a
 //                  page already charged (the steady state of a program's small buffers)
+//   vmm_create_release, vmm_map_unmap
+//                  cuMemCreate + cuMemRelease of a 2 MiB granule on device 0 (limited), and
+//                  cuMemMap + cuMemUnmap of a granule the same side made into a range reserved
+//                  once; the goal, +100 ns per call, is +200 for each pair
 //   mem_get_info   cuMemGetInfo_v2 on device 0 (limited)
 //   nvml_count     nvmlDeviceGetCount_v2
 //   nvml_mem_info  nvmlDeviceGetMemoryInfo on device 0 (limited)
@@ -118,6 +122,10 @@ constexpr char kChildVariable[] = "HAMI_BENCH_HOOK_SM_LIMIT_RESULTS";
   X(cuMemAlloc_v2)               \
   X(cuMemFree_v2)                \
   X(cuMemGetInfo_v2)             \
+  X(cuMemCreate)                 \
+  X(cuMemRelease)                \
+  X(cuMemMap)                    \
+  X(cuMemUnmap)                  \
   X(nvmlInit_v2)                 \
   X(nvmlDeviceGetCount_v2)       \
   X(nvmlDeviceGetMemoryInfo)
@@ -135,6 +143,7 @@ struct Driver {
   decltype(&::cuModuleGetFunction) cuModuleGetFunction = nullptr;
   decltype(&::cuStreamCreate) cuStreamCreate = nullptr;
   decltype(&::cuStreamSynchronize) cuStreamSynchronize = nullptr;
+  decltype(&::cuMemAddressReserve) cuMemAddressReserve = nullptr;
   decltype(&::nvmlDeviceGetHandleByIndex_v2) nvmlDeviceGetHandleByIndex_v2 = nullptr;
 };
 
@@ -148,6 +157,7 @@ struct World {
   CUstream stream = nullptr;
   nvmlDevice_t nvml_limited = nullptr;
   CUdeviceptr small_ballast = 0;
+  CUdeviceptr vmm_range = 0;  // reserved once: the VMM cases map granules into it
 
   const Api& api(Side side) const { return side == Side::kDirect ? direct : wrapped; }
 };
@@ -193,6 +203,48 @@ void AllocFree(benchmark::State& state, const Api& api) {
       break;
     }
   }
+}
+
+// A granule of device 0's memory for the VMM cases (the simulated granularity, 2 MiB).
+constexpr uint64_t kGranuleBytes = 2ull << 20;
+
+CUmemAllocationProp VmmProp() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = kLimitedDevice;
+  return prop;
+}
+
+// cuMemCreate + cuMemRelease of one granule: the physical allocation charged and given back.
+void VmmCreateRelease(benchmark::State& state, const Api& api) {
+  const CUmemAllocationProp prop = VmmProp();
+  for (auto _ : state) {
+    CUmemGenericAllocationHandle h = 0;
+    if (api.cuMemCreate(&h, kGranuleBytes, &prop, 0) != CUDA_SUCCESS ||
+        api.cuMemRelease(h) != CUDA_SUCCESS) {
+      state.SkipWithError("cuMemCreate/cuMemRelease");
+      break;
+    }
+  }
+}
+
+// cuMemMap + cuMemUnmap of one granule made by the same side, into the reserved range.
+void VmmMapUnmap(benchmark::State& state, const Api& api) {
+  const CUmemAllocationProp prop = VmmProp();
+  CUmemGenericAllocationHandle h = 0;
+  if (api.cuMemCreate(&h, kGranuleBytes, &prop, 0) != CUDA_SUCCESS) {
+    state.SkipWithError("cuMemCreate");
+    return;
+  }
+  for (auto _ : state) {
+    if (api.cuMemMap(g_world.vmm_range, kGranuleBytes, 0, h, 0) != CUDA_SUCCESS ||
+        api.cuMemUnmap(g_world.vmm_range, kGranuleBytes) != CUDA_SUCCESS) {
+      state.SkipWithError("cuMemMap/cuMemUnmap");
+      break;
+    }
+  }
+  api.cuMemRelease(h);
 }
 
 void MemGetInfo(benchmark::State& state, const Api& api) {
@@ -247,6 +299,8 @@ const Case kCases[] = {
      Where::kSmLimitChild},
     {"alloc_free_4MiB", "cuMemAlloc_v2+cuMemFree_v2 4 MiB, limit", 100, AllocFree<kLargeBytes>},
     {"alloc_free_4KiB", "cuMemAlloc_v2+cuMemFree_v2 4 KiB, limit", 100, AllocFree<kSmallBytes>},
+    {"vmm_create_release", "cuMemCreate+cuMemRelease 2 MiB, limit", 200, VmmCreateRelease},
+    {"vmm_map_unmap", "cuMemMap+cuMemUnmap 2 MiB, limit", 200, VmmMapUnmap},
     {"mem_get_info", "cuMemGetInfo_v2, limit", kNoGoal, MemGetInfo},
     {"nvml_count", "nvmlDeviceGetCount_v2", kNoGoal, NvmlCount},
     {"nvml_mem_info", "nvmlDeviceGetMemoryInfo, limit", kNoGoal, NvmlMemInfo},
@@ -367,6 +421,7 @@ bool Load(World* w) {
          Sym(cuda, "simulated driver", "cuModuleGetFunction", &d.cuModuleGetFunction) &&
          Sym(cuda, "simulated driver", "cuStreamCreate", &d.cuStreamCreate) &&
          Sym(cuda, "simulated driver", "cuStreamSynchronize", &d.cuStreamSynchronize) &&
+         Sym(cuda, "simulated driver", "cuMemAddressReserve", &d.cuMemAddressReserve) &&
          Sym(nvml, "simulated NVML", "nvmlDeviceGetHandleByIndex_v2",
              &d.nvmlDeviceGetHandleByIndex_v2);
 }
@@ -394,6 +449,7 @@ bool Initialize(World* w) {
       !Check(d.cuModuleLoadData(&module, "hami-sim-module\nkernel busy\n"), "cuModuleLoadData") ||
       !Check(d.cuModuleGetFunction(&w->kernel, module, "busy"), "cuModuleGetFunction") ||
       !Check(d.cuStreamCreate(&w->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+      !Check(d.cuMemAddressReserve(&w->vmm_range, kGranuleBytes, 0, 0, 0), "cuMemAddressReserve") ||
       !Check(wr.nvmlInit_v2(), "nvmlInit_v2 (wrapped)") ||
       !Check(di.nvmlInit_v2(), "nvmlInit_v2") ||
       !Check(d.nvmlDeviceGetHandleByIndex_v2(kLimitedDevice, &w->nvml_limited),

@@ -6,11 +6,11 @@
 //
 // starts the N ranks (this program again, one process each, so that each has its own CUDA
 // state) and waits for them. Each rank prints `rank r=R ...` with the status of every call
-// (0: success), then waits at a barrier: when every rank is there the launcher prints
-// `barrier ranks=N` and reads its stdin to its end (a caller inspects the processes while
-// they hold their memory, then closes it), and the ranks go on to destroy their
-// communicators and print `rank-end r=R ...`. With --past, each rank then asks for SIZE (bytes, or
-// 512m, 1g) more device memory and prints what the runtime answered (`past=`; 2 is
+// (0: success) and how long its ncclCommInitRank took (init_ms), then waits at a barrier: when
+// every rank is there the launcher prints `barrier ranks=N` and reads its stdin to its end (a
+// caller inspects the processes while they hold their memory, then closes it), and the ranks go on
+// to destroy their communicators and print `rank-end r=R ...`. With --past, each rank then asks for
+// SIZE (bytes, or 512m, 1g) more device memory and prints what the runtime answered (`past=`; 2 is
 // cudaErrorMemoryAllocation). The launcher ends with `ranks n=N failed=K` and exits 0 only
 // when every rank did; past the deadline (default 60 s) it kills the ranks and exits 124, so
 // a hang fails instead of blocking.
@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,12 @@ int Rank(int rank, int n, const char* id_path, int ready_fd, int arrived_fd, int
   ncclUniqueId id;
   int shared = ShareId(&id, rank, id_path, ready_fd);
   ncclComm_t comm = nullptr;
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   int init = shared == 0 ? int(ncclCommInitRank(&comm, n, id, rank)) : -1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const double init_ms =
+      double(t1.tv_sec - t0.tv_sec) * 1e3 + double(t1.tv_nsec - t0.tv_nsec) / 1e6;
   const size_t count = 1 << 16;  // floats per rank's part
   float* send = nullptr;
   float* recv = nullptr;
@@ -116,9 +122,9 @@ int Rank(int rank, int n, const char* id_path, int ready_fd, int arrived_fd, int
   int info = int(cudaMemGetInfo(&free_bytes, &total_bytes));
   std::printf(
       "rank r=%d pid=%d setup=%d id=%d init=%d all_reduce=%d all_gather=%d reduce_scatter=%d "
-      "broadcast=%d send_recv=%d sync=%d info=%d free=%zu total=%zu\n",
+      "broadcast=%d send_recv=%d sync=%d info=%d free=%zu total=%zu init_ms=%.3f\n",
       rank, int(getpid()), setup, shared, init, all_reduce, all_gather, reduce_scatter, broadcast,
-      send_recv, sync, info, free_bytes, total_bytes);
+      send_recv, sync, info, free_bytes, total_bytes, init_ms);
   // The barrier: everyone holds its memory until the launcher lets them go.
   char byte = 'a';
   bool barrier = WriteAll(arrived_fd, &byte, 1) && ReadAll(go_fd, &byte, 1);
