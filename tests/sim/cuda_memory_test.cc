@@ -1,7 +1,7 @@
 // The simulated driver's memory family, allocations: device, pitched, managed, legacy
-// 32-bit, stream ordered and pool memory, virtual memory management, arrays, pinned host
-// memory and what a destroyed context gives back, failures included. Copies, sets and
-// pointer queries are in cuda_copy_test.cc.
+// 32-bit, stream ordered and pool memory (pools shared between processes included), virtual
+// memory management, arrays, pinned host memory and what a destroyed context gives back,
+// failures included. Copies, sets and pointer queries are in cuda_copy_test.cc.
 #include <cuda.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,9 +14,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_device_fixture.h"
+#include "sim/state.h"
 #include "sim_test_util.h"
 
 namespace hami::testing {
@@ -193,6 +195,18 @@ TEST_F(DeviceMemoryTest, AddressRangeCoversExactlyTheAllocation) {
 
 // ---- stream-ordered allocation and pools ----
 
+// A pool on `device` whose allocations may be exported as `types`.
+CUmemoryPool CreatePool(int device, CUmemAllocationHandleType types = CU_MEM_HANDLE_TYPE_NONE) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = types;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  return pool;
+}
+
 // Each test has a pool of its own on device 0.
 class MemPoolTest : public SimDeviceTest {
  protected:
@@ -203,15 +217,6 @@ class MemPoolTest : public SimDeviceTest {
   void TearDown() override {
     EXPECT_EQ(cuMemPoolDestroy(pool_), CUDA_SUCCESS);
     SimDeviceTest::TearDown();
-  }
-  static CUmemoryPool CreatePool(int device) {
-    CUmemPoolProps props{};
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = device;
-    CUmemoryPool pool = nullptr;
-    EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
-    return pool;
   }
   static uint64_t Attr(CUmemoryPool pool, CUmemPool_attribute attr) {
     cuuint64_t v = 0;
@@ -529,6 +534,22 @@ int ReceiveFd(int sock) {
   return fd;
 }
 
+// In an importing process: `mine` starts a range of `size` bytes where the creator wrote
+// `data` at offset `at`. Writes 0x5a at its start, for the creator to read.
+void ExpectTheCreatorsBytesAndMark(CUdeviceptr mine, size_t size, size_t at,
+                                   const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> seen(data.size());
+  ASSERT_EQ(cuMemcpyDtoH_v2(seen.data(), mine + at, seen.size()), CUDA_SUCCESS);
+  EXPECT_EQ(seen, data) << "the creator's bytes";
+  unsigned char mark = 0x5a;
+  ASSERT_EQ(cuMemcpyHtoD_v2(mine, &mark, 1), CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  size_t range = 0;
+  ASSERT_EQ(cuMemGetAddressRange_v2(&base, &range, mine + 100), CUDA_SUCCESS);
+  EXPECT_EQ(base, mine);
+  EXPECT_EQ(range, size);
+}
+
 TEST_F(VmmTest, AnExportedDescriptorGivesAnotherProcessTheSamePagesChargedOnlyToItsCreator) {
   size_t before = FreeBytes();
   CUmemAllocationProp prop = DeviceProp(0);
@@ -563,14 +584,7 @@ TEST_F(VmmTest, AnExportedDescriptorGivesAnotherProcessTheSamePagesChargedOnlyTo
     EXPECT_EQ(seen.location.id, 0);
     EXPECT_EQ(seen.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CUdeviceptr mine = MapReadWrite(imported, 2 * g_);
-    EXPECT_EQ(Download(mine + g_, data.size()), data) << "the creator's bytes";
-    unsigned char mark = 0x5a;
-    ASSERT_EQ(cuMemcpyHtoD_v2(mine, &mark, 1), CUDA_SUCCESS);
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    ASSERT_EQ(cuMemGetAddressRange_v2(&base, &size, mine + 100), CUDA_SUCCESS);
-    EXPECT_EQ(base, mine);
-    EXPECT_EQ(size, 2 * g_);
+    ExpectTheCreatorsBytesAndMark(mine, 2 * g_, g_, data);
     EXPECT_EQ(FreeBytes(), child_before) << "an import is charged to its creator, not again";
     EXPECT_EQ(cuMemUnmap(mine, 2 * g_), CUDA_SUCCESS);
     EXPECT_EQ(cuMemAddressFree(mine, 2 * g_), CUDA_SUCCESS);
@@ -675,6 +689,391 @@ TEST_F(VmmTest, HostLocatedMemoryMapsAndChargesNoDevice) {
     ASSERT_EQ(cuDeviceGetAttribute(&v, a, 0), CUDA_SUCCESS);
     EXPECT_EQ(v, 1) << int(a);
   }
+}
+
+// ---- pool sharing ----
+
+// Pools whose memory other processes import: created with POSIX descriptors, exported as a
+// descriptor sent over a Unix socket, and their pointers exported as data.
+class SharedPoolTest : public SimDeviceTest {
+ protected:
+  static CUmemoryPool CreateSharedPool() {
+    return CreatePool(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  }
+  static int ExportPool(CUmemoryPool pool) {
+    int fd = -1;
+    EXPECT_EQ(
+        cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        CUDA_SUCCESS);
+    return fd;
+  }
+  static CUresult ImportPool(CUmemoryPool* out, int fd) {
+    return cuMemPoolImportFromShareableHandle(out, reinterpret_cast<void*>(intptr_t(fd)),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  }
+  // Allocates from `pool` on the current context's NULL stream and waits for it.
+  static CUdeviceptr AllocFrom(CUmemoryPool pool, size_t bytes) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    return p;
+  }
+  static CUmemPoolPtrExportData ExportPointer(CUdeviceptr p) {
+    CUmemPoolPtrExportData data{};
+    EXPECT_EQ(cuMemPoolExportPointer(&data, p), CUDA_SUCCESS);
+    return data;
+  }
+  // Device 0's memory charged to process `pid` in the machine's state file (the per-process
+  // view NVML reports).
+  static uint64_t ProcessUsedBytes(pid_t pid) {
+    auto state = sim::SharedState::OpenExisting(SimEnv::Setup());
+    EXPECT_TRUE(state.ok()) << state.error().message();
+    if (!state.ok()) return 0;
+    for (const sim::ProcessView& v : (*state)->Processes(0)) {
+      if (v.host_pid == pid) return v.used_bytes;
+    }
+    ADD_FAILURE() << "no process " << pid << " on device 0";
+    return 0;
+  }
+  static CUmemAccess_flags Access(CUmemoryPool pool, int device) {
+    CUmemLocation where{CU_MEM_LOCATION_TYPE_DEVICE, device};
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_MAX;
+    EXPECT_EQ(cuMemPoolGetAccess(&flags, pool, &where), CUDA_SUCCESS);
+    return flags;
+  }
+  static CUresult SetAccess(CUmemoryPool pool, int device, CUmemAccess_flags flags) {
+    CUmemAccessDesc desc{};
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = device;
+    desc.flags = flags;
+    return cuMemPoolSetAccess(pool, &desc, 1);
+  }
+};
+
+TEST_F(SharedPoolTest, AnImportedPoolGivesAnotherProcessThePagesChargedOnlyToTheirCreator) {
+  size_t before = FreeBytes();
+  uint64_t mine_before = ProcessUsedBytes(getpid());
+  CUmemoryPool pool = CreateSharedPool();
+  CUdeviceptr p = AllocFrom(pool, 3 * g_ / 2);
+  EXPECT_EQ(before - FreeBytes(), 2 * g_) << "pool memory, reserved in whole granules";
+  EXPECT_EQ(ProcessUsedBytes(getpid()) - mine_before, 2 * g_);
+  auto data = Pattern(8192, 4);
+  ASSERT_EQ(cuMemcpyHtoD_v2(p + g_, data.data(), data.size()), CUDA_SUCCESS);
+  CUmemPoolPtrExportData exported = ExportPointer(p);
+  int fd = ExportPool(pool);
+  ASSERT_GE(fd, 0);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  SendFd(sv[0], fd);
+  close(fd);
+  const pid_t creator = getpid();
+  EXPECT_IN_CHILD({}, [&] {
+    StartCudaWithManifest();
+    size_t child_before = FreeBytes();
+    uint64_t child_used = ProcessUsedBytes(getpid());
+    int got = ReceiveFd(sv[1]);
+    ASSERT_GE(got, 0);
+    CUmemoryPool imported = nullptr;
+    ASSERT_EQ(ImportPool(&imported, got), CUDA_SUCCESS);
+    close(got);  // the imported pool holds its own reference
+    CUdeviceptr mine = 0;
+    ASSERT_EQ(cuMemPoolImportPointer(&mine, imported, &exported), CUDA_SUCCESS);
+    ExpectTheCreatorsBytesAndMark(mine, 3 * g_ / 2, g_, data);
+    // A second import maps the same pages again; cuMemFree unmaps it.
+    CUdeviceptr again = 0;
+    ASSERT_EQ(cuMemPoolImportPointer(&again, imported, &exported), CUDA_SUCCESS);
+    EXPECT_EQ(Download(again, 1), std::vector<uint8_t>{0x5a});
+    EXPECT_EQ(cuMemFree_v2(again), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemFree_v2(again), CUDA_ERROR_INVALID_VALUE);
+
+    EXPECT_EQ(FreeBytes(), child_before) << "an import is charged to its creator, not again";
+    EXPECT_EQ(ProcessUsedBytes(getpid()), child_used);
+    EXPECT_EQ(ProcessUsedBytes(creator) - mine_before, 2 * g_);
+    cuuint64_t used = 1;
+    ASSERT_EQ(cuMemPoolGetAttribute(imported, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used),
+              CUDA_SUCCESS);
+    EXPECT_EQ(used, 0u);
+
+    // Nothing is allocated from an imported pool.
+    CUdeviceptr q = 0;
+    EXPECT_EQ(cuMemAllocFromPoolAsync(&q, 4096, imported, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuDeviceSetMemPool(0, imported), CUDA_ERROR_INVALID_VALUE);
+    CUmemLocation where{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    EXPECT_EQ(cuMemSetMemPool(&where, CU_MEM_ALLOCATION_TYPE_PINNED, imported),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(FreeBytes(), child_before);
+
+    EXPECT_EQ(cuMemFreeAsync(mine, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemPoolDestroy(imported), CUDA_SUCCESS);
+    EXPECT_EQ(FreeBytes(), child_before);
+  });
+  close(sv[0]);
+  close(sv[1]);
+  EXPECT_EQ(Download(p, 1), std::vector<uint8_t>{0x5a}) << "the other process wrote here";
+  EXPECT_EQ(Download(p + g_, data.size()), data) << "an importer's free keeps the bytes";
+  EXPECT_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+}
+
+// The driver requires importers to free first. Here the creator frees while another process
+// still maps the memory: the memory and its charge go at once, the importer's mapping stays
+// valid and reads zeros, and the export data no longer imports.
+TEST_F(SharedPoolTest, TheCreatorsFreeReleasesMemoryThatAnImporterStillMaps) {
+  size_t before = FreeBytes();
+  uint64_t mine_before = ProcessUsedBytes(getpid());
+  CUmemoryPool pool = CreateSharedPool();
+  CUdeviceptr p = AllocFrom(pool, g_);
+  auto data = Pattern(4096, 6);
+  ASSERT_EQ(cuMemcpyHtoD_v2(p, data.data(), data.size()), CUDA_SUCCESS);
+  CUmemPoolPtrExportData exported = ExportPointer(p);
+  int fd = ExportPool(pool);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  SendFd(sv[0], fd);
+  close(fd);
+  // The creator's side runs on a thread of this process while the importer runs: it frees
+  // when the importer says it has mapped the memory, then answers.
+  CUcontext ctx = ctx_;
+  std::thread creator([&] {
+    char byte = 0;
+    if (read(sv[0], &byte, 1) != 1) return;
+    EXPECT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(ProcessUsedBytes(getpid()), mine_before) << "released while imported";
+    EXPECT_EQ(write(sv[0], "f", 1), 1);
+  });
+  EXPECT_IN_CHILD({}, [&] {
+    StartCudaWithManifest();
+    int got = ReceiveFd(sv[1]);
+    CUmemoryPool imported = nullptr;
+    ASSERT_EQ(ImportPool(&imported, got), CUDA_SUCCESS);
+    close(got);
+    CUdeviceptr mine = 0;
+    ASSERT_EQ(cuMemPoolImportPointer(&mine, imported, &exported), CUDA_SUCCESS);
+    EXPECT_EQ(Download(mine, data.size()), data);
+    ASSERT_EQ(write(sv[1], "m", 1), 1);
+    char byte = 0;
+    ASSERT_EQ(read(sv[1], &byte, 1), 1);  // the creator has freed
+    EXPECT_EQ(Download(mine, data.size()), std::vector<uint8_t>(data.size(), 0));
+    CUdeviceptr stale = 0;
+    EXPECT_EQ(cuMemPoolImportPointer(&stale, imported, &exported), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuMemFree_v2(mine), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemPoolDestroy(imported), CUDA_SUCCESS);
+  });
+  shutdown(sv[0], SHUT_RDWR);  // ends the creator's wait if the child failed early
+  creator.join();
+  close(sv[0]);
+  close(sv[1]);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+}
+
+TEST_F(SharedPoolTest, OnlyAPoolCreatedWithDescriptorsExportsAndOnlyItsDescriptorsImport) {
+  auto export_pool = [](CUmemoryPool pool, CUmemAllocationHandleType type) {
+    int fd = -1;
+    return cuMemPoolExportToShareableHandle(&fd, pool, type, 0);
+  };
+  CUmemoryPool def = nullptr;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&def, dev_), CUDA_SUCCESS);
+  EXPECT_EQ(export_pool(def, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_ERROR_INVALID_VALUE)
+      << "the default pool";
+  CUmemoryPool plain = CreatePool(0);
+  EXPECT_EQ(export_pool(plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_ERROR_INVALID_VALUE)
+      << "created without handle types";
+  CUmemoryPool shared = CreateSharedPool();
+  EXPECT_EQ(export_pool(shared, CU_MEM_HANDLE_TYPE_FABRIC), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(export_pool(shared, CUmemAllocationHandleType(0x40)), CUDA_ERROR_INVALID_VALUE);
+  int fd = -1;
+  EXPECT_EQ(cuMemPoolExportToShareableHandle(nullptr, shared,
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      cuMemPoolExportToShareableHandle(&fd, shared, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1),
+      CUDA_ERROR_INVALID_VALUE);
+
+  // Types cuMemCreate does not support either: no NVLink fabric, not Windows.
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool pool = nullptr;
+  for (CUmemAllocationHandleType t : {CU_MEM_HANDLE_TYPE_FABRIC, CU_MEM_HANDLE_TYPE_WIN32}) {
+    props.handleTypes = t;
+    EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_SUPPORTED) << int(t);
+  }
+  props.handleTypes = CUmemAllocationHandleType(0x40);
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
+
+  // Descriptors that are not a pool's.
+  CUmemoryPool out = nullptr;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  EXPECT_EQ(ImportPool(&out, pipe_fds[0]), CUDA_ERROR_INVALID_VALUE) << "a pipe";
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  int other = memfd_create("someone-else", MFD_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(ftruncate(other, off_t(4 * g_)), 0);
+  EXPECT_EQ(ImportPool(&out, other), CUDA_ERROR_INVALID_VALUE) << "a memfd of another program";
+  close(other);
+  CUmemAllocationProp prop = DeviceProp(0);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle vmm = 0;
+  ASSERT_EQ(cuMemCreate(&vmm, g_, &prop, 0), CUDA_SUCCESS);
+  int vmm_fd = -1;
+  ASSERT_EQ(cuMemExportToShareableHandle(&vmm_fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(ImportPool(&out, vmm_fd), CUDA_ERROR_INVALID_VALUE) << "a VMM allocation's handle";
+  close(vmm_fd);
+  EXPECT_EQ(cuMemRelease(vmm), CUDA_SUCCESS);
+  fd = ExportPool(shared);
+  CUmemGenericAllocationHandle as_vmm = 0;
+  EXPECT_EQ(cuMemImportFromShareableHandle(&as_vmm, reinterpret_cast<void*>(intptr_t(fd)),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_ERROR_INVALID_VALUE)
+      << "a pool's handle is not a VMM allocation's";
+  int read_only = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(read_only, 0);
+  EXPECT_EQ(ImportPool(&out, read_only), CUDA_ERROR_INVALID_VALUE) << "not open for writing";
+  close(read_only);
+  EXPECT_EQ(cuMemPoolImportFromShareableHandle(&out, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolImportFromShareableHandle(&out, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_FABRIC, 0),
+            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemPoolImportFromShareableHandle(nullptr, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  close(fd);
+  EXPECT_EQ(ImportPool(&out, -1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ImportPool(&out, 987654), CUDA_ERROR_INVALID_VALUE) << "not open";
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(cuMemPoolDestroy(plain), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(shared), CUDA_SUCCESS);
+}
+
+TEST_F(SharedPoolTest, OnlyAnExportablePoolsAllocationsExportAndImportsCheckTheData) {
+  CUmemoryPool shared = CreateSharedPool();
+  CUmemoryPool other = CreateSharedPool();
+  CUmemoryPool plain = CreatePool(0);
+  CUdeviceptr p = AllocFrom(shared, g_);
+  CUdeviceptr freed = AllocFrom(shared, g_);
+  CUdeviceptr elsewhere = AllocFrom(other, g_);
+  CUdeviceptr from_plain = AllocFrom(plain, g_);
+  CUdeviceptr device = Alloc(g_);
+  CUmemPoolPtrExportData data{};
+  for (CUdeviceptr bad : {from_plain, device, p + 4096, Outside(), CUdeviceptr(0)}) {
+    EXPECT_EQ(cuMemPoolExportPointer(&data, bad), CUDA_ERROR_INVALID_VALUE) << bad;
+  }
+  EXPECT_EQ(cuMemPoolExportPointer(nullptr, p), CUDA_ERROR_INVALID_VALUE);
+  CUmemPoolPtrExportData good = ExportPointer(p);
+  CUmemPoolPtrExportData twice = ExportPointer(p);
+  EXPECT_EQ(std::memcmp(&good, &twice, sizeof(good)), 0) << "the same data each time";
+  CUmemPoolPtrExportData of_freed = ExportPointer(freed);
+  CUmemPoolPtrExportData of_other = ExportPointer(elsewhere);
+  EXPECT_EQ(cuMemFreeAsync(freed, nullptr), CUDA_SUCCESS);
+  CUdeviceptr out = 0;
+  EXPECT_EQ(cuMemPoolImportPointer(&out, shared, &good), CUDA_ERROR_INVALID_VALUE)
+      << "a pool this process created is not an imported one";
+  int fd = ExportPool(shared);
+  EXPECT_IN_CHILD({}, [&] {
+    StartCudaWithManifest();
+    CUmemoryPool imported = nullptr;
+    ASSERT_EQ(ImportPool(&imported, fd), CUDA_SUCCESS);
+    CUdeviceptr q = 0;
+    EXPECT_EQ(cuMemPoolImportPointer(&q, imported, &of_freed), CUDA_ERROR_INVALID_VALUE)
+        << "freed by its creator";
+    EXPECT_EQ(cuMemPoolImportPointer(&q, imported, &of_other), CUDA_ERROR_INVALID_VALUE)
+        << "an allocation of another pool";
+    CUmemPoolPtrExportData zero{};
+    EXPECT_EQ(cuMemPoolImportPointer(&q, imported, &zero), CUDA_ERROR_INVALID_VALUE);
+    // Each byte of the data matters: any one changed names no live allocation.
+    for (size_t i = 0; i < sizeof(good.reserved); ++i) {
+      CUmemPoolPtrExportData changed = good;
+      changed.reserved[i] ^= 0x10;
+      EXPECT_EQ(cuMemPoolImportPointer(&q, imported, &changed), CUDA_ERROR_INVALID_VALUE)
+          << "byte " << i;
+    }
+    EXPECT_EQ(cuMemPoolImportPointer(nullptr, imported, &good), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuMemPoolImportPointer(&q, imported, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(q, 0u);
+    ASSERT_EQ(cuMemPoolImportPointer(&q, imported, &good), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemFree_v2(q), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemPoolDestroy(imported), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemPoolImportPointer(&q, imported, &good), CUDA_ERROR_INVALID_VALUE)
+        << "a destroyed pool";
+  });
+  close(fd);
+  for (CUdeviceptr q : {p, elsewhere, from_plain}) {
+    EXPECT_EQ(cuMemFreeAsync(q, nullptr), CUDA_SUCCESS);
+  }
+  Free({device});
+  for (CUmemoryPool pool : {shared, other, plain}) EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+}
+
+TEST_F(SharedPoolTest, AccessIsReadWriteOnThePoolsDeviceAndSetPerDeviceElsewhere) {
+  CUmemoryPool pool = CreateSharedPool();
+  CUmemoryPool def = nullptr;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&def, dev_), CUDA_SUCCESS);
+  for (CUmemoryPool p : {pool, def}) {
+    EXPECT_EQ(Access(p, 0), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    EXPECT_EQ(Access(p, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  }
+  for (CUmemAccess_flags f : {CU_MEM_ACCESS_FLAGS_PROT_READ, CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                              CU_MEM_ACCESS_FLAGS_PROT_NONE, CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) {
+    ASSERT_EQ(SetAccess(pool, 1, f), CUDA_SUCCESS);
+    EXPECT_EQ(Access(pool, 1), f);
+  }
+  EXPECT_EQ(Access(def, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE) << "each pool has its own";
+  EXPECT_EQ(SetAccess(pool, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+  EXPECT_EQ(SetAccess(pool, 0, CU_MEM_ACCESS_FLAGS_PROT_NONE), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(SetAccess(pool, 0, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Access(pool, 0), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+  // Bad requests change nothing, not even the good descriptors beside them.
+  CUmemAccessDesc two[2] = {};
+  two[0].location = {CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  two[0].flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  two[1].location = {CU_MEM_LOCATION_TYPE_DEVICE, 7};
+  two[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  EXPECT_EQ(cuMemPoolSetAccess(pool, two, 2), CUDA_ERROR_INVALID_DEVICE) << "no device 7";
+  two[1].location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  EXPECT_EQ(cuMemPoolSetAccess(pool, two, 2), CUDA_ERROR_INVALID_VALUE);
+  two[1].location = {CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  two[1].flags = CUmemAccess_flags(5);
+  EXPECT_EQ(cuMemPoolSetAccess(pool, two, 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Access(pool, 1), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  EXPECT_EQ(cuMemPoolSetAccess(pool, nullptr, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolSetAccess(pool, two, 0), CUDA_ERROR_INVALID_VALUE);
+  CUmemAccess_flags flags;
+  CUmemLocation where{CU_MEM_LOCATION_TYPE_DEVICE, 9};
+  EXPECT_EQ(cuMemPoolGetAccess(&flags, pool, &where), CUDA_ERROR_INVALID_DEVICE);
+  where = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  EXPECT_EQ(cuMemPoolGetAccess(&flags, pool, &where), CUDA_ERROR_INVALID_VALUE);
+  where = {CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  EXPECT_EQ(cuMemPoolGetAccess(nullptr, pool, &where), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolGetAccess(&flags, pool, nullptr), CUDA_ERROR_INVALID_VALUE);
+
+  // An importer starts from the pool's own device alone, whatever the creator set.
+  int fd = ExportPool(pool);
+  EXPECT_IN_CHILD({}, [&] {
+    StartCudaWithManifest();
+    CUmemoryPool imported = nullptr;
+    ASSERT_EQ(ImportPool(&imported, fd), CUDA_SUCCESS);
+    EXPECT_EQ(Access(imported, 0), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    EXPECT_EQ(Access(imported, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    EXPECT_EQ(SetAccess(imported, 1, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
+    EXPECT_EQ(Access(imported, 1), CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_EQ(cuMemPoolDestroy(imported), CUDA_SUCCESS);
+  });
+  close(fd);
+  EXPECT_EQ(Access(pool, 1), CU_MEM_ACCESS_FLAGS_PROT_READWRITE) << "the importer's is its own";
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolGetAccess(&flags, pool, &where), CUDA_ERROR_INVALID_VALUE) << "destroyed";
 }
 
 // ---- arrays ----

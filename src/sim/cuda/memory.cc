@@ -8,11 +8,14 @@
 // context and device.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -81,6 +84,185 @@ void UnmapBacking(uintptr_t base, size_t bytes) {
   munmap(reinterpret_cast<void*>(base), n);
 }
 
+// ---- the file behind an exportable pool ----
+//
+// A pool created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR keeps its allocations' pages
+// in one memfd: a header, a table of the allocations exported so far, then the pages, each
+// allocation at an offset of its own (offsets are not reused; a freed range is punched out,
+// so the file stays sparse). The pool's shareable handle is a duplicate of that descriptor;
+// an importer maps the same pages from it and checks export data against the table.
+
+constexpr uint32_t kPoolFileMagic = 0x4c4f5048;  // "HPOL"
+constexpr uint32_t kPoolFileVersion = 1;
+constexpr char kPoolMemfdName[] = "hami-sim-pool";
+constexpr uint32_t kPoolExportSlots = 65536;
+
+// One exported allocation. The creator writes offset and size, then the id (release); an
+// importer reads the id first and again last. Ids are never reused within a pool.
+struct PoolFileEntry {
+  std::atomic<uint64_t> id;  // 0: free
+  std::atomic<uint64_t> offset;
+  std::atomic<uint64_t> size;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+struct PoolFileHeader {
+  uint32_t magic;  // written last by the creator
+  uint32_t version;
+  int32_t device;  // physical
+  int32_t creator_pid;
+  uint64_t nonce;  // names the pool in its pointers' export data
+  uint64_t slots;
+  PoolFileEntry entries[kPoolExportSlots];
+};
+
+constexpr uint64_t kPoolDataStart = RoundUp(sizeof(PoolFileHeader), 2ull << 20);
+
+}  // namespace
+
+struct PoolFile {
+  int fd = -1;
+  PoolFileHeader* header = nullptr;  // read-write in the creator, read-only in an importer
+  // The creator's bookkeeping.
+  uint64_t next_offset = kPoolDataStart;
+  uint64_t next_entry_id = 1;
+  uint32_t slots_used = 0;
+  std::vector<uint32_t> free_slots;
+
+  PoolFile() = default;
+  PoolFile(const PoolFile&) = delete;
+  PoolFile& operator=(const PoolFile&) = delete;
+  ~PoolFile() {
+    if (header != nullptr) munmap(header, sizeof(PoolFileHeader));
+    if (fd >= 0) close(fd);
+  }
+};
+
+namespace {
+
+// Export data of a pool allocation (CUmemPoolPtrExportData).
+constexpr uint32_t kPoolPtrMagic = 0x50504d48;  // "HMPP"
+
+struct PoolPtrExport {
+  uint32_t magic;
+  uint32_t slot;
+  uint64_t nonce;
+  uint64_t entry_id;
+  uint64_t offset;
+  uint64_t size;
+};
+static_assert(sizeof(PoolPtrExport) <= sizeof(CUmemPoolPtrExportData));
+
+uint64_t PoolNonce() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != ssize_t(sizeof v) || v == 0) {
+    v = (uint64_t(getpid()) << 32) ^ uint64_t(MonotonicNs()) ^ 1;
+  }
+  return v;
+}
+
+// The file of a new exportable pool on `physical`; null when it cannot be made.
+std::shared_ptr<PoolFile> CreatePoolFile(int physical) {
+  auto f = std::make_shared<PoolFile>();
+  f->fd = memfd_create(kPoolMemfdName, MFD_CLOEXEC);
+  if (f->fd < 0 || ftruncate(f->fd, off_t(kPoolDataStart)) != 0) return nullptr;
+  void* p = mmap(nullptr, sizeof(PoolFileHeader), PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  f->header = static_cast<PoolFileHeader*>(p);
+  f->header->version = kPoolFileVersion;
+  f->header->device = physical;
+  f->header->creator_pid = getpid();
+  f->header->nonce = PoolNonce();
+  f->header->slots = kPoolExportSlots;
+  f->header->magic = kPoolFileMagic;
+  return f;
+}
+
+// The pool file a descriptor names, for an importer; null when it is not one (another
+// memfd, a file, a pipe, a descriptor not open for writing, a closed number).
+std::shared_ptr<PoolFile> OpenPoolFile(int fd) {
+  if (fd < 0) return nullptr;
+  char link[256];
+  ssize_t n = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1);
+  const std::string name = "/memfd:" + std::string(kPoolMemfdName);
+  std::string_view seen(link, n > 0 ? size_t(n) : 0);
+  if (seen != name && seen != name + " (deleted)") return nullptr;
+  struct stat st;
+  int mode = fcntl(fd, F_GETFL);
+  if (fstat(fd, &st) != 0 || uint64_t(st.st_size) < kPoolDataStart || mode < 0 ||
+      (mode & O_ACCMODE) != O_RDWR) {
+    return nullptr;
+  }
+  auto f = std::make_shared<PoolFile>();
+  f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (f->fd < 0) return nullptr;
+  void* p = mmap(nullptr, sizeof(PoolFileHeader), PROT_READ, MAP_SHARED, f->fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  f->header = static_cast<PoolFileHeader*>(p);
+  const PoolFileHeader& h = *f->header;
+  if (h.magic != kPoolFileMagic || h.version != kPoolFileVersion || h.slots != kPoolExportSlots ||
+      h.device < 0 || size_t(h.device) >= D().devices.size()) {
+    return nullptr;
+  }
+  return f;
+}
+
+// Maps `bytes` of new pages of the creator's pool file `f`; *offset is where they start.
+void* MapPoolPages(PoolFile& f, size_t bytes, uint64_t* offset) {
+  uint64_t n = RoundUp(std::max<size_t>(bytes, 1), PageSize());
+  if (ftruncate(f.fd, off_t(f.next_offset + n)) != 0) return nullptr;
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, f.fd,
+                 off_t(f.next_offset));
+  if (p == MAP_FAILED) return nullptr;
+  *offset = f.next_offset;
+  f.next_offset += n;
+  return p;
+}
+
+// Lists the creator's allocation `a` in its pool file's table of exports (once); false when
+// the table is full.
+bool PublishExport(Allocation& a) {
+  if (a.export_slot >= 0) return true;
+  PoolFile& f = *a.pool_file;
+  uint32_t slot;
+  if (!f.free_slots.empty()) {
+    slot = f.free_slots.back();
+    f.free_slots.pop_back();
+  } else if (f.slots_used < kPoolExportSlots) {
+    slot = f.slots_used++;
+  } else {
+    return false;
+  }
+  PoolFileEntry& e = f.header->entries[slot];
+  e.offset.store(a.pool_offset, std::memory_order_relaxed);
+  e.size.store(a.size, std::memory_order_relaxed);
+  e.id.store(f.next_entry_id++, std::memory_order_release);
+  a.export_slot = int(slot);
+  return true;
+}
+
+void WithdrawExport(Allocation& a) {
+  if (a.export_slot < 0) return;
+  a.pool_file->header->entries[a.export_slot].id.store(0, std::memory_order_release);
+  a.pool_file->free_slots.push_back(uint32_t(a.export_slot));
+  a.export_slot = -1;
+}
+
+// True when `x` names an allocation its creator has exported from the pool of `f` and not
+// freed.
+bool ExportIsLive(const PoolFile& f, const PoolPtrExport& x) {
+  if (x.magic != kPoolPtrMagic || x.nonce != f.header->nonce || x.slot >= kPoolExportSlots ||
+      x.entry_id == 0 || x.size == 0 || x.offset < kPoolDataStart || x.offset % PageSize() != 0) {
+    return false;
+  }
+  const PoolFileEntry& e = f.header->entries[x.slot];
+  if (e.id.load(std::memory_order_acquire) != x.entry_id) return false;
+  bool same = e.offset.load(std::memory_order_relaxed) == x.offset &&
+              e.size.load(std::memory_order_relaxed) == x.size;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return same && e.id.load(std::memory_order_relaxed) == x.entry_id;
+}
+
 bool IsSmall(uint64_t bytes) { return bytes <= D().Granularity() / 2; }
 
 // Charges `bytes` of device memory for an allocation of `ctx`, small or large.
@@ -145,6 +327,20 @@ CUresult AllocDevice(CUctx_st* ctx, size_t bytes, AllocKind kind, CUdeviceptr* o
   return CUDA_SUCCESS;
 }
 
+// Records `size` bytes of another process's memory, mapped at `p` (`mapped` bytes), as an
+// allocation of `ctx`: addressable here, charged only to the process that created it.
+Allocation& RecordImport(void* p, size_t size, size_t mapped, AllocKind kind, int device,
+                         CUctx_st* ctx) {
+  Allocation& a = D().allocations[reinterpret_cast<uintptr_t>(p)];
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.size = size;
+  a.mapped_size = mapped;
+  a.kind = kind;
+  a.device = device;
+  a.ctx = ctx;
+  return a;
+}
+
 void ReleaseAllocation(std::map<uintptr_t, Allocation>::iterator it) {
   Driver& d = D();
   Allocation& a = it->second;
@@ -158,11 +354,21 @@ void ReleaseAllocation(std::map<uintptr_t, Allocation>::iterator it) {
     case AllocKind::kRegistered:
     case AllocKind::kGraph:
     case AllocKind::kIpcOpened:
+    case AllocKind::kPoolImported:
       break;
     default:
       UnchargeFor(a.ctx, a.device, a.charge, a.small);
   }
-  if (a.ipc_fd >= 0 || a.kind == AllocKind::kIpcOpened) {
+  if (a.pool_file != nullptr) {
+    size_t len = RoundUp(a.mapped_size, PageSize());
+    if (a.kind == AllocKind::kPool) {
+      // The creator's free releases the pages: an importer that still maps them (which the
+      // driver's documentation forbids) keeps a valid mapping that now reads zeros.
+      WithdrawExport(a);
+      madvise(reinterpret_cast<void*>(a.base), len, MADV_REMOVE);
+    }
+    munmap(reinterpret_cast<void*>(a.base), len);
+  } else if (a.ipc_fd >= 0 || a.kind == AllocKind::kIpcOpened) {
     // Shared pages are not kept for reuse: the mapping goes, with the exporter's memfd.
     munmap(reinterpret_cast<void*>(a.base), RoundUp(a.mapped_size, PageSize()));
     if (a.ipc_fd >= 0) close(a.ipc_fd);
@@ -427,7 +633,9 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, C
   ApiLock api;
   CUstream_st* s;
   if (CUresult r = ResolveStream(stream, ptsz, &s); r != CUDA_SUCCESS) return r;
-  if (pool != nullptr && !D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  if (pool != nullptr && (!D().Live(pool, HandleKind::kPool) || pool->imported)) {
+    return CUDA_ERROR_INVALID_VALUE;  // an imported pool serves only imported pointers
+  }
   if (pool == nullptr) pool = CurrentPool(s->ctx->device);
   if (s->capture != nullptr) {
     // Becomes a memory-allocation node: the address is fixed now, the memory is charged
@@ -669,7 +877,8 @@ CUresult AllocFromPoolLocked(CUmemPoolHandle_st* pool, CUctx_st* ctx, size_t byt
     if (r != CUDA_SUCCESS) return r;
     pool->reserved += grow;
   }
-  void* p = MapBacking(bytes);
+  uint64_t offset = 0;
+  void* p = pool->file != nullptr ? MapPoolPages(*pool->file, bytes, &offset) : MapBacking(bytes);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   pool->used += bytes;
   pool->used_high = std::max(pool->used_high, pool->used);
@@ -682,6 +891,8 @@ CUresult AllocFromPoolLocked(CUmemPoolHandle_st* pool, CUctx_st* ctx, size_t byt
   a.device = pool->device;
   a.ctx = ctx;
   a.pool = pool;
+  a.pool_file = pool->file;
+  a.pool_offset = offset;
   d.allocations[a.base] = a;
   *out = CUdeviceptr(a.base);
   return CUDA_SUCCESS;
@@ -695,6 +906,7 @@ CUresult FreeLocked(uintptr_t ptr, bool async) {
     case AllocKind::kDevice:
     case AllocKind::kManaged:
     case AllocKind::kPool:
+    case AllocKind::kPoolImported:
       ReleaseAllocation(it);
       return CUDA_SUCCESS;
     case AllocKind::kGraph:
@@ -1182,7 +1394,9 @@ CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   ApiLock api;
   int p;
   if (CUresult r = PhysicalDevice(dev, &p); r != CUDA_SUCCESS) return r;
-  if (!D().Live(pool, HandleKind::kPool) || pool->device != p) return CUDA_ERROR_INVALID_VALUE;
+  if (!D().Live(pool, HandleKind::kPool) || pool->device != p || pool->imported) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   D().rt[size_t(p)].current_pool = pool;
   return CUDA_SUCCESS;
 }
@@ -1192,12 +1406,22 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props
       props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // The handle types answer as cuMemCreate's do: POSIX descriptors or none.
+  const auto types = unsigned(props->handleTypes);
+  if (CUresult r = CheckHandleTypes(types); r != CUDA_SUCCESS) return r;
   ApiLock api;
   int p;
   if (CUresult r = PhysicalDevice(props->location.id, &p); r != CUDA_SUCCESS) {
     return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_VALUE : r;
   }
+  std::shared_ptr<PoolFile> file;
+  if (types != 0) {
+    file = CreatePoolFile(p);
+    if (file == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *pool = NewPool(p, false);
+  (*pool)->handle_types = types;
+  (*pool)->file = std::move(file);
   return CUDA_SUCCESS;
 }
 
@@ -1283,6 +1507,146 @@ CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// ---- pool sharing ----
+
+CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  if (map == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  // Every descriptor is checked before any applies.
+  std::vector<std::pair<int, CUmemAccess_flags>> changes;
+  for (size_t i = 0; i < count; ++i) {
+    const int flags = EnumValue(map[i].flags);
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        (flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+         flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    int p;
+    if (PhysicalDevice(map[i].location.id, &p) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_DEVICE;
+    // The pool's own device keeps read-write access.
+    if (p == pool->device && flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    changes.emplace_back(p, map[i].flags);
+  }
+  for (const auto& [p, flags] : changes) {
+    if (p != pool->device) pool->access[p] = flags;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool,
+                                    CUmemLocation* location) {
+  if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(memPool, HandleKind::kPool) || location->type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int p;
+  if (PhysicalDevice(location->id, &p) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_DEVICE;
+  auto it = memPool->access.find(p);
+  if (p == memPool->device) {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  } else {
+    *flags = it != memPool->access.end() ? it->second : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  }
+  return CUDA_SUCCESS;
+}
+
+// A pool's shareable handle is a duplicate of its memfd: another process that receives it
+// (over a Unix socket) imports the pool, then the pointers exported from it.
+CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                                  CUmemAllocationHandleType handleType,
+                                                  unsigned long long flags) {
+  if (handle_out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckHandleTypes(unsigned(handleType)); r != CUDA_SUCCESS) return r;
+  // Only a type the pool was created with (the default pool has none).
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || pool->file == nullptr ||
+      (pool->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int fd = fcntl(pool->file->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(handle_out) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                                    CUmemAllocationHandleType handleType,
+                                                    unsigned long long flags) {
+  if (pool_out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckHandleTypes(unsigned(handleType)); r != CUDA_SUCCESS) return r;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  // The descriptor comes by value in the pointer, as the driver takes it.
+  std::shared_ptr<PoolFile> file = OpenPoolFile(int(reinterpret_cast<intptr_t>(handle)));
+  if (file == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUmemPoolHandle_st* pool = NewPool(file->header->device, false);
+  pool->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  pool->file = std::move(file);
+  pool->imported = true;
+  *pool_out = pool;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
+  if (shareData_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  // The address an allocation of an exportable pool returned, in the process that made it.
+  auto it = D().allocations.find(uintptr_t(ptr));
+  if (it == D().allocations.end() || it->second.kind != AllocKind::kPool ||
+      it->second.pool_file == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Allocation& a = it->second;
+  if (!PublishExport(a)) return CUDA_ERROR_OUT_OF_MEMORY;
+  PoolPtrExport x{kPoolPtrMagic,
+                  uint32_t(a.export_slot),
+                  a.pool_file->header->nonce,
+                  a.pool_file->header->entries[a.export_slot].id.load(std::memory_order_relaxed),
+                  a.pool_offset,
+                  a.size};
+  std::memset(shareData_out, 0, sizeof(*shareData_out));
+  std::memcpy(shareData_out->reserved, &x, sizeof(x));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
+                                        CUmemPoolPtrExportData* shareData) {
+  if (ptr_out == nullptr || shareData == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ApiLock api;
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (!D().Live(pool, HandleKind::kPool) || !pool->imported) return CUDA_ERROR_INVALID_VALUE;
+  PoolPtrExport x;
+  std::memcpy(&x, shareData->reserved, sizeof(x));
+  // Export leaves the rest of the data zero.
+  const auto* rest = reinterpret_cast<const unsigned char*>(shareData->reserved) + sizeof(x);
+  if (std::any_of(rest, rest + sizeof(shareData->reserved) - sizeof(x),
+                  [](unsigned char c) { return c != 0; }) ||
+      !ExportIsLive(*pool->file, x)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  size_t len = RoundUp(x.size, PageSize());
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pool->file->fd,
+                 off_t(x.offset));
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation& a = RecordImport(p, x.size, len, AllocKind::kPoolImported, pool->device, ctx);
+  a.pool = pool;
+  a.pool_file = pool->file;
+  a.pool_offset = x.offset;
+  *ptr_out = CUdeviceptr(a.base);
+  return CUDA_SUCCESS;
 }
 
 // ---- virtual memory management ----
@@ -2324,7 +2688,9 @@ CUresult CUDAAPI cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType ty
   ApiLock api;
   int p;
   if (CUresult r = PoolLocation(location, type, &p); r != CUDA_SUCCESS) return r;
-  if (!D().Live(pool, HandleKind::kPool) || pool->device != p) return CUDA_ERROR_INVALID_VALUE;
+  if (!D().Live(pool, HandleKind::kPool) || pool->device != p || pool->imported) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   D().rt[size_t(p)].current_pool = pool;
   return CUDA_SUCCESS;
 }
@@ -2423,15 +2789,8 @@ static CUresult IpcOpen(CUdeviceptr* pdptr, const CUipcMemHandle& handle, unsign
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  Allocation a;
-  a.base = reinterpret_cast<uintptr_t>(p);
-  a.size = h.size;
-  a.mapped_size = bytes;
-  a.kind = AllocKind::kIpcOpened;
-  a.device = h.device;
-  a.ctx = ctx;
-  D().allocations[a.base] = a;
-  *pdptr = CUdeviceptr(a.base + h.offset);
+  RecordImport(p, h.size, bytes, AllocKind::kIpcOpened, h.device, ctx);
+  *pdptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p) + h.offset);
   return CUDA_SUCCESS;
 }
 

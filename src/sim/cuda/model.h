@@ -72,7 +72,13 @@ enum class AllocKind : uint8_t {
   kGraph,       // a graph memory-allocation node
   kModuleGlobal,
   kIpcOpened,  // another process's memory, opened with cuIpcOpenMemHandle (not charged here)
+  // Another process's pool memory, imported with cuMemPoolImportPointer (not charged here).
+  kPoolImported,
 };
+
+// The memfd behind an exportable memory pool (memory.cc), shared by the pool and every
+// allocation mapped from it; the last owner closes it.
+struct PoolFile;
 
 // Memory a caller can address: device, managed, pool, pinned host, graph memory. Device
 // memory is backed by host memory at the same address, so data round-trips exactly.
@@ -96,6 +102,12 @@ struct Allocation {
   // Device memory shared through cuIpcGetMemHandle: its pages are a memfd's.
   int ipc_fd = -1;
   uint64_t ipc_id = 0;
+  // Memory of an exportable pool (kPool in its creator, kPoolImported in an importer): its
+  // pages are the pool file's at pool_offset; export_slot is its entry in the file's table
+  // of exported allocations (-1: not exported).
+  std::shared_ptr<PoolFile> pool_file;
+  uint64_t pool_offset = 0;
+  int export_slot = -1;
 };
 
 struct GraphAlloc {
@@ -251,6 +263,13 @@ struct CUmemPoolHandle_st {
   uint64_t reserved_high = 0, used_high = 0;
   uint64_t release_threshold = 0;
   int reuse_flags[3] = {1, 1, 1};
+  // Sharing: the handle types it was created with, its memfd (null unless exportable or
+  // imported), whether another process created it (nothing may be allocated from it), and
+  // the access other devices have (by physical index; its own device is always read-write).
+  unsigned handle_types = 0;
+  std::shared_ptr<hami::sim::PoolFile> file;
+  bool imported = false;
+  std::map<int, CUmemAccess_flags> access;
 };
 
 namespace hami::sim {
