@@ -433,6 +433,34 @@ TEST_F(VmmTest, MemoryReturnsOnlyOnceReleasedAndUnmapped) {
   EXPECT_EQ(cuMemAddressFree(va, g_), CUDA_SUCCESS);
 }
 
+// A pool that grew by mapping at its end is unmapped by one call over all of it; a range that
+// cuts a mapping or spans a hole is refused and unmaps nothing.
+TEST_F(VmmTest, OneUnmapTakesWholeMappingsBackToBack) {
+  const size_t before = FreeBytes();
+  CUdeviceptr va = Reserve(4 * g_);
+  CUmemGenericAllocationHandle a = Create(g_), b = Create(2 * g_);
+  ASSERT_EQ(cuMemMap(va, g_, 0, a, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va + g_, 2 * g_, 0, b, 0), CUDA_SUCCESS);
+  for (CUmemGenericAllocationHandle h : {a, b}) ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(before - FreeBytes(), 3 * g_);                           // the mappings keep them
+  EXPECT_EQ(cuMemUnmap(va, 2 * g_), CUDA_ERROR_INVALID_VALUE);       // half of b
+  EXPECT_EQ(cuMemUnmap(va, 4 * g_), CUDA_ERROR_INVALID_VALUE);       // past b
+  EXPECT_EQ(cuMemUnmap(va + g_, g_), CUDA_ERROR_INVALID_VALUE);      // the start of b only
+  EXPECT_EQ(cuMemUnmap(va + 2 * g_, g_), CUDA_ERROR_INVALID_VALUE);  // the end of b only
+  EXPECT_EQ(before - FreeBytes(), 3 * g_);
+  EXPECT_EQ(cuMemUnmap(va, 3 * g_), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+
+  CUmemGenericAllocationHandle c = Create(g_), d = Create(g_);
+  ASSERT_EQ(cuMemMap(va, g_, 0, c, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va + 2 * g_, g_, 0, d, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemUnmap(va, 3 * g_), CUDA_ERROR_INVALID_VALUE);  // a hole between them
+  for (CUdeviceptr at : {va, va + 2 * g_}) EXPECT_EQ(cuMemUnmap(at, g_), CUDA_SUCCESS);
+  for (CUmemGenericAllocationHandle h : {c, d}) EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(cuMemAddressFree(va, 4 * g_), CUDA_SUCCESS);
+}
+
 TEST_F(VmmTest, CopiesIntoAMappedRangeWithoutAccessFail) {
   CUmemGenericAllocationHandle h = Create(g_);
   CUdeviceptr va = Reserve(g_);

@@ -1779,14 +1779,26 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   Driver& d = D();
   auto base = uintptr_t(ptr);
-  auto it = d.mappings.find(base);
-  if (it == d.mappings.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  // The range is one mapping or several whole ones back to back (a pool that grew by
+  // mapping at its end is unmapped by one call); never part of one, never a hole.
+  auto first = d.mappings.find(base);
+  auto last = first;
+  for (uintptr_t cursor = base; cursor < base + size; ++last) {
+    if (last == d.mappings.end() || last->first != cursor ||
+        last->second.size > base + size - cursor) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    cursor += last->second.size;
+  }
+  if (first == last) return CUDA_ERROR_INVALID_VALUE;
   mmap(reinterpret_cast<void*>(base), size, PROT_NONE,
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  CUmemGenericAllocationHandle h = it->second.handle;
-  d.mappings.erase(it);
-  auto ph = d.physical_allocs.find(h);
-  if (ph != d.physical_allocs.end()) {
+  std::vector<CUmemGenericAllocationHandle> handles;
+  for (auto it = first; it != last; ++it) handles.push_back(it->second.handle);
+  d.mappings.erase(first, last);
+  for (CUmemGenericAllocationHandle h : handles) {
+    auto ph = d.physical_allocs.find(h);
+    if (ph == d.physical_allocs.end()) continue;
     ph->second.mappings -= 1;
     DropPhysicalIfUnused(h);
   }
