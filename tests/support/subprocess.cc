@@ -125,6 +125,23 @@ std::string Subprocess::ReadAll(int timeout_ms) {
   return all;
 }
 
+bool Subprocess::WriteStdin(const std::string& text) {
+  // A child that has gone makes the write raise SIGPIPE, which would end the test: ignored
+  // for the write, which then fails with EPIPE.
+  struct sigaction ignore = {}, old = {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &old);
+  size_t done = 0;
+  while (done < text.size() && in_.valid()) {
+    const ssize_t n = write(in_.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  sigaction(SIGPIPE, &old, nullptr);
+  return done == text.size();
+}
+
 void Subprocess::CloseStdin() { in_.Reset(); }
 
 void Subprocess::Kill(int sig) {

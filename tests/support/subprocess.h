@@ -33,6 +33,8 @@ class Subprocess {
   // Everything the child has written to stdout so far and until it exits.
   std::string ReadAll(int timeout_ms = 10000);
 
+  // Writes `text` to the child's stdin; false when it cannot (the child closed it or exited).
+  bool WriteStdin(const std::string& text);
   void CloseStdin();
   void Kill(int sig);
   // Exit status (WEXITSTATUS), 128+signal when killed, or -1 after `timeout_ms`.
