@@ -28,7 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "program_io.h"
+
 namespace {
+
+using hami::cudart::ReadAll;
+using hami::cudart::WriteAll;
 
 std::vector<pid_t> g_ranks;
 
@@ -37,28 +42,6 @@ void KillRanks(int) {
   const char msg[] = "ranks deadline passed: killed\n";
   (void)!write(STDOUT_FILENO, msg, sizeof(msg) - 1);
   _exit(124);
-}
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
 }
 
 // The unique id: rank 0 writes it whole under a temporary name and renames it, then says so

@@ -51,7 +51,14 @@
 #include <string>
 #include <vector>
 
+#include "program_io.h"
+
 namespace {
+
+using hami::cudart::ReadAll;
+using hami::cudart::ReceiveFd;
+using hami::cudart::SendFd;
+using hami::cudart::WriteAll;
 
 constexpr size_t kMiB = size_t(1) << 20;
 constexpr size_t kGiB = size_t(1) << 30;
@@ -84,60 +91,6 @@ int Ok(bool held) {
 }
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-// A file descriptor and a size, over a Unix socket.
-bool SendFd(int sock, int fd, uint64_t size) {
-  iovec iov{&size, sizeof(size)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(sock, &msg, 0) == ssize_t(sizeof(size));
-}
-
-bool RecvFd(int sock, int* fd, uint64_t* size) {
-  iovec iov{size, sizeof(*size)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != ssize_t(sizeof(*size))) return false;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return false;
-  std::memcpy(fd, CMSG_DATA(c), sizeof(int));
-  return true;
-}
 
 // One step's line of one process.
 class Line {
@@ -395,7 +348,7 @@ Mapped ReceiveAndMap(const Driver& d, int sock, Line& line) {
   int fd = -1;
   uint64_t size = 0;
   Mapped m;
-  line.Add("received", Ok(RecvFd(sock, &fd, &size)));
+  line.Add("received", Ok(ReceiveFd(sock, &fd, &size)));
   size_t before = 0, after = 0, total = 0;
   Expect(cudaMemGetInfo(&before, &total));
   m.size = size_t(size);
