@@ -430,4 +430,12 @@ FileLimits LimitsFromFile(const LimitsFile& file) {
   return out;
 }
 
+std::string LimitsFileState(const LimitsFile& file) {
+  if (file.unreadable) return "unreadable";
+  std::string state;
+  for (const auto& [key, value] : file.entries) state += key + "=" + value + "\n";
+  for (const auto& [key, shown] : file.skipped) state += "skipped " + key + " " + shown + "\n";
+  return state;
+}
+
 }  // namespace hami::vgpu

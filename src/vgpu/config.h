@@ -116,6 +116,11 @@ struct FileLimits {
 };
 FileLimits LimitsFromFile(const LimitsFile& file);
 
+// What a read of the limits file found, as one string: equal for two reads exactly when what
+// they would configure is the same (its entries, its skipped lines, unreadable). The watcher
+// compares it with the state the process was configured from, and then with the last followed.
+std::string LimitsFileState(const LimitsFile& file);
+
 // What a row of the options table is.
 enum class OptionScope {
   kScalar,      // one variable

@@ -241,6 +241,7 @@ void EnsureConfigured(Runtime& rt) {
   if (rt.configured) return;
   rt.configured = true;
   LimitsFile file = ReadLimitsFile(kLimitsFilePath);
+  rt.configured_limits_state = LimitsFileState(file);
   Resolution res = ResolveConfig(file, [](const char* name) { return std::getenv(name); });
   rt.config = std::move(res.config);
   for (size_t i = 0; i < size_t(kMaxDevices); ++i) {

@@ -151,6 +151,9 @@ struct Runtime {
   // (Region::SetOwnMemoryLimit, SetOwnSmLimit).
   std::array<std::atomic<uint64_t>, kMaxDevices> own_memory_limit{};
   std::array<std::atomic<uint32_t>, kMaxDevices> own_sm_limit{};
+  // The limits file as EnsureConfigured read it (LimitsFileState): written once before the
+  // region is joined, read by the watcher, whose first look follows a change made since.
+  std::string configured_limits_state;
   // The file at the region's path is no longer the one this process mapped (found by the
   // watcher, or by a fork child reopening it): every accounted allocation is refused from then
   // on. Kept in a fork child.

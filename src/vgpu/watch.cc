@@ -39,9 +39,9 @@ struct WatchState {
   std::vector<nvmlProcessInfo_t> listed;
   std::vector<region::NvmlProcessUse> uses;
   std::vector<region::SlotView> slots;
-  // The limits file's text as last followed (no change, nothing to do).
-  std::string limits_text;
-  bool limits_seen = false;
+  // The limits file's state (LimitsFileState) as last followed, or as the process was
+  // configured from until the first change: no change, nothing to do.
+  std::string limits_state;
 };
 
 void Replaced(Runtime& rt, const Status& why) {
@@ -94,15 +94,9 @@ void CheckPolicy(Runtime& rt, region::Region* reg, WatchState& w) {
 // again, and a limit raised in the region alone stays under this process's own.
 void FollowLimitsFile(Runtime& rt, region::Region* reg, WatchState& w) {
   LimitsFile file = ReadLimitsFile(kLimitsFilePath);
-  std::string text;
-  for (const auto& [key, value] : file.entries) text += key + "=" + value + "\n";
-  for (const auto& [key, shown] : file.skipped) text += "skipped " + key + " " + shown + "\n";
-  if (file.unreadable) text = "unreadable";
-  if (w.limits_seen && text == w.limits_text) return;
-  const bool first = !w.limits_seen;
-  w.limits_seen = true;
-  w.limits_text = std::move(text);
-  if (first) return;  // what the process was configured from
+  std::string state = LimitsFileState(file);
+  if (state == w.limits_state) return;
+  w.limits_state = std::move(state);
   const FileLimits limits = LimitsFromFile(file);
   for (const std::string& c : limits.closed) g_log.Always(LogLevel::kError, "%s", c.c_str());
   const int count = reg->device_count();
@@ -212,6 +206,7 @@ void* WatcherMain(void* arg) {
   region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return nullptr;
   WatchState w;
+  w.limits_state = rt.configured_limits_state;
   SeeJoinedPolicy(rt, w);
   UniqueFd events;
   if (!reg->anonymous()) {
@@ -229,6 +224,7 @@ void* WatcherMain(void* arg) {
       inotify_add_watch(limits_events.get(), kLimitsFilePath, kLimitsEvents | IN_DONT_FOLLOW) < 0) {
     limits_events.Reset();
   }
+  // A change made between this process's configuration and the watch is followed now.
   FollowLimitsFile(rt, reg, w);
   int64_t next = MonotonicNs() + region::kCrossCheckPeriodNs;
   for (;;) {
