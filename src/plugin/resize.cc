@@ -27,6 +27,56 @@ struct Change {
   std::vector<limits::Entry> limits;
 };
 
+// A region limit as it was before a change, to put back.
+struct Previous {
+  region::Region* region;
+  int device;
+  uint64_t memory_bytes;
+  uint32_t sm_percent;
+};
+
+// Sets every change's region limits, a memory limit only if the device holds no more than it
+// (checked under the device's lock: no admission slips in between). When a device holds more
+// (`refusal` says which) or a step fails (the error), every region is put back as it was.
+Status ApplyToRegions(const std::vector<Change>& changes, std::string* refusal) {
+  std::vector<Previous> done;
+  auto put_back = [&] {
+    for (auto it = done.rbegin(); it != done.rend(); ++it) {
+      Status m = it->region->SetMemoryLimit(it->device, it->memory_bytes);
+      Status c = it->region->SetSmLimit(it->device, it->sm_percent);
+      if (!m.ok() || !c.ok()) {
+        HAMI_LOG(kError, "event=resize_rollback_failed region=%s device=%d error=\"%s\"",
+                 it->region->path().c_str(), it->device,
+                 (m.ok() ? c : m).error().message().c_str());
+      }
+    }
+  };
+  for (const Change& ch : changes) {
+    const uint32_t cores = uint32_t(ch.devices.front().cores);
+    for (size_t i = 0; i < ch.devices.size(); ++i) {
+      const int device = int(i);
+      done.push_back(
+          {ch.region.get(), device, ch.region->MemoryLimit(device), ch.region->SmLimit(device)});
+      const uint64_t bytes = uint64_t(ch.devices[i].mem_mib) * kMiB;
+      Status m = bytes == 0 ? ch.region->SetMemoryLimit(device, 0)
+                            : ch.region->LowerMemoryLimitAboveUse(device, bytes);
+      if (!m.ok() && m.error().code() == ErrorCode::kBusy) {
+        *refusal = "container " + ch.container + ": " + m.error().message() + " (" +
+                   ch.devices[i].uuid + "); nothing is taken from a running container";
+        put_back();
+        return OkStatus();
+      }
+      Status c = m.ok() ? ch.region->SetSmLimit(device, cores) : OkStatus();
+      if (!m.ok() || !c.ok()) {
+        put_back();
+        Status failed = m.ok() ? std::move(c) : std::move(m);
+        return std::move(failed).error().Context("container " + ch.container);
+      }
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::vector<limits::Entry> ResizedLimits(const std::vector<limits::Entry>& current,
@@ -98,6 +148,8 @@ Status ResizeApplier::Reconcile(const nlohmann::json& object) {
       break;
     }
     ch.region = std::move(region).value();
+    ch.region->SetLockTimeout(region::Region::kHostLockTimeoutNs);
+    ch.region->SweepDead();  // what dead processes held is not the container's
     for (size_t i = 0; i < ch.devices.size() && refusal.empty(); ++i) {
       const uint64_t limit = uint64_t(ch.devices[i].mem_mib) * kMiB;
       const uint64_t used = ch.region->UsedBytes(int(i));
@@ -117,16 +169,11 @@ Status ResizeApplier::Reconcile(const nlohmann::json& object) {
   kube::ResizeStatus next = *status;
   nlohmann::json annotations = nlohmann::json::object();
   if (refusal.empty()) {
+    auto applied = ApplyToRegions(changes, &refusal);
+    if (!applied.ok()) return std::move(applied).error().Context("resizing " + who);
+  }
+  if (refusal.empty()) {
     for (Change& ch : changes) {
-      for (size_t i = 0; i < ch.devices.size(); ++i) {
-        Status m = ch.region->SetMemoryLimit(int(i), uint64_t(ch.devices[i].mem_mib) * kMiB);
-        if (!m.ok()) return std::move(m).error().Context("resizing " + who);
-      }
-      Status s = ch.region->SetSmLimit(0, uint32_t(ch.devices.front().cores));
-      for (size_t i = 1; s.ok() && i < ch.devices.size(); ++i) {
-        s = ch.region->SetSmLimit(int(i), uint32_t(ch.devices.front().cores));
-      }
-      if (!s.ok()) return std::move(s).error().Context("resizing " + who);
       if (Status f = limits::UpdateLimitsFileInPlace(ch.limits_path, ch.limits); !f.ok()) {
         return std::move(f).error().Context("resizing " + who);
       }

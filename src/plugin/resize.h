@@ -10,7 +10,9 @@
 //      whose limits came only from its environment cannot follow a change: refused) and its
 //      region must open; a memory limit lower than what the container holds on the device now
 //      is refused (nothing is killed to make room);
-//   2. the region's memory and SM limits are set (region::Region::SetMemoryLimit, SetSmLimit);
+//   2. the region's memory and SM limits are set, each memory limit checked against what the
+//      device holds under the device's lock (region::Region::LowerMemoryLimitAboveUse), so no
+//      allocation slips in after step 1; one that did puts every region back and is refused;
 //   3. the limits file is rewritten in place, under its lock (limits/limits_file.h,
 //      UpdateLimitsFileInPlace: the container's bind mount holds the file's inode, so a renamed
 //      file would never reach it), with CUDA_DEVICE_MEMORY_LIMIT_<i> and CUDA_DEVICE_SM_LIMIT
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "kube/annotations.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "limits/limits_file.h"

@@ -12,6 +12,7 @@
 #include "kube/annotations.h"
 #include "kube/resize.h"
 #include "kube/resource.h"
+#include "limits/vocabulary.h"
 #include "node/paths.h"
 #include "region/region.h"
 #include "sim/kube/api_server.h"
@@ -23,7 +24,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kMiB = 1ull << 20;
-constexpr char kUid[] = "0a1b2c3d-uid";
 constexpr char kGpu[] = "GPU-node1-0";
 
 class ResizeApplierTest : public ::testing::Test {
@@ -44,7 +44,15 @@ class ResizeApplierTest : public ::testing::Test {
     auto client = kube::Client::Create(c, o);
     ASSERT_TRUE(client.ok());
     client_ = std::move(client).value();
-    const node::ContainerRef ref{kUid, "main"};
+    // The pod, running on node1 (the API server gives it its uid).
+    json pod = {
+        {"metadata", {{"name", "p"}, {"namespace", "default"}}},
+        {"spec", {{"nodeName", "node1"}, {"containers", {{{"name", "main"}, {"image", "x"}}}}}},
+        {"status", {{"phase", "Running"}}}};
+    auto created = api_->CreateObject(kube::kPods, pod);
+    ASSERT_TRUE(created.ok()) << created.error().message();
+    uid_ = (*created)["metadata"]["uid"].get<std::string>();
+    const node::ContainerRef ref{uid_, "main"};
     limits_path_ = *node::ContainerLimitsPath(hook_.path(), ref);
     region_path_ = *node::ContainerRegionPath(hook_.path(), ref);
     ASSERT_EQ(mkdir((hook_.path() + "/vgpu").c_str(), 0755), 0);
@@ -90,18 +98,13 @@ class ResizeApplierTest : public ::testing::Test {
   json AcceptedPod(int32_t mem, int32_t cores) {
     kube::ResizeStatus st{"main:gpumem=" + std::to_string(mem), kube::ResizePhase::kAccepted, "",
                           Devices(4000, 30)};
-    json pod = {
+    json patch = {
         {"metadata",
-         {{"name", "p"},
-          {"namespace", "default"},
-          {"uid", kUid},
-          {"annotations",
+         {{"annotations",
            {{std::string(kube::kVgpuNodeAnnotation), "node1"},
             {std::string(kube::kDevicesAllocatedAnnotation), Devices(mem, cores)},
-            {std::string(kube::kResizeStatusAnnotation), kube::EncodeResizeStatus(st)}}}}},
-        {"spec", {{"nodeName", "node1"}, {"containers", {{{"name", "main"}, {"image", "x"}}}}}},
-        {"status", {{"phase", "Running"}}}};
-    auto r = api_->CreateObject(kube::kPods, pod);
+            {std::string(kube::kResizeStatusAnnotation), kube::EncodeResizeStatus(st)}}}}}};
+    auto r = client_->Patch(kube::kPods, "default", "p", kube::PatchType::kMerge, patch);
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
   }
@@ -119,7 +122,7 @@ class ResizeApplierTest : public ::testing::Test {
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<region::Region> region_;
   std::unique_ptr<ResizeApplier> applier_;
-  std::string limits_path_, region_path_, mounted_;
+  std::string uid_, limits_path_, region_path_, mounted_;
 };
 
 TEST_F(ResizeApplierTest, AnAcceptedShareReachesTheRegionAndTheMountedLimitsFile) {
