@@ -18,9 +18,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   d->events_ = std::make_unique<kube::EventRecorder>(*d->client_, eo);
   d->scheduler_ = std::make_unique<Scheduler>(*d->client_, *d->informers_, d->events_.get(),
                                               d->metrics_, o.scheduler);
-  d->resize_ =
-      std::make_unique<ResizeController>(*d->client_, *d->informers_->Get(kube::kPods),
-                                         d->events_.get(), d->scheduler_->state(), o.resize);
+  d->resize_ = std::make_unique<ResizeController>(
+      *d->client_, *d->informers_->Get(kube::kPods), d->events_.get(), d->scheduler_->state(),
+      [s = d->scheduler_.get()] { return s->Ready(); }, o.resize);
   Routes routes = SchedulerRoutes(*d->scheduler_, d->metrics_);
   if (o.webhook) {
     webhook::WebhookContext ctx;

@@ -80,17 +80,17 @@ ResizeDecision DecideResize(const kube::Pod& pod, const kube::ResizeRequest& req
                  std::to_string(std::max<int64_t>(0, gpu->device.devmem_mib - others_mem)) + ")";
       return d;
     }
+    if (gpu->used.exclusive > 0 && gpu->used.slots > 1) {
+      d.reason = who + ": GPU " + dev.uuid + " is shared by " + std::to_string(gpu->used.slots) +
+                 " pods, and 100 cores would take it exclusively";
+      return d;
+    }
     if (gpu->used.cores > gpu->device.devcore) {
       const int64_t others = gpu->used.cores - dev.cores;
       d.reason = who + ": GPU " + dev.uuid + " offers " + std::to_string(gpu->device.devcore) +
                  " cores, the other shares on it hold " + std::to_string(others) + ", so " +
                  std::to_string(dev.cores) + " do not fit (at most " +
                  std::to_string(std::max<int64_t>(0, gpu->device.devcore - others)) + ")";
-      return d;
-    }
-    if (gpu->used.exclusive > 0 && gpu->used.slots > 1) {
-      d.reason = who + ": GPU " + dev.uuid + " is shared by " + std::to_string(gpu->used.slots) +
-                 " pods, and 100 cores would take it exclusively";
       return d;
     }
   }
@@ -112,8 +112,12 @@ ResizeDecision DecideResize(const kube::Pod& pod, const kube::ResizeRequest& req
 
 ResizeController::ResizeController(kube::Client& client, kube::Informer& pods,
                                    kube::EventRecorder* events, const ClusterState& state,
-                                   ResizeOptions options)
-    : client_(client), events_(events), state_(state), options_(options) {
+                                   std::function<bool()> synced, ResizeOptions options)
+    : client_(client),
+      events_(events),
+      state_(state),
+      synced_(std::move(synced)),
+      options_(options) {
   kube::ResourceEventHandler h;
   h.on_add = [this](const kube::ObjectPtr& pod) { Enqueue(pod); };
   h.on_update = [this](const kube::ObjectPtr&, const kube::ObjectPtr& pod) { Enqueue(pod); };
@@ -191,6 +195,7 @@ void ResizeController::Run(std::stop_token stop) {
 }
 
 bool ResizeController::Handle(const std::string& key) {
+  if (!synced_()) return false;  // decided once the state is the cluster's
   const size_t slash = key.find('/');
   const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
   auto got = client_.Get(kube::kPods, ns, name);

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -63,9 +64,12 @@ struct ResizeOptions {
 class ResizeController {
  public:
   // Adds a handler to `pods` (an informer of every namespace's pods) and starts the worker.
-  // `events` may be nullptr. Everything passed must outlive the controller.
+  // `events` may be nullptr. `synced` says whether `state` holds the cluster's usage yet (its
+  // informers synced, Scheduler::Ready): until then no request is decided, only retried, so
+  // that a GPU is never judged by a partial view. Everything passed must outlive the controller.
   ResizeController(kube::Client& client, kube::Informer& pods, kube::EventRecorder* events,
-                   const ClusterState& state, ResizeOptions options = {});
+                   const ClusterState& state, std::function<bool()> synced,
+                   ResizeOptions options = {});
   ~ResizeController();  // stops the worker (a request in flight is finished)
   ResizeController(const ResizeController&) = delete;
   ResizeController& operator=(const ResizeController&) = delete;
@@ -86,6 +90,7 @@ class ResizeController {
   kube::Client& client_;
   kube::EventRecorder* events_;
   const ClusterState& state_;
+  const std::function<bool()> synced_;
   const ResizeOptions options_;
 
   mutable std::mutex mu_;

@@ -183,7 +183,7 @@ TEST_F(ResizeIntegration, AnApiServerThatFailsEveryRequestLeavesNothingHalfWritt
       RunningGpuPod({"q", "default", 1, 1000, 0}, "n1", {{{GpuUuid("n1", 0), "NVIDIA", 1000, 0}}});
   pod["metadata"]["annotations"][std::string(kube::kResizeAnnotation)] = "main:gpumem=2000";
   ASSERT_TRUE(api_->CreateObject(kube::kPods, pod).ok());
-  // Started while the server still answers, so that its informers sync; then the server fails.
+  // Started while the server fails: its informers cannot sync, and nothing is decided.
   DaemonOptions o;
   o.server.http_bind = "127.0.0.1:0";
   o.server.metrics_bind = "127.0.0.1:0";
