@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/unique_fd.h"
 
@@ -37,6 +38,49 @@ std::string TempName(std::string_view base) {
   std::string name = "." + std::string(base) + ".tmp-";
   for (unsigned char b : bytes) name += kAlphabet[b % (sizeof(kAlphabet) - 1)];
   return name;
+}
+
+// Takes an OFD lock of `type` (F_RDLCK, F_WRLCK) on the whole of `fd`, trying again every
+// millisecond up to kLockWaitNs; 0, or the errno that stopped it (EAGAIN: still held).
+int LockWhole(int fd, short type) {
+  const int64_t deadline = MonotonicNs() + kLockWaitNs;
+  for (;;) {
+    struct flock l {};
+    l.l_type = type;
+    l.l_whence = SEEK_SET;
+    if (fcntl(fd, F_OFD_SETLK, &l) == 0) return 0;
+    if (errno != EAGAIN && errno != EACCES && errno != EINTR) return errno;
+    if (MonotonicNs() >= deadline) return EAGAIN;
+    SleepForNs(1'000'000);
+  }
+}
+
+// The whole file, read under a shared lock (held until the descriptor closes).
+Result<std::string> ReadLocked(const std::string& path) {
+  UniqueFd fd = HAMI_TRY(OpenRegularFile(path, O_RDONLY));
+  if (int err = LockWhole(fd.get(), F_RDLCK); err != 0) {
+    return Error(ErrorCode::kIo,
+                 path + ": " +
+                     (err == EAGAIN ? std::string("a rewrite held the file for 2 s; not read")
+                                    : std::string("locking it to read: ") + std::strerror(err)),
+                 err);
+  }
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("read " + path);
+    }
+    if (n == 0) break;
+    if (out.size() + size_t(n) > kMaxFileBytes) {
+      return Error(ErrorCode::kInvalidArgument,
+                   path + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
+    }
+    out.append(buf, size_t(n));
+  }
+  return out;
 }
 
 }  // namespace
@@ -89,7 +133,7 @@ LimitsFile ParseLimitsFile(std::string_view text, std::string_view path) {
 }
 
 LimitsFile ReadLimitsFile(const std::string& path) {
-  auto text = ReadFileToString(path, kMaxFileBytes);
+  auto text = ReadLocked(path);
   if (!text.ok() || text->empty()) {
     LimitsFile absent;
     absent.path = path;
@@ -222,6 +266,45 @@ Status PublishLimitsFile(const std::string& path, std::span<const Entry> entries
   remove_temp.Cancel();
   if ((err = injected(PublishStep::kSyncDirectory)) == 0 && fsync(dir.get()) != 0) err = errno;
   if (err != 0) return fail(PublishStep::kSyncDirectory, dir_path, err);
+  return OkStatus();
+}
+
+Status UpdateLimitsFileInPlace(const std::string& path, std::span<const Entry> entries) {
+  const std::string context = "rewriting limits file " + path + " in place";
+  auto text = LimitsText(entries);
+  if (!text.ok()) return std::move(text).error().Context(context);
+  auto fd = OpenRegularFile(path, O_RDWR);
+  if (!fd.ok()) return std::move(fd).error().Context(context + ": open");
+  struct stat st {};
+  if (fstat(fd->get(), &st) != 0) return Error::FromErrno(context + ": fstat");
+  if (st.st_uid != geteuid()) {
+    return Error(ErrorCode::kPermission, context + ": owned by uid " + std::to_string(st.st_uid) +
+                                             ", not by this process's uid " +
+                                             std::to_string(geteuid()) + "; left as it is");
+  }
+  if (int err = LockWhole(fd->get(), F_WRLCK); err != 0) {
+    return Error(
+        ErrorCode::kIo,
+        context + ": " +
+            (err == EAGAIN
+                 ? std::string("a reader or another rewrite held the file for 2 s; left as it is")
+                 : std::string("lock: ") + std::strerror(err)),
+        err);
+  }
+  const std::string_view t = *text;
+  size_t done = 0;
+  while (done < t.size()) {
+    ssize_t n = pwrite(fd->get(), t.data() + done, t.size() - done, off_t(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Error::FromErrno(context + ": write (the file is damaged; rewrite it)");
+    }
+    done += size_t(n);
+  }
+  if (ftruncate(fd->get(), off_t(t.size())) != 0) {
+    return Error::FromErrno(context + ": truncate (the file is damaged; rewrite it)");
+  }
+  if (fsync(fd->get()) != 0) return Error::FromErrno(context + ": fsync");
   return OkStatus();
 }
 

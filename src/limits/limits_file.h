@@ -67,10 +67,16 @@ bool IsValidKey(std::string_view key);
 // are shown, up to a NUL byte).
 LimitsFile ParseLimitsFile(std::string_view text, std::string_view path);
 
-// Reads and parses `path`, opened without following a symlink. An absent or empty file is
-// `present == false` with no problem; any other failure to read it (not a regular file, a
-// symlink, unreadable, larger than kMaxFileBytes) is `present == false`, `unreadable`, with
-// one problem naming the path.
+// How long a reader waits for a rewrite in place (UpdateLimitsFileInPlace) to finish, and a
+// rewrite for readers to let go, before giving up.
+inline constexpr int64_t kLockWaitNs = 2'000'000'000;
+
+// Reads and parses `path`, opened without following a symlink, under a shared OFD lock on the
+// file, so that a rewrite in place (UpdateLimitsFileInPlace) is seen whole or not at all. An
+// absent or empty file is `present == false` with no problem; any other failure to read it
+// (not a regular file, a symlink, unreadable, larger than kMaxFileBytes, a rewrite that held
+// the file for kLockWaitNs) is `present == false`, `unreadable`, with one problem naming the
+// path.
 LimitsFile ReadLimitsFile(const std::string& path);
 
 // The text of a file holding `entries` (in any order) and the format line: sorted by key.
@@ -107,5 +113,17 @@ struct PublishOptions {
 // followed. The caller owns the directory; nothing else in it is touched.
 Status PublishLimitsFile(const std::string& path, std::span<const Entry> entries,
                          const PublishOptions& options = {});
+
+// Rewrites the existing file at `path` with `entries` in place, under an exclusive OFD lock on
+// the file (ReadLimitsFile takes a shared one): for a file a running container already has
+// bound into it. A bind mount holds the inode it was given, so a file renamed over `path` (as
+// PublishLimitsFile does) is never seen through the mount; the same inode must change, and the
+// lock is what makes the change whole for every reader. The text is written from offset 0, the
+// file cut to its length and fsync'd, then the lock let go. Refused without a change, naming
+// `path` and the step: a symlink or non-regular file, a file owned by another user than the
+// caller (a tenant's file is not the node's), a lock readers held for kLockWaitNs, entries
+// LimitsText refuses. A write that fails midway leaves a file a reader would not trust only
+// while the lock is held; the error says to rewrite it.
+Status UpdateLimitsFileInPlace(const std::string& path, std::span<const Entry> entries);
 
 }  // namespace hami::limits

@@ -364,5 +364,69 @@ TEST_F(Publish, AReadOnlyDirectoryRefusesAnUnprivilegedWriter) {
   EXPECT_THAT(Names(ro), IsEmpty());
 }
 
+// --- Rewriting in place ----------------------------------------------------------------------
+
+// A second name for the file's inode stands in for a container's bind mount of it: what the
+// container reads is the inode it was given, whatever is renamed over the host's path later.
+TEST_F(Publish, InPlaceRewriteReachesAReaderOfTheSameInodeWhereARenameDoesNot) {
+  ASSERT_TRUE(PublishLimitsFile(Path(), entries_).ok());
+  const std::string mounted = dir_.File("mounted");
+  ASSERT_EQ(link(Path().c_str(), mounted.c_str()), 0);
+  const std::vector<Entry> raised = {{"CUDA_DEVICE_MEMORY_LIMIT_0", "6000m"},
+                                     {"CUDA_DEVICE_SM_LIMIT", "60"}};
+  ASSERT_TRUE(UpdateLimitsFileInPlace(Path(), raised).ok());
+  const std::string want =
+      "CUDA_DEVICE_MEMORY_LIMIT_0=6000m\nCUDA_DEVICE_SM_LIMIT=60\nHAMI_LIMITS_FORMAT=1\n";
+  EXPECT_EQ(Slurp(mounted), want);
+  EXPECT_EQ(Slurp(Path()), want);
+  // Shorter text: the file is cut to it.
+  ASSERT_TRUE(UpdateLimitsFileInPlace(Path(), std::vector<Entry>{{"A", "1"}}).ok());
+  EXPECT_EQ(Slurp(mounted), "A=1\nHAMI_LIMITS_FORMAT=1\n");
+  // The contrast: a publication renames a new inode over the path, which the mount never sees.
+  ASSERT_TRUE(PublishLimitsFile(Path(), entries_).ok());
+  EXPECT_EQ(Slurp(mounted), "A=1\nHAMI_LIMITS_FORMAT=1\n");
+}
+
+TEST_F(Publish, InPlaceRewriteRefusesASymlinkAMissingFileAndAnotherUsersFile) {
+  Put(dir_.File("real"), "A=1\n");
+  ASSERT_EQ(symlink(dir_.File("real").c_str(), Path().c_str()), 0);
+  Status s = UpdateLimitsFileInPlace(Path(), entries_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(),
+              AllOf(HasSubstr("rewriting limits file " + Path()), HasSubstr("symbolic")));
+  EXPECT_EQ(Slurp(dir_.File("real")), "A=1\n");
+  EXPECT_FALSE(UpdateLimitsFileInPlace(dir_.File("absent"), entries_).ok());
+  if (geteuid() == 0) {
+    Put(dir_.File("tenant"), "A=1\n");
+    ASSERT_EQ(chown(dir_.File("tenant").c_str(), 4321, 4321), 0);
+    Status t = UpdateLimitsFileInPlace(dir_.File("tenant"), entries_);
+    ASSERT_FALSE(t.ok());
+    EXPECT_THAT(t.error().message(), HasSubstr("owned by uid 4321"));
+    EXPECT_EQ(Slurp(dir_.File("tenant")), "A=1\n");
+  }
+}
+
+// A reader never reads past a rewrite that holds the file: it waits, then gives up and says
+// the file is unreadable (its limits are then held closed by libvgpu), never a part of it.
+TEST_F(Publish, AReaderWaitsForARewriteAndGivesUpUnreadable) {
+  ASSERT_TRUE(PublishLimitsFile(Path(), entries_).ok());
+  int fd = open(Path().c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  ASSERT_EQ(fcntl(fd, F_OFD_SETLK, &l), 0);
+  LimitsFile held = ReadLimitsFile(Path());
+  EXPECT_FALSE(held.present);
+  EXPECT_TRUE(held.unreadable);
+  EXPECT_THAT(held.problems, ElementsAre(AllOf(HasSubstr(Path()), HasSubstr("rewrite held"))));
+  Status w = UpdateLimitsFileInPlace(Path(), std::vector<Entry>{{"A", "1"}});
+  ASSERT_FALSE(w.ok()) << "two rewrites at once";
+  EXPECT_THAT(w.error().message(), HasSubstr("held the file for 2 s; left as it is"));
+  close(fd);
+  EXPECT_EQ(Slurp(Path()), text_);
+  EXPECT_TRUE(ReadLimitsFile(Path()).present);
+}
+
 }  // namespace
 }  // namespace hami::limits

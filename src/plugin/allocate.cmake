@@ -41,3 +41,13 @@ hami_cc_test(NAME plugin_kubelet_driver_test LABELS integration TIMEOUT 120
 # config.json under arbitrary bytes; the corpus is replayed by the plain test run.
 hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami::plugin_config
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/config_corpus)
+
+# The node's half of resizing a running pod: the container's region and limits file follow an
+# accepted share (resize.h).
+hami_cc_library(NAME hami_plugin_resize SRCS resize.cc
+  DEPS hami::kube_client hami::kube_codec hami::limits hami::node_paths hami::region hami::log
+       hami::common nlohmann_json::nlohmann_json Threads::Threads)
+
+hami_cc_test(NAME plugin_resize_test LABELS integration TIMEOUT 120
+  SRCS resize_test.cc
+  DEPS hami::plugin_resize hami::sim_kube)

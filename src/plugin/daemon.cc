@@ -277,6 +277,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     if (changed) d->Republish();
   }
   d->register_loop_->Start();
+  d->resize_ = std::make_unique<ResizeApplier>(
+      *d->client_, ResizeApplierOptions{d->config_.node_name, o.hook_path, o.resize_period});
+  d->resize_->Start();
 
   // The kubelet.
   d->registrar_ = std::make_unique<Registrar>(d->service_.get(), o.registrar);
@@ -303,6 +306,7 @@ void Daemon::Stop() {
   if (registrar_ != nullptr) registrar_->Stop();
   if (health_watcher_ != nullptr) health_watcher_->Stop();
   if (register_loop_ != nullptr) register_loop_->Stop();
+  if (resize_ != nullptr) resize_->Stop();
   if (service_ != nullptr) {
     HAMI_LOG(kInfo, "event=stopped %s", Counters().ToKeyValues().c_str());
   }

@@ -10,7 +10,7 @@ hami_cc_test(NAME plugin_broker_host_test LABELS integration
 
 # ---- the daemon (appended below) ----
 hami_cc_library(NAME hami_plugin_daemon SRCS daemon.cc
-  DEPS hami::plugin_allocator hami::plugin_api hami::plugin_registrar hami::plugin_devices
+  DEPS hami::plugin_allocator hami::plugin_resize hami::plugin_api hami::plugin_registrar hami::plugin_devices
        hami::inventory_health hami::plugin_register_loop hami::plugin_broker_host hami::plugin_config
        hami::inventory hami::kube_client hami::log hami::common)
 

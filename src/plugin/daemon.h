@@ -43,6 +43,7 @@
 #include "plugin/devices.h"
 #include "plugin/register_loop.h"
 #include "plugin/registrar.h"
+#include "plugin/resize.h"
 
 namespace hami::plugin {
 
@@ -58,6 +59,8 @@ struct DaemonOptions {
   // empty: the hook directory is expected to hold one already (checked).
   std::string vgpu_library;
   std::chrono::milliseconds register_period{30000};
+  // How often the node's pods are looked at for an accepted resize (plugin/resize.h).
+  std::chrono::milliseconds resize_period{2000};
   std::chrono::milliseconds register_retry{5000};
   bool health_checks = true;  // false: no NVML event watcher (the GPUs stay as NVML listed them)
   kube::ClientOptions client;
@@ -114,6 +117,7 @@ class Daemon {
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<DevicePluginService> service_;
   std::unique_ptr<RegisterLoop> register_loop_;
+  std::unique_ptr<ResizeApplier> resize_;
   std::unique_ptr<inventory::HealthWatcher> health_watcher_;
   std::unique_ptr<Registrar> registrar_;
   bool stopped_ = false;

@@ -1016,6 +1016,33 @@ Status Region::SetMemoryLimit(int device, uint64_t bytes) {
   return OkStatus();
 }
 
+Status Region::LowerMemoryLimitAboveUse(int device, uint64_t bytes) {
+  HAMI_TRY(Writable());
+  if (device < 0 || device >= device_count() || bytes == 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "shared region " + path_ + ": no limit of " + std::to_string(bytes) +
+                     " bytes to set on device " + std::to_string(device) + " (it has " +
+                     std::to_string(device_count()) + " devices)");
+  }
+  {
+    DeviceLock lock(file_, device, lock_timeout_ns_, &wedged_ns_[size_t(device)]);
+    if (!lock.locked()) {
+      return Error(ErrorCode::kTimeout, "shared region " + path_ + ": device " +
+                                            std::to_string(device) +
+                                            "'s lock is held; its memory limit is left as it is");
+    }
+    const uint64_t used = file_->devices[device].used_bytes.load(std::memory_order_relaxed);
+    if (used > bytes) {
+      return Error(ErrorCode::kBusy, "shared region " + path_ + ": device " +
+                                         std::to_string(device) + " holds " + std::to_string(used) +
+                                         " bytes, more than the limit of " + std::to_string(bytes));
+    }
+    file_->policy.memory_limit[device].store(bytes);
+  }
+  Touch();
+  return OkStatus();
+}
+
 Status Region::SetSmLimit(int device, uint32_t percent) {
   HAMI_TRY(Writable());
   if (device < 0 || device >= device_count()) {

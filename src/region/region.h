@@ -358,6 +358,11 @@ class Region {
 
   // ---- policy changes (operator actions) ----
   Status SetMemoryLimit(int device, uint64_t bytes);
+  // As SetMemoryLimit, unless the container holds more than `bytes` (> 0) on the device:
+  // checked and set under the device's lock, which every reservation takes, so no admission
+  // slips between the check and the change. Refused with kBusy, naming both amounts and
+  // changing nothing; kTimeout when the device lock cannot be had (SetLockTimeout).
+  Status LowerMemoryLimitAboveUse(int device, uint64_t bytes);
   Status SetSmLimit(int device, uint32_t percent);
   Status SetPriority(int32_t priority);
   Status SetCorePolicy(CorePolicy policy);

@@ -306,6 +306,50 @@ TEST_F(RegionTest, RefusesForeignSmallAndLinkedFilesNamingThem) {
               HasSubstr("symbolic link"));
 }
 
+TEST_F(RegionTest, ALimitIsLoweredOnlyToWhatTheDeviceHoldsOrMore) {
+  auto a = MustOpen(TwoDevices(100 << 20));
+  auto node = MustOpen();
+  ASSERT_TRUE(a->Register().ok());
+  ASSERT_EQ(a->Reserve(0, 40 << 20, UsageKind::kData), Admission::kOk);
+  Status below = node->LowerMemoryLimitAboveUse(0, 30 << 20);
+  ASSERT_FALSE(below.ok());
+  EXPECT_EQ(below.error().code(), ErrorCode::kBusy);
+  EXPECT_THAT(below.error().message(),
+              HasSubstr("device 0 holds 41943040 bytes, more than the limit of 31457280"));
+  EXPECT_EQ(node->MemoryLimit(0), uint64_t(100 << 20));
+  ASSERT_TRUE(node->LowerMemoryLimitAboveUse(0, 50 << 20).ok());
+  EXPECT_EQ(a->MemoryLimit(0), uint64_t(50 << 20));
+  EXPECT_EQ(a->Reserve(0, 20 << 20, UsageKind::kData), Admission::kOverLimit);
+  EXPECT_FALSE(node->LowerMemoryLimitAboveUse(0, 0).ok()) << "0 would be no limit at all";
+  EXPECT_FALSE(node->LowerMemoryLimitAboveUse(5, 1 << 20).ok());
+}
+
+// The check and the change are one step under the device's lock: whenever a lowering
+// succeeds, no reservation made around it ends past the new limit.
+TEST_F(RegionTest, ALoweringRacingReservationsNeverLeavesTheDeviceOverItsLimit) {
+  for (int round = 0; round < 50; ++round) {
+    path_ = tmp_.File("usage.cache." + std::to_string(round));
+    auto r = MustOpen(TwoDevices(0));
+    auto node = MustOpen();
+    ASSERT_TRUE(r->Register().ok());
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&] {
+        while (!stop.load() && r->Reserve(0, 4096, UsageKind::kData) == Admission::kOk) {
+        }
+      });
+    }
+    Status lowered = OkStatus();
+    do {
+      lowered = node->LowerMemoryLimitAboveUse(0, node->UsedBytes(0) + 2 * 4096);
+    } while (!lowered.ok());
+    stop = true;
+    for (auto& t : threads) t.join();
+    EXPECT_LE(r->UsedBytes(0), r->MemoryLimit(0)) << "round " << round;
+  }
+}
+
 TEST_F(RegionTest, ThreadsReservingConcurrentlyNeverPassTheLimit) {
   auto r = MustOpen(TwoDevices(1000));
   ASSERT_TRUE(r->Register().ok());

@@ -18,6 +18,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   d->events_ = std::make_unique<kube::EventRecorder>(*d->client_, eo);
   d->scheduler_ = std::make_unique<Scheduler>(*d->client_, *d->informers_, d->events_.get(),
                                               d->metrics_, o.scheduler);
+  d->resize_ = std::make_unique<ResizeController>(
+      *d->client_, *d->informers_->Get(kube::kPods), d->events_.get(), d->scheduler_->state(),
+      [s = d->scheduler_.get()] { return s->Ready(); }, o.resize);
   Routes routes = SchedulerRoutes(*d->scheduler_, d->metrics_);
   if (o.webhook) {
     webhook::WebhookContext ctx;
@@ -115,6 +118,7 @@ void Daemon::Stop() {
     background_.join();
   }
   if (server_) server_->Stop();
+  resize_.reset();
   if (informers_) informers_->StopAll();
   events_.reset();
 }
@@ -128,5 +132,6 @@ int Daemon::metrics_port() const { return server_->metrics_port(); }
 Scheduler& Daemon::scheduler() { return *scheduler_; }
 SchedulerMetrics& Daemon::metrics() { return metrics_; }
 kube::Client& Daemon::client() { return *client_; }
+ResizeController& Daemon::resize() { return *resize_; }
 
 }  // namespace hami::scheduler

@@ -24,6 +24,7 @@
 #include "kube/leader_election.h"
 #include "scheduler/handshake.h"
 #include "scheduler/metrics.h"
+#include "scheduler/resize.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/server.h"
 
@@ -40,6 +41,7 @@ struct DaemonOptions {
   std::string lease_name = "hami-scheduler";
   std::string leader_identity;  // empty: "<hostname>_<pid>"
   bool webhook = true;          // serve POST /webhook
+  ResizeOptions resize;         // resizing running pods (scheduler/resize.h)
 };
 
 class Daemon {
@@ -57,6 +59,7 @@ class Daemon {
   Scheduler& scheduler();
   SchedulerMetrics& metrics();
   kube::Client& client();
+  ResizeController& resize();
 
  private:
   Daemon() = default;
@@ -69,6 +72,7 @@ class Daemon {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HandshakeLoop> handshake_;
+  std::unique_ptr<ResizeController> resize_;
   std::unique_ptr<kube::LeaderElector> elector_;
   std::jthread background_;  // the handshake loop, or the elector running it
   bool stopped_ = false;

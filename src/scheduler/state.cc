@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/quote.h"
+#include "kube/resize.h"
 #include "log/log.h"
 
 namespace hami::scheduler {
@@ -78,6 +79,15 @@ std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* b
   s.node = *node;
   s.priority = pod.priority.value_or(0);
   s.devices = std::move(devices).value();
+  // A resize the node has not applied yet may still be refused there and the old share put
+  // back: until then the larger of the two counts (kube/resize.h).
+  if (const std::string* status = pod.metadata.Annotation(kube::kResizeStatusAnnotation)) {
+    auto st = kube::DecodeResizeStatus(*status);
+    if (st.ok() && st->phase == kube::ResizePhase::kAccepted) {
+      auto previous = kube::DecodePodDevices(st->previous, kube::kDevicesAllocatedAnnotation);
+      if (previous.ok()) s.devices = kube::LargerOfEach(s.devices, *previous);
+    }
+  }
   const size_t containers = pod.containers.size();
   s.init_containers = s.devices.size() > containers ? s.devices.size() - containers : 0;
   return s;

@@ -405,4 +405,37 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
   return r;
 }
 
+FileLimits LimitsFromFile(const LimitsFile& file) {
+  FileLimits out;
+  if (!file.present && !file.unreadable) return out;
+  Resolution r = ResolveConfig(file, [](const char*) -> const char* { return nullptr; });
+  out.closed = std::move(r.closed);
+  const std::string_view memory_all = limits::Name(limits::Key::kMemoryLimit);
+  const std::string_view sm_all = limits::Name(limits::Key::kSmLimit);
+  bool memory_every = file.unreadable, sm_every = file.unreadable;
+  std::array<bool, kMaxDevices> memory_one{}, sm_one{};
+  for (const Setting& s : r.config.settings) {
+    memory_every |= s.name == memory_all;
+    sm_every |= s.name == sm_all;
+    int device = -1;
+    const limits::KeyInfo* k = limits::Lookup(s.name, &device);
+    if (k == nullptr || device < 0 || device >= kMaxDevices) continue;
+    memory_one[size_t(device)] |= k->key == limits::Key::kDeviceMemoryLimit;
+    sm_one[size_t(device)] |= k->key == limits::Key::kDeviceSmLimit;
+  }
+  for (size_t i = 0; i < size_t(kMaxDevices); ++i) {
+    if (memory_every || memory_one[i]) out.memory_limit[i] = r.config.memory_limit[i];
+    if (sm_every || sm_one[i]) out.sm_limit[i] = r.config.sm_limit[i];
+  }
+  return out;
+}
+
+std::string LimitsFileState(const LimitsFile& file) {
+  if (file.unreadable) return "unreadable";
+  std::string state;
+  for (const auto& [key, value] : file.entries) state += key + "=" + value + "\n";
+  for (const auto& [key, shown] : file.skipped) state += "skipped " + key + " " + shown + "\n";
+  return state;
+}
+
 }  // namespace hami::vgpu

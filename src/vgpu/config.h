@@ -103,6 +103,24 @@ struct Resolution {
 
 Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn);
 
+// The memory and SM limits the limits file alone sets, per CUDA ordinal: what a running process
+// follows when the root-owned file changes (vgpu/watch.h), never the environment, which the
+// process itself can change. Resolved as ResolveConfig resolves the file (per-device beats
+// all-devices; a malformed or skipped limit line, or an unreadable file, is held closed), with
+// nullopt where the file sets no limit for the device (the process's own stands) and for an
+// absent or empty file (nothing to follow: a file that vanished never loosens a limit).
+struct FileLimits {
+  std::array<std::optional<uint64_t>, kMaxDevices> memory_limit{};
+  std::array<std::optional<uint32_t>, kMaxDevices> sm_limit{};
+  std::vector<std::string> closed;  // as Resolution::closed
+};
+FileLimits LimitsFromFile(const LimitsFile& file);
+
+// What a read of the limits file found, as one string: equal for two reads exactly when what
+// they would configure is the same (its entries, its skipped lines, unreadable). The watcher
+// compares it with the state the process was configured from, and then with the last followed.
+std::string LimitsFileState(const LimitsFile& file);
+
 // What a row of the options table is.
 enum class OptionScope {
   kScalar,      // one variable

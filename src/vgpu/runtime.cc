@@ -181,8 +181,8 @@ void MapToRegionLocked(Runtime& rt, region::Region& reg) REQUIRES(rt.devices_mu)
   // per-device limit names a device by the container's ordinal, which is the region's order
   // (its creator's), whatever order this process's CUDA_VISIBLE_DEVICES gives.
   for (int i = 0; i < policy.device_count && i < kMaxDevices; ++i) {
-    reg.SetOwnMemoryLimit(i, rt.config.memory_limit[size_t(i)]);
-    reg.SetOwnSmLimit(i, rt.config.sm_limit[size_t(i)]);
+    reg.SetOwnMemoryLimit(i, rt.own_memory_limit[size_t(i)].load(std::memory_order_relaxed));
+    reg.SetOwnSmLimit(i, rt.own_sm_limit[size_t(i)].load(std::memory_order_relaxed));
   }
 }
 
@@ -241,8 +241,13 @@ void EnsureConfigured(Runtime& rt) {
   if (rt.configured) return;
   rt.configured = true;
   LimitsFile file = ReadLimitsFile(kLimitsFilePath);
+  rt.configured_limits_state = LimitsFileState(file);
   Resolution res = ResolveConfig(file, [](const char* name) { return std::getenv(name); });
   rt.config = std::move(res.config);
+  for (size_t i = 0; i < size_t(kMaxDevices); ++i) {
+    rt.own_memory_limit[i].store(rt.config.memory_limit[i], std::memory_order_relaxed);
+    rt.own_sm_limit[i].store(rt.config.sm_limit[i], std::memory_order_relaxed);
+  }
   g_log.set_level(LogLevel(rt.config.log_level));
   SetCheckLogger(&g_log);  // HAMI_BUG lines carry this library's tag and level
   // A limit held closed is said whatever the log level: the process runs, but refused.

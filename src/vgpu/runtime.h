@@ -145,6 +145,15 @@ struct Runtime {
   // own): written by the joining thread before the watcher starts, read by the watcher.
   std::array<uint64_t, kMaxDevices> joined_memory_limit{};
   std::array<uint32_t, kMaxDevices> joined_sm_limit{};
+  // This process's own limits per region device (bytes, 0 = none; percent, 0 or 100 = none):
+  // config's at first (EnsureConfigured), then what the root-owned limits file says whenever it
+  // changes (the watcher), never the environment again. Held with the region's
+  // (Region::SetOwnMemoryLimit, SetOwnSmLimit).
+  std::array<std::atomic<uint64_t>, kMaxDevices> own_memory_limit{};
+  std::array<std::atomic<uint32_t>, kMaxDevices> own_sm_limit{};
+  // The limits file as EnsureConfigured read it (LimitsFileState): written once before the
+  // region is joined, read by the watcher, whose first look follows a change made since.
+  std::string configured_limits_state;
   // The file at the region's path is no longer the one this process mapped (found by the
   // watcher, or by a fork child reopening it): every accounted allocation is refused from then
   // on. Kept in a fork child.

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/unique_fd.h"
 #include "limits/vocabulary.h"
 #include "region/crosscheck.h"
+#include "vgpu/config.h"
 #include "vgpu/nvml_list.h"
 #include "vgpu/runtime.h"
 
@@ -24,6 +26,9 @@ constexpr unsigned long long kMiB = 1ull << 20;
 // What inotify reports of the region's file: unlinked or renamed over (its link count),
 // renamed away, truncated.
 constexpr uint32_t kFileEvents = IN_ATTRIB | IN_MODIFY | IN_MOVE_SELF | IN_DELETE_SELF;
+// What inotify reports of the limits file: rewritten in place (the node's resize), replaced.
+constexpr uint32_t kLimitsEvents =
+    IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
 
 struct WatchState {
   std::array<bool, kMaxDevices> leading{};
@@ -34,6 +39,9 @@ struct WatchState {
   std::vector<nvmlProcessInfo_t> listed;
   std::vector<region::NvmlProcessUse> uses;
   std::vector<region::SlotView> slots;
+  // The limits file's state (LimitsFileState) as last followed, or as the process was
+  // configured from until the first change: no change, nothing to do.
+  std::string limits_state;
 };
 
 void Replaced(Runtime& rt, const Status& why) {
@@ -62,7 +70,7 @@ void CheckPolicy(Runtime& rt, region::Region* reg, WatchState& w) {
   const int count = reg->device_count();
   for (int i = 0; i < count; ++i) {
     const uint64_t memory = reg->MemoryLimit(i);
-    const uint64_t own_memory = rt.config.memory_limit[size_t(i)];
+    const uint64_t own_memory = rt.own_memory_limit[size_t(i)].load(std::memory_order_relaxed);
     if (memory == own_memory) {
       w.memory_seen[size_t(i)] = 0;
     } else if (w.memory_seen[size_t(i)] != memory + 1) {
@@ -70,12 +78,49 @@ void CheckPolicy(Runtime& rt, region::Region* reg, WatchState& w) {
       reg->RecordPolicyConflict(ConflictField::kMemoryLimit, i, memory, own_memory);
     }
     const uint32_t sm = reg->SmLimit(i);
-    const uint32_t own_sm = rt.config.sm_limit[size_t(i)];
+    const uint32_t own_sm = rt.own_sm_limit[size_t(i)].load(std::memory_order_relaxed);
     if (sm == own_sm) {
       w.sm_seen[size_t(i)] = 0;
     } else if (w.sm_seen[size_t(i)] != uint64_t(sm) + 1) {
       w.sm_seen[size_t(i)] = uint64_t(sm) + 1;
       reg->RecordPolicyConflict(ConflictField::kSmLimit, i, sm, own_sm);
+    }
+  }
+}
+
+// Follows the root-owned limits file: when what it says of a device's memory or SM limit
+// differs from this process's own, the own limit becomes the file's (raised or lowered) and is
+// held with the region's from the next admission or launch on. The environment is never read
+// again, and a limit raised in the region alone stays under this process's own.
+void FollowLimitsFile(Runtime& rt, region::Region* reg, WatchState& w) {
+  LimitsFile file = ReadLimitsFile(kLimitsFilePath);
+  std::string state = LimitsFileState(file);
+  if (state == w.limits_state) return;
+  w.limits_state = std::move(state);
+  const FileLimits limits = LimitsFromFile(file);
+  for (const std::string& c : limits.closed) g_log.Always(LogLevel::kError, "%s", c.c_str());
+  const int count = reg->device_count();
+  for (int i = 0; i < count && i < kMaxDevices; ++i) {
+    if (const auto& m = limits.memory_limit[size_t(i)]) {
+      const uint64_t was = rt.own_memory_limit[size_t(i)].exchange(*m, std::memory_order_relaxed);
+      if (was != *m) {
+        reg->SetOwnMemoryLimit(i, *m);
+        g_log.Log(LogLevel::kInfo,
+                  "%s: device %d memory limit %llu -> %llu bytes (0: none), held with the "
+                  "region's from the next allocation",
+                  kLimitsFilePath, i, static_cast<unsigned long long>(was),
+                  static_cast<unsigned long long>(*m));
+      }
+    }
+    if (const auto& sm = limits.sm_limit[size_t(i)]) {
+      const uint32_t was = rt.own_sm_limit[size_t(i)].exchange(*sm, std::memory_order_relaxed);
+      if (was != *sm) {
+        reg->SetOwnSmLimit(i, *sm);
+        g_log.Log(LogLevel::kInfo,
+                  "%s: device %d SM limit %u -> %u percent (0 or 100: none), held from the next "
+                  "launch",
+                  kLimitsFilePath, i, was, *sm);
+      }
     }
   }
 }
@@ -136,19 +181,23 @@ void CrossCheck(Runtime& rt, region::Region* reg, WatchState& w) {
   }
 }
 
-// Waits up to `ns` for inotify to report a change of the region's file (drained), or sleeps
-// when there is no watch.
-void WaitForChange(const UniqueFd& events, int64_t ns) {
-  if (!events.valid()) {
+// Waits up to `ns` for inotify to report a change of the region's file or of the limits file
+// (each drained), or sleeps when there is no watch. True when the limits file changed.
+bool WaitForChange(const UniqueFd& events, const UniqueFd& limits_events, int64_t ns) {
+  if (!events.valid() && !limits_events.valid()) {
     SleepForNs(ns);
-    return;
+    return false;
   }
-  pollfd p{events.get(), POLLIN, 0};
+  pollfd p[2] = {{events.get(), POLLIN, 0}, {limits_events.get(), POLLIN, 0}};
   const int ms = int((ns + 999'999) / 1'000'000);
-  if (poll(&p, 1, ms) <= 0) return;
+  if (poll(p, 2, ms) <= 0) return false;
   alignas(inotify_event) char buf[4096];
-  while (read(events.get(), buf, sizeof(buf)) > 0) {
+  for (const UniqueFd* fd : {&events, &limits_events}) {
+    if (!fd->valid()) continue;
+    while (read(fd->get(), buf, sizeof(buf)) > 0) {
+    }
   }
+  return (p[1].revents & POLLIN) != 0;
 }
 
 // The watcher thread's body; `arg` is the process's state.
@@ -157,6 +206,7 @@ void* WatcherMain(void* arg) {
   region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
   if (reg == nullptr) return nullptr;
   WatchState w;
+  w.limits_state = rt.configured_limits_state;
   SeeJoinedPolicy(rt, w);
   UniqueFd events;
   if (!reg->anonymous()) {
@@ -166,6 +216,16 @@ void* WatcherMain(void* arg) {
       events.Reset();  // checked once a period instead
     }
   }
+  // The limits file is watched by its inode: a container's bind mount of it changes only in
+  // place (limits/limits_file.h, UpdateLimitsFileInPlace). Without a watch it is read once a
+  // period.
+  UniqueFd limits_events(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (limits_events.valid() &&
+      inotify_add_watch(limits_events.get(), kLimitsFilePath, kLimitsEvents | IN_DONT_FOLLOW) < 0) {
+    limits_events.Reset();
+  }
+  // A change made between this process's configuration and the watch is followed now.
+  FollowLimitsFile(rt, reg, w);
   int64_t next = MonotonicNs() + region::kCrossCheckPeriodNs;
   for (;;) {
     if (!rt.region_replaced.load(std::memory_order_relaxed)) {
@@ -178,12 +238,13 @@ void* WatcherMain(void* arg) {
     }
     const int64_t now = MonotonicNs();
     if (now >= next) {
+      FollowLimitsFile(rt, reg, w);
       CheckPolicy(rt, reg, w);
       CrossCheck(rt, reg, w);
       next = MonotonicNs() + region::kCrossCheckPeriodNs;
       continue;
     }
-    WaitForChange(events, next - now);
+    if (WaitForChange(events, limits_events, next - now)) FollowLimitsFile(rt, reg, w);
   }
   return nullptr;
 }

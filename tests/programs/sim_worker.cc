@@ -4,11 +4,16 @@
 //
 //   sim_worker [device N] [print-devices] [context] [alloc BYTES] [try-alloc BYTES]
 //              [meminfo] [launch COUNT] [launch-for-ms N] [sync] [free-all] [sleep-ms N]
-//              [hold] [release-context] ...
+//              [hold] [release-context] [touch PATH] [wait-path PATH]
+//              [until-alloc BYTES MS] ...
 //
 // try-alloc prints "try-alloc BYTES CURESULT" and goes on whatever the result (a failed
 // allocation is not an error); meminfo prints "meminfo FREE TOTAL DEVICE_TOTAL" from
 // cuMemGetInfo_v2 and cuDeviceTotalMem_v2 for the current device.
+// touch creates PATH (a sign to a test); wait-path waits up to 60 s for PATH to exist (a
+// sign from the test; a timeout is an error). until-alloc tries to allocate BYTES every
+// millisecond until it succeeds or MS pass, then prints "until-alloc BYTES CURESULT" (the
+// last result: a limit raised while the process runs reaches it).
 // print-devices needs no context: it prints "device ORDINAL UUID PCI_BUS_ID" for each
 // device CUDA shows. launch-for-ms launches back-to-back kernels (each several waves of the
 // whole device) for N milliseconds of wall time, then prints "launched COUNT".
@@ -18,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +107,34 @@ int main(int argc, char** argv) {
       CUresult r = cuMemAlloc_v2(&p, *bytes);
       if (r == CUDA_SUCCESS) held.push_back(p);
       std::printf("try-alloc %llu %d\n", static_cast<unsigned long long>(*bytes), int(r));
+    } else if (step == "until-alloc") {
+      auto bytes = hami::ParseSize(next(), "until-alloc");
+      const int64_t until = hami::MonotonicNs() + int64_t(std::atoll(next().c_str())) * 1'000'000;
+      if (!bytes.ok()) return Fail("until-alloc-size", 1);
+      CUresult r;
+      for (;;) {
+        CUdeviceptr p;
+        r = cuMemAlloc_v2(&p, *bytes);
+        if (r == CUDA_SUCCESS) held.push_back(p);
+        if (r == CUDA_SUCCESS || hami::MonotonicNs() >= until) break;
+        hami::SleepForNs(1'000'000);
+      }
+      std::printf("until-alloc %llu %d\n", static_cast<unsigned long long>(*bytes), int(r));
+    } else if (step == "touch") {
+      const std::string path = next();
+      FILE* f = std::fopen(path.c_str(), "we");
+      if (f == nullptr) return Fail("touch", errno);
+      std::fclose(f);
+      std::printf("touched\n");
+      std::fflush(stdout);
+    } else if (step == "wait-path") {
+      const std::string path = next();
+      const int64_t until = hami::MonotonicNs() + 60'000'000'000;
+      while (access(path.c_str(), F_OK) != 0) {
+        if (hami::MonotonicNs() >= until) return Fail("wait-path", ETIMEDOUT);
+        hami::SleepForNs(1'000'000);
+      }
+      std::printf("waited\n");
     } else if (step == "meminfo") {
       size_t free = 0, total = 0, device_total = 0;
       if (CUresult r = cuMemGetInfo_v2(&free, &total); r != CUDA_SUCCESS) {

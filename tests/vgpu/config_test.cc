@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,6 +29,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
@@ -712,6 +714,48 @@ TEST(LimitsFormat, UnknownFormatIsAProblemButTheFileStillApplies) {
                                             HasSubstr("reading it as format 1"))));
   EXPECT_EQ(r.config.memory_limit[0], kGiB);
   EXPECT_EQ(FindSetting(r.config, "HAMI_LIMITS_FORMAT"), nullptr);
+}
+
+// --- What a running process follows ---------------------------------------------------------
+
+TEST(LimitsFromFile, TakesTheFilesLimitsPerDeviceBeatingAllAndNeverTheEnvironment) {
+  ::setenv("CUDA_DEVICE_SM_LIMIT", "10", 1);
+  LimitsFile f = ParseLimitsFile(
+      "CUDA_DEVICE_MEMORY_LIMIT=2g\nCUDA_DEVICE_MEMORY_LIMIT_1=3g\nHAMI_LIMITS_FORMAT=1\n", "/f");
+  FileLimits l = LimitsFromFile(f);
+  ::unsetenv("CUDA_DEVICE_SM_LIMIT");
+  EXPECT_EQ(l.memory_limit[0], std::optional<uint64_t>(2ull << 30));
+  EXPECT_EQ(l.memory_limit[1], std::optional<uint64_t>(3ull << 30));
+  EXPECT_EQ(l.memory_limit[2], std::optional<uint64_t>(2ull << 30));
+  EXPECT_EQ(l.sm_limit[0], std::nullopt) << "the file sets no SM limit: the process's own stands";
+  EXPECT_THAT(l.closed, IsEmpty());
+}
+
+TEST(LimitsFromFile, AnAbsentFileLoosensNothingAndAnUnreadableOneClosesEveryDevice) {
+  LimitsFile absent;
+  absent.path = "/f";
+  FileLimits none = LimitsFromFile(absent);
+  EXPECT_EQ(none.memory_limit[0], std::nullopt);
+  EXPECT_EQ(none.sm_limit[0], std::nullopt);
+  LimitsFile unreadable = absent;
+  unreadable.unreadable = true;
+  FileLimits closed = LimitsFromFile(unreadable);
+  EXPECT_EQ(closed.memory_limit[0], std::optional<uint64_t>(region::layout::kZeroBudgetBytes));
+  EXPECT_EQ(closed.sm_limit[0], std::optional<uint32_t>(1));
+  EXPECT_THAT(closed.closed, Not(IsEmpty()));
+}
+
+TEST(LimitsFileState, ChangesExactlyWhenWhatTheFileConfiguresChanges) {
+  const std::string a = "CUDA_DEVICE_MEMORY_LIMIT=1g\nHAMI_LIMITS_FORMAT=1\n";
+  EXPECT_EQ(LimitsFileState(ParseLimitsFile(a, "/f")), LimitsFileState(ParseLimitsFile(a, "/g")));
+  EXPECT_NE(LimitsFileState(ParseLimitsFile(a, "/f")),
+            LimitsFileState(ParseLimitsFile("CUDA_DEVICE_MEMORY_LIMIT=3g\n", "/f")));
+  EXPECT_NE(LimitsFileState(ParseLimitsFile(a, "/f")),
+            LimitsFileState(ParseLimitsFile(a + "garbage\n", "/f")))
+      << "a skipped line closes a limit";
+  LimitsFile unreadable;
+  unreadable.unreadable = true;
+  EXPECT_NE(LimitsFileState(unreadable), LimitsFileState(LimitsFile{}));
 }
 
 TEST(LimitsFormat, AbsentFileGetsNoFormatNote) {

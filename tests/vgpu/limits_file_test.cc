@@ -9,6 +9,8 @@
 // /overrideEnv is never touched. As root the child makes the mount namespace directly;
 // otherwise it first makes a user namespace (it is root there, over its own mounts), where
 // the kernel allows that; where neither is allowed the tests skip, saying why.
+#include "limits/limits_file.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -22,18 +24,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "region/region.h"
 #include "support/subprocess.h"
 
 namespace hami::testing {
@@ -335,6 +340,66 @@ TEST_F(LimitsFileTest, MalformedLineIsReportedWithItsNumberAndTheRestApplies) {
       << run.out;
   struct stat st;
   EXPECT_EQ(stat(region_.c_str(), &st), 0) << "the line after the bad one was not applied";
+}
+
+// A running process follows the root-owned limits file when the node rewrites it in place (a
+// resize), and not a raise written into the region alone (what a tenant can do).
+TEST_F(LimitsFileTest, ARunningProcessFollowsTheFileAndNotARaiseInTheRegionAlone) {
+  const std::string ready1 = dir_.File("ready1"), go1 = dir_.File("go1");
+  const std::string ready2 = dir_.File("ready2"), go2 = dir_.File("go2");
+  const std::string base = "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region_ + "\n";
+  WorkerRun run;
+  std::atomic<bool> ended{false};
+  std::thread worker([&] {
+    run = RunWith("CUDA_DEVICE_MEMORY_LIMIT=1g\n" + base + "HAMI_LIMITS_FORMAT=1\n",
+                  {"context", "try-alloc", "2g", "touch", ready1, "wait-path", go1, "try-alloc",
+                   "2g", "touch", ready2, "wait-path", go2, "until-alloc", "2g", "30000"});
+    ended = true;
+  });
+  // Waits for the worker's sign; false when it ended first (its output says why).
+  auto wait_for = [&](const std::string& path) {
+    const int64_t deadline = MonotonicNs() + 60'000'000'000;
+    while (access(path.c_str(), F_OK) != 0) {
+      if (MonotonicNs() >= deadline || ended) return false;
+      SleepForNs(1'000'000);
+    }
+    return true;
+  };
+  auto go = [](const std::string& path) {
+    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    EXPECT_TRUE(fd.valid()) << path << ": " << std::strerror(errno);
+  };
+  if (wait_for(ready1)) {
+    auto reg = region::Region::Open(region_, nullptr, region::Create::kNever, nullptr);
+    EXPECT_TRUE(reg.ok() && (*reg)->SetMemoryLimit(0, 4 * kGiB).ok())
+        << (reg.ok() ? "setting the region's limit failed" : reg.error().message());
+    go(go1);
+    if (wait_for(ready2)) {
+      Status s = limits::UpdateLimitsFileInPlace(
+          dir_.File("root") + kLimitsFile,
+          std::vector<limits::Entry>{{"CUDA_DEVICE_MEMORY_LIMIT", "3g"},
+                                     {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region_}});
+      EXPECT_TRUE(s.ok()) << s.error().message();
+    }
+    go(go2);
+  }
+  worker.join();
+  CheckStarted(run);
+  if (IsSkipped() || HasFailure()) return;
+  EXPECT_EQ(run.status, 0) << run.out;
+  std::istringstream lines(run.out);
+  std::vector<std::string> tries;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("try-alloc ", 0) == 0 || line.rfind("until-alloc ", 0) == 0) {
+      tries.push_back(line);
+    }
+  }
+  const std::string two = std::to_string(2 * kGiB);
+  EXPECT_THAT(tries, ::testing::ElementsAre("try-alloc " + two + " 2", "try-alloc " + two + " 2",
+                                            "until-alloc " + two + " 0"))
+      << "2 GiB: refused under the file's 1 GiB, still refused with the region alone raised to "
+         "4 GiB, granted once the file says 3 GiB\n"
+      << run.out;
 }
 
 }  // namespace
