@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "scheduler/state.h"
+
 namespace hami::scheduler {
 namespace {
 
@@ -177,6 +179,27 @@ VictimChoice ChooseVictims(const NodeGpus& node, const std::vector<VictimCandida
   }
   out.victims = std::move(reprieve);
   return finish(VictimChoice::Outcome::kVictims);
+}
+
+std::vector<std::string> HoldNominated(NodeGpus& node, NodeGpus* without_terminating,
+                                       std::vector<const NominatedPod*> nominees) {
+  std::sort(nominees.begin(), nominees.end(), [](const NominatedPod* a, const NominatedPod* b) {
+    return a->priority != b->priority ? a->priority > b->priority : a->key < b->key;
+  });
+  std::vector<std::string> held;
+  const QuotaCheck no_quota;
+  for (const NominatedPod* n : nominees) {
+    FitResult r = FitPod(node, n->request, n->constraints, n->policy, no_quota);
+    if (!r.fits && without_terminating != nullptr) {
+      r = FitPod(*without_terminating, n->request, n->constraints, n->policy, no_quota);
+    }
+    if (!r.fits) continue;
+    const auto usage = ShareUsage(r.devices, n->request.init_containers.size());
+    AddUsage(node, usage, +1);
+    if (without_terminating != nullptr) AddUsage(*without_terminating, usage, +1);
+    held.push_back(n->key);
+  }
+  return held;
 }
 
 }  // namespace hami::scheduler
