@@ -127,7 +127,15 @@ class SchedulerIntegration : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.error().message();
   }
 
+  // The PriorityClass a pod of `spec` names, created once.
+  void EnsurePriorityClass(const GpuPodSpec& spec) {
+    if (!spec.priority) return;
+    auto r = api_->CreateObject(kube::kPriorityClasses, testing::PriorityClass(*spec.priority));
+    EXPECT_TRUE(r.ok() || r.error().code() == ErrorCode::kConflict) << r.error().message();
+  }
+
   json AddPod(const GpuPodSpec& spec) {
+    EnsurePriorityClass(spec);
     auto r = api_->CreateObject(kube::kPods, GpuPod(spec));
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
@@ -135,6 +143,7 @@ class SchedulerIntegration : public ::testing::Test {
 
   json AddRunningPod(const GpuPodSpec& spec, const std::string& node,
                      const kube::PodDevices& devices) {
+    EnsurePriorityClass(spec);
     auto r = api_->CreateObject(kube::kPods, RunningGpuPod(spec, node, devices));
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
