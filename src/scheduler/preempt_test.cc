@@ -187,6 +187,20 @@ TEST(Preempt, AVictimInThePodsNamespaceGivesItsQuotaBack) {
   EXPECT_EQ(n.Names(c), Names{"same-ns"});
 }
 
+TEST(Preempt, AMultiGpuPodTakesThePodsThatFreeBothItsGpusAndNoMore) {
+  // Two GPUs of 16384: a (10000) alone on GPU 0, b (2000) and c (9000) on GPU 1.
+  Occupied n(2);
+  n.Place("a", 0, 0, 10000).Place("b", 0, 1, 2000).Place("c", 0, 1, 9000);
+  // GPU 1 needs c gone (b may stay), GPU 0 needs a gone.
+  VictimChoice c = n.Choose(10, Pod({Req(2, 8000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), (Names{"a", "c"}));
+  // Both GPUs whole: every pod goes, and the trials that cannot work cost no fit.
+  c = n.Choose(10, Pod({Req(2, 16384)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), (Names{"a", "b", "c"}));
+}
+
 // ---- Nominated pods ---------------------------------------------------------------------------
 
 NominatedPod Nominee(const std::string& name, int32_t priority, PodRequest request) {
