@@ -22,7 +22,8 @@ constexpr std::array kAll{kPods,
                           kClusterRoleBindings,
                           kRoles,
                           kRoleBindings,
-                          kMutatingWebhookConfigurations};
+                          kMutatingWebhookConfigurations,
+                          kPriorityClasses};
 
 }  // namespace
 

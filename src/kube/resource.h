@@ -62,6 +62,8 @@ inline constexpr Resource kMutatingWebhookConfigurations{"admissionregistration.
                                                          "MutatingWebhookConfiguration",
                                                          false,
                                                          ""};
+inline constexpr Resource kPriorityClasses{
+    "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", false, "pc"};
 
 // Every resource above, core group first, then each group's resources together.
 std::span<const Resource> AllResources();

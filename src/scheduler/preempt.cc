@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "scheduler/state.h"
+
 namespace hami::scheduler {
 namespace {
 
@@ -11,6 +13,37 @@ void Add(DeviceUsage& to, const DeviceUsage& u, int sign) {
   to.mem_mib += sign * u.mem_mib;
   to.cores += sign * u.cores;
   to.exclusive += sign * u.exclusive;
+}
+
+// Whether some container of the pod cannot find as many GPUs as it asks for among those that
+// could take it at all: healthy, not cordoned, shared, with a slot, memory and cores left for it
+// and not held exclusively (the dynamic checks of fit.cc against the usage before the pod, which
+// can only grow as the pod is placed; constraints, NUMA and quota left out). True means FitPod
+// fails too; false decides nothing. Far cheaper than a fit: trials of multi-GPU pods on nodes
+// where one victim frees one GPU end here.
+bool CannotFit(const NodeGpus& node, const PodRequest& request, const PodPolicy& policy) {
+  auto short_of_gpus = [&](const ContainerRequest& c) {
+    if (c.count <= 0) return false;
+    int32_t usable = 0;
+    for (const GpuState& g : node.gpus) {
+      const kube::NodeDevice& d = g.device;
+      const DeviceUsage& u = g.used;
+      if (!d.health || g.cordoned || (!d.mode.empty() && d.mode != "hami-core")) continue;
+      if (u.slots >= d.count || u.exclusive > 0 || (c.exclusive() && u.slots > 0)) continue;
+      if (policy.gpu.mutex && u.slots > 0) continue;
+      if (u.mem_mib + c.MemoryOn(d.devmem_mib) > d.devmem_mib) continue;
+      if (u.cores + c.cores > d.devcore) continue;
+      if (++usable >= c.count) return false;
+    }
+    return true;
+  };
+  for (const ContainerRequest& c : request.init_containers) {
+    if (short_of_gpus(c)) return true;
+  }
+  for (const ContainerRequest& c : request.containers) {
+    if (short_of_gpus(c)) return true;
+  }
+  return false;
 }
 
 // Fits of the pod on the node with some candidates taken away; the node's copy is restored
@@ -35,7 +68,17 @@ class Trials {
     for (size_t v : removed) Take(v, +1, q);
     return r;
   }
-  bool Fits(const std::vector<size_t>& removed) { return Fit(removed).fits; }
+  // Fit(removed).fits, answered without a fit when CannotFit rules it out (counted as tried
+  // all the same, so that the search's budget and its answer do not change).
+  bool Fits(const std::vector<size_t>& removed) {
+    QuotaCheck q = quota_;
+    for (size_t v : removed) Take(v, -1, q);
+    ++tried_;
+    const bool fits = !CannotFit(work_, request_, policy_) &&
+                      FitPod(work_, request_, constraints_, policy_, q).fits;
+    for (size_t v : removed) Take(v, +1, q);
+    return fits;
+  }
   uint64_t tried() const { return tried_; }
 
  private:
@@ -177,6 +220,27 @@ VictimChoice ChooseVictims(const NodeGpus& node, const std::vector<VictimCandida
   }
   out.victims = std::move(reprieve);
   return finish(VictimChoice::Outcome::kVictims);
+}
+
+std::vector<std::string> HoldNominated(NodeGpus& node, NodeGpus* without_terminating,
+                                       std::vector<const NominatedPod*> nominees) {
+  std::sort(nominees.begin(), nominees.end(), [](const NominatedPod* a, const NominatedPod* b) {
+    return a->priority != b->priority ? a->priority > b->priority : a->key < b->key;
+  });
+  std::vector<std::string> held;
+  const QuotaCheck no_quota;
+  for (const NominatedPod* n : nominees) {
+    FitResult r = FitPod(node, n->request, n->constraints, n->policy, no_quota);
+    if (!r.fits && without_terminating != nullptr) {
+      r = FitPod(*without_terminating, n->request, n->constraints, n->policy, no_quota);
+    }
+    if (!r.fits) continue;
+    const auto usage = ShareUsage(r.devices, n->request.init_containers.size());
+    AddUsage(node, usage, +1);
+    if (without_terminating != nullptr) AddUsage(*without_terminating, usage, +1);
+    held.push_back(n->key);
+  }
+  return held;
 }
 
 }  // namespace hami::scheduler

@@ -16,6 +16,14 @@
 //     (remove every candidate, give each back, highest priority first, when the pod still
 //     fits), which never takes a victim the pod does not need.
 //
+// Nominated pods: kube-scheduler nominates a preemptor to the node where it deleted victims
+// (status.nominatedNodeName) and retries it later. Until it binds, the room it needs there is
+// held against every pod of lower or equal priority (as kube-scheduler adds nominated pods to a
+// node before filtering others): HoldNominated places each such nominee on the node's GPUs, as
+// a fit would, and counts what it would take. A nominee that does not fit as the node is now
+// (its victims are still terminating) is placed as if the node's terminating pods were gone,
+// so that the room they free is what it holds; one that fits neither way holds nothing.
+//
 // Thread safety: pure functions over the caller's data.
 #pragma once
 
@@ -61,5 +69,22 @@ VictimChoice ChooseVictims(const NodeGpus& node, const std::vector<VictimCandida
                            int32_t preemptor_priority, const PodRequest& request,
                            const PodConstraints& constraints, const PodPolicy& policy,
                            const QuotaCheck& quota);
+
+// A pod nominated to a node, not yet holding a share anywhere.
+struct NominatedPod {
+  std::string key;  // "namespace/name"
+  int32_t priority = 0;
+  PodRequest request;
+  PodConstraints constraints;
+  PodPolicy policy;
+};
+
+// Adds to `node` the usage of each of `nominees` (highest priority first, then by key) where it
+// would be placed; `without_terminating`, when given, is the same node with its terminating
+// pods' usage taken away and gets the same additions. Answers the keys of the nominees that
+// hold room (the others fit nowhere on the node). The namespace quota is not consulted: the
+// preemptor's quota was checked when it was filtered.
+std::vector<std::string> HoldNominated(NodeGpus& node, NodeGpus* without_terminating,
+                                       std::vector<const NominatedPod*> nominees);
 
 }  // namespace hami::scheduler

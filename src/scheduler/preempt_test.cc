@@ -187,6 +187,72 @@ TEST(Preempt, AVictimInThePodsNamespaceGivesItsQuotaBack) {
   EXPECT_EQ(n.Names(c), Names{"same-ns"});
 }
 
+TEST(Preempt, AMultiGpuPodTakesThePodsThatFreeBothItsGpusAndNoMore) {
+  // Two GPUs of 16384: a (10000) alone on GPU 0, b (2000) and c (9000) on GPU 1.
+  Occupied n(2);
+  n.Place("a", 0, 0, 10000).Place("b", 0, 1, 2000).Place("c", 0, 1, 9000);
+  // GPU 1 needs c gone (b may stay), GPU 0 needs a gone.
+  VictimChoice c = n.Choose(10, Pod({Req(2, 8000)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), (Names{"a", "c"}));
+  // Both GPUs whole: every pod goes, and the trials that cannot work cost no fit.
+  c = n.Choose(10, Pod({Req(2, 16384)}));
+  ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
+  EXPECT_EQ(n.Names(c), (Names{"a", "b", "c"}));
+}
+
+// ---- Nominated pods ---------------------------------------------------------------------------
+
+NominatedPod Nominee(const std::string& name, int32_t priority, PodRequest request) {
+  NominatedPod n;
+  n.key = "default/" + name;
+  n.priority = priority;
+  n.request = std::move(request);
+  n.policy = Policy();
+  return n;
+}
+
+TEST(Nominated, HoldsTheRoomTheNomineeWouldTakeHighestPriorityFirst) {
+  NodeGpus node = Node(2);
+  node.gpus[0].used = {1, 10000, 0, 0};
+  const NominatedPod big = Nominee("big", 100, Pod({Req(1, 12000)}));
+  const NominatedPod small = Nominee("small", 50, Pod({Req(1, 6000)}));
+  // The higher priority is placed first, so it gets the empty GPU; the other fits beside the
+  // pod on GPU 0.
+  auto held = HoldNominated(node, nullptr, {&small, &big});
+  EXPECT_EQ(held, (std::vector<std::string>{"default/big", "default/small"}));
+  EXPECT_EQ(node.gpus[0].used, (DeviceUsage{2, 16000, 0, 0}));
+  EXPECT_EQ(node.gpus[1].used, (DeviceUsage{1, 12000, 0, 0}));
+  // What is left is no longer room for a pod of 1000.
+  EXPECT_FALSE(FitPod(node, Pod({Req(1, 5000)}), {}, Policy(), {}).fits);
+}
+
+TEST(Nominated, ANomineeWhoseVictimsAreTerminatingHoldsTheRoomTheyFree) {
+  // GPU 0 is held by a terminating victim (12000), GPU 1 by a pod staying (10000).
+  NodeGpus node = Node(2);
+  node.gpus[0].used = {1, 12000, 0, 0};
+  node.gpus[1].used = {1, 10000, 0, 0};
+  NodeGpus without = node;
+  without.gpus[0].used = {};
+  const NominatedPod high = Nominee("high", 100, Pod({Req(1, 12000)}));
+  auto held = HoldNominated(node, &without, {&high});
+  EXPECT_EQ(held, std::vector<std::string>{"default/high"});
+  EXPECT_EQ(node.gpus[0].used, (DeviceUsage{2, 24000, 0, 0}));
+  EXPECT_EQ(without.gpus[0].used, (DeviceUsage{1, 12000, 0, 0}));
+  EXPECT_EQ(node.gpus[1].used, (DeviceUsage{1, 10000, 0, 0}));
+  // Once the victim is gone, GPU 0 has 4384 MiB left for others.
+  EXPECT_TRUE(FitPod(without, Pod({Req(1, 4000)}), {}, Policy(), {}).fits);
+  EXPECT_FALSE(FitPod(without, Pod({Req(1, 8000)}), {}, Policy(), {}).fits);
+}
+
+TEST(Nominated, ANomineeThatFitsNowhereHoldsNothing) {
+  NodeGpus node = Node(1);
+  node.gpus[0].used = {1, 12000, 0, 0};
+  const NominatedPod high = Nominee("high", 100, Pod({Req(1, 12000)}));
+  EXPECT_TRUE(HoldNominated(node, nullptr, {&high}).empty());
+  EXPECT_EQ(node.gpus[0].used, (DeviceUsage{1, 12000, 0, 0}));
+}
+
 // ---- The verb's wire form -------------------------------------------------------------------
 
 TEST(PreemptApi, ReadsTheMetaFormAndTheFullForm) {

@@ -76,6 +76,47 @@ Scheduler::Scheduler(kube::Client& client, kube::InformerFactory& informers,
   nodes_->AddHandler(state_.NodeHandler());
   pods_->AddHandler(state_.PodHandler());
   quotas_->AddHandler(state_.QuotaHandler());
+  pods_->AddHandler(
+      {[this](const kube::ObjectPtr& o) { NotePodNomination(*o); },
+       [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { NotePodNomination(*o); },
+       [this](const kube::ObjectPtr& o) {
+         state_.Unnominate(kube::MetadataString(*o, "namespace"), kube::MetadataString(*o, "name"));
+       }});
+}
+
+void Scheduler::NotePodNomination(const json& object) {
+  const std::string_view ns = kube::MetadataString(object, "namespace");
+  const std::string_view name = kube::MetadataString(object, "name");
+  std::string_view node;
+  if (auto st = object.find("status"); st != object.end() && st->is_object()) {
+    if (auto n = st->find("nominatedNodeName"); n != st->end() && n->is_string()) {
+      node = n->get_ref<const std::string&>();
+    }
+  }
+  if (node.empty()) {
+    state_.Unnominate(ns, name);
+    return;
+  }
+  // A bound, ended or deleting pod holds its own share or nothing; one whose request does not
+  // parse cannot be placed (its filter fails too).
+  auto pod = kube::ParsePod(object);
+  if (!pod.ok() || !pod->node_name.empty() || pod->IsTerminated() ||
+      pod->metadata.deletion_timestamp) {
+    state_.Unnominate(ns, name);
+    return;
+  }
+  auto prep = Prepare(*pod);
+  if (!prep.ok() || !prep->request.RequestsGpus()) {
+    state_.Unnominate(ns, name);
+    return;
+  }
+  NominatedPod n;
+  n.key = Key(ns, name);
+  n.priority = pod->priority.value_or(0);
+  n.request = std::move(prep->request);
+  n.constraints = std::move(prep->constraints);
+  n.policy = std::move(prep->policy);
+  state_.Nominate(std::string(node), std::move(n));
 }
 
 bool Scheduler::Ready() const {
@@ -122,8 +163,9 @@ Answer Scheduler::Filter(std::string_view body) {
     const kube::Pod& pod = args->pod;
     Scores scores;
     scores.uid = pod.metadata.uid;
-    auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
-                                prep->constraints, prep->policy, names, Now(), &scores.generation);
+    auto fits =
+        state_.FitNodes(pod.metadata.ns, pod.metadata.name, pod.priority.value_or(0), prep->request,
+                        prep->constraints, prep->policy, names, Now(), &scores.generation);
     if (!scores.uid.empty()) {
       scores.by_node.reserve(fits.size());
       for (const auto& nf : fits) {
@@ -208,8 +250,8 @@ Answer Scheduler::Prioritize(std::string_view body) {
       }
     }
     if (!hit) {
-      auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, prep->request,
-                                  prep->constraints, prep->policy, names, Now());
+      auto fits = state_.FitNodes(pod.metadata.ns, pod.metadata.name, pod.priority.value_or(0),
+                                  prep->request, prep->constraints, prep->policy, names, Now());
       for (const auto& nf : fits) {
         int64_t score = nf.fit.fits ? nf.fit.score : 0;
         if (nf.locked || Binding(nf.name)) score = 0;
@@ -540,6 +582,7 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
   // the lock's resourceVersion (at once during a burst, when pod changes stream in), the view
   // alone; else the pods bound to the node as the API lists them (a consistent read).
   ClusterState::NodeFit fresh;
+  const int32_t priority = pod->priority.value_or(0);
   int64_t lock_rv = 0;
   const std::string_view rv_text = kube::MetadataString(locked_node, "resourceVersion");
   auto [rv_end, rv_ec] = std::from_chars(rv_text.data(), rv_text.data() + rv_text.size(), lock_rv);
@@ -547,8 +590,8 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
   if (numeric &&
       state_.WaitPodsApplied(lock_rv, SteadyClock::now() + std::chrono::milliseconds(50))) {
     metrics_.fresh_read_view.fetch_add(1);
-    fresh = std::move(state_.FitNodes(ns, name, prep->request, prep->constraints, prep->policy,
-                                      {node_name}, Now())[0]);
+    fresh = std::move(state_.FitNodes(ns, name, priority, prep->request, prep->constraints,
+                                      prep->policy, {node_name}, Now())[0]);
   } else {
     metrics_.fresh_read_list.fetch_add(1);
     kube::ListOptions lo;
@@ -563,8 +606,8 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
         if (auto share = ShareOfPod(*p)) node_pods.push_back(std::move(*share));
       }
     }
-    fresh = state_.FitNodeFresh(ns, name, prep->request, prep->constraints, prep->policy, node_name,
-                                node_pods, Now());
+    fresh = state_.FitNodeFresh(ns, name, priority, prep->request, prep->constraints, prep->policy,
+                                node_name, node_pods, Now());
   }
   const FitResult& fit = fresh.fit;
   if (!fit.fits) {

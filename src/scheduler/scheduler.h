@@ -32,6 +32,12 @@
 //             there needs to go for the GPUs. A pod asking for no GPU gets the victims as
 //             given. NumPDBViolations is kube-scheduler's count, an upper bound for a subset.
 //
+// Nominations: a pod kube-scheduler nominated to a node (status.nominatedNodeName, set when it
+// preempted there) and that is not bound yet has the room it needs on that node held against
+// pods of lower or equal priority, in filter, prioritize, bind and preempt alike, until it
+// binds, loses its nomination or is deleted (state.h, preempt.h); its own bind there counts
+// only the nominees of at least its priority. A filter that fails for that reason says so.
+//
 // Answers: a body that is not the verb's message, or a pod whose resources or annotations do
 // not parse, is a 400 naming the field; before the informers have synced every verb answers 503
 // ("hami-scheduler is not ready: ..."). Decisions are answered with 200.
@@ -120,6 +126,9 @@ class Scheduler {
  private:
   struct Prepared;  // a parsed pod and what it asks
   Result<Prepared> Prepare(const kube::Pod& pod) const;
+  // Keeps the view's nominations (ClusterState::Nominate) in step with a pod's
+  // status.nominatedNodeName; the pods informer's handler.
+  void NotePodNomination(const nlohmann::json& pod);
   Result<std::string> BindPod(const ExtenderBindingArgs& args, BindFailure& failure);
   // Whether the holder of `lock` on `node` is still binding there (see node_lock.h).
   bool HolderBinds(const kube::NodeLock& lock, const std::string& node);

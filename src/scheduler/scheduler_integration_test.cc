@@ -127,7 +127,15 @@ class SchedulerIntegration : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.error().message();
   }
 
+  // The PriorityClass a pod of `spec` names, created once.
+  void EnsurePriorityClass(const GpuPodSpec& spec) {
+    if (!spec.priority) return;
+    auto r = api_->CreateObject(kube::kPriorityClasses, testing::PriorityClass(*spec.priority));
+    EXPECT_TRUE(r.ok() || r.error().code() == ErrorCode::kConflict) << r.error().message();
+  }
+
   json AddPod(const GpuPodSpec& spec) {
+    EnsurePriorityClass(spec);
     auto r = api_->CreateObject(kube::kPods, GpuPod(spec));
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
@@ -135,6 +143,7 @@ class SchedulerIntegration : public ::testing::Test {
 
   json AddRunningPod(const GpuPodSpec& spec, const std::string& node,
                      const kube::PodDevices& devices) {
+    EnsurePriorityClass(spec);
     auto r = api_->CreateObject(kube::kPods, RunningGpuPod(spec, node, devices));
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
@@ -855,6 +864,69 @@ TEST_F(SchedulerIntegration, TwoPreemptorsRacingForOneGpuExactlyOneWins) {
   EXPECT_FALSE(GetPod("p1").is_null());
   EXPECT_FALSE(GetPod("p2").is_null());
   EXPECT_EQ(standin->stats().victims_deleted, 1u);
+  EXPECT_EQ(d->scheduler().state().Gpus()[0].used.mem_mib, 12000);
+  standin->Stop();
+}
+
+TEST_F(SchedulerIntegration, TheRoomAVictimFreesIsHeldForItsNominatedPreemptor) {
+  // One GPU of 16384 MiB, 12000 held by `low`; a finalizer keeps it terminating once deleted,
+  // until the test removes it.
+  AddNode({.name = "n1", .gpus = 1});
+  AddRunningPod({.name = "low", .mem_mib = 12000, .priority = 0}, "n1",
+                {{{GpuUuid("n1", 0), "NVIDIA", 12000, 0}}});
+  ASSERT_TRUE(client_
+                  ->Patch(kube::kPods, "default", "low", kube::PatchType::kMerge,
+                          {{"metadata", {{"finalizers", {"test.hami.io/hold"}}}}})
+                  .ok());
+  StartPlugin();
+  Daemon* d = StartDaemon(Options());
+  ASSERT_TRUE(WaitShares(d, 1));
+  auto standin = StartStandin(*client_, d->port(), 1);
+  ASSERT_NE(standin, nullptr);
+  json high = AddPod({.name = "high", .mem_mib = 12000, .priority = 1000});
+  ASSERT_TRUE(ViewWait(
+      d, [&] { return d->scheduler().state().Nominations().count("default/high") != 0; },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(d->scheduler().state().Nominations().at("default/high"), "n1");
+  EXPECT_TRUE(GetPod("low")["metadata"]["deletionTimestamp"].is_string());
+  standin->Stop();
+
+  // Created while the victim terminates; 8000 would fit beside nothing but not beside high.
+  json later = AddPod({.name = "later", .mem_mib = 8000, .priority = 500});
+  ASSERT_TRUE(client_
+                  ->Patch(kube::kPods, "default", "low", kube::PatchType::kMerge,
+                          {{"metadata", {{"finalizers", nullptr}}}})
+                  .ok());
+  ASSERT_TRUE(WaitShares(d, 0));
+  ASSERT_TRUE(GetPod("low").is_null());
+  auto r =
+      sim::kube::ParseExtenderFilterResult(Post(d->port(), "/filter", Args(later, {"n1"})).Json());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->node_names.empty());
+  EXPECT_NE(r->failed_nodes["n1"].find("room held for pods nominated to this node: default/high"),
+            std::string::npos)
+      << r->failed_nodes["n1"];
+  EXPECT_NE(Bind(d->port(), later, "n1").find("does not fit node n1 now"), std::string::npos);
+  // A smaller pod fits beside the held room.
+  json small = AddPod({.name = "small", .mem_mib = 4000, .priority = 500});
+  auto r2 =
+      sim::kube::ParseExtenderFilterResult(Post(d->port(), "/filter", Args(small, {"n1"})).Json());
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->node_names, std::vector<std::string>{"n1"});
+  ASSERT_TRUE(api_->DeleteObject(kube::kPods, "default", "small").ok());
+
+  // The scheduler again: the preemptor gets the GPU, the later pod stays pending.
+  standin = StartStandin(*client_, d->port(), 1);
+  ASSERT_NE(standin, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return GetPod("high")["spec"].value("nodeName", "") == "n1"; },
+                        std::chrono::seconds(20)))
+      << GetPod("high").dump();
+  ASSERT_TRUE(ViewWait(
+      d, [&] { return d->scheduler().state().Nominations().empty(); }, std::chrono::seconds(10)));
+  // Tried by the second scheduler (the first stopped before it was created), and refused.
+  ASSERT_TRUE(WaitUntil([&] { return HasEvent("FailedScheduling", "later", "0/1 nodes"); },
+                        std::chrono::seconds(10)));
+  EXPECT_EQ(GetPod("later")["spec"].value("nodeName", ""), "");
   EXPECT_EQ(d->scheduler().state().Gpus()[0].used.mem_mib, 12000);
   standin->Stop();
 }

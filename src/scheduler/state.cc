@@ -18,9 +18,20 @@ std::string Key(std::string_view ns, std::string_view name) {
   return k;
 }
 
+// A fit that failed with room held for nominees says so.
+void NoteHeld(ClusterState::NodeFit& nf) {
+  if (nf.fit.fits || nf.held_for.empty()) return;
+  nf.fit.reason += " (room held for pods nominated to this node: ";
+  for (size_t i = 0; i < nf.held_for.size(); ++i) {
+    if (i != 0) nf.fit.reason += ", ";
+    nf.fit.reason += nf.held_for[i];
+  }
+  nf.fit.reason += ")";
+}
+
 bool SameShare(const PodShare& a, const PodShare& b) {
   return a.node == b.node && a.uid == b.uid && a.devices == b.devices &&
-         a.init_containers == b.init_containers;
+         a.init_containers == b.init_containers && a.terminating == b.terminating;
 }
 
 }  // namespace
@@ -78,6 +89,7 @@ std::optional<PodShare> ShareOfPod(const kube::Pod& pod, std::optional<Error>* b
   s.uid = pod.metadata.uid;
   s.node = *node;
   s.priority = pod.priority.value_or(0);
+  s.terminating = pod.metadata.deletion_timestamp.has_value();
   s.devices = std::move(devices).value();
   // A resize the node has not applied yet may still be refused there and the old share put
   // back: until then the larger of the two counts (kube/resize.h).
@@ -508,8 +520,86 @@ QuotaCheck ClusterState::QuotaCheckLocked(std::string_view ns, const std::string
   return check;
 }
 
+void ClusterState::Nominate(std::string node, NominatedPod nominee) {
+  {
+    std::unique_lock lock(mu_);
+    auto it = nominees_.find(nominee.key);
+    uint64_t order = ++nominations_;
+    if (it != nominees_.end()) {
+      if (it->second.node == node && it->second.pod.priority == nominee.priority &&
+          it->second.pod.request == nominee.request) {
+        return;
+      }
+      if (it->second.node == node) order = it->second.order;  // still first come
+      if (auto on = nominated_on_.find(it->second.node); on != nominated_on_.end()) {
+        on->second.erase(nominee.key);
+        if (on->second.empty()) nominated_on_.erase(on);
+      }
+    }
+    nominated_on_[node].insert(nominee.key);
+    std::string key = nominee.key;
+    nominees_[key] = {std::move(node), order, std::move(nominee)};
+    ++generation_;
+  }
+  Notify();
+}
+
+void ClusterState::Unnominate(std::string_view ns, std::string_view name) {
+  {
+    std::unique_lock lock(mu_);
+    auto it = nominees_.find(Key(ns, name));
+    if (it == nominees_.end()) return;
+    if (auto on = nominated_on_.find(it->second.node); on != nominated_on_.end()) {
+      on->second.erase(it->first);
+      if (on->second.empty()) nominated_on_.erase(on);
+    }
+    nominees_.erase(it);
+    ++generation_;
+  }
+  Notify();
+}
+
+std::map<std::string, std::string> ClusterState::Nominations() const {
+  std::shared_lock lock(mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& [key, n] : nominees_) out.emplace(key, n.node);
+  return out;
+}
+
+std::vector<std::string> ClusterState::HoldNominatedLocked(const std::string& node,
+                                                           const NodeEntry& entry,
+                                                           const std::string& key, int32_t priority,
+                                                           NodeGpus& gpus) const {
+  auto on = nominated_on_.find(node);
+  if (on == nominated_on_.end()) return {};
+  // A nominee of this node yields to the nominees of its priority nominated before it only, so
+  // that two nominated to one node never hold room against each other.
+  uint64_t before = UINT64_MAX;
+  if (auto self = nominees_.find(key); self != nominees_.end() && self->second.node == node) {
+    before = self->second.order;
+  }
+  std::vector<const NominatedPod*> nominees;
+  for (const std::string& k : on->second) {
+    if (k == key || applied_.count(k) != 0) continue;  // itself, or holding a share already
+    const Nomination& n = nominees_.at(k);
+    if (n.pod.priority > priority || (n.pod.priority == priority && n.order < before)) {
+      nominees.push_back(&n.pod);
+    }
+  }
+  if (nominees.empty()) return {};
+  NodeGpus without = gpus;
+  bool terminating = false;
+  for (const std::string& k : entry.pods) {
+    auto a = applied_.find(k);
+    if (a == applied_.end() || !a->second.share.terminating || k == key) continue;
+    AddUsage(without, a->second.usage, -1);
+    terminating = true;
+  }
+  return HoldNominated(gpus, terminating ? &without : nullptr, std::move(nominees));
+}
+
 std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
-    std::string_view ns, std::string_view name, const PodRequest& request,
+    std::string_view ns, std::string_view name, int32_t priority, const PodRequest& request,
     const PodConstraints& constraints, const PodPolicy& policy,
     const std::vector<std::string>& names, kube::WallTime now, uint64_t* generation) const {
   const std::string key = Key(ns, name);
@@ -536,10 +626,13 @@ std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
       const bool fresh = l == nullptr || now - l->time < lock_timeout_;
       nf.locked = !mine && fresh;
     }
-    if (own != nullptr && own->share.node == n) {
+    const bool mine_here = own != nullptr && own->share.node == n;
+    if (mine_here || nominated_on_.count(n) != 0) {
       NodeGpus copy = entry.gpus;
-      AddUsage(copy, own->usage, -1);
+      if (mine_here) AddUsage(copy, own->usage, -1);
+      nf.held_for = HoldNominatedLocked(n, entry, key, priority, copy);
       nf.fit = FitPod(copy, request, constraints, policy, check);
+      NoteHeld(nf);
     } else {
       nf.fit = FitPod(entry.gpus, request, constraints, policy, check);
     }
@@ -549,7 +642,7 @@ std::vector<ClusterState::NodeFit> ClusterState::FitNodes(
 }
 
 ClusterState::NodeFit ClusterState::FitNodeFresh(std::string_view ns, std::string_view name,
-                                                 const PodRequest& request,
+                                                 int32_t priority, const PodRequest& request,
                                                  const PodConstraints& constraints,
                                                  const PodPolicy& policy, const std::string& node,
                                                  const std::vector<PodShare>& node_pods,
@@ -580,9 +673,11 @@ ClusterState::NodeFit ClusterState::FitNodeFresh(std::string_view ns, std::strin
     if (k == key || listed.count(k) != 0 || reservations_.count(k) != 0) continue;
     if (auto a = applied_.find(k); a != applied_.end()) AddUsage(gpus, a->second.usage, +1);
   }
+  nf.held_for = HoldNominatedLocked(node, it->second, key, priority, gpus);
   const NamespaceQuota quota = QuotaOf(ns);
   const QuotaCheck check = QuotaCheckLocked(ns, key, quota, nullptr);
   nf.fit = FitPod(gpus, request, constraints, policy, check);
+  NoteHeld(nf);
   return nf;
 }
 
@@ -646,10 +741,11 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
         leaving.push_back(&d->second);
       }
     }
-    if (leaving.empty()) {
+    if (leaving.empty() && nominated_on_.count(node) == 0) {
       np.choice = ChooseVictims(gpus, candidates, priority, request, constraints, policy, check);
     } else {
       NodeGpus copy = gpus;
+      HoldNominatedLocked(node, it->second, key, priority, copy);
       QuotaCheck quota_left = check;
       for (const Applied* l : leaving) {
         AddUsage(copy, l->usage, -1);

@@ -4,7 +4,11 @@
 //           allocatable GPU count;
 //   pods    what every live pod holds: hami.io/vgpu-devices-allocated on hami.io/vgpu-node; a pod
 //           that succeeded, failed or was deleted holds nothing;
-//   quotas  the namespaces' ResourceQuotas, and what each namespace's pods hold.
+//   quotas  the namespaces' ResourceQuotas, and what each namespace's pods hold;
+//   nominees pods kube-scheduler nominated to a node after preempting there (Nominate, fed by
+//           the scheduler, which decodes their requests): until a nominee holds a share, fits
+//           of pods of lower or equal priority on its node count the room it needs as taken
+//           (preempt.h, HoldNominated).
 // Usage is kept per GPU incrementally; a GPU's usage is always the sum of the shares of the pods
 // the view holds on it. Between a bind's decision and the informer showing the pod's annotations,
 // the bind's reservation (Reserve) stands in for the pod's share, so two binds in flight never
@@ -55,6 +59,7 @@ struct PodShare {
   kube::PodDevices devices;    // per container, init containers first
   size_t init_containers = 0;  // how many leading entries of `devices` are init containers
   int32_t priority = 0;        // spec.priority (0 when unset); what preemption compares
+  bool terminating = false;    // metadata.deletionTimestamp is set: its room is on its way out
 };
 
 // What a pod holds according to its annotations: nullopt when it has ended (Succeeded,
@@ -87,6 +92,7 @@ class ClusterState {
     bool known = false;   // the node is in the view
     bool locked = false;  // its node lock is held by another pod (not expired)
     FitResult fit;
+    std::vector<std::string> held_for;  // nominated pods whose room was counted as taken
   };
 
   // What the handshake loop and the lock need of a node.
@@ -133,11 +139,24 @@ class ClusterState {
   void Unreserve(std::string_view ns, std::string_view name);
   void Sweep();
 
+  // ---- Nominations -------------------------------------------------------------------------
+  // Pod `nominee.key` is nominated to `node` (replacing an earlier nomination of it); a nominee
+  // that holds a share (reserved or allocated) is not counted again. Among the nominees of one
+  // node and one priority, the first nominated is placed first, and a nominee's own fit counts
+  // only those nominated before it (two preemptors of equal priority never hold room against
+  // each other).
+  void Nominate(std::string node, NominatedPod nominee);
+  // The pod is no longer nominated (bound, nomination cleared, deleted); idempotent.
+  void Unnominate(std::string_view ns, std::string_view name);
+  // Pod key -> the node it is nominated to.
+  std::map<std::string, std::string> Nominations() const;
+
   // ---- Decisions ---------------------------------------------------------------------------
-  // Fits pod `ns/name` on each of `names` against the current usage, the pod's own share (a
-  // reservation or an earlier allocation) left out; `now` decides node-lock expiry.
+  // Fits pod `ns/name` of `priority` on each of `names` against the current usage, the pod's own
+  // share (a reservation or an earlier allocation) left out and the room of other pods
+  // nominated there with at least its priority held (Nominate); `now` decides node-lock expiry.
   // `generation`, when given, gets the view's generation the fits were computed at.
-  std::vector<NodeFit> FitNodes(std::string_view ns, std::string_view name,
+  std::vector<NodeFit> FitNodes(std::string_view ns, std::string_view name, int32_t priority,
                                 const PodRequest& request, const PodConstraints& constraints,
                                 const PodPolicy& policy, const std::vector<std::string>& names,
                                 kube::WallTime now, uint64_t* generation = nullptr) const;
@@ -150,17 +169,18 @@ class ClusterState {
   // shares of the pods bound to it): the node's usage is rebuilt from them and from this view's
   // reservations on the node (a listed pod's allocation wins over its reservation), the pod
   // itself left out. What a bind decides under the node lock, so that a second scheduler's
-  // binds, which its informer may not have delivered yet, are counted.
-  NodeFit FitNodeFresh(std::string_view ns, std::string_view name, const PodRequest& request,
-                       const PodConstraints& constraints, const PodPolicy& policy,
-                       const std::string& node, const std::vector<PodShare>& node_pods,
-                       kube::WallTime now) const;
+  // binds, which its informer may not have delivered yet, are counted. Nominees are held as
+  // in FitNodes.
+  NodeFit FitNodeFresh(std::string_view ns, std::string_view name, int32_t priority,
+                       const PodRequest& request, const PodConstraints& constraints,
+                       const PodPolicy& policy, const std::string& node,
+                       const std::vector<PodShare>& node_pods, kube::WallTime now) const;
 
   // Preemption (preempt.h) of pod `ns/name` of `priority` on each node of `victims`. The pods
   // named are looked up by UID (else namespace/name); one the view does not hold a share of on
   // that node is left out of the choice (`ignored` counts them). Usage and quota are the
-  // view's, the pod's own share left out, as FitNodes has them; so are the shares of
-  // `departing` (UIDs of victims already chosen for this pod, on their way out).
+  // view's, the pod's own share left out and nominees held, as FitNodes has them; so are the
+  // shares of `departing` (UIDs of victims already chosen for this pod, on their way out).
   struct NodePreemption {
     std::string name;
     bool known = false;             // the node is in the view
@@ -237,6 +257,12 @@ class ClusterState {
                               const NamespaceQuota& quota, const Applied** own) const;
   void Notify();
   void NotePodVersion(const nlohmann::json& pod);
+  // Adds to `gpus` (node `node`'s usage, as the caller computed it) the room of the nominees
+  // there of at least `priority`, pod `key` and nominees holding a share left out. `entry` is
+  // the node's; mu_ held. Answers the nominees held for.
+  std::vector<std::string> HoldNominatedLocked(const std::string& node, const NodeEntry& entry,
+                                               const std::string& key, int32_t priority,
+                                               NodeGpus& gpus) const;
 
   const config::DeviceConfig config_;
   const std::chrono::seconds lock_timeout_;
@@ -249,6 +275,14 @@ class ClusterState {
   std::unordered_map<std::string, std::string> applied_by_uid_;               // uid -> pod key
   std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
+  struct Nomination {
+    std::string node;
+    uint64_t order = 0;  // first come: ties of priority among one node's nominees
+    NominatedPod pod;
+  };
+  std::unordered_map<std::string, Nomination> nominees_;                 // pod key ->
+  std::unordered_map<std::string, std::set<std::string>> nominated_on_;  // node -> pod keys
+  uint64_t nominations_ = 0;
   Stats stats_;
   uint64_t generation_ = 0;      // bumped when anything a fit reads changes
   uint64_t node_changes_ = 0;    // the source of NodeInfo::generation

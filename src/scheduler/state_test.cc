@@ -90,5 +90,110 @@ TEST_F(StateGeneration, WhatAFitReadsChangesTheViewGeneration) {
   EXPECT_FALSE(changed()) << "the same share again";
 }
 
+// ---- Nominations ---------------------------------------------------------------------------
+
+NominatedPod Nominee(const std::string& name, int32_t priority, int32_t mem_mib) {
+  NominatedPod n;
+  n.key = "default/" + name;
+  n.priority = priority;
+  ContainerRequest c;
+  c.name = "main";
+  c.count = 1;
+  c.mem_mib = mem_mib;
+  n.request.containers.push_back(c);
+  n.policy.gpu = *ParseGpuPolicy("spread", "test");
+  return n;
+}
+
+class StateNominations : public StateGeneration {
+ protected:
+  // Whether a pod `name` of `priority` asking one GPU of `mem_mib` fits node-a, by filter and
+  // by the fresh fit a bind makes from `listed`.
+  bool Fits(const std::string& name, int32_t priority, int32_t mem_mib,
+            std::vector<PodShare> listed = {}) {
+    PodRequest r = Nominee(name, priority, mem_mib).request;
+    PodPolicy p;
+    p.gpu = *ParseGpuPolicy("spread", "test");
+    auto fits = state_.FitNodes("default", name, priority, r, {}, p, {"node-a"},
+                                std::chrono::system_clock::now());
+    auto fresh = state_.FitNodeFresh("default", name, priority, r, {}, p, "node-a", listed,
+                                     std::chrono::system_clock::now());
+    EXPECT_EQ(fits[0].fit.fits, fresh.fit.fits) << name;
+    return fits[0].fit.fits;
+  }
+  json Running(const std::string& name, int gpu, int32_t mem_mib) {
+    testing::GpuPodSpec spec;
+    spec.name = name;
+    spec.mem_mib = mem_mib;
+    return testing::RunningGpuPod(spec, "node-a",
+                                  {{{testing::GpuUuid("node-a", gpu), "NVIDIA", mem_mib, 0}}});
+  }
+};
+
+TEST_F(StateNominations, ANomineesRoomIsTakenForLowerOrEqualPrioritiesOnly) {
+  // Both GPUs of node-a (16384 MiB each) hold 10000; a nominee of priority 100 needs 6000.
+  state_.UpsertPod(Ptr(Running("a", 0, 10000)));
+  state_.UpsertPod(Ptr(Running("b", 1, 10000)));
+  ASSERT_TRUE(Fits("low", 0, 6000));
+  const uint64_t before = state_.generation();
+  state_.Nominate("node-a", Nominee("high", 100, 6000));
+  EXPECT_NE(state_.generation(), before);
+  EXPECT_TRUE(Fits("low", 0, 6000)) << "the other GPU is still free";
+  state_.Nominate("node-a", Nominee("high2", 100, 6000));
+  EXPECT_FALSE(Fits("low", 0, 6000));
+  EXPECT_FALSE(Fits("equal", 100, 6000));
+  EXPECT_TRUE(Fits("higher", 101, 6000));
+  // A nominee's own fit counts the others of at least its priority only.
+  EXPECT_TRUE(Fits("high", 100, 6000));
+  auto fits =
+      state_.FitNodes("default", "low", 0, Nominee("low", 0, 6000).request, {},
+                      Nominee("low", 0, 1).policy, {"node-a"}, std::chrono::system_clock::now());
+  EXPECT_EQ(fits[0].held_for, (std::vector<std::string>{"default/high", "default/high2"}));
+  EXPECT_NE(fits[0].fit.reason.find("room held for pods nominated to this node: default/high, "
+                                    "default/high2"),
+            std::string::npos)
+      << fits[0].fit.reason;
+
+  // Bound (holding its share), the nominee is not counted twice.
+  state_.UpsertPod(Ptr(Running("high2", 1, 6000)));
+  EXPECT_FALSE(Fits("low", 0, 6000));
+  state_.RemovePod(Ptr(Running("high2", 1, 6000)));
+  state_.Unnominate("default", "high2");
+  EXPECT_TRUE(Fits("low", 0, 6000));
+  state_.Unnominate("default", "high");
+  state_.Unnominate("default", "high");  // idempotent
+  EXPECT_TRUE(state_.Nominations().empty());
+}
+
+TEST_F(StateNominations, NomineesOfOnePriorityYieldOnlyToThoseNominatedBeforeThem) {
+  // Room for one pod of 10000 (GPU 1 is full).
+  state_.UpsertPod(Ptr(Running("full", 1, 16384)));
+  state_.Nominate("node-a", Nominee("second", 100, 10000));
+  state_.Nominate("node-a", Nominee("first", 100, 10000));
+  state_.Nominate("node-a", Nominee("second", 100, 10000));  // again: still the first come
+  EXPECT_TRUE(Fits("second", 100, 10000));
+  EXPECT_FALSE(Fits("first", 100, 10000));
+  EXPECT_FALSE(Fits("other", 100, 10000));
+  // A nominee moved to another node comes last when it comes back.
+  state_.Nominate("node-b", Nominee("second", 100, 10000));
+  state_.Nominate("node-a", Nominee("second", 100, 10000));
+  EXPECT_TRUE(Fits("first", 100, 10000));
+  EXPECT_FALSE(Fits("second", 100, 10000));
+}
+
+TEST_F(StateNominations, ANomineeHoldsTheRoomItsTerminatingVictimFrees) {
+  json victim = Running("victim", 0, 12000);
+  victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  state_.UpsertPod(Ptr(victim));
+  state_.UpsertPod(Ptr(Running("stays", 1, 13000)));
+  state_.Nominate("node-a", Nominee("high", 100, 12000));
+  EXPECT_FALSE(Fits("low", 0, 4000)) << "the victim is still there";
+  state_.RemovePod(Ptr(victim));
+  // GPU 0 is free now, but the nominee's 12000 are held there: room for 4000, not for 5000.
+  EXPECT_TRUE(Fits("low", 0, 4000));
+  EXPECT_FALSE(Fits("low", 0, 5000));
+  EXPECT_TRUE(Fits("high", 100, 12000));
+}
+
 }  // namespace
 }  // namespace hami::scheduler

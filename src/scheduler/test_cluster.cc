@@ -56,8 +56,23 @@ json GpuPod(const GpuPodSpec& s) {
         {"containers",
          json::array(
              {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"limits", limits}}}}})}}}};
-  if (s.priority) pod["spec"]["priority"] = *s.priority;
+  if (s.priority) {
+    pod["spec"]["priority"] = *s.priority;
+    pod["spec"]["priorityClassName"] = PriorityClassName(*s.priority);
+  }
   return pod;
+}
+
+std::string PriorityClassName(int32_t value) {
+  return value < 0 ? "priority-minus-" + std::to_string(-int64_t{value})
+                   : "priority-" + std::to_string(value);
+}
+
+nlohmann::json PriorityClass(int32_t value) {
+  return {{"apiVersion", "scheduling.k8s.io/v1"},
+          {"kind", "PriorityClass"},
+          {"metadata", {{"name", PriorityClassName(value)}}},
+          {"value", value}};
 }
 
 json RunningGpuPod(const GpuPodSpec& s, std::string_view node, const kube::PodDevices& devices) {

@@ -39,8 +39,15 @@ struct GpuPodSpec {
   int32_t cores = 0;       // < 0: not named
   std::string scheduler_name = "hami-scheduler";
   nlohmann::json annotations = nlohmann::json::object();
-  std::optional<int32_t> priority = std::nullopt;  // spec.priority, as Priority admission writes it
+  // spec.priority, and spec.priorityClassName PriorityClassName(priority): the API server
+  // admits the pod once that class exists (PriorityClass).
+  std::optional<int32_t> priority = std::nullopt;
 };
+
+// "priority-<value>" ("priority-minus-<value>" below 0).
+std::string PriorityClassName(int32_t value);
+// The PriorityClass of that name and value.
+nlohmann::json PriorityClass(int32_t value);
 
 // A pending pod with one container asking for `gpus` x `mem_mib` and `cores`.
 nlohmann::json GpuPod(const GpuPodSpec& spec);

@@ -425,6 +425,10 @@ TEST_F(PythonClient, PatchWithStaleResourceVersionIsRefusedWith409) {
 
 TEST_F(PythonClient, ReadsAndBindsAPod) { Check("read_and_bind_pod"); }
 
+TEST_F(PythonClient, ServesPriorityClassesAndResolvesAPodsPriority) {
+  Check("priority_classes_and_pod_priority");
+}
+
 TEST_F(PythonClient, WatchFromATooOldResourceVersionRaises410) {
   ASSERT_NO_FATAL_FAILURE(RestartServer({"--watch-window", "5"}));
   Check("too_old_resource_version_raises_410");

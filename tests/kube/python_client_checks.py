@@ -231,6 +231,34 @@ def check_injected_429_reaches_the_client(v1):
     expect_eq("pods listed after the reset", names, ["busy"])
 
 
+def check_priority_classes_and_pod_priority(v1):
+    sched = client.SchedulingV1Api()
+    created = sched.create_priority_class(
+        client.V1PriorityClass(metadata=client.V1ObjectMeta(name="gpu-high"), value=1000)
+    )
+    expect_eq("created value", created.value, 1000)
+    expect_eq("defaulted preemptionPolicy", created.preemption_policy, "PreemptLowerPriority")
+    names = [c.metadata.name for c in sched.list_priority_class().items]
+    for name in ("gpu-high", "system-cluster-critical", "system-node-critical"):
+        if name not in names:
+            fail(f"{name} not listed: {names}")
+    expect_eq("read value", sched.read_priority_class("gpu-high").value, 1000)
+
+    named = pod("named")
+    named.spec.priority_class_name = "gpu-high"
+    expect_eq("pod priority", v1.create_namespaced_pod("default", named).spec.priority, 1000)
+    unknown = pod("unknown")
+    unknown.spec.priority_class_name = "nope"
+    e = api_exception(v1.create_namespaced_pod, "default", unknown)
+    expect_eq("unknown class status", e.status, 403)
+    expect_eq("unknown class message", json.loads(e.body)["message"],
+              'pods "unknown" is forbidden: no PriorityClass with name nope was found')
+
+    sched.delete_priority_class("gpu-high")
+    e = api_exception(sched.read_priority_class, "gpu-high")
+    expect_eq("deleted class status", e.status, 404)
+
+
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
 
 

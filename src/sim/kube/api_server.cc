@@ -52,6 +52,14 @@ constexpr int kInitialEventsPerStep = 256;
 constexpr auto kBookmarkInterval = std::chrono::seconds(1);
 constexpr auto kMaxWatchWait = std::chrono::seconds(1);
 constexpr auto kStopWatchGrace = std::chrono::seconds(2);
+constexpr int64_t kHighestUserPriority = 1000000000;  // above it: the system classes only
+
+std::string MetaString(const json& object, const char* field) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  auto it = m->find(field);
+  return it != m->end() && it->is_string() ? it->get<std::string>() : "";
+}
 constexpr char kJsonType[] = "application/json";
 // Watch streams: a JSON type that cpp-httplib does not gzip (it compresses exactly
 // "application/json", and a compressed stream would hold events back until its buffer fills).
@@ -426,6 +434,13 @@ struct ApiServer::Impl {
   // Mutating admission of a create of `body` (a request body) into `ns`: the body as the
   // webhooks leave it, or the Status refusing it. Only pods are admitted; other resources,
   // and any create while no webhook configuration exists, pass unchanged.
+  // The Priority admission plugin. A PriorityClass create: a value above
+  // kHighestUserPriority, or a second globalDefault, is refused (403). A pod create: its
+  // spec.priorityClassName (none: the globalDefault class, the lowest of several; none of
+  // those: priority 0 and no class) gives spec.priority and spec.preemptionPolicy; an unknown
+  // class, or a priority or preemptionPolicy the pod gives that differs, is refused (403).
+  std::optional<ApiStatus> AdmitPriorityClass(const json& body);
+  std::optional<ApiStatus> AdmitPodPriority(json& body);
   ApiResult<json> AdmitCreate(const Resource& r, const std::string& ns, json body,
                               const std::string& user_agent, WriteMode mode);
   void SendObject(const httplib::Request& req, httplib::Response& res, int code, const Resource& r,
@@ -1113,9 +1128,108 @@ void ApiServer::Impl::ServeCreate(const httplib::Request& req, httplib::Response
   SendObject(req, res, 201, *t.resource, **created);
 }
 
+std::optional<ApiStatus> ApiServer::Impl::AdmitPriorityClass(const json& body) {
+  if (!body.is_object()) return std::nullopt;  // decoding refuses it
+  const std::string name = body.contains("metadata") && body["metadata"].is_object()
+                               ? body["metadata"].value("name", "")
+                               : std::string();
+  const Resource& r = hami::kube::kPriorityClasses;
+  if (auto v = body.find("value");
+      v != body.end() && v->is_number_integer() && v->get<int64_t>() > kHighestUserPriority) {
+    return Forbidden(r, name,
+                     "maximum allowed value of a user defined priority is " +
+                         std::to_string(kHighestUserPriority));
+  }
+  if (body.value("globalDefault", json()) != true) return std::nullopt;
+  auto all = store.List(r, "", nullptr, 0, "");
+  if (!all.ok()) return all.status();
+  for (const ObjectPtr& o : all->items) {
+    if (o->object().value("globalDefault", json()) == true) {
+      return Forbidden(r, name,
+                       "PriorityClass " + MetaString(o->object(), "name") +
+                           " is already marked as default. Only one default can exist");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiStatus> ApiServer::Impl::AdmitPodPriority(json& body) {
+  if (!body.is_object()) return std::nullopt;
+  auto spec = body.find("spec");
+  if (spec == body.end() || !spec->is_object()) return std::nullopt;  // validation refuses it
+  const std::string name = body.contains("metadata") && body["metadata"].is_object()
+                               ? body["metadata"].value("name", "")
+                               : std::string();
+  std::string class_name;
+  if (auto c = spec->find("priorityClassName"); c != spec->end() && c->is_string()) {
+    class_name = c->get<std::string>();
+  }
+  int64_t priority = 0;  // no class named and no default
+  json policy;
+  if (class_name.empty()) {
+    auto all = store.List(hami::kube::kPriorityClasses, "", nullptr, 0, "");
+    if (!all.ok()) return all.status();
+    const json* chosen = nullptr;  // the default of lowest value, should there be several
+    for (const ObjectPtr& o : all->items) {
+      const json& pc = o->object();
+      if (pc.value("globalDefault", json()) != true) continue;
+      if (chosen == nullptr || pc.value("value", int64_t{0}) < chosen->value("value", int64_t{0})) {
+        chosen = &pc;
+      }
+    }
+    if (chosen != nullptr) {
+      class_name = MetaString(*chosen, "name");
+      priority = chosen->value("value", int64_t{0});
+      policy = chosen->value("preemptionPolicy", json());
+    }
+  } else {
+    auto pc = store.Get(hami::kube::kPriorityClasses, "", class_name);
+    if (!pc.ok()) {
+      if (pc.status().code != 404) return pc.status();
+      return Forbidden(hami::kube::kPods, name,
+                       "no PriorityClass with name " + class_name + " was found");
+    }
+    priority = (*pc)->object().value("value", int64_t{0});
+    policy = (*pc)->object().value("preemptionPolicy", json());
+  }
+  if (auto p = spec->find("priority"); p != spec->end() && !p->is_null()) {
+    if (!p->is_number_integer() || p->get<int64_t>() != priority) {
+      return Forbidden(hami::kube::kPods, name,
+                       "the integer value of priority (" + p->dump() +
+                           ") must not be provided in pod spec; priority admission controller "
+                           "computed " +
+                           std::to_string(priority) + " from the given PriorityClass name");
+    }
+  }
+  (*spec)["priority"] = priority;
+  if (!class_name.empty()) (*spec)["priorityClassName"] = class_name;
+  if (policy.is_string()) {
+    if (auto p = spec->find("preemptionPolicy");
+        p != spec->end() && !p->is_null() && *p != policy) {
+      return Forbidden(hami::kube::kPods, name,
+                       "the string value of PreemptionPolicy (" +
+                           (p->is_string() ? p->get<std::string>() : p->dump()) +
+                           ") must not be provided in pod spec; priority admission controller "
+                           "computed " +
+                           policy.get<std::string>() + " from the given PriorityClass name");
+    }
+    (*spec)["preemptionPolicy"] = policy;
+  }
+  return std::nullopt;
+}
+
 ApiResult<json> ApiServer::Impl::AdmitCreate(const Resource& r, const std::string& ns, json body,
                                              const std::string& user_agent, WriteMode mode) {
+  if (Is(r, hami::kube::kPriorityClasses)) {
+    if (auto bad = AdmitPriorityClass(body)) return std::move(*bad);
+    return body;
+  }
   if (!Is(r, hami::kube::kPods)) return body;
+  // Priority admission runs before the webhooks, once the namespace is known to exist (else
+  // the store's 404 answers).
+  if (store.Get(hami::kube::kNamespaces, "", ns).ok()) {
+    if (auto bad = AdmitPodPriority(body)) return std::move(*bad);
+  }
   auto configs = store.List(hami::kube::kMutatingWebhookConfigurations, "", nullptr, 0, "");
   if (!configs.ok() || configs->items.empty()) return body;
   // As the namespace lifecycle plugin, which runs before the webhooks: a create into a missing
@@ -1442,6 +1556,21 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
     if (!created.ok() && created.status().reason != "AlreadyExists") {
       return Error(ErrorCode::kInvalidArgument, "simulated API server: default namespace '" + ns +
                                                     "': " + created.status().message);
+    }
+  }
+  // The classes every API server creates at its start.
+  for (const auto& [name, value, what] :
+       {std::tuple{"system-node-critical", 2000001000,
+                   "Used for system critical pods that must not be moved from their current node."},
+        std::tuple{"system-cluster-critical", 2000000000,
+                   "Used for system critical pods that must run in the cluster, but can be moved "
+                   "to another node if necessary."}}) {
+    auto created = impl->store.Create(
+        hami::kube::kPriorityClasses, "",
+        json{{"metadata", {{"name", name}}}, {"value", value}, {"description", what}});
+    if (!created.ok() && created.status().reason != "AlreadyExists") {
+      return Error(ErrorCode::kInternal, "simulated API server: PriorityClass " +
+                                             std::string(name) + ": " + created.status().message);
     }
   }
   if (!options.tls_cert_file.empty()) {

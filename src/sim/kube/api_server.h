@@ -44,7 +44,9 @@
 // Accept header asks for one. Writes follow the registry: create assigns uid,
 // creationTimestamp, resourceVersion (and a name for generateName); a PUT or patch whose
 // metadata.resourceVersion differs from the stored one is 409 Conflict; a write that changes
-// nothing keeps the resourceVersion and emits no event; the main resource keeps `status`,
+// nothing keeps the resourceVersion and emits no event; a DELETE of an object with finalizers
+// only sets its deletionTimestamp, and it goes when its last finalizer is removed (store.h);
+// the main resource keeps `status`,
 // `/status` keeps the rest. Patches: merge, JSON (a failed test is 422), strategic, apply (JSON
 // body; fieldManager required; creates). Lists page with limit/continue over one snapshot
 // (tokens expire with the watch window: 410). Watch (?watch=true|True|1): one JSON event per

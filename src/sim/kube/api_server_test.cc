@@ -637,6 +637,42 @@ TEST_F(ApiServerTest, DeletedEventCarriesTheLastStateWithANewVersion) {
             std::stoll(created.Rv()));
 }
 
+TEST_F(ApiServerTest, AnObjectWithFinalizersIsMarkedAndGoesWithItsLastFinalizer) {
+  json pod = Pod("held");
+  pod["metadata"]["finalizers"] = {"test.hami.io/a", "test.hami.io/b"};
+  ASSERT_EQ(Post(Pods(), pod).status, 201);
+  Reply marked = Delete(PodPath("held"));
+  ASSERT_EQ(marked.status, 200) << marked.text;
+  EXPECT_TRUE(marked.body["metadata"]["deletionTimestamp"].is_string()) << marked.text;
+  EXPECT_EQ(marked.body["metadata"]["deletionGracePeriodSeconds"], 0);
+  Reply got = Get(PodPath("held"));
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body["metadata"]["deletionTimestamp"],
+            marked.body["metadata"]["deletionTimestamp"]);
+  // Deleting again changes nothing; an update can neither clear nor move the mark.
+  EXPECT_EQ(Delete(PodPath("held")).body["metadata"]["resourceVersion"],
+            marked.body["metadata"]["resourceVersion"]);
+  Reply kept =
+      Patch(PodPath("held"),
+            {{"metadata", {{"deletionTimestamp", nullptr}, {"finalizers", {"test.hami.io/b"}}}}});
+  ASSERT_EQ(kept.status, 200) << kept.text;
+  EXPECT_EQ(kept.body["metadata"]["deletionTimestamp"],
+            marked.body["metadata"]["deletionTimestamp"]);
+  Watch w(WatchPort(), Pods() + "?watch=1&resourceVersion=" + kept.Rv());
+  Reply last = Patch(PodPath("held"), {{"metadata", {{"finalizers", nullptr}}}});
+  ASSERT_EQ(last.status, 200) << last.text;
+  json e = w.Next();
+  ASSERT_TRUE(e.is_object());
+  EXPECT_EQ(e["type"], "DELETED");
+  ExpectStatus(Get(PodPath("held")), 404, "NotFound");
+  // Without finalizers a delete is immediate, and an update cannot mark an object.
+  ASSERT_EQ(CreatePod("plain").status, 201);
+  Reply unmarked =
+      Patch(PodPath("plain"), {{"metadata", {{"deletionTimestamp", "2026-01-01T00:00:00Z"}}}});
+  ASSERT_EQ(unmarked.status, 200) << unmarked.text;
+  EXPECT_FALSE(unmarked.body["metadata"].contains("deletionTimestamp"));
+}
+
 TEST_F(ApiServerTest, DeletingANamespaceDeletesItsObjectsButDefaultIsProtected) {
   ASSERT_EQ(Post("/api/v1/namespaces", {{"metadata", {{"name", "team"}}}}).status, 201);
   ASSERT_EQ(Post(hami::kube::CollectionPath(kPods, "team"), Pod("p")).status, 201);

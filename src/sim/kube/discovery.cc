@@ -587,6 +587,14 @@ const Column kWebhookConfigurationColumns[] = {
     kAgeColumn,
 };
 
+const Column kPriorityClassColumns[] = {
+    kNameColumn,
+    {"Value", "integer", "", "The priority of the pods that name the class.", 0},
+    {"Global-Default", "boolean", "", "Whether pods that name no class get this one.", 0},
+    kAgeColumn,
+    {"PreemptionPolicy", "string", "", "Whether pods of the class may preempt others.", 0},
+};
+
 const Column kDefaultColumns[] = {kNameColumn, kAgeColumn};
 
 std::span<const Column> ColumnsOf(const Resource& r) {
@@ -613,6 +621,7 @@ std::span<const Column> ColumnsOf(const Resource& r) {
     return kRoleBindingColumns;
   }
   if (r.group == "admissionregistration.k8s.io") return kWebhookConfigurationColumns;
+  if (r.group == "scheduling.k8s.io") return kPriorityClassColumns;
   return kDefaultColumns;
 }
 
@@ -1048,6 +1057,10 @@ json Cells(const Resource& r, const json& obj, hami::kube::WallTime now) {
   if (columns.data() == kRoleBindingColumns) return RoleBindingCells(obj, now);
   if (columns.data() == kWebhookConfigurationColumns) {
     return json::array({json(name), json(Array(obj, {"webhooks"}).size()), json(age)});
+  }
+  if (columns.data() == kPriorityClassColumns) {
+    return json::array({json(name), json(Int(obj, {"value"})), json(Bool(obj, {"globalDefault"})),
+                        json(age), json(Str(obj, {"preemptionPolicy"}))});
   }
   return json::array({name, age});
 }

@@ -229,6 +229,103 @@ TEST_F(KubectlTest, ApplyCreatesConfiguresAndLeavesUnchangedEveryDeploymentKind)
   EXPECT_TRUE(Has(gone.out, "NotFound")) << gone.out;
 }
 
+TEST_F(KubectlTest, PriorityClassesAreServedAndGivePodsTheirPriority) {
+  const std::string classes = Write("classes.yaml", R"(apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: gpu-high}
+value: 1000
+description: GPU jobs that may take a GPU from batch work
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: gpu-polite}
+value: 500
+preemptionPolicy: Never
+)");
+  std::string out = KubectlOk({"apply", "-f", classes});
+  EXPECT_TRUE(Has(out, "priorityclass.scheduling.k8s.io/gpu-high created")) << out;
+  out = KubectlOk({"get", "pc"});
+  EXPECT_TRUE(Has(out, "NAME")) << out;
+  EXPECT_TRUE(Has(out, "GLOBAL-DEFAULT")) << out;
+  EXPECT_TRUE(Has(out, "PREEMPTIONPOLICY")) << out;
+  EXPECT_TRUE(Has(out, "system-node-critical")) << out;  // as every API server has
+  json high = json::parse(KubectlOk({"get", "priorityclass", "gpu-high", "-o", "json"}));
+  EXPECT_EQ(high["value"], 1000);
+  EXPECT_EQ(high["preemptionPolicy"], "PreemptLowerPriority");
+
+  auto pod = [&](const std::string& name, const std::string& extra) {
+    return Write(name + ".yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name +
+                                     "}\nspec:\n" + extra +
+                                     "  containers: [{name: main, image: cuda}]\n");
+  };
+  auto spec_of = [&](const std::string& name) {
+    return json::parse(KubectlOk({"get", "pod", name, "-o", "json"}))["spec"];
+  };
+  KubectlOk({"create", "-f", pod("named", "  priorityClassName: gpu-high\n")});
+  EXPECT_EQ(spec_of("named")["priority"], 1000);
+  EXPECT_EQ(spec_of("named")["preemptionPolicy"], "PreemptLowerPriority");
+  KubectlOk({"create", "-f", pod("polite", "  priorityClassName: gpu-polite\n")});
+  EXPECT_EQ(spec_of("polite")["priority"], 500);
+  EXPECT_EQ(spec_of("polite")["preemptionPolicy"], "Never");
+  KubectlOk({"create", "-f", pod("plain", "")});
+  EXPECT_EQ(spec_of("plain")["priority"], 0);
+  EXPECT_FALSE(spec_of("plain").contains("priorityClassName"));
+
+  // Refused as the API server refuses them.
+  Outcome unknown = Kubectl({"create", "-f", pod("unknown", "  priorityClassName: nope\n")});
+  EXPECT_NE(unknown.status, 0);
+  EXPECT_TRUE(Has(unknown.out, "Forbidden")) << unknown.out;
+  EXPECT_TRUE(Has(unknown.out,
+                  "pods \"unknown\" is forbidden: no PriorityClass with name nope "
+                  "was found"))
+      << unknown.out;
+  Outcome mismatch =
+      Kubectl({"create", "-f", pod("mismatch", "  priorityClassName: gpu-high\n  priority: 7\n")});
+  EXPECT_NE(mismatch.status, 0);
+  EXPECT_TRUE(Has(mismatch.out,
+                  "the integer value of priority (7) must not be provided in pod "
+                  "spec; priority admission controller computed 1000"))
+      << mismatch.out;
+  // (kubectl create priorityclass sends protobuf, which this server does not read: files.)
+  auto priority_class = [&](const std::string& name, const std::string& rest) {
+    return Write(name + ".yaml",
+                 "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: " + name +
+                     "}\n" + rest);
+  };
+  Outcome too_high = Kubectl({"create", "-f", priority_class("huge", "value: 1000000001\n")});
+  EXPECT_NE(too_high.status, 0);
+  EXPECT_TRUE(Has(too_high.out, "maximum allowed value of a user defined priority is 1000000000"))
+      << too_high.out;
+  Outcome changed = Kubectl({"patch", "pc", "gpu-high", "--type=merge", "-p", R"({"value":5})"});
+  EXPECT_NE(changed.status, 0);
+  EXPECT_TRUE(Has(changed.out, "value: Forbidden: may not be changed in an update")) << changed.out;
+  Outcome no_value =
+      Kubectl({"apply", "-f", Write("novalue.yaml", R"(apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: novalue}
+)")});
+  EXPECT_NE(no_value.status, 0);
+  EXPECT_TRUE(Has(no_value.out, "value: Required value")) << no_value.out;
+
+  // A globalDefault class applies to a pod that names none; only one may exist.
+  KubectlOk({"create", "-f", priority_class("batch", "value: 100\nglobalDefault: true\n")});
+  Outcome second =
+      Kubectl({"create", "-f", priority_class("batch2", "value: 50\nglobalDefault: true\n")});
+  EXPECT_NE(second.status, 0);
+  EXPECT_TRUE(Has(second.out, "PriorityClass batch is already marked as default")) << second.out;
+  KubectlOk({"create", "-f", pod("defaulted", "")});
+  EXPECT_EQ(spec_of("defaulted")["priority"], 100);
+  EXPECT_EQ(spec_of("defaulted")["priorityClassName"], "batch");
+
+  out = KubectlOk({"delete", "pc", "batch", "gpu-polite"});
+  EXPECT_TRUE(Has(out, "priorityclass.scheduling.k8s.io \"batch\" deleted")) << out;
+  KubectlOk({"create", "-f", pod("after", "")});
+  EXPECT_EQ(spec_of("after")["priority"], 0);
+  out = KubectlOk({"get", "priorityclasses", "-o", "name"});
+  EXPECT_TRUE(Has(out, "priorityclass.scheduling.k8s.io/gpu-high")) << out;
+  EXPECT_FALSE(Has(out, "priorityclass.scheduling.k8s.io/batch\n")) << out;
+}
+
 TEST_F(KubectlTest, ApplyOfAKustomization) {
   std::filesystem::create_directories(dir_.File("base"));
   Write("base/all.yaml", kManifests);

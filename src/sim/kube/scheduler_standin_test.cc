@@ -959,15 +959,28 @@ TEST_F(StandinTest, AnExtenderNotInterestedInThePodIsNotCalled) {
   EXPECT_NE(NodeOf("cpu-only"), "n2");
 }
 
+// The pod with spec.priorityClassName naming the class of `priority` (made by
+// PriorityClasses), which the API server's Priority admission turns into spec.priority.
 json PriorityPod(json pod, int32_t priority) {
-  pod["spec"]["priority"] = priority;
+  pod["spec"]["priorityClassName"] = "priority-" + std::to_string(priority);
   return pod;
+}
+
+// The PriorityClasses PriorityPod names.
+void PriorityClasses(ApiServer& server, std::initializer_list<int32_t> values) {
+  for (int32_t v : values) {
+    auto made = server.CreateObject(
+        hami::kube::kPriorityClasses,
+        {{"metadata", {{"name", "priority-" + std::to_string(v)}}}, {"value", v}});
+    ASSERT_TRUE(made.ok()) << made.error().message();
+  }
 }
 
 TEST_F(StandinTest, PreemptsTheVictimsTheExtenderNamesAndNominatesThePod) {
   for (const char* n : {"n1", "n2", "n3"}) {
     ASSERT_TRUE(server_->CreateObject(hami::kube::kNodes, Node(n, true, false, true)).ok());
   }
+  PriorityClasses(*server_, {0, 1, 100, 500});
   std::map<std::string, std::string> uid;
   for (const auto& [name, node, prio] :
        std::vector<std::tuple<std::string, std::string, int>>{{"low-a", "n1", 0},
@@ -1037,6 +1050,7 @@ TEST_F(StandinTest, NoPreemptionWhenOnlyUnresolvableNodesOrEqualPrioritiesRemain
   for (const char* n : {"n1", "n2"}) {
     ASSERT_TRUE(server_->CreateObject(hami::kube::kNodes, Node(n, true, false, true)).ok());
   }
+  PriorityClasses(*server_, {0, 100});
   ASSERT_TRUE(
       server_->CreateObject(hami::kube::kPods, PriorityPod(BoundPod("same", "n1"), 100)).ok());
   ASSERT_TRUE(server_->CreateObject(hami::kube::kPods, PriorityPod(BoundPod("low", "n2"), 0)).ok());

@@ -36,6 +36,19 @@ std::string MetaString(const json& object, const char* field) {
   return it != m->end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// metadata.<field>, or nullptr when absent or null.
+const json* FindMeta(const json& object, const char* field) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return nullptr;
+  auto it = m->find(field);
+  return it != m->end() && !it->is_null() ? &*it : nullptr;
+}
+
+bool HasFinalizers(const json& object) {
+  const json* f = FindMeta(object, "finalizers");
+  return f != nullptr && f->is_array() && !f->empty();
+}
+
 std::string KeyOf(const StoredObject& o) {
   return Key(MetaString(o.object(), "namespace"), MetaString(o.object(), "name"));
 }
@@ -447,10 +460,21 @@ ApiResult<Store::Updated> Store::Update(const Resource& r, std::string_view ns,
     meta["uid"] = old_uid;
     meta["creationTimestamp"] = MetaString(old, "creationTimestamp");
     meta.erase("selfLink");
+    // Only a delete sets the deletion fields; an update keeps what it finds.
+    for (const char* field : {"deletionTimestamp", "deletionGracePeriodSeconds"}) {
+      if (const json* f = FindMeta(old, field)) {
+        meta[field] = *f;
+      } else {
+        meta.erase(field);
+      }
+    }
     auto prepared = PrepareForUpdate(r, sub, old, std::move(next));
     if (!prepared.ok()) return std::move(prepared).status();
     (*prepared)["metadata"]["resourceVersion"] = current_rv;
     if (*prepared == old) return Updated{current, false};
+    // A deleting object whose last finalizer was removed goes.
+    const bool finished =
+        FindMeta(*prepared, "deletionTimestamp") != nullptr && !HasFinalizers(*prepared);
     if (mode == WriteMode::kDryRun) {
       return Updated{std::make_shared<const StoredObject>(std::move(*prepared), current->rv()),
                      false};
@@ -458,7 +482,8 @@ ApiResult<Store::Updated> Store::Update(const Resource& r, std::string_view ns,
     std::unique_lock lock(mu_);
     auto it = tables_[*index].find(key);
     if (it == tables_[*index].end() || it->second != current) continue;  // changed meanwhile
-    return Updated{CommitLocked(*index, key, EventType::kModified, std::move(*prepared), current),
+    return Updated{CommitLocked(*index, key, finished ? EventType::kDeleted : EventType::kModified,
+                                std::move(*prepared), current),
                    false};
   }
   return ModifiedConflict(r, name);
@@ -490,6 +515,18 @@ ApiResult<ObjectPtr> Store::Delete(const Resource& r, std::string_view ns, std::
   const bool is_namespace = *index == *ResourceIndex(hami::kube::kNamespaces);
   if (is_namespace && IsProtectedNamespace(name)) {
     return Forbidden(r, name, "this namespace may not be deleted");
+  }
+  if (!is_namespace && HasFinalizers(current->object())) {
+    // Marked for deletion; it goes when its last finalizer is removed (Update).
+    if (FindMeta(current->object(), "deletionTimestamp") != nullptr) return current;
+    json marked = current->object();
+    marked["metadata"]["deletionTimestamp"] =
+        hami::kube::FormatTime(std::chrono::system_clock::now());
+    marked["metadata"]["deletionGracePeriodSeconds"] = 0;
+    if (mode == WriteMode::kDryRun) {
+      return std::make_shared<const StoredObject>(std::move(marked), current->rv());
+    }
+    return CommitLocked(*index, key, EventType::kModified, std::move(marked), current);
   }
   if (mode == WriteMode::kDryRun) return current;
   if (is_namespace) {

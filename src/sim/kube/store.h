@@ -146,7 +146,10 @@ class Store {
     std::string uid;
   };
   // DELETE: answers the object's last state. Deleting a namespace deletes everything in it;
-  // default, kube-system and kube-public may not be deleted (403).
+  // default, kube-system and kube-public may not be deleted (403). An object (other than a
+  // namespace) with metadata.finalizers is only marked, as the API server does: its
+  // deletionTimestamp (and deletionGracePeriodSeconds 0) are set, and it goes when an update
+  // leaves it without finalizers. Updates keep the deletion fields as the store has them.
   ApiResult<ObjectPtr> Delete(const hami::kube::Resource& r, std::string_view ns,
                               std::string_view name, const Preconditions& preconditions,
                               WriteMode mode = WriteMode::kCommit);

@@ -1,6 +1,7 @@
 #include "sim/kube/strategy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "kube/base64.h"
@@ -635,6 +636,10 @@ void DefaultObject(const Resource& r, json& object) {
     auto it = object.find("spec");
     return it != object.end() && it->is_object() ? &*it : nullptr;
   };
+  if (Is(r, hami::kube::kPriorityClasses)) {
+    if (object.is_object()) SetDefault(object, "preemptionPolicy", "PreemptLowerPriority");
+    return;
+  }
   if (Is(r, hami::kube::kDeployments)) {
     if (json* spec = spec_of()) {
       SetDefault(*spec, "replicas", 1);
@@ -764,6 +769,16 @@ std::optional<ApiStatus> ValidateImmutable(const Resource& r, const json& old, c
           "Invalid value: " + at(next, {"spec", "selector"}).dump() + ": field is immutable");
     }
   }
+  if (Is(r, hami::kube::kPriorityClasses)) {
+    if (at(old, {"value"}) != at(next, {"value"})) {
+      return Invalid(r, name, "value", "Forbidden: may not be changed in an update.");
+    }
+    if (at(old, {"preemptionPolicy"}) != at(next, {"preemptionPolicy"})) {
+      return Invalid(
+          r, name, "preemptionPolicy",
+          "Invalid value: " + at(next, {"preemptionPolicy"}).dump() + ": field is immutable");
+    }
+  }
   if (Is(r, hami::kube::kClusterRoleBindings) || Is(r, hami::kube::kRoleBindings)) {
     if (at(old, {"roleRef"}) != at(next, {"roleRef"})) {
       return Invalid(r, name, "roleRef",
@@ -781,8 +796,34 @@ std::optional<ApiStatus> ValidateImmutable(const Resource& r, const json& old, c
   return std::nullopt;
 }
 
+std::optional<ApiStatus> ValidatePriorityClass(const Resource& r, const json& object) {
+  const std::string name = Name(object);
+  auto value = object.find("value");
+  if (value == object.end() || value->is_null()) return Invalid(r, name, "value", "Required value");
+  if (!value->is_number_integer() || value->get<int64_t>() < INT32_MIN ||
+      value->get<int64_t>() > INT32_MAX) {
+    return Invalid(r, name, "value",
+                   "Invalid value: " + value->dump() + ": must be a 32-bit integer");
+  }
+  if (auto d = object.find("globalDefault");
+      d != object.end() && !d->is_null() && !d->is_boolean()) {
+    return Invalid(r, name, "globalDefault", "Invalid value: " + d->dump() + ": must be a boolean");
+  }
+  if (auto d = object.find("description"); d != object.end() && !d->is_null() && !d->is_string()) {
+    return Invalid(r, name, "description", "Invalid value: " + d->dump() + ": must be a string");
+  }
+  const json policy = object.value("preemptionPolicy", json());
+  if (policy != "PreemptLowerPriority" && policy != "Never") {
+    return Invalid(r, name, "preemptionPolicy",
+                   "Unsupported value: " + policy.dump() +
+                       ": supported values: \"Never\", \"PreemptLowerPriority\"");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiStatus> Validate(const Resource& r, const json& object) {
   if (Is(r, hami::kube::kPods)) return ValidatePod(r, object);
+  if (Is(r, hami::kube::kPriorityClasses)) return ValidatePriorityClass(r, object);
   if (Is(r, hami::kube::kDeployments) || Is(r, hami::kube::kDaemonSets)) {
     return ValidateController(r, object);
   }
