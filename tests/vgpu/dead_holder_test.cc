@@ -14,9 +14,11 @@ class DeadHolder : public VgpuTest {};
 
 TEST_F(DeadHolder, AllocationsRepairTheMutexAndProceed) {
   VgpuEnv& env = VgpuEnv::Get();
-  // Registered by the fixture's cuInit: the region exists.
+  // Registered by the fixture's cuInit: the region exists. The worker joins with no limit
+  // of its own (a stricter one would lower the container's).
   Subprocess worker(
-      {TestProgram("region_worker"), env.region, "open", "register", "reserve", "0", "64m"},
+      {TestProgram("region_worker"), env.region, "limit", "0", "open", "register", "reserve", "0",
+       "64m"},
       {{"HAMI_KILL_POINT", "region.reserve.begun"}});
   ASSERT_EQ(worker.Wait(), 128 + SIGKILL) << "the worker was to die holding device 0's mutex";
 
