@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda_device_fixture.h"
+#include "cudart/program_io.h"
 #include "sim/state.h"
 #include "sim_test_util.h"
 
@@ -527,39 +528,14 @@ TEST_F(VmmTest, MisplacedMapsAndFreesAreRejected) {
   EXPECT_EQ(cuMemAddressFree(va, 2 * g_), CUDA_SUCCESS);
 }
 
-// Sends `fd` over the Unix socket `sock` (SCM_RIGHTS), as processes pass a shareable handle.
-void SendFd(int sock, int fd) {
-  char byte = 'h';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  ASSERT_EQ(sendmsg(sock, &msg, 0), 1);
-}
+// Passes a shareable handle's descriptor over a Unix socket (SCM_RIGHTS), as processes do;
+// tests/cudart/program_io.h has the message.
+void SendFd(int sock, int fd) { ASSERT_TRUE(cudart::SendFd(sock, fd, 0)); }
 
 int ReceiveFd(int sock) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) return -1;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return -1;
   int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-  return fd;
+  uint64_t word = 0;
+  return cudart::ReceiveFd(sock, &fd, &word) ? fd : -1;
 }
 
 // In an importing process: `mine` starts a range of `size` bytes where the creator wrote
