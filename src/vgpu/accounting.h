@@ -88,17 +88,13 @@ bool Forget(Runtime& rt, CUdeviceptr ptr);
 // across a window in which none ran.
 class Allocating {
  public:
-  static constexpr uint64_t kBegun = 1ull << 32;
-  static constexpr uint64_t kInFlight = 1;
-  explicit Allocating(Runtime& rt) : calls_(rt.allocation_calls) {
-    calls_.fetch_add(kBegun + kInFlight, std::memory_order_seq_cst);
-  }
-  ~Allocating() { calls_.fetch_sub(kInFlight, std::memory_order_seq_cst); }
+  explicit Allocating(Runtime& rt) : calls_(rt.allocation_calls) { calls_.Enter(); }
+  ~Allocating() { calls_.Exit(); }
   Allocating(const Allocating&) = delete;
   Allocating& operator=(const Allocating&) = delete;
 
  private:
-  std::atomic<uint64_t>& calls_;
+  CallCensus& calls_;
 };
 
 // Reserve + driver call + Track, for calls that produce one device pointer.

@@ -12,9 +12,9 @@ bool BeginLoad(Runtime& rt, LoadScope scope, LoadWindow* w) {
 
 void ReadBefore(Runtime& rt, LoadWindow* w) {
   size_t total = 0;
-  w->calls = rt.allocation_calls.load();
+  w->calls = rt.allocation_calls.Read();
   // Nothing allocating or freeing may be in flight while the load is measured.
-  w->measured = (w->calls & 0xffffffffu) == 0 &&
+  w->measured = w->calls.in_flight == 0 &&
                 rt.CudaOrEmpty().cuda.cuMemGetInfo_v2(&w->before, &total) == CUDA_SUCCESS;
 }
 
@@ -23,7 +23,7 @@ void ReadAfter(Runtime& rt, LoadWindow* w) {
   // Nothing else of this process allocated or freed in between (none in flight, none begun).
   w->measured = w->measured &&
                 rt.CudaOrEmpty().cuda.cuMemGetInfo_v2(&after, &total) == CUDA_SUCCESS &&
-                rt.allocation_calls.load() == w->calls;
+                rt.allocation_calls.Read() == w->calls;
   w->bytes = w->measured && after < w->before ? w->before - after : 0;
 }
 

@@ -27,7 +27,7 @@ enum class LoadScope { kContext, kProcess };
 struct LoadWindow {
   int device = -1;
   CUcontext ctx = nullptr;  // what the charge goes with (null: the process)
-  uint64_t calls = 0;       // Runtime::allocation_calls at the first reading
+  CallCensus::Count calls;  // Runtime::allocation_calls at the first reading
   size_t before = 0;        // free bytes before the load
   bool measured = false;    // both readings were made, with no other call in between
   uint64_t bytes = 0;       // what the load took (0: nothing to charge)

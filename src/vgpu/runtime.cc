@@ -48,6 +48,7 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   rt.identity_mu.ResetInForkChild();
   rt.graph_kernels_mu.ResetInForkChild();
   rt.ledger.ResetInForkChild();
+  rt.allocation_calls.ResetInForkChild();
   rt.contexts_epoch.fetch_add(1);
   rt.pools.clear();
   rt.any_pools.store(false);

@@ -35,6 +35,7 @@
 #include "common/raw_log.h"
 #include "common/thread_annotations.h"
 #include "region/region.h"
+#include "vgpu/call_census.h"
 #include "vgpu/config.h"
 #include "vgpu/driver.h"
 #include "vgpu/hooks.h"
@@ -90,8 +91,8 @@ struct Runtime {
   std::array<std::atomic<uint64_t>, kMaxDevices> granularity{};  // 0 = not yet asked
   // Bumped whenever a context ends: a thread's cached context -> device answer is stale.
   std::atomic<uint64_t> contexts_epoch{0};
-  // Allocating or freeing driver calls: begun (high 32 bits) and in flight (low 32 bits).
-  std::atomic<uint64_t> allocation_calls{0};
+  // Allocating or freeing driver calls: begun and in flight (accounting.h: Allocating).
+  CallCensus allocation_calls;
   // Module loads are measured one at a time (held across the load: two loads measured
   // together would each count the other's memory; a load never calls back into a hook that
   // takes it).

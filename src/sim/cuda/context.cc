@@ -530,9 +530,10 @@ CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) { return CtxPush(ctx); }
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx) { return CtxPop(pctx); }
 CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) { return CtxPop(pctx); }
 
+// Reads only the calling thread's stack, so it takes no lock: the real driver answers it from
+// thread-local state too, and an interposer asks it on every allocation.
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   *pctx = Stack().empty() ? nullptr : Stack().back().ctx;
   return CUDA_SUCCESS;

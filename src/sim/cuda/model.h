@@ -390,8 +390,9 @@ class Driver {
  public:
   std::mutex mu;
 
-  // Set by cuInit.
-  bool initialized = false;
+  // Set by cuInit (under mu); read without it by the calls that touch only the calling
+  // thread's own state, as cuCtxGetCurrent does.
+  std::atomic<bool> initialized{false};
   SimOptions options;
   std::vector<DeviceSpec> devices;  // physical
   std::vector<int> visible;         // CUdevice ordinal -> physical index
