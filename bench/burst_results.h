@@ -15,12 +15,15 @@
 // Times are CLOCK_MONOTONIC nanoseconds (comparable across processes); 0 = not reached.
 #pragma once
 
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -46,11 +49,13 @@ struct alignas(64) ResultsHeader {
   uint32_t record_size;
   uint32_t pad0;
   std::atomic<uint32_t> ready;  // workers about to block on the barrier
-  uint8_t reserved[36];
+  std::atomic<uint32_t> done;   // workers past the measured call (MarkDoneAndWaitForAll)
+  uint8_t reserved[32];
 };
 
 static_assert(sizeof(ResultsHeader) == 64);
 static_assert(offsetof(ResultsHeader, ready) == 24);
+static_assert(offsetof(ResultsHeader, done) == 28);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 template <typename Record>
@@ -198,6 +203,30 @@ inline Status AwaitRelease(ResultsHeader* header, int barrier_fd, int64_t* ready
     return Error(ErrorCode::kIo, why);
   }
   return OkStatus();
+}
+
+// Counts this worker past the call the burst measures, then waits (a shared futex on the
+// count, at most `max_wait_ns`) until every worker of the burst has counted itself, so that
+// what a worker does afterwards (reading the region, exiting) takes no CPU from a worker still
+// inside the measured call. The bound keeps a burst with a worker that never got there (it
+// could not be started, or died) from waiting for it; such a burst fails anyway.
+inline void MarkDoneAndWaitForAll(ResultsHeader* header, int64_t max_wait_ns) {
+  const uint32_t all = header->worker_count;
+  uint32_t seen = header->done.fetch_add(1, std::memory_order_acq_rel) + 1;
+  auto* word = reinterpret_cast<uint32_t*>(&header->done);
+  if (seen >= all) {
+    syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+    return;
+  }
+  const int64_t end = MonotonicNs() + max_wait_ns;
+  while (seen < all) {
+    const int64_t left = end - MonotonicNs();
+    if (left <= 0) return;
+    timespec ts{time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
+    // Not FUTEX_PRIVATE: the word is in memory every worker maps.
+    syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, nullptr, 0);
+    seen = header->done.load(std::memory_order_acquire);
+  }
 }
 
 // A burst worker's main(): stamps entering main, parses the flags into Args (`parse`, which says

@@ -33,6 +33,7 @@ enum class InitStep : uint32_t {
 enum class InitExpect : uint32_t {
   kOwnPid = 0,  // host_pid == getpid(): the workers run in the host PID namespace
   kNoPid = 1,   // host_pid == 0: no identity tier was enabled
+  kBare = 2,    // libvgpu.so is not loaded: no region may exist, nothing to read
 };
 
 struct alignas(64) InitWorkerRecord {

@@ -4,7 +4,9 @@
 // cuInit(0) (libvgpu.so joins the shared region and learns the host PID inside that call),
 // then opens the region read-only, finds its own slot and copies what the identity code
 // recorded there. With --expect own-pid the slot's host PID must be this process's PID (the
-// workers run in the host's PID namespace); with --expect none it must be 0.
+// workers run in the host's PID namespace); with --expect none it must be 0. With --expect
+// bare (the baseline without libvgpu.so) the region file must not exist after cuInit: that
+// proves nothing joined one.
 //
 // With --handoff PATH (the benchmark's direct-handoff baseline for the probe), after cuInit
 // the worker runs the serialized part of the probe's work itself — retain the primary
@@ -12,13 +14,14 @@
 // PATH, which each worker posts to the next.
 //
 // usage: init_bench_worker --results-fd FD --barrier-fd FD --index I --region PATH
-//                          --expect own-pid|none [--handoff PATH]
+//                          --expect own-pid|none|bare [--handoff PATH]
 // Exit status: 0 on success (the record then says kOk), 1 after a failed step (the record
 // names it), 2 when it cannot even reach its record.
 #include <cuda.h>
 #include <fcntl.h>
 #include <semaphore.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,7 +50,7 @@ struct Args {
 
 constexpr char kUsage[] =
     "usage: init_bench_worker --results-fd FD --barrier-fd FD --index I --region PATH "
-    "--expect own-pid|none [--handoff PATH]\n";
+    "--expect own-pid|none|bare [--handoff PATH]\n";
 
 bool ParseArgs(int argc, char** argv, Args* out) {
   auto own = [out](std::string_view flag, std::string_view value) {
@@ -56,12 +59,14 @@ bool ParseArgs(int argc, char** argv, Args* out) {
       return OwnFlag::kTaken;
     }
     if (flag != "--expect") return OwnFlag::kUnknown;
-    if (value != "own-pid" && value != "none") {
-      std::fprintf(stderr, "init_bench_worker: --expect %.*s is not own-pid or none\n",
+    if (value != "own-pid" && value != "none" && value != "bare") {
+      std::fprintf(stderr, "init_bench_worker: --expect %.*s is not own-pid, none or bare\n",
                    int(value.size()), value.data());
       return OwnFlag::kBad;
     }
-    out->expect = value == "none" ? InitExpect::kNoPid : InitExpect::kOwnPid;
+    out->expect = value == "none"   ? InitExpect::kNoPid
+                  : value == "bare" ? InitExpect::kBare
+                                    : InitExpect::kOwnPid;
     out->have_expect = true;
     return OwnFlag::kTaken;
   };
@@ -129,11 +134,23 @@ int Run(const Args& a, InitWorkerRecord* r, ResultsHeader* h, int64_t main_ns) {
   r->voluntary_switches = uint32_t(after.ru_nvcsw - before.ru_nvcsw);
   r->involuntary_switches = uint32_t(after.ru_nivcsw - before.ru_nivcsw);
   r->cu_result = int32_t(cu);
+  // What follows (reading the region) is the benchmark's, not the measured start-up: it runs
+  // once every worker of the burst is past cuInit.
+  MarkDoneAndWaitForAll(h, 10'000'000'000);
   if (cu != CUDA_SUCCESS) return Fail(r, InitStep::kCuInit, "cuInit(0) returned %d", int(cu));
   if (!handoff.ok()) {
     return Fail(r, InitStep::kHandoff, "%s", handoff.error().message().c_str());
   }
 
+  if (a.expect == InitExpect::kBare) {
+    struct stat st;
+    if (stat(a.common.region_path.c_str(), &st) == 0) {
+      return Fail(r, InitStep::kRegionOpen,
+                  "the region %s exists in the baseline without libvgpu.so (was it loaded?)",
+                  a.common.region_path.c_str());
+    }
+    return Succeed(r);
+  }
   auto opened = region::Region::Open(a.common.region_path, nullptr, region::Create::kNever, nullptr,
                                      region::Access::kReadOnly);
   if (!opened.ok()) {

@@ -100,6 +100,7 @@ static_assert(std::string_view(broker::kClientSocketPath) ==
 constexpr double kGoalBrokerOverNoneP99 = 1.15;
 constexpr double kGoalBrokerOverProbeSlope = 0.10;
 constexpr double kGoalProbeOverHandoffP99 = 1.10;
+constexpr double kGoalBrokerOverBareWall = 1.20;
 constexpr double kGoalProbeGiveUps = 0;  // identities given up at the lock, every burst
 constexpr int kSlopeMinWorkers = 8;
 
@@ -107,9 +108,9 @@ constexpr int kMaxWorkers = 500;  // the simulated machine tracks 512 processes
 
 // ---- identity modes ----
 
-enum class Mode { kNone, kProbe, kBroker, kProcfs, kHandoff };
-constexpr std::array<Mode, 5> kAllModes = {Mode::kNone, Mode::kProbe, Mode::kHandoff, Mode::kBroker,
-                                           Mode::kProcfs};
+enum class Mode { kNone, kProbe, kBroker, kProcfs, kHandoff, kBare };
+constexpr std::array<Mode, 6> kAllModes = {Mode::kNone,   Mode::kProbe,  Mode::kHandoff,
+                                           Mode::kBroker, Mode::kProcfs, Mode::kBare};
 
 const char* ModeName(Mode m) {
   switch (m) {
@@ -123,6 +124,8 @@ const char* ModeName(Mode m) {
       return "procfs";
     case Mode::kHandoff:
       return "handoff";
+    case Mode::kBare:
+      return "bare";
   }
   return "?";
 }
@@ -141,12 +144,15 @@ std::vector<std::pair<std::string, std::string>> ModeEnvironment(Mode m, const s
       return {{"HAMI_IDENTITY_TIERS", "broker"}, {"LIBVGPU_HOSTPID_BROKER", "1"}};
     case Mode::kProcfs:
       return {{"HAMI_IDENTITY_TIERS", "procfs"}, {"LIBVGPU_HOST_PROCFS", "/proc"}};
+    case Mode::kBare:
+      return {};
   }
   return {};
 }
 
 // What a worker of the mode must find in its slot.
 const char* ModeExpect(Mode m) {
+  if (m == Mode::kBare) return "bare";
   return m == Mode::kNone || m == Mode::kHandoff ? "none" : "own-pid";
 }
 
@@ -404,8 +410,9 @@ std::vector<std::string> WorkerEnvironment(Mode mode, const std::string& dir, co
     }
     if (!ours) env.emplace_back(kv);
   }
+  // The baseline runs the same workers on the same simulated driver without libvgpu.so.
+  if (mode != Mode::kBare) env.push_back("LD_PRELOAD=" + paths.libvgpu);
   const std::vector<std::pair<std::string, std::string>> common = {
-      {"LD_PRELOAD", paths.libvgpu},
       {"LD_LIBRARY_PATH", paths.sim_dir},
       {"HAMI_SIM_STATE", dir + "/sim.state"},
       {"HAMI_SIM_PROFILE", kSimProfile},
@@ -529,7 +536,8 @@ RunResult RunBurst(const Paths& paths, Mode mode, int workers, int deadline_s,
     const bool ok = exited_zero && says_ok;
     const auto step = InitStep(r.failed_step);
     const auto source = region::IdentitySource(r.identity_source);
-    const bool has_slot = ok || step == InitStep::kIdentity;  // it read its slot
+    // It read its slot (a bare worker has none).
+    const bool has_slot = mode != Mode::kBare && (ok || step == InitStep::kIdentity);
     const std::string ended =
         pids[i] > 0 ? HowItEnded(statuses[i], reaped_by_itself[i]) : "never started";
     std::string why = ok ? "" : r.error[0] != '\0' ? r.error : "(no record written)";
@@ -823,6 +831,7 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
   const ModeRuns* probe = find(Mode::kProbe);
   const ModeRuns* handoff = find(Mode::kHandoff);
   const ModeRuns* brk = find(Mode::kBroker);
+  const ModeRuns* bare_runs = find(Mode::kBare);
   auto missing = [](const ModeRuns* m, const char* name) -> std::string {
     if (m == nullptr) return std::string(name) + " was not run";
     if (!m->skipped.empty()) return std::string(name) + " was skipped";
@@ -910,7 +919,25 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
     kept.valid = workers > 0;
     if (!kept.valid) kept.why_not = "no probe worker ran";
   }
-  return {ratio, slope, direct, kept};
+  ScalingGoal bare;
+  bare.name = "wall(broker) / wall(bare) at " + std::to_string(largest) + " workers";
+  bare.unit = "ratio";
+  bare.goal = "<= " + Fixed(kGoalBrokerOverBareWall, 2);
+  bare.bound = kGoalBrokerOverBareWall;
+  bare.why_not = missing(brk, "broker");
+  if (bare.why_not.empty()) bare.why_not = missing(bare_runs, "bare");
+  if (bare.why_not.empty()) {
+    const Cell* b = brk->At(largest);
+    const Cell* n = bare_runs->At(largest);
+    if (b == nullptr || n == nullptr || !b->complete || !n->complete || n->wall_span <= 0) {
+      bare.why_not = "a burst at " + std::to_string(largest) + " workers failed";
+    } else {
+      bare.measured = double(b->wall_span) / double(n->wall_span);
+      bare.detail = Millis(b->wall_span) + " ms / " + Millis(n->wall_span) + " ms";
+      bare.valid = true;
+    }
+  }
+  return {ratio, slope, direct, kept, bare};
 }
 
 // ---- the plot ----
@@ -935,8 +962,8 @@ std::string Svg(const std::vector<ModeRuns>& modes, const std::string& title) {
   constexpr double kWidth = 760, kHeight = 460;
   constexpr double kLeft = 80, kRight = 170, kTop = 50, kBottom = 60;
   constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
-  constexpr std::array<const char*, 5> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-                                                  "#ff7f0e"};
+  constexpr std::array<const char*, 6> kColors = {"#1f77b4", "#d62728", "#2ca02c",
+                                                  "#9467bd", "#ff7f0e", "#7f7f7f"};
 
   // x linear (the slope is a straight line); y logarithmic, so the fast modes' floor and
   // the probe's queue share one plot.
@@ -1372,7 +1399,7 @@ std::optional<std::vector<Mode>> ParseModeList(std::string_view text) {
   std::vector<std::string> names;
   for (Mode m : kAllModes) names.emplace_back(ModeName(m));
   auto chosen = ParseNameList(text, "--identity", names,
-                              "one of none, probe, handoff, broker, procfs", kProgram);
+                              "one of none, probe, handoff, broker, procfs, bare", kProgram);
   if (!chosen) return std::nullopt;
   std::vector<Mode> out;
   for (size_t i : *chosen) out.push_back(kAllModes[i]);

@@ -62,7 +62,11 @@ bool ReserveAccounted(Runtime& rt, int ordinal, uint64_t bytes, UsageKind kind) 
 
 bool Admit(Runtime& rt, int ordinal, uint64_t bytes, UsageKind kind) {
   GateAllocation(rt);
-  if (bytes == 0) return true;
+  // A context of no measured size still starts the watcher.
+  if (bytes == 0) {
+    if (BooksFor(rt, ordinal) == Books::kAccounted) EnsureWatcher(rt);
+    return true;
+  }
   switch (BooksFor(rt, ordinal)) {
     case Books::kRefused:
       NoteRefused(rt);
@@ -70,6 +74,7 @@ bool Admit(Runtime& rt, int ordinal, uint64_t bytes, UsageKind kind) {
     case Books::kAccounted:
       break;
   }
+  EnsureWatcher(rt);
   return ReserveAccounted(rt, ordinal, bytes, kind);
 }
 
@@ -141,6 +146,7 @@ CUresult Reserve(Runtime& rt, uint64_t bytes, UsageKind kind, Charge* charge) {
     case Books::kAccounted:
       break;
   }
+  EnsureWatcher(rt);
   MaybeRetryIdentity(rt);
   const uint64_t g = Granularity(rt, dev);
   charge->device = dev;

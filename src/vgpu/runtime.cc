@@ -511,7 +511,7 @@ JoinState JoinRegion(Runtime& rt) {
   // is initialized).
   if (reached == JoinState::kJoined) {
     ResolveIdentity(rt, rt.cuda_initialized.load(std::memory_order_acquire));
-    StartWatcher(rt);
+    // The watcher starts at the first admission (watch.h).
   }
   return reached;
 }

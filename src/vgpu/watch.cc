@@ -251,6 +251,21 @@ void* WatcherMain(void* arg) {
 
 }  // namespace
 
+void StartWatcherForAdmission(Runtime& rt) {
+  if (!rt.owns_process || rt.watcher_started.load(std::memory_order_acquire)) return;
+  // What the thread would have seen had it run since the join: the region's file replaced
+  // in the meantime is refused from this very admission on.
+  if (region::Region* reg = rt.region_fast.load(std::memory_order_acquire);
+      reg != nullptr && !rt.region_replaced.load(std::memory_order_relaxed)) {
+    if (Status s = reg->VerifyFile(); !s.ok()) {
+      Replaced(rt, s);
+    } else if (Status own = reg->VerifyOwnSlot(); !own.ok()) {
+      Replaced(rt, own);
+    }
+  }
+  StartWatcher(rt);
+}
+
 void StartWatcher(Runtime& rt) {
   if (!rt.owns_process) return;
   if (!StartThreadOnce(rt.watcher_started, WatcherMain, &rt)) {

@@ -24,14 +24,27 @@
 // recorded, the device's check time.
 #pragma once
 
+#include "vgpu/runtime.h"
+
 namespace hami::vgpu {
 
-struct Runtime;
-
-// Starts this process's watcher once the region is joined (again in a fork child that joins).
-// A thread that cannot be started is said at every log level; admission goes on, refusing
-// nothing for want of it (the region's own books still hold the limit).
+// Starts this process's watcher (again in a fork child that joins). A thread that cannot be
+// started is said at every log level; admission goes on, refusing nothing for want of it (the
+// region's own books still hold the limit).
 void StartWatcher(Runtime& rt);
+
+// The thread starts at the process's first admission (a context or memory), not at the join:
+// a process that never creates a context or allocates (a tool that lists devices, a framework
+// probing for a GPU) has nothing on the GPU for it to watch and pays for no thread. The
+// admission that starts it first checks the region's file itself, so that a file replaced
+// before the thread existed is refused from that admission on. The cross-check of a container
+// is led by one of its processes that has admitted something.
+void StartWatcherForAdmission(Runtime& rt);
+inline void EnsureWatcher(Runtime& rt) {
+  if (__builtin_expect(!rt.watcher_started.load(std::memory_order_relaxed), 0)) {
+    StartWatcherForAdmission(rt);
+  }
+}
 
 // Whether an admission on region device `index` is refused because of what the watcher
 // found: the region's file was replaced (always), or a gap stands on the device and this
