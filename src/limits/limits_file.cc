@@ -133,6 +133,13 @@ LimitsFile ParseLimitsFile(std::string_view text, std::string_view path) {
 }
 
 LimitsFile ReadLimitsFile(const std::string& path) {
+  // Outside a container there is usually no file: say so without building an error (every
+  // CUDA process reads this at start).
+  if (access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    LimitsFile absent;
+    absent.path = path;
+    return absent;
+  }
   auto text = ReadLocked(path);
   if (!text.ok() || text->empty()) {
     LimitsFile absent;
