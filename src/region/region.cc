@@ -1181,6 +1181,13 @@ Status Region::SetPaused(bool paused) {
   return OkStatus();
 }
 
+Status Region::SetHostLimit(uint64_t bytes) {
+  HAMI_TRY(Writable());
+  file_->policy.host_limit.store(bytes);
+  Touch();
+  return OkStatus();
+}
+
 void Region::SetHostPid(pid_t host_pid, IdentitySource source) {
   const int slot = slot_.load(std::memory_order_acquire);
   if (slot < 0) return;

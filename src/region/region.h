@@ -406,6 +406,9 @@ class Region {
   Status SetCorePolicy(CorePolicy policy);
   Status SetUtilizationSwitch(bool on);
   Status SetPaused(bool paused);
+  // The container's host budget (oversubscription, bytes; 0: none). A running process holds
+  // to the smaller of it and its own, so a raise reaches only processes started since.
+  Status SetHostLimit(uint64_t bytes);
 
   // ---- the calling process's slot (identity, limiter, monitor fill these) ----
   void SetHostPid(pid_t host_pid, IdentitySource source);

@@ -430,6 +430,9 @@ TEST_F(RegionTest, AProcessHoldsToTheSmallerHostBudgetAndReleasesWhatItHolds) {
   EXPECT_EQ(r->Host().spilled_bytes, 0u);
   r->SetOwnHostLimit(5000);
   EXPECT_EQ(r->HostLimitInForce(), 1000u) << "never more than the region's";
+  ASSERT_TRUE(r->SetHostLimit(300).ok());  // a resize of a scaled container
+  EXPECT_EQ(r->HostLimitInForce(), 300u);
+  EXPECT_EQ(r->Policy().host_limit, 300u);
   EXPECT_EQ(r->Host().rejected, 2u);
 }
 
