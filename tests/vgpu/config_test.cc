@@ -846,6 +846,7 @@ const std::map<std::string, std::string>& SampleValues() {
       {"CUDA_TASK_PRIORITY", "0"},
       {"LIBCUDA_LOG_LEVEL", "3"},
       {"CUDA_OVERSUBSCRIBE", "true"},
+      {"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "2g"},
       {"LIBVGPU_HOSTPID_BROKER", "1"},
       {"LIBVGPU_HOST_PROCFS", "/host/proc"},
       {"HAMI_IDENTITY_TIERS", "broker,probe"},
