@@ -80,7 +80,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   HAMI_CUDA_PROLOGUE(cuMemFree_v2, dptr);
-  if (CUresult spilled; FreeIfSpilled(rt, dptr, &spilled)) return spilled;
+  if (CUresult spilled = CUDA_SUCCESS; FreeIfSpilled(rt, dptr, &spilled)) return spilled;
   CUresult r = FreeAllocation(rt, dptr, [&] { return drv.cuda.cuMemFree_v2(dptr); });
   if (r == CUDA_SUCCESS) ForgetImportedPointer(rt, dptr);  // a pool pointer imported here
   return r;
