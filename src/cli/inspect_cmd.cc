@@ -212,6 +212,19 @@ void PrintText(const json& j) {
     }
   }
 
+  const json& outside = j["outside_budget"];
+  if (pol["oversubscribe"].get<bool>() || outside["spilled_bytes"].get<uint64_t>() != 0 ||
+      outside["imported_bytes"].get<uint64_t>() != 0) {
+    std::printf(
+        "\noutside the device budget: %s served from host memory of a %s host budget (peak "
+        "%s, %llu refused); %s mapped from other processes\n",
+        FormatBytes(outside["spilled_bytes"].get<uint64_t>()).c_str(),
+        FormatBytes(outside["host_limit_bytes"].get<uint64_t>()).c_str(),
+        FormatBytes(outside["spilled_peak_bytes"].get<uint64_t>()).c_str(),
+        static_cast<unsigned long long>(outside["spill_rejected"].get<uint64_t>()),
+        FormatBytes(outside["imported_bytes"].get<uint64_t>()).c_str());
+  }
+
   std::printf("\n");
   if (j["slots"].empty()) {
     std::printf("(no process holds a slot)\n");
@@ -225,6 +238,12 @@ void PrintText(const json& j) {
       for (const json& bytes : s["used_bytes"]) {
         if (!memory.empty()) memory += ", ";
         memory += std::to_string(d++) + ": " + FormatBytes(bytes.get<uint64_t>());
+      }
+      if (const uint64_t spilled = s["spilled_bytes"].get<uint64_t>(); spilled != 0) {
+        memory += ", host: " + FormatBytes(spilled);
+      }
+      if (const uint64_t imported = s["imported_bytes"].get<uint64_t>(); imported != 0) {
+        memory += ", imported: " + FormatBytes(imported);
       }
       std::printf("%-5d %-9s %-5s %-8d %-8s %-14s %-9s %-16s %-20s %s\n", s["index"].get<int>(),
                   Str(s["state"]).c_str(), s["alive"].get<bool>() ? "yes" : "no",

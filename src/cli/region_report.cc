@@ -159,6 +159,7 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
                    {"priority", p.priority},
                    {"core_policy", region::CorePolicyName(p.core_policy)},
                    {"oversubscribe", p.oversubscribe},
+                   {"host_limit_bytes", p.host_limit},
                    {"utilization_switch", p.utilization_switch},
                    {"paused", p.paused},
                    {"stamped", stamped},
@@ -195,6 +196,15 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
          {"crosscheck", CrossCheckReport(r.CrossCheck(d))}});
   }
 
+  // Memory the container's processes hold outside the device budget: allocations served from
+  // host memory (oversubscription) and other processes' memory they map (imports).
+  const region::Region::HostUse host = r.Host();
+  out["outside_budget"] = {{"host_limit_bytes", host.limit_bytes},
+                           {"spilled_bytes", host.spilled_bytes},
+                           {"spilled_peak_bytes", host.peak_bytes},
+                           {"spill_rejected", host.rejected},
+                           {"imported_bytes", host.imported_bytes}};
+
   out["slots"] = json::array();
   for (const region::SlotView& s : r.Slots()) {
     json used = json::array();
@@ -217,6 +227,8 @@ nlohmann::json DescribeRegion(const OpenedRegion& opened) {
          {"registered", When(s.registered_realtime_ns)},
          {"launches", s.launches},
          {"used_bytes", used},
+         {"spilled_bytes", s.host_bytes},
+         {"imported_bytes", s.imported_bytes},
          {"sm_util_percent", sm},
          {"sm_limiter_mode", region::LimiterModeName(region::LimiterMode(
                                  f.slots[s.index].sm_mode.load(std::memory_order_relaxed)))},

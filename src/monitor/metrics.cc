@@ -138,6 +138,14 @@ void DeclareAll(Exposition& e) {
             "Identity tiers that gave no host PID, by reason.");
   e.Declare("hami_container_region_writable", "gauge",
             "1 when the monitor holds the region read-write (feedback applies), 0 read-only.");
+  e.Declare("hami_container_memory_spilled_bytes", "gauge",
+            "Allocations past the device budget served from host memory (oversubscription).");
+  e.Declare("hami_container_memory_host_limit_bytes", "gauge",
+            "The host budget those allocations draw on (0: none).");
+  e.Declare("hami_container_memory_spill_rejections_total", "counter",
+            "Allocations refused with both the device and the host budget spent.");
+  e.Declare("hami_container_memory_imported_bytes", "gauge",
+            "Other processes' memory the container's processes map (never charged to it).");
   e.Declare("hami_container_unaccounted_memory_bytes", "gauge",
             "Device memory NVML shows a process holding that no region accounts for.");
   e.Declare("hami_monitor_containers", "gauge", "Container directories by state.");
@@ -248,6 +256,10 @@ std::string RenderMetrics(const MetricsInput& in) {
     e.Add("hami_container_priority", cl, r.priority);
     e.Add("hami_container_processes", cl, double(r.processes.size()));
     e.Add("hami_container_region_writable", cl, r.writable ? 1 : 0);
+    e.Add("hami_container_memory_spilled_bytes", cl, double(r.spilled_bytes));
+    e.Add("hami_container_memory_host_limit_bytes", cl, double(r.host_limit_bytes));
+    e.Add("hami_container_memory_spill_rejections_total", cl, double(r.spill_rejected));
+    e.Add("hami_container_memory_imported_bytes", cl, double(r.imported_bytes));
     for (const ProcessView& p : r.processes) {
       std::string l = cl;
       Label(l, "pid", std::to_string(p.pid));

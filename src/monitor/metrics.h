@@ -63,6 +63,13 @@ struct RegionView {
   std::vector<ProcessView> processes;  // live slots
   std::array<uint64_t, region::layout::kIdentitySources> identity_by_source{};
   std::array<uint64_t, region::layout::kIdentityReasons> identity_reasons{};
+  // Outside the device budget (region layout 2.5; an earlier minor reads 0): allocations served
+  // from host memory and the host budget they draw on, the spills refused with both budgets
+  // spent, and other processes' memory the container's processes map.
+  uint64_t spilled_bytes = 0;
+  uint64_t host_limit_bytes = 0;
+  uint64_t spill_rejected = 0;
+  uint64_t imported_bytes = 0;
 };
 
 struct RegionErrorView {

@@ -41,6 +41,10 @@ MetricsInput Example(inventory::NodeSample& sample) {
   r.processes = {{7, 4242, region::layout::IdentitySource::kBroker}};
   r.identity_by_source[size_t(region::layout::IdentitySource::kBroker)] = 1;
   r.identity_reasons[size_t(region::layout::IdentityReason::kMissing)] = 2;
+  r.spilled_bytes = 256 * kMiB;
+  r.host_limit_bytes = 3000 * kMiB;
+  r.spill_rejected = 1;
+  r.imported_bytes = 64 * kMiB;
   DeviceView d;
   d.vdevice_index = 0;
   d.uuid = "GPU-0000";

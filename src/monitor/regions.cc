@@ -169,6 +169,11 @@ RegionView ReadRegion(const OpenedRegion& r, const inventory::NodeSample* sample
   for (int s = 0; s < region::layout::kIdentityReasons; ++s) {
     v.identity_reasons[size_t(s)] = f.header.identity_reasons[s].load(std::memory_order_relaxed);
   }
+  const region::Region::HostUse host = reg.Host();
+  v.spilled_bytes = host.spilled_bytes;
+  v.host_limit_bytes = host.limit_bytes;
+  v.spill_rejected = host.rejected;
+  v.imported_bytes = host.imported_bytes;
   std::vector<region::SlotView> slots = reg.Slots();
   for (const region::SlotView& s : slots) {
     if (s.state != region::layout::SlotState::kLive || !s.alive) continue;

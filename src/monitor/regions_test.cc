@@ -73,6 +73,33 @@ TEST_F(RegionSetTest, OpensReadsAndKeepsAnUnchangedRegion) {
   EXPECT_EQ(set.regions()[0].get(), regions[0].get());
 }
 
+// What the container holds outside its device budget is read from the slots and the policy.
+TEST_F(RegionSetTest, ReadsTheMemorySpilledToTheHostAndImported) {
+  const std::string path = Dir("uid-1_main") + "/usage.cache";
+  region::PolicySpec spec;
+  spec.device_count = 1;
+  spec.memory_limit[0] = 1000 * kMiB;
+  spec.oversubscribe = true;
+  spec.host_limit = 500 * kMiB;
+  spec.uuid[0] = "GPU-test-0";
+  auto r = region::Region::Open(path, &spec, region::Create::kIfMissing, nullptr);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE((*r)->Register().ok());
+  ASSERT_EQ((*r)->ReserveHost(200 * kMiB), region::Admission::kOk);
+  ASSERT_EQ((*r)->ReserveHost(400 * kMiB), region::Admission::kOverLimit);
+  (*r)->AddImported(32 * kMiB);
+
+  RegionSet set;
+  set.Scan(hook_.path());
+  ASSERT_EQ(set.regions().size(), 1u);
+  RegionView v = ReadRegion(*set.regions()[0], nullptr, 0);
+  EXPECT_EQ(v.spilled_bytes, 200 * kMiB);
+  EXPECT_EQ(v.host_limit_bytes, 500 * kMiB);
+  EXPECT_EQ(v.spill_rejected, 1u);
+  EXPECT_EQ(v.imported_bytes, 32 * kMiB);
+  EXPECT_EQ(v.devices[0].used_bytes, 0u) << "none of it is device memory";
+}
+
 TEST_F(RegionSetTest, ReopensAReplacedFileAndDropsAGoneOne) {
   const std::string path = Dir("uid-1_main") + "/usage.cache";
   Make(path, 1000 * kMiB);

@@ -1,6 +1,7 @@
 #include "plugin/allocate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -175,6 +176,17 @@ std::string PhysicalUuid(std::string_view id, std::span<const NodeGpu> gpus) {
   return std::string(id);
 }
 
+ScaledShare SplitScaledShare(uint64_t bytes, double scaling) {
+  if (!(scaling > 1)) return {bytes, 0};
+  // Exact in a double up to 2^53 bytes; a quotient rounded up past the true one is taken back.
+  auto device = static_cast<uint64_t>(std::floor(static_cast<double>(bytes) / scaling));
+  while (device > 0 && static_cast<double>(device) * scaling > static_cast<double>(bytes)) {
+    --device;
+  }
+  device = std::min(device, bytes);
+  return {device, bytes - device};
+}
+
 Result<AllocatePlan> Allocate(const AllocateInput& in) {
   if (in.pod == nullptr || in.config == nullptr) {
     return Error(ErrorCode::kInternal, "Allocate: no pod or no configuration");
@@ -330,6 +342,7 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
       }
       devs = std::move(aligned);
       auto set = [&resp](limits::Entry e) { resp.envs[e.first] = std::move(e.second); };
+      uint64_t host_bytes = 0;  // the host parts of the shares (deviceMemoryScaling > 1)
       for (size_t k = 0; k < devs.size(); ++k) {
         const kube::ContainerDevice& d = devs[k];
         auto gpu = std::find_if(in.gpus.begin(), in.gpus.end(),
@@ -350,12 +363,22 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
           return fail(to_allocate_key + ": container " + ctr.name + " device " + d.uuid +
                       ": 0 MiB of memory would be no limit; refusing to allocate");
         }
-        set(limits::SetDeviceMemoryLimit(static_cast<int>(k), static_cast<uint64_t>(d.mem_mib)
-                                                                  << 20));
+        const ScaledShare share = SplitScaledShare(static_cast<uint64_t>(d.mem_mib) << 20,
+                                                   cfg.device.device_memory_scaling);
+        if (share.device_bytes == 0) {
+          return fail("container " + ctr.name + " device " + d.uuid + ": deviceMemoryScaling " +
+                      std::to_string(cfg.device.device_memory_scaling) + " leaves no device " +
+                      "memory of its " + std::to_string(d.mem_mib) + " MiB share");
+        }
+        set(limits::SetDeviceMemoryLimit(static_cast<int>(k), share.device_bytes));
+        host_bytes += share.host_bytes;
       }
       set(limits::SetSmLimit(static_cast<uint32_t>(devs[0].cores)));
       set(limits::SetSharedCache(kContainerSharedCache));
-      if (cfg.device.device_memory_scaling > 1) set(limits::SetOversubscribe(true));
+      if (cfg.device.device_memory_scaling > 1) {
+        set(limits::SetOversubscribe(true));
+        set(limits::SetOversubscribeHostLimit(host_bytes));
+      }
       if (cfg.device.lib_cuda_log_level != 2)
         set(limits::SetLogLevel(cfg.device.lib_cuda_log_level));
       // A container's own priority and policy are checked as libvgpu.so reads them, and

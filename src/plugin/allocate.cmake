@@ -45,7 +45,7 @@ hami_fuzz_target(NAME plugin_config_fuzz SRCS config_fuzz.cc DEPS hami::plugin_c
 # The node's half of resizing a running pod: the container's region and limits file follow an
 # accepted share (resize.h).
 hami_cc_library(NAME hami_plugin_resize SRCS resize.cc
-  DEPS hami::kube_client hami::kube_codec hami::limits hami::node_paths hami::region hami::log
+  DEPS hami::plugin_allocate hami::kube_client hami::kube_codec hami::limits hami::node_paths hami::region hami::log
        hami::common nlohmann_json::nlohmann_json Threads::Threads)
 
 hami_cc_test(NAME plugin_resize_test LABELS integration TIMEOUT 120

@@ -17,7 +17,9 @@
 //                CUDA_DEVICE_SM_LIMIT=<cores of the first device>,
 //                CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/usage.cache,
 //                NVIDIA_VISIBLE_DEVICES=<GPU UUIDs, comma-separated>,
-//                CUDA_OVERSUBSCRIBE=true when deviceMemoryScaling > 1,
+//                with deviceMemoryScaling > 1 the memory limits are the device part of each
+//                share (SplitScaledShare) and CUDA_OVERSUBSCRIBE=true with
+//                CUDA_OVERSUBSCRIBE_HOST_LIMIT=<the host parts added up>,
 //                LIBCUDA_LOG_LEVEL when libCudaLogLevel is not libvgpu's default 2,
 //                GPU_CORE_UTILIZATION_POLICY=disable when disableCoreLimit, else the
 //                container spec's value, else gpuCorePolicy when it is not `default`,
@@ -130,6 +132,20 @@ std::vector<Mount> ReconcileLockMounts(std::vector<Mount> mounts, Broker broker,
                                        std::string_view broker_host_dir = node::kBrokerHostDir);
 
 // ---- 3. Allocate ------------------------------------------------------------------------------
+
+// deviceMemoryScaling above 1 advertises a GPU's memory times the scaling; what it advertises
+// past the physical memory can only be host memory. So a container's share of a GPU (`bytes`,
+// what the scheduler counted against the scaled memory) is held as device memory for its part
+// of the physical GPU, bytes / scaling rounded down to a byte, and as host memory for the rest
+// (libvgpu's oversubscription, docs/vgpu.md). Every container's device part together stays
+// within the GPU's memory; the two parts together are what was advertised. At a scaling of 1
+// or less, all of it is device memory. A device part of 0 (a scaling so large that less than a
+// byte is left) is 0 here: the caller refuses it, since 0 would be no limit.
+struct ScaledShare {
+  uint64_t device_bytes = 0;
+  uint64_t host_bytes = 0;
+};
+ScaledShare SplitScaledShare(uint64_t bytes, double scaling);
 
 struct AllocateInput {
   const kube::Pod* pod = nullptr;  // from FindPendingPod

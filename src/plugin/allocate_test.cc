@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -417,6 +418,73 @@ TEST(AllocateErrors, ZeroMemoryIsNeverNoLimit) {
   EXPECT_EQ(ErrorOf(MakePod(s), {}),
             "pod default/gpu-pod: hami.io/vgpu-devices-to-allocate: container main device " +
                 std::string(kGpu0) + ": 0 MiB of memory would be no limit; refusing to allocate");
+}
+
+// ---- deviceMemoryScaling above 1: what is advertised past the GPU's memory is host memory ----
+
+TEST(AllocateScaling, EachShareIsHeldOnTheDeviceForItsPartOfTheGpuAndOnTheHostForTheRest) {
+  PodSpec s;
+  s.to_allocate = std::string(kGpu0) + ",NVIDIA,3000,30:" + kGpu1 + ",NVIDIA,5000,30:;";
+  Call call;
+  call.requests = {{{std::string(kGpu0) + "-1", std::string(kGpu1) + "-2"}}};
+  call.config.device.device_memory_scaling = 2;
+  auto plan = RunAllocate(MakePod(s), call);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  const auto& env = plan->containers[0].response.envs;
+  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1500m");
+  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "2500m");
+  EXPECT_EQ(env.at("CUDA_OVERSUBSCRIBE"), "true");
+  EXPECT_EQ(env.at("CUDA_OVERSUBSCRIBE_HOST_LIMIT"), "4000m");
+  // The limits file carries the same.
+  std::map<std::string, std::string> file(plan->containers[0].limits.begin(),
+                                          plan->containers[0].limits.end());
+  EXPECT_EQ(file.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "2500m");
+  EXPECT_EQ(file.at("CUDA_OVERSUBSCRIBE_HOST_LIMIT"), "4000m");
+
+  // At 1 (and below) every byte is device memory and nothing is oversubscribed.
+  for (double scaling : {1.0, 0.8}) {
+    call.config.device.device_memory_scaling = scaling;
+    plan = RunAllocate(MakePod(s), call);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->containers[0].response.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
+    EXPECT_EQ(plan->containers[0].response.envs.count("CUDA_OVERSUBSCRIBE"), 0u) << scaling;
+    EXPECT_EQ(plan->containers[0].response.envs.count("CUDA_OVERSUBSCRIBE_HOST_LIMIT"), 0u);
+  }
+}
+
+// However the scheduler fills a scaled GPU, the device parts of its shares fit its memory and
+// the parts together are what it advertised.
+TEST(AllocateScaling, TheDevicePartsOfAFullGpuFitItsMemory) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  const uint64_t physical = 81559 * kMiB;
+  for (double scaling : {1.5, 2.0, 3.0, 1.3, 7.77}) {
+    const uint64_t advertised =
+        uint64_t(std::floor(double(physical / kMiB) * scaling + 1e-9)) * kMiB;
+    for (uint64_t share_mib : {1ull, 1000ull, 3000ull, 7777ull, 16384ull}) {
+      uint64_t device = 0, total = 0;
+      for (uint64_t left = advertised; left >= share_mib * kMiB; left -= share_mib * kMiB) {
+        const ScaledShare part = SplitScaledShare(share_mib * kMiB, scaling);
+        EXPECT_EQ(part.device_bytes + part.host_bytes, share_mib * kMiB);
+        device += part.device_bytes;
+        total += share_mib * kMiB;
+      }
+      EXPECT_LE(device, physical) << scaling << " " << share_mib;
+      EXPECT_LE(total, advertised);
+    }
+  }
+  EXPECT_EQ(SplitScaledShare(3000 * kMiB, 1).device_bytes, 3000 * kMiB);
+  EXPECT_EQ(SplitScaledShare(3000 * kMiB, 1.5).device_bytes, 2000 * kMiB);
+  EXPECT_EQ(SplitScaledShare(3000 * kMiB, 1.5).host_bytes, 1000 * kMiB);
+}
+
+TEST(AllocateScaling, AScalingThatLeavesNoDeviceMemoryIsRefusedNamingTheKey) {
+  PodSpec s;
+  s.to_allocate = std::string(kGpu0) + ",NVIDIA,1,30:;";
+  Call call;
+  call.config.device.device_memory_scaling = 4e9;
+  const std::string error = ErrorOf(MakePod(s), call);
+  EXPECT_NE(error.find("deviceMemoryScaling"), std::string::npos) << error;
+  EXPECT_NE(error.find("leaves no device memory of its 1 MiB share"), std::string::npos) << error;
 }
 
 TEST(AllocateErrors, BadContainerSpecVariables) {

@@ -278,7 +278,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   }
   d->register_loop_->Start();
   d->resize_ = std::make_unique<ResizeApplier>(
-      *d->client_, ResizeApplierOptions{d->config_.node_name, o.hook_path, o.resize_period});
+      *d->client_, ResizeApplierOptions{d->config_.node_name, o.hook_path, o.resize_period,
+                                        d->config_.device.device_memory_scaling});
   d->resize_->Start();
 
   // The kubelet.

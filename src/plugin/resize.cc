@@ -10,6 +10,7 @@
 #include "limits/vocabulary.h"
 #include "log/log.h"
 #include "node/paths.h"
+#include "plugin/allocate.h"
 #include "region/region.h"
 
 namespace hami::plugin {
@@ -24,6 +25,8 @@ struct Change {
   std::string limits_path;
   std::unique_ptr<region::Region> region;
   kube::ContainerDevices devices;
+  std::vector<uint64_t> device_bytes;  // each share's device part (deviceMemoryScaling)
+  uint64_t host_bytes = 0;             // the host parts added up; 0 when not scaled
   std::vector<limits::Entry> limits;
 };
 
@@ -33,6 +36,7 @@ struct Previous {
   int device;
   uint64_t memory_bytes;
   uint32_t sm_percent;
+  uint64_t host_bytes;
 };
 
 // Sets every change's region limits, a memory limit only if the device holds no more than it
@@ -44,6 +48,7 @@ Status ApplyToRegions(const std::vector<Change>& changes, std::string* refusal) 
     for (auto it = done.rbegin(); it != done.rend(); ++it) {
       Status m = it->region->SetMemoryLimit(it->device, it->memory_bytes);
       Status c = it->region->SetSmLimit(it->device, it->sm_percent);
+      if (it->device == 0 && m.ok()) m = it->region->SetHostLimit(it->host_bytes);
       if (!m.ok() || !c.ok()) {
         HAMI_LOG(kError, "event=resize_rollback_failed region=%s device=%d error=\"%s\"",
                  it->region->path().c_str(), it->device,
@@ -55,9 +60,9 @@ Status ApplyToRegions(const std::vector<Change>& changes, std::string* refusal) 
     const uint32_t cores = uint32_t(ch.devices.front().cores);
     for (size_t i = 0; i < ch.devices.size(); ++i) {
       const int device = int(i);
-      done.push_back(
-          {ch.region.get(), device, ch.region->MemoryLimit(device), ch.region->SmLimit(device)});
-      const uint64_t bytes = uint64_t(ch.devices[i].mem_mib) * kMiB;
+      done.push_back({ch.region.get(), device, ch.region->MemoryLimit(device),
+                      ch.region->SmLimit(device), ch.region->Policy().host_limit});
+      const uint64_t bytes = ch.device_bytes[i];
       Status m = bytes == 0 ? ch.region->SetMemoryLimit(device, 0)
                             : ch.region->LowerMemoryLimitAboveUse(device, bytes);
       if (!m.ok() && m.error().code() == ErrorCode::kBusy) {
@@ -67,6 +72,9 @@ Status ApplyToRegions(const std::vector<Change>& changes, std::string* refusal) 
         return OkStatus();
       }
       Status c = m.ok() ? ch.region->SetSmLimit(device, cores) : OkStatus();
+      if (c.ok() && m.ok() && device == 0 && ch.host_bytes != 0) {
+        c = ch.region->SetHostLimit(ch.host_bytes);
+      }
       if (!m.ok() || !c.ok()) {
         put_back();
         Status failed = m.ok() ? std::move(c) : std::move(m);
@@ -80,13 +88,21 @@ Status ApplyToRegions(const std::vector<Change>& changes, std::string* refusal) 
 }  // namespace
 
 std::vector<limits::Entry> ResizedLimits(const std::vector<limits::Entry>& current,
-                                         const kube::ContainerDevices& devices) {
+                                         const kube::ContainerDevices& devices,
+                                         double memory_scaling) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : current) {
     if (k != limits::kFormatKey) out[k] = v;
   }
+  uint64_t host = 0;
   for (size_t i = 0; i < devices.size(); ++i) {
-    auto [k, v] = limits::SetDeviceMemoryLimit(int(i), uint64_t(devices[i].mem_mib) * kMiB);
+    const ScaledShare share = SplitScaledShare(uint64_t(devices[i].mem_mib) * kMiB, memory_scaling);
+    auto [k, v] = limits::SetDeviceMemoryLimit(int(i), share.device_bytes);
+    out[k] = v;
+    host += share.host_bytes;
+  }
+  if (memory_scaling > 1) {
+    auto [k, v] = limits::SetOversubscribeHostLimit(host);
     out[k] = v;
   }
   if (!devices.empty()) {
@@ -126,6 +142,12 @@ Status ResizeApplier::Reconcile(const nlohmann::json& object) {
     Change ch;
     ch.container = pod->containers[c].name;
     ch.devices = (*devices)[init + c];
+    for (const kube::ContainerDevice& d : ch.devices) {
+      const ScaledShare share =
+          SplitScaledShare(uint64_t(d.mem_mib) * kMiB, options_.memory_scaling);
+      ch.device_bytes.push_back(share.device_bytes);
+      ch.host_bytes += share.host_bytes;
+    }
     const node::ContainerRef ref{pod->metadata.uid, ch.container};
     auto limits_path = node::ContainerLimitsPath(options_.hook_path, ref);
     auto region_path = node::ContainerRegionPath(options_.hook_path, ref);
@@ -151,17 +173,21 @@ Status ResizeApplier::Reconcile(const nlohmann::json& object) {
     ch.region->SetLockTimeout(region::Region::kHostLockTimeoutNs);
     ch.region->SweepDead();  // what dead processes held is not the container's
     for (size_t i = 0; i < ch.devices.size() && refusal.empty(); ++i) {
-      const uint64_t limit = uint64_t(ch.devices[i].mem_mib) * kMiB;
+      const uint64_t limit = ch.device_bytes[i];
       const uint64_t used = ch.region->UsedBytes(int(i));
       if (used > limit) {
         refusal = "container " + ch.container + " holds " + std::to_string(used / kMiB) +
                   " MiB on " + ch.devices[i].uuid + ", more than the new " +
-                  std::to_string(ch.devices[i].mem_mib) +
-                  " MiB; nothing is taken from a running container";
+                  (limit == uint64_t(ch.devices[i].mem_mib) * kMiB
+                       ? std::to_string(ch.devices[i].mem_mib) + " MiB"
+                       : std::to_string(limit / kMiB) + " MiB of device memory (the rest of its " +
+                             std::to_string(ch.devices[i].mem_mib) +
+                             " MiB is host memory: deviceMemoryScaling)") +
+                  "; nothing is taken from a running container";
       }
     }
     std::vector<limits::Entry> current(file.entries.begin(), file.entries.end());
-    ch.limits = ResizedLimits(current, ch.devices);
+    ch.limits = ResizedLimits(current, ch.devices, options_.memory_scaling);
     changes.push_back(std::move(ch));
   }
 

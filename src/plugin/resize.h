@@ -43,15 +43,18 @@
 
 namespace hami::plugin {
 
-// The limits file's entries with device `i`'s memory limit (MiB) and the first device's SM
-// limit set as Allocate sets them, every other entry kept (pure).
+// The limits file's entries with device `i`'s memory limit and the first device's SM limit set
+// as Allocate sets them (with a `memory_scaling` above 1: each share's device part, and the
+// host parts added up as CUDA_OVERSUBSCRIBE_HOST_LIMIT), every other entry kept (pure).
 std::vector<limits::Entry> ResizedLimits(const std::vector<limits::Entry>& current,
-                                         const kube::ContainerDevices& devices);
+                                         const kube::ContainerDevices& devices,
+                                         double memory_scaling = 1);
 
 struct ResizeApplierOptions {
   std::string node_name;
   std::string hook_path;
   std::chrono::milliseconds period{2000};  // how often the node's pods are listed
+  double memory_scaling = 1;               // deviceMemoryScaling, as Allocate applied it
 };
 
 class ResizeApplier {

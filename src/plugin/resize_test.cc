@@ -195,5 +195,17 @@ TEST(ResizedLimits, SetsTheDevicesAndTheSmLimitAndKeepsTheRest) {
                                           ::testing::Pair("CUDA_TASK_PRIORITY", "0")));
 }
 
+// On a node with deviceMemoryScaling above 1, a resize writes the shares as Allocate does.
+TEST(ResizedLimits, WithScalingTheDevicePartsAndTheHostBudget) {
+  auto out = ResizedLimits({{"CUDA_OVERSUBSCRIBE", "true"}},
+                           {{"GPU-a", "NVIDIA", 3000, 40}, {"GPU-b", "NVIDIA", 1000, 40}}, 2);
+  EXPECT_THAT(out,
+              ::testing::ElementsAre(::testing::Pair("CUDA_DEVICE_MEMORY_LIMIT_0", "1500m"),
+                                     ::testing::Pair("CUDA_DEVICE_MEMORY_LIMIT_1", "500m"),
+                                     ::testing::Pair("CUDA_DEVICE_SM_LIMIT", "40"),
+                                     ::testing::Pair("CUDA_OVERSUBSCRIBE", "true"),
+                                     ::testing::Pair("CUDA_OVERSUBSCRIBE_HOST_LIMIT", "2000m")));
+}
+
 }  // namespace
 }  // namespace hami::plugin

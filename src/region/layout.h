@@ -30,8 +30,9 @@ namespace hami::region::layout {
 
 inline constexpr char kMagic[8] = {'H', 'A', 'M', 'I', 'R', 'E', 'G', 'N'};
 inline constexpr uint16_t kMajor = 2;
-inline constexpr uint16_t kMinor = 4;  // 1: identity telemetry; 2: the compute limiter;
-                                       // 3: policy conflicts; 4: the NVML cross-check
+inline constexpr uint16_t kMinor = 5;  // 1: identity telemetry; 2: the compute limiter;
+                                       // 3: policy conflicts; 4: the NVML cross-check;
+                                       // 5: memory held outside the device budget
 inline constexpr uint32_t kInitialized = 0x52454459;  // "REDY"
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxSlots = 1024;
@@ -45,6 +46,8 @@ inline constexpr off_t kSlotLockBase = kInitLock + 4096;
 inline constexpr off_t kLimiterLockBase = kInitLock + 1024;
 // Held by the process that runs the container's NVML cross-check for a device (+ index).
 inline constexpr off_t kCrossCheckLockBase = kInitLock + 2048;
+// Minor 5: held while a process checks and takes part of the container's host budget.
+inline constexpr off_t kHostLock = kInitLock + 3072;
 
 // What a byte of device memory was charged for.
 enum class UsageKind : uint32_t {
@@ -209,7 +212,13 @@ struct Policy {
   std::atomic<int32_t> changed_by_pid;
   uint32_t pad2;
   LimiterDevice limiter[kMaxDevices];  // minor 2
-  uint8_t reserved[1760];
+  // Minor 5: oversubscription. The container's host budget for allocations its device budget
+  // refuses (bytes, all devices together; 0: none), the most its processes held of it, and
+  // how many such allocations it refused too. What each process holds is in its slot.
+  std::atomic<uint64_t> host_limit;
+  std::atomic<uint64_t> host_peak_bytes;
+  std::atomic<uint64_t> host_rejected;
+  uint8_t reserved[1736];
 };
 
 struct DeviceAccount {
@@ -262,7 +271,12 @@ struct Slot {
   // Minor 4: the SM share this process was given itself, per device (percent; 0: none); the
   // container's controller holds the container to the strictest of these and the policy's.
   std::atomic<uint8_t> own_sm_limit[kMaxDevices];
-  uint8_t reserved1[32];
+  // Minor 5: memory this process holds outside the device budget, all devices together (one
+  // store each, so a reader sums the slots): its allocations served from host memory, and
+  // the memory of other processes it has mapped (IPC, VMM descriptors, pool pointers).
+  std::atomic<uint64_t> host_bytes;
+  std::atomic<uint64_t> imported_bytes;
+  uint8_t reserved1[16];
 };
 
 struct File {
@@ -322,6 +336,9 @@ static_assert(offsetof(Policy, paused) == 1288);
 static_assert(offsetof(Policy, changed_realtime_ns) == 1296);
 static_assert(offsetof(Policy, changed_by_pid) == 1304);
 static_assert(offsetof(Policy, limiter) == 1312);
+static_assert(offsetof(Policy, host_limit) == 2336);
+static_assert(offsetof(Policy, host_peak_bytes) == 2344);
+static_assert(offsetof(Policy, host_rejected) == 2352);
 static_assert(sizeof(Policy) == 4096);
 
 static_assert(offsetof(DeviceAccount, seq) == 40);
@@ -361,6 +378,8 @@ static_assert(offsetof(Slot, unaccounted_device) == 1216);
 static_assert(offsetof(Slot, unaccounted_devices) == 1220);
 static_assert(offsetof(Slot, unaccounted_since_ns) == 1224);
 static_assert(offsetof(Slot, own_sm_limit) == 1232);
+static_assert(offsetof(Slot, host_bytes) == 1248);
+static_assert(offsetof(Slot, imported_bytes) == 1256);
 static_assert(sizeof(Slot) == 1280);
 
 static_assert(offsetof(File, policy) == 4096);
@@ -461,7 +480,12 @@ struct Field {
   X(slot[0].unaccounted_device, Slot, unaccounted_device, 10240)                       \
   X(slot[0].unaccounted_devices, Slot, unaccounted_devices, 10240)                     \
   X(slot[0].unaccounted_since_ns, Slot, unaccounted_since_ns, 10240)                   \
-  X(slot[0].own_sm_limit, Slot, own_sm_limit, 10240)
+  X(slot[0].own_sm_limit, Slot, own_sm_limit, 10240)                                   \
+  X(policy.host_limit, Policy, host_limit, 4096)                                       \
+  X(policy.host_peak_bytes, Policy, host_peak_bytes, 4096)                             \
+  X(policy.host_rejected, Policy, host_rejected, 4096)                                 \
+  X(slot[0].host_bytes, Slot, host_bytes, 10240)                                       \
+  X(slot[0].imported_bytes, Slot, imported_bytes, 10240)
 // clang-format on
 
 #define HAMI_REGION_FIELD_ROW(label, type, member, base) \

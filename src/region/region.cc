@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/futex.h"
@@ -157,6 +158,13 @@ bool ReturnSlotUsage(File* f, Slot& s, Writers writers, KillPointId kill_point,
   return all;
 }
 
+// What a slot held outside the device budget is nobody's once the slot is free: no total
+// holds it (readers sum the slots), and a claimer of an earlier minor would not clear it.
+void ForgetOutsideBudget(Slot& s) {
+  s.host_bytes.store(0, std::memory_order_relaxed);
+  s.imported_bytes.store(0, std::memory_order_relaxed);
+}
+
 // Fills a new region (zero bytes of its full size) with `p`; OpenVersionedFile publishes it.
 Status FillRegion(File* f, const PolicySpec& p) {
   HAMI_KILL_POINT(kRegionCreateSized);
@@ -180,6 +188,7 @@ Status FillRegion(File* f, const PolicySpec& p) {
   pol.priority.store(p.priority);
   pol.core_policy.store(uint32_t(p.core_policy));
   pol.oversubscribe.store(p.oversubscribe ? 1 : 0);
+  pol.host_limit.store(p.host_limit);
   for (int d = 0; d < kMaxDevices; ++d) {
     pol.memory_limit[d].store(p.memory_limit[size_t(d)]);
     pol.sm_limit[d].store(p.sm_limit[size_t(d)]);
@@ -253,6 +262,7 @@ void Compare(const layout::Policy& r, const PolicySpec& mine, std::vector<Policy
                     CorePolicyName(mine.core_policy)});
   }
   num("oversubscribe", -1, r.oversubscribe.load(), mine.oversubscribe ? 1 : 0);
+  num("host_limit", -1, r.host_limit.load(), mine.host_limit);
 }
 
 // Records, once per field and device, where this process's own limits differ from the
@@ -624,6 +634,8 @@ Result<int> Region::Register() {
       s.unaccounted_device.store(-1, std::memory_order_relaxed);
       s.unaccounted_devices.store(0, std::memory_order_relaxed);
       s.unaccounted_since_ns.store(0, std::memory_order_relaxed);
+      s.host_bytes.store(0, std::memory_order_relaxed);
+      s.imported_bytes.store(0, std::memory_order_relaxed);
       for (int d = 0; d < kMaxDevices; ++d) {
         s.own_sm_limit[d].store(uint8_t(std::min<uint32_t>(
                                     own_sm_limit_[size_t(d)].load(std::memory_order_relaxed), 100)),
@@ -658,6 +670,7 @@ void Region::Unregister() {
   slot_.store(-1, std::memory_order_seq_cst);
   Slot& s = file_->slots[slot];
   ReturnSlotUsage(file_, s, Writers::kOwnThreads, KillPointId::kRegionUnregisterDevice);
+  ForgetOutsideBudget(s);
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
   HAMI_KILL_POINT(kRegionUnregisterFreed);
   OfdLockByte(fd_.get(), SlotLock(slot), F_UNLCK, LockWait::kNo);
@@ -670,6 +683,7 @@ bool Region::ReclaimHeld(int slot) {
                        lock_timeout_ns_, wedged_ns_.data())) {
     return false;
   }
+  ForgetOutsideBudget(s);
   s.state.store(uint32_t(SlotState::kFree), std::memory_order_release);
   return true;
 }
@@ -808,6 +822,78 @@ void Region::Release(int device, uint64_t bytes, UsageKind kind) {
   EndWrite(a);
 }
 
+Admission Region::ReserveHost(uint64_t bytes) {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0) return Admission::kNotRegistered;
+  if (bytes == 0) return Admission::kOk;
+  layout::Policy& p = file_->policy;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::lock_guard<std::mutex> own(host_mu_);
+      if (OfdLockByte(fd_.get(), layout::kHostLock, F_WRLCK, LockWait::kYes) != 0) {
+        return Admission::kOverLimit;  // cannot serialize: refuse rather than guess
+      }
+      Cleanup unlock([this] { OfdLockByte(fd_.get(), layout::kHostLock, F_UNLCK, LockWait::kNo); });
+      if (slot_.load(std::memory_order_acquire) != slot) return Admission::kNotRegistered;
+      uint64_t held = 0;
+      for (const Slot& s : file_->slots) {
+        if (s.state.load(std::memory_order_acquire) != uint32_t(SlotState::kFree)) {
+          held += s.host_bytes.load(std::memory_order_relaxed);
+        }
+      }
+      const uint64_t limit = HostLimitInForce();
+      if (held <= limit && bytes <= limit - held) {
+        file_->slots[slot].host_bytes.fetch_add(bytes, std::memory_order_relaxed);
+        if (p.host_peak_bytes.load(std::memory_order_relaxed) < held + bytes) {
+          p.host_peak_bytes.store(held + bytes, std::memory_order_relaxed);
+        }
+        return Admission::kOk;
+      }
+    }
+    // The budget looks spent: dead processes' slots may still hold some of it.
+    if (attempt == 0 && SweepDead() == 0) break;
+  }
+  p.host_rejected.fetch_add(1, std::memory_order_relaxed);
+  return Admission::kOverLimit;
+}
+
+void Region::ReleaseHost(uint64_t bytes) {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0 || bytes == 0) return;
+  std::atomic<uint64_t>& held = file_->slots[slot].host_bytes;
+  uint64_t cur = held.load(std::memory_order_relaxed);
+  while (!held.compare_exchange_weak(cur, cur - std::min(cur, bytes), std::memory_order_relaxed)) {
+  }
+}
+
+void Region::AddImported(uint64_t bytes) {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot >= 0) file_->slots[slot].imported_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Region::SubtractImported(uint64_t bytes) {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0 || bytes == 0) return;
+  std::atomic<uint64_t>& held = file_->slots[slot].imported_bytes;
+  uint64_t cur = held.load(std::memory_order_relaxed);
+  while (!held.compare_exchange_weak(cur, cur - std::min(cur, bytes), std::memory_order_relaxed)) {
+  }
+}
+
+Region::HostUse Region::Host() const {
+  const layout::Policy& p = file_->policy;
+  HostUse u;
+  u.limit_bytes = p.host_limit.load(std::memory_order_relaxed);
+  u.peak_bytes = p.host_peak_bytes.load(std::memory_order_relaxed);
+  u.rejected = p.host_rejected.load(std::memory_order_relaxed);
+  for (const Slot& s : file_->slots) {
+    if (s.state.load(std::memory_order_acquire) == uint32_t(SlotState::kFree)) continue;
+    u.spilled_bytes += s.host_bytes.load(std::memory_order_relaxed);
+    u.imported_bytes += s.imported_bytes.load(std::memory_order_relaxed);
+  }
+  return u;
+}
+
 DeviceSnapshot Region::Snapshot(int device) const {
   DeviceSnapshot out;
   if (device < 0 || device >= kMaxDevices) return out;
@@ -867,6 +953,7 @@ PolicyView Region::Policy() const {
   v.priority = p.priority.load();
   v.core_policy = CorePolicy(p.core_policy.load());
   v.oversubscribe = p.oversubscribe.load() != 0;
+  v.host_limit = p.host_limit.load();
   v.stamped_realtime_ns = p.stamped_realtime_ns;
   v.stamped_by_pid = p.stamped_by_pid;
   v.stamped_by_comm = FixedString(p.stamped_by_comm, sizeof(p.stamped_by_comm));
@@ -904,6 +991,8 @@ std::vector<SlotView> Region::Slots() const {
     v.unaccounted_nvml_bytes = s.unaccounted_nvml_bytes.load(std::memory_order_relaxed);
     v.unaccounted_device = s.unaccounted_device.load(std::memory_order_relaxed);
     v.unaccounted_since_ns = s.unaccounted_since_ns.load(std::memory_order_relaxed);
+    v.host_bytes = s.host_bytes.load(std::memory_order_relaxed);
+    v.imported_bytes = s.imported_bytes.load(std::memory_order_relaxed);
     out.push_back(std::move(v));
   }
   return out;
@@ -1088,6 +1177,13 @@ Status Region::SetPaused(bool paused) {
   HAMI_TRY(Writable());
   file_->policy.paused.store(paused ? 1 : 0);
   WakeAll(&file_->policy.paused);
+  Touch();
+  return OkStatus();
+}
+
+Status Region::SetHostLimit(uint64_t bytes) {
+  HAMI_TRY(Writable());
+  file_->policy.host_limit.store(bytes);
   Touch();
   return OkStatus();
 }

@@ -74,6 +74,7 @@ struct PolicySpec {
   int32_t priority = 1;
   CorePolicy core_policy = CorePolicy::kDefault;
   bool oversubscribe = false;
+  uint64_t host_limit = 0;  // bytes of host memory for allocations past the device budget
   std::array<std::string, kMaxDevices> uuid;
 };
 
@@ -128,6 +129,10 @@ struct SlotView {
   uint64_t unaccounted_nvml_bytes;
   int unaccounted_device;
   int64_t unaccounted_since_ns;  // CLOCK_MONOTONIC
+  // Outside the device budget (layout minor 5): its allocations served from host memory, and
+  // other processes' memory it has mapped.
+  uint64_t host_bytes;
+  uint64_t imported_bytes;
 };
 
 struct PolicyView {
@@ -138,6 +143,7 @@ struct PolicyView {
   int32_t priority;
   CorePolicy core_policy;
   bool oversubscribe;
+  uint64_t host_limit;  // bytes; 0: none (layout minor 5; a file of an earlier minor: 0)
   std::array<std::string, kMaxDevices> uuid;
   int64_t stamped_realtime_ns;
   pid_t stamped_by_pid;
@@ -242,6 +248,38 @@ class Region {
   // SweepDead at most once per kSweepIntervalNs across the container, and never waiting
   // for another thread of this process that is registering or sweeping (for the views).
   int SweepDeadIfDue();
+
+  // ---- memory outside the device budget (layout minor 5) ----
+  // Oversubscription: an allocation the device budget refuses may be served from host memory,
+  // within the container's host budget (the policy's host_limit, all devices together).
+  // ReserveHost records `bytes` of it in this process's slot unless what every slot holds of
+  // it plus the request would pass the budget in force (HostLimitInForce): kOverLimit, after
+  // reclaiming dead processes' slots once. Exact across the container: the sum and the record
+  // are made under the region's host lock (an OFD byte lock, which the kernel lets go when its
+  // holder dies) and, within this process, a mutex; the record is one store in the slot, so a
+  // holder that dies leaves nothing to repair. Never on a read-only handle.
+  Admission ReserveHost(uint64_t bytes);
+  void ReleaseHost(uint64_t bytes);
+  // This process's own host budget (bytes), held with the region's: the smaller stands.
+  // Process-local, never written to the file; none of its own until set.
+  void SetOwnHostLimit(uint64_t bytes) { own_host_limit_.store(bytes, std::memory_order_relaxed); }
+  uint64_t HostLimitInForce() const {
+    return std::min(file_->policy.host_limit.load(std::memory_order_relaxed),
+                    own_host_limit_.load(std::memory_order_relaxed));
+  }
+  // Memory of other processes this process has mapped (imports): recorded in its slot, never
+  // limited and never charged to the container.
+  void AddImported(uint64_t bytes);
+  void SubtractImported(uint64_t bytes);
+  // The container's memory outside its device budget, from the slots (each read once).
+  struct HostUse {
+    uint64_t limit_bytes = 0;     // the policy's host budget
+    uint64_t spilled_bytes = 0;   // served from host memory, every slot's
+    uint64_t imported_bytes = 0;  // mapped from other processes, every slot's
+    uint64_t peak_bytes = 0;      // the most spilled at once
+    uint64_t rejected = 0;        // spills refused: both budgets were spent
+  };
+  HostUse Host() const;
 
   // ---- reading ----
   // One lock-free load each (inline): for the hot paths of the views.
@@ -368,6 +406,9 @@ class Region {
   Status SetCorePolicy(CorePolicy policy);
   Status SetUtilizationSwitch(bool on);
   Status SetPaused(bool paused);
+  // The container's host budget (oversubscription, bytes; 0: none). A running process holds
+  // to the smaller of it and its own, so a raise reaches only processes started since.
+  Status SetHostLimit(uint64_t bytes);
 
   // ---- the calling process's slot (identity, limiter, monitor fill these) ----
   void SetHostPid(pid_t host_pid, IdentitySource source);
@@ -423,6 +464,10 @@ class Region {
   uint32_t slot_generation_ = 0;  // the slot's generation when this process claimed it
   std::array<std::atomic<uint64_t>, kMaxDevices> own_memory_limit_{};
   std::array<std::atomic<uint32_t>, kMaxDevices> own_sm_limit_{};
+  std::atomic<uint64_t> own_host_limit_{UINT64_MAX};
+  // Serializes this process's threads around the host lock (an OFD lock does not exclude
+  // another thread of the same open file).
+  std::mutex host_mu_;
   // `limit` (percent) as the core policy lets it stand: 0 when the policy does not limit now.
   uint32_t SmShareInForce(uint32_t limit) const {
     if (limit == 0 || limit >= 100) return 0;

@@ -367,6 +367,97 @@ TEST_F(RegionTest, ThreadsReservingConcurrentlyNeverPassTheLimit) {
   EXPECT_EQ(r->Snapshot(0).used_bytes, uint64_t(1000 / 7 * 7));
 }
 
+// ---- memory outside the device budget (layout minor 5) ----
+
+TEST_F(RegionTest, TheHostBudgetIsHeldExactlyAcrossProcessesAndThreads) {
+  PolicySpec p = TwoDevices();
+  p.oversubscribe = true;
+  p.host_limit = 1400;  // 200 pieces: what one child gets fits its exit status
+  auto r = MustOpen(p);
+  EXPECT_EQ(r->Policy().host_limit, 1400u);
+  // Four processes of four threads each race for 7-byte pieces; every process keeps what it
+  // got (it does not unregister) and says how much in its exit status.
+  std::vector<pid_t> children;
+  for (int c = 0; c < 4; ++c) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto mine = Region::Open(path_, nullptr, Create::kNever, nullptr);
+      if (!mine.ok() || !(*mine)->Register().ok()) _exit(255);
+      std::atomic<int> got{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&] {
+          for (int i = 0; i < 200; ++i) {
+            if ((*mine)->ReserveHost(7) == Admission::kOk) got++;
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      sleep(2);  // still alive while the others race
+      _exit(got.load());
+    }
+    children.push_back(pid);
+  }
+  int total = 0;
+  for (pid_t pid : children) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st));
+    total += WEXITSTATUS(st);
+  }
+  EXPECT_EQ(total, 1400 / 7) << "every piece that fit, and not one more";
+  EXPECT_EQ(r->Host().peak_bytes, 1400u);
+  EXPECT_GT(r->Host().rejected, 0u);
+  // The children died holding their pieces: a reservation that needs them reclaims them.
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(r->ReserveHost(1300), Admission::kOk);
+  EXPECT_EQ(r->Host().spilled_bytes, 1300u);
+}
+
+TEST_F(RegionTest, AProcessHoldsToTheSmallerHostBudgetAndReleasesWhatItHolds) {
+  PolicySpec p = TwoDevices();
+  p.host_limit = 1000;
+  auto r = MustOpen(p);
+  ASSERT_TRUE(r->Register().ok());
+  r->SetOwnHostLimit(600);
+  EXPECT_EQ(r->HostLimitInForce(), 600u);
+  EXPECT_EQ(r->ReserveHost(700), Admission::kOverLimit);
+  EXPECT_EQ(r->ReserveHost(600), Admission::kOk);
+  EXPECT_EQ(r->ReserveHost(1), Admission::kOverLimit);
+  r->ReleaseHost(250);
+  EXPECT_EQ(r->Host().spilled_bytes, 350u);
+  r->ReleaseHost(1000);  // more than held: nothing goes below zero
+  EXPECT_EQ(r->Host().spilled_bytes, 0u);
+  r->SetOwnHostLimit(5000);
+  EXPECT_EQ(r->HostLimitInForce(), 1000u) << "never more than the region's";
+  ASSERT_TRUE(r->SetHostLimit(300).ok());  // a resize of a scaled container
+  EXPECT_EQ(r->HostLimitInForce(), 300u);
+  EXPECT_EQ(r->Policy().host_limit, 300u);
+  EXPECT_EQ(r->Host().rejected, 2u);
+}
+
+TEST_F(RegionTest, ImportsAreRecordedPerProcessAndGoWithTheSlot) {
+  auto r = MustOpen();
+  ASSERT_TRUE(r->Register().ok());
+  r->AddImported(3 << 20);
+  EXPECT_EQ(InChild([&] {
+              auto c = Region::Open(path_, nullptr, Create::kNever, nullptr);
+              if (!c.ok() || !(*c)->Register().ok()) return 1;
+              (*c)->AddImported(5 << 20);
+              (*c)->ReserveHost(0);
+              (*c)->Unregister();
+              return (*c)->Host().imported_bytes == (3u << 20) ? 0 : 2;
+            }),
+            0);
+  EXPECT_EQ(r->Host().imported_bytes, 3u << 20);
+  for (const SlotView& s : r->Slots()) EXPECT_EQ(s.imported_bytes, 3u << 20);
+  r->SubtractImported(1 << 20);
+  EXPECT_EQ(r->Host().imported_bytes, 2u << 20);
+  EXPECT_EQ(r->Host().spilled_bytes, 0u);
+  r->Unregister();
+  EXPECT_EQ(r->Host().imported_bytes, 0u);
+}
+
 // The launch a test injects between the feedback loop's load and its swap.
 Region* g_launching = nullptr;
 

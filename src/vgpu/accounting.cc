@@ -8,7 +8,9 @@
 
 #include "common/proc.h"
 #include "vgpu/identity.h"
+#include "vgpu/imports.h"
 #include "vgpu/limiter.h"
+#include "vgpu/spill.h"
 #include "vgpu/watch.h"
 
 namespace hami::vgpu {
@@ -321,6 +323,8 @@ bool ChargeContext(Runtime& rt, CUdevice dev, CUcontext ctx, bool primary, const
 void ContextEnded(Runtime& rt, CUcontext ctx) {
   rt.contexts_epoch.fetch_add(1, std::memory_order_release);
   Apply(rt, rt.ledger.EndContext(ctx));
+  SpillsEndedWithContext(rt, ctx);
+  ImportsEndedWithContext(rt, ctx);
   // Pools and graph memory may have given memory back with the context.
   ReconcilePools(rt);
   ReconcileGraphMemory(rt, -1);

@@ -109,6 +109,24 @@ struct Bytes {
   }
 };
 
+// CUDA_OVERSUBSCRIBE_HOST_LIMIT: unset, the container's device memory limits added up (the
+// region is stamped with it, vgpu/spill.h); a value that cannot be read allows no host memory
+// at all: an oversubscription whose bound is unknown is no oversubscription.
+struct HostLimit {
+  static constexpr std::optional<uint64_t> kClosed = 0;
+  static constexpr const char* kConsequence =
+      "nothing is served from host memory: an allocation past the device budget fails with "
+      "CUDA_ERROR_OUT_OF_MEMORY";
+  static Result<std::optional<uint64_t>> Parse(std::string_view name, std::string_view v) {
+    return std::optional<uint64_t>(HAMI_TRY(limits::SizeCodec::Parse(name, v)));
+  }
+  static OptionValue Value(const std::optional<uint64_t>& bytes) {
+    if (!bytes) return {"the device memory limits, added up"};
+    if (*bytes == 0) return {"0 (none)", "bytes", 0};
+    return {FormatBytes(*bytes) + ", " + std::to_string(*bytes) + " bytes", "bytes", *bytes};
+  }
+};
+
 struct TaskPriority {
   static Result<int32_t> Parse(std::string_view name, std::string_view v) {
     return limits::PriorityCodec::Parse(name, v);
@@ -177,6 +195,23 @@ struct VisibleDevicesList {
 
 // ---- The rows, expanded from vgpu/options.def. -------------------------------------------
 
+// A parser with a fail-closed value (kClosed, and kConsequence saying what it means): a scalar
+// row of it is held closed, as the limits are, when its value cannot be read.
+template <typename Parser>
+concept FailsClosed = requires {
+  Parser::kClosed;
+  Parser::kConsequence;
+};
+template <typename Parser, typename Field>
+const char* CloseScalar(Field& field) {
+  if constexpr (FailsClosed<Parser>) {
+    field = Parser::kClosed;
+    return Parser::kConsequence;
+  } else {
+    return nullptr;
+  }
+}
+
 struct Option {
   limits::Key key;
   OptionScope scope;
@@ -204,7 +239,7 @@ constexpr Option kOptions[] = {
    },                                                                     \
    [](const Config& c, int) { return parser::Value(c.field); },           \
    [] { return parser::Value(type(default_value)).text; },                \
-   nullptr},
+   FailsClosed<parser> ? +[](Config& c, int) { return CloseScalar<parser>(c.field); } : nullptr},
 #define HAMI_DEVICE_OPTION(key, field, type, default_value, parser, doc)     \
   {limits::Key::k##key,                                                      \
    OptionScope::kAllDevices,                                                 \
@@ -336,10 +371,11 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
     // What the file says is unknown, and it would beat the environment: every limit fails
     // closed, and no value of the environment may loosen one.
     for (const Option& o : kOptions) {
-      if (o.close == nullptr || o.scope != OptionScope::kAllDevices) continue;
+      if (o.close == nullptr || o.scope == OptionScope::kPerDevice) continue;
       const char* consequence = o.close(r.config, 0);
-      r.closed.push_back(std::string(o.name) + ": " + file.path +
-                         " could not be read, so on every device " + consequence);
+      r.closed.push_back(std::string(o.name) + ": " + file.path + " could not be read, so " +
+                         (o.scope == OptionScope::kAllDevices ? "on every device " : "") +
+                         consequence);
     }
   }
   bool format_seen = false;
@@ -394,9 +430,11 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
         // The limit the process was given is unknown: never fall back to a looser one.
         const char* consequence = o->close(r.config, index);
         std::string devices = o->scope == OptionScope::kPerDevice
-                                  ? "on device " + std::to_string(index)
-                                  : std::string("on every device without a value of its own");
-        r.closed.push_back(st.error().message() + where + "; " + devices + " " + consequence);
+                                  ? "on device " + std::to_string(index) + " "
+                              : o->scope == OptionScope::kAllDevices
+                                  ? std::string("on every device without a value of its own ")
+                                  : std::string();
+        r.closed.push_back(st.error().message() + where + "; " + devices + consequence);
         r.config.settings.push_back({name, c.value, c.source, true});
         break;
       }
@@ -409,7 +447,12 @@ FileLimits LimitsFromFile(const LimitsFile& file) {
   FileLimits out;
   if (!file.present && !file.unreadable) return out;
   Resolution r = ResolveConfig(file, [](const char*) -> const char* { return nullptr; });
-  out.closed = std::move(r.closed);
+  // Only the memory and SM limits follow the file; the host budget stays what the process
+  // started with, so what the file says of it is not news here.
+  const std::string_view host = limits::Name(limits::Key::kOversubscribeHostLimit);
+  for (std::string& c : r.closed) {
+    if (!std::string_view(c).starts_with(host)) out.closed.push_back(std::move(c));
+  }
   const std::string_view memory_all = limits::Name(limits::Key::kMemoryLimit);
   const std::string_view sm_all = limits::Name(limits::Key::kSmLimit);
   bool memory_every = file.unreadable, sm_every = file.unreadable;

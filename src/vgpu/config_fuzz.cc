@@ -148,6 +148,19 @@ void CheckResolution(const LimitsFile& file, const std::map<std::string, std::st
               [](const std::string& v) { return hami::ParseUint64(v, "fuzz"); },
               hami::region::layout::kStrictestSmPercent));
   }
+  // The host budget: its variable's value, none at all when that could not be read (or the
+  // file could not be), and unset (the device limits) otherwise.
+  if (const Setting* s = Find(c, "CUDA_OVERSUBSCRIBE_HOST_LIMIT")) {
+    Check(c.host_limit.has_value());
+    if (Closed(r, s->name)) {
+      Check(*c.host_limit == 0);
+    } else {
+      auto v = hami::ParseSize(s->value, "fuzz");
+      Check(v.ok() && *c.host_limit == *v);
+    }
+  } else {
+    Check(!c.host_limit.has_value() || (file.unreadable && *c.host_limit == 0));
+  }
   Check(!c.shared_cache.empty() && c.shared_cache[0] == '/');
   Check(c.priority == 0 || c.priority == 1);
   Check(c.log_level >= 0 && c.log_level <= 4);

@@ -1,6 +1,7 @@
 // Virtual memory management, arrays, mipmapped arrays, modules and libraries: the hooks (the
 // policy is vmm.h, arrays.h and modules.h).
 #include "vgpu/arrays.h"
+#include "vgpu/imports.h"
 #include "vgpu/modules.h"
 #include "vgpu/prologue.h"
 #include "vgpu/vmm.h"
@@ -42,25 +43,33 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   HAMI_CUDA_PROLOGUE(cuMemRelease, handle);
-  return ReleasePhysical(rt, handle, [&] { return drv.cuda.cuMemRelease(handle); });
+  CUresult r = ReleasePhysical(rt, handle, [&] { return drv.cuda.cuMemRelease(handle); });
+  if (r == CUDA_SUCCESS) ReleasedImportedHandle(rt, handle);
+  return r;
 }
 
 CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   HAMI_CUDA_PROLOGUE(cuMemRetainAllocationHandle, handle, addr);
-  return RetainPhysical(rt, handle,
-                        [&] { return drv.cuda.cuMemRetainAllocationHandle(handle, addr); });
+  CUresult r = RetainPhysical(rt, handle,
+                              [&] { return drv.cuda.cuMemRetainAllocationHandle(handle, addr); });
+  if (r == CUDA_SUCCESS && handle != nullptr) RetainedImportedHandle(rt, *handle);
+  return r;
 }
 
 CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
   HAMI_CUDA_PROLOGUE(cuMemMap, ptr, size, offset, handle, flags);
-  return MapPhysical(rt, ptr, size, handle,
-                     [&] { return drv.cuda.cuMemMap(ptr, size, offset, handle, flags); });
+  CUresult r = MapPhysical(rt, ptr, size, handle,
+                           [&] { return drv.cuda.cuMemMap(ptr, size, offset, handle, flags); });
+  if (r == CUDA_SUCCESS) MappedImport(rt, ptr, size, handle);
+  return r;
 }
 
 CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   HAMI_CUDA_PROLOGUE(cuMemUnmap, ptr, size);
-  return UnmapPhysical(rt, ptr, size, [&] { return drv.cuda.cuMemUnmap(ptr, size); });
+  CUresult r = UnmapPhysical(rt, ptr, size, [&] { return drv.cuda.cuMemUnmap(ptr, size); });
+  if (r == CUDA_SUCCESS) UnmappedImports(rt, ptr, size);
+  return r;
 }
 
 // ---- arrays ----

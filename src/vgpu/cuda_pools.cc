@@ -1,4 +1,5 @@
 // Stream-ordered allocation and memory pools: the hooks (the policy is pools.h).
+#include "vgpu/imports.h"
 #include "vgpu/pools.h"
 #include "vgpu/prologue.h"
 
@@ -63,7 +64,10 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   HAMI_CUDA_PROLOGUE(cuMemPoolDestroy, pool);
   CUresult r = drv.cuda.cuMemPoolDestroy(pool);
-  if (r == CUDA_SUCCESS) PoolDestroyed(rt, pool);
+  if (r == CUDA_SUCCESS) {
+    PoolDestroyed(rt, pool);
+    ImportsEndedWithPool(rt, pool);
+  }
   return r;
 }
 

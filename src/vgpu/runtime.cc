@@ -17,6 +17,7 @@
 #include "common/visible_devices.h"
 #include "limits/vocabulary.h"
 #include "vgpu/identity.h"
+#include "vgpu/spill.h"
 #include "vgpu/watch.h"
 
 namespace hami::vgpu {
@@ -49,6 +50,8 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   rt.graph_kernels_mu.ResetInForkChild();
   rt.ledger.ResetInForkChild();
   rt.allocation_calls.ResetInForkChild();
+  rt.spills.ResetInForkChild();
+  rt.imports.ResetInForkChild();
   rt.contexts_epoch.fetch_add(1);
   rt.pools.clear();
   rt.any_pools.store(false);
@@ -185,6 +188,7 @@ void MapToRegionLocked(Runtime& rt, region::Region& reg) REQUIRES(rt.devices_mu)
     reg.SetOwnMemoryLimit(i, rt.own_memory_limit[size_t(i)].load(std::memory_order_relaxed));
     reg.SetOwnSmLimit(i, rt.own_sm_limit[size_t(i)].load(std::memory_order_relaxed));
   }
+  reg.SetOwnHostLimit(HostBudget(rt.config, policy.device_count));
 }
 
 // Whether the device table holds NVML handles of this process (not a fork parent's).
@@ -374,6 +378,7 @@ region::PolicySpec SpecFor(const Config& c, const std::vector<VisibleDevice>& de
   spec.priority = c.priority;
   spec.core_policy = c.core_policy;
   spec.oversubscribe = c.oversubscribe;
+  spec.host_limit = HostBudget(c, spec.device_count);
   return spec;
 }
 
@@ -417,7 +422,8 @@ std::unique_ptr<region::Region> OpenRegion(const Config& c, const region::Policy
     }
   }
   for (const region::PolicyDifference& d : diffs) {
-    const bool limit = d.field.starts_with("memory_limit") || d.field.starts_with("sm_limit");
+    const bool limit = d.field.starts_with("memory_limit") || d.field.starts_with("sm_limit") ||
+                       d.field == "host_limit";
     g_log.Log(
         LogLevel::kWarn, "shared region %s: %s is %s there but %s here; %s", c.shared_cache.c_str(),
         d.field.c_str(), d.region.c_str(), d.mine.c_str(),

@@ -40,6 +40,7 @@
 #include "vgpu/driver.h"
 #include "vgpu/hooks.h"
 #include "vgpu/ledger.h"
+#include "vgpu/outside_budget.h"
 
 namespace hami::vgpu {
 
@@ -88,6 +89,10 @@ struct Runtime {
 
   // ---- what this process holds (cleared in a fork child) ----
   Ledger ledger;
+  // Outside the device budget: allocations served from host memory (spill.h) and other
+  // processes' memory mapped here (imports.h).
+  Spills spills;
+  Imports imports;
   std::array<std::atomic<uint64_t>, kMaxDevices> granularity{};  // 0 = not yet asked
   // Bumped whenever a context ends: a thread's cached context -> device answer is stale.
   std::atomic<uint64_t> contexts_epoch{0};

@@ -191,7 +191,7 @@ TEST_F(RegionCliTest, InspectPrintsThePolicyTheUsageByKindAndEverySlot) {
   Outcome o = Hami({"inspect", "--no-nvml", path_});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("file     " + path_ + " (opened read-write)"));
-  EXPECT_THAT(o.out, HasSubstr("layout   2.4, fingerprint 0x"));
+  EXPECT_THAT(o.out, HasSubstr("layout   2.5, fingerprint 0x"));
   EXPECT_THAT(o.out, HasSubstr("creator  pid " + std::to_string(getpid()) + " (" + ProcessComm() +
                                ") at 20"));
   EXPECT_THAT(o.out, HasSubstr("policy   2 device(s), generation 0, priority 1 (low), core "
@@ -262,6 +262,45 @@ TEST_F(RegionCliTest, InspectJsonCarriesTheSameFactsInStableFields) {
   EXPECT_EQ(s["used_bytes"], nlohmann::json::array({60 * kMiB, 4 * kMiB}));
   EXPECT_TRUE(j["inconsistencies"].empty());
   EXPECT_FALSE(j.contains("repair"));
+}
+
+// Oversubscription and imports: what the container holds outside its device budget, in the
+// text and in the JSON, per process and for the container.
+TEST_F(RegionCliTest, InspectShowsMemoryServedFromHostAndMemoryImportedOutsideTheBudget) {
+  PolicySpec spec = TwoDevices();
+  spec.oversubscribe = true;
+  spec.host_limit = 1ull << 30;
+  auto r = Make(path_, spec);
+  ASSERT_NE(r, nullptr);
+  int slot = *r->Register();
+  ASSERT_EQ(r->Reserve(0, 60 * kMiB, UsageKind::kData), Admission::kOk);
+  ASSERT_EQ(r->ReserveHost(300 * kMiB), Admission::kOk);
+  ASSERT_EQ(r->ReserveHost(800 * kMiB), Admission::kOverLimit);
+  r->AddImported(12 * kMiB);
+
+  Outcome o = Hami({"inspect", "--no-nvml", path_});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("oversubscribe on"));
+  EXPECT_THAT(o.out, HasSubstr("outside the device budget: 300.0 MiB served from host memory of "
+                               "a 1.0 GiB host budget (peak 300.0 MiB, 1 refused); 12.0 MiB "
+                               "mapped from other processes"));
+  EXPECT_THAT(o.out, HasSubstr("0: 60.0 MiB, 1: 0 B, host: 300.0 MiB, imported: 12.0 MiB"));
+  EXPECT_THAT(o.out, ContainsRegex("0 +60.0 MiB / 1.0 GiB")) << "the device's books alone";
+
+  o = Hami({"inspect", "--no-nvml", path_, "--json"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  nlohmann::json j = Json(o);
+  EXPECT_EQ(j["policy"]["host_limit_bytes"], 1ull << 30);
+  EXPECT_EQ(j["outside_budget"]["host_limit_bytes"], 1ull << 30);
+  EXPECT_EQ(j["outside_budget"]["spilled_bytes"], 300 * kMiB);
+  EXPECT_EQ(j["outside_budget"]["spilled_peak_bytes"], 300 * kMiB);
+  EXPECT_EQ(j["outside_budget"]["spill_rejected"], 1);
+  EXPECT_EQ(j["outside_budget"]["imported_bytes"], 12 * kMiB);
+  EXPECT_EQ(j["devices"][0]["used_bytes"], 60 * kMiB);
+  ASSERT_EQ(j["slots"].size(), 1u);
+  EXPECT_EQ(j["slots"][0]["index"], slot);
+  EXPECT_EQ(j["slots"][0]["spilled_bytes"], 300 * kMiB);
+  EXPECT_EQ(j["slots"][0]["imported_bytes"], 12 * kMiB);
 }
 
 TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {

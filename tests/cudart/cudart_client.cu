@@ -385,6 +385,44 @@ void Overcommit(size_t big) {
   l.Add("free", cudaFree(q));
 }
 
+// Fills what cudaMemGetInfo says is free, then asks for `bytes` more: past the budget, which
+// oversubscription serves from host memory. What it got must work as device memory (copies both
+// ways and device to device, a set) and free as device memory does; freed, the device's memory
+// is the device's again.
+void Spill(size_t bytes) {
+  Line l("spill");
+  size_t free_bytes = 0, total = 0;
+  l.Add("info", cudaMemGetInfo(&free_bytes, &total));
+  void* fill = nullptr;
+  l.Add("fill", cudaMalloc(&fill, free_bytes));
+  void* p = nullptr;
+  l.Add("past", cudaMalloc(&p, bytes));
+  if (p == nullptr) {
+    cudaGetLastError();
+    l.Add("free_fill", cudaFree(fill));
+    return;
+  }
+  std::vector<unsigned char> in = Pattern(bytes, 5), out(bytes, 0);
+  l.Add("h2d", cudaMemcpy(p, in.data(), bytes, cudaMemcpyHostToDevice));
+  l.Add("d2h", cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost));
+  l.Add("match", in == out ? 1 : 0);
+  const size_t part = bytes < (1u << 20) ? bytes : (1u << 20);
+  std::vector<unsigned char> back(part, 0);
+  l.Add("d2d", cudaMemcpy(fill, p, part, cudaMemcpyDeviceToDevice));
+  l.Add("d2h_fill", cudaMemcpy(back.data(), fill, part, cudaMemcpyDeviceToHost));
+  l.Add("d2d_match", std::memcmp(back.data(), in.data(), part) == 0 ? 1 : 0);
+  l.Add("memset", cudaMemset(p, 0x3c, part));
+  l.Add("d2h_set", cudaMemcpy(back.data(), p, part, cudaMemcpyDeviceToHost));
+  l.Add("set_match", back == std::vector<unsigned char>(part, 0x3c) ? 1 : 0);
+  size_t free_after = 0;
+  l.Add("info_after", cudaMemGetInfo(&free_after, &total));
+  l.Add("free_after", static_cast<long long>(free_after));
+  l.Add("free", cudaFree(p)).Add("free_fill", cudaFree(fill));
+  void* again = nullptr;
+  l.Add("again", cudaMalloc(&again, bytes));
+  l.Add("free_again", cudaFree(again));
+}
+
 // Makes its context and says "ready", waits for its standard input to close, allocates
 // `step` bytes at a time until `total` or a failure and says what it holds, then holds it
 // while another process holds a lock on `lock_file` (a shared flock waits for it).
@@ -558,6 +596,8 @@ int main(int argc, char** argv) {
       SetDevice(int(Arg(args, 1)));
     } else if (c == "overcommit") {
       Overcommit(size_t(Arg(args, 2ll << 30)));
+    } else if (c == "spill") {
+      Spill(size_t(Arg(args, 256 << 20)));
     } else if (c == "hold") {
       size_t total = size_t(Arg(args, 1ll << 30));
       size_t step = size_t(Arg(args, 64 << 20));

@@ -68,8 +68,13 @@ class CudartVgpuTest : public ::testing::Test {
             {"CUDA_VISIBLE_DEVICES", ""},
             {"CUDA_DEVICE_MEMORY_LIMIT", ""},
             {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""},
-            {"CUDA_MODULE_LOADING", ""}};
+            {"CUDA_MODULE_LOADING", ""},
+            {"CUDA_OVERSUBSCRIBE", oversubscribe_},
+            {"CUDA_OVERSUBSCRIBE_HOST_LIMIT", host_limit_}};
   }
+
+  // CUDA_OVERSUBSCRIBE and CUDA_OVERSUBSCRIBE_HOST_LIMIT of the next runs ("": unset).
+  std::string oversubscribe_, host_limit_;
 
   std::string state_;
 };
@@ -107,6 +112,36 @@ TEST_P(CudartVgpuClientTest, EveryCaseStillWorksUnderTheInterposer) {
   auto s = CaseFields(r.out, "set_device");
   ExpectSucceeded(s, {"set", "malloc", "attributes", "launch", "sync"}, "set_device");
   EXPECT_EQ(Field(s, "pointer_device"), 1);
+}
+
+// With CUDA_OVERSUBSCRIBE, cudaMalloc past the budget is served from host memory: the runtime
+// copies through it both ways and device to device, sets it and frees it as device memory;
+// cudaMemGetInfo still shows the device budget, spent. Without, the same call fails as before.
+TEST_P(CudartVgpuClientTest, CudaMallocPastTheBudgetIsServedFromHostMemoryWithOversubscription) {
+  oversubscribe_ = "true";
+  host_limit_ = "512m";
+  CudartRun r = RunClient({"spill", std::to_string(256 * kMiB)});
+  auto s = CaseFields(r.out, "spill");
+  ExpectSucceeded(s,
+                  {"info", "fill", "past", "h2d", "d2h", "d2d", "d2h_fill", "memset", "d2h_set",
+                   "info_after", "free", "free_fill", "again", "free_again"},
+                  "spill");
+  EXPECT_EQ(Field(s, "match"), 1);
+  EXPECT_EQ(Field(s, "d2d_match"), 1);
+  EXPECT_EQ(Field(s, "set_match"), 1);
+  EXPECT_EQ(Field(s, "free_after"), 0) << "the device budget is spent, not raised";
+
+  // Past both budgets: the allocation fails and the program goes on.
+  r = RunClient({"spill", std::to_string(768 * kMiB)});
+  s = CaseFields(r.out, "spill");
+  EXPECT_EQ(Field(s, "past"), kMemoryAllocation);
+  EXPECT_EQ(Field(s, "free_fill"), 0);
+
+  oversubscribe_ = "";
+  r = RunClient({"spill", std::to_string(256 * kMiB)});
+  s = CaseFields(r.out, "spill");
+  EXPECT_EQ(Field(s, "fill"), 0);
+  EXPECT_EQ(Field(s, "past"), kMemoryAllocation) << "without oversubscription, as before";
 }
 
 TEST_P(CudartVgpuClientTest, MemGetInfoShowsTheBudget) {

@@ -112,6 +112,25 @@ class SharePatternsTest : public ::testing::TestWithParam<ShareCase> {
     return books;
   }
 
+  // Other processes' memory the region records `pid` mapping (never charged to it).
+  uint64_t Imported(pid_t pid) {
+    for (const region::SlotView& s : region_->Slots()) {
+      if (s.pid == pid && s.alive) return s.imported_bytes;
+    }
+    return 0;
+  }
+
+  // Under libvgpu: each role's imported memory at `step` is `want` (a role not named: 0).
+  void ExpectImported(const std::string& step, const std::map<std::string, Fields>& lines,
+                      const std::map<std::string, uint64_t>& want) {
+    if (!libvgpu()) return;
+    for (const auto& [role, f] : lines) {
+      auto it = want.find(role);
+      EXPECT_EQ(Imported(pid_t(Field(f, "pid"))), it == want.end() ? 0 : it->second)
+          << step << " " << role << ": recorded as imported";
+    }
+  }
+
   // What `pid` is charged: the books under libvgpu (equal to the driver's figure), else the
   // driver's.
   uint64_t Charged(pid_t pid, const std::string& where) {
@@ -212,6 +231,9 @@ TEST_P(SharePatternsTest, EachProcessIsChargedWhatItCreatedAndHolds) {
 
   if (name() == "ipc") {
     steps({"ready", "shared", "peer-closed", "freed"}, two, [&](const std::string& step, auto& l) {
+      ExpectImported(step, l,
+                     step == "shared" ? std::map<std::string, uint64_t>{{"importer", kShared}}
+                                      : std::map<std::string, uint64_t>{});
       if (step == "peer-closed") ExpectSucceeded(l.at("importer"), {"close"}, step);
       if (step == "freed") ExpectSucceeded(l.at("creator"), {"release"}, step);
       if (step != "shared") return;
@@ -229,6 +251,13 @@ TEST_P(SharePatternsTest, EachProcessIsChargedWhatItCreatedAndHolds) {
             const Fields& a = l.at("creator");
             const Fields& b = l.at("importer");
             if (step == "ready") size = Field(a, "size");
+            // B maps one allocation of A's while it is shared, and the second still after A
+            // let go of it.
+            const bool maps =
+                step == "shared" || step == "shared-again" || step == "creator-released";
+            ExpectImported(step, l,
+                           maps ? std::map<std::string, uint64_t>{{"importer", uint64_t(size)}}
+                                : std::map<std::string, uint64_t>{});
             if (step == "shared" || step == "shared-again") {
               ExpectSucceeded(b, {"import", "reserve", "map", "access"}, step + " importer");
               EXPECT_EQ(Field(b, "sees_peer"), 1) << step << ": B reads what A wrote";

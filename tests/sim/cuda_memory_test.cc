@@ -1202,6 +1202,60 @@ TEST_F(HostMemoryTest, HostAllocTakesItsFlagsAndFreeHostOnlyItsMemory) {
   Free({dev});
 }
 
+// What libvgpu's oversubscription serves an allocation past the device budget with: pinned
+// host memory mapped into the device's address space. The device uses it through its device
+// pointer (copies, sets, device-to-device), and it never counts as device memory: not in
+// cuMemGetInfo, not in what NVML shows for the process. A device allocation does, in both.
+// The memory goes with its context.
+TEST_F(HostMemoryTest, MappedHostMemoryServesTheDeviceAndNeverCountsAsDeviceMemory) {
+  auto state = sim::SharedState::OpenExisting(SimEnv::Setup());
+  ASSERT_TRUE(state.ok()) << state.error().message();
+  auto process_bytes = [&] {
+    for (const sim::ProcessView& p : (*state)->Processes(0)) {
+      if (p.ns_pid == getpid()) return p.used_bytes;
+    }
+    return uint64_t(0);
+  };
+  const size_t free_before = FreeBytes();
+  const uint64_t process_before = process_bytes();
+  const uint64_t device_before = (*state)->UsedBytes(0);
+  constexpr size_t kBytes = 64 << 20;
+  void* host = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&host, kBytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+            CUDA_SUCCESS);
+  CUdeviceptr mapped = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer_v2(&mapped, host, 0), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), free_before);
+  EXPECT_EQ(process_bytes(), process_before);
+  EXPECT_EQ((*state)->UsedBytes(0), device_before);
+
+  const std::vector<uint8_t> data = Pattern(kBytes, 7);
+  ASSERT_EQ(cuMemcpyHtoD_v2(mapped, data.data(), kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(Download(mapped, kBytes), data);
+  EXPECT_EQ(std::memcmp(host, data.data(), kBytes), 0) << "the same pages, seen from the host";
+  CUdeviceptr device = Alloc(kBytes);
+  EXPECT_EQ(FreeBytes(), free_before - kBytes);
+  EXPECT_EQ(process_bytes(), process_before + kBytes);
+  ASSERT_EQ(cuMemcpyDtoD_v2(device, mapped, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(Download(device, kBytes), data);
+  ASSERT_EQ(cuMemsetD8_v2(mapped, 0x5a, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(static_cast<uint8_t*>(host)[4095], 0x5a);
+  Free({device});
+  EXPECT_EQ(FreeBytes(), free_before);
+  EXPECT_EQ(cuMemFree_v2(mapped), CUDA_ERROR_INVALID_VALUE) << "cuMemFreeHost frees it";
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_SUCCESS);
+
+  // Made in a context, it goes with the context.
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxCreate_v4(&ctx, nullptr, 0, dev_), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemHostAlloc(&host, kBytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostGetDevicePointer_v2(&mapped, host, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(HostMemoryTest, HostGetFlagsReturnsTheFlagsOfTheAllocation) {
   void* host = nullptr;
   ASSERT_EQ(cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),

@@ -69,6 +69,7 @@ constexpr uint64_t kZeroBudget = region::layout::kZeroBudgetBytes;
 constexpr uint32_t kStrictest = region::layout::kStrictestSmPercent;
 constexpr const char* kZeroBudgetText = "no allocation is admitted (a zero memory budget)";
 constexpr const char* kStrictestText = "the compute share is the strictest, 1%";
+constexpr const char* kNoHostMemoryText = "nothing is served from host memory";
 
 // --- The vocabulary ------------------------------------------------------------------------
 
@@ -86,6 +87,7 @@ TEST(ConfigVocabulary, EveryTypedWriterReachesTheLibrarysFieldUnchanged) {
       limits::SetTaskPriority(0),
       limits::SetLogLevel(4),
       limits::SetOversubscribe(true),
+      limits::SetOversubscribeHostLimit(6 * kMiB),
       limits::SetHostPidBroker(true),
       limits::SetHostProcfs("/host/proc"),
       limits::SetIdentityTiers(0b0101),
@@ -112,6 +114,7 @@ TEST(ConfigVocabulary, EveryTypedWriterReachesTheLibrarysFieldUnchanged) {
   EXPECT_EQ(c.priority, 0);
   EXPECT_EQ(c.log_level, 4);
   EXPECT_TRUE(c.oversubscribe);
+  EXPECT_EQ(c.host_limit, std::optional<uint64_t>(6 * kMiB));
   EXPECT_TRUE(c.hostpid_broker);
   EXPECT_EQ(c.host_procfs, "/host/proc");
   EXPECT_EQ(c.identity_tiers, 0b0101);
@@ -279,6 +282,47 @@ TEST(Config, OversubscribeTakesTheUsualBooleansInAnyCase) {
   Resolution bad = Resolve({{"CUDA_OVERSUBSCRIBE", "maybe"}});
   EXPECT_THAT(bad.problems, HasProblemNaming("CUDA_OVERSUBSCRIBE", "maybe"));
   EXPECT_FALSE(bad.config.oversubscribe);
+}
+
+// Unset, the host budget follows the device limits (resolved when the region is made); set,
+// it is a size as the memory limits are, and 0 allows no host memory.
+TEST(Config, TheHostBudgetIsASizeAndUnsetFollowsTheDeviceLimits) {
+  EXPECT_EQ(Resolve({}).config.host_limit, std::nullopt);
+  EXPECT_EQ(Resolve({{"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "3g"}}).config.host_limit,
+            std::optional<uint64_t>(3 * kGiB));
+  EXPECT_EQ(Resolve({{"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "0"}}).config.host_limit,
+            std::optional<uint64_t>(0));
+  Resolution r =
+      Resolve({{"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "8g"}}, "CUDA_OVERSUBSCRIBE_HOST_LIMIT=1536m\n");
+  EXPECT_EQ(r.config.host_limit, std::optional<uint64_t>(1536 * kMiB)) << "the file's wins";
+  EXPECT_THAT(r.closed, IsEmpty());
+}
+
+// A host budget that cannot be read is no oversubscription at all (never the default, which
+// would allow as much host memory as the device limits), said naming the variable.
+TEST(Config, AMalformedHostBudgetAllowsNoHostMemoryAndNamesTheVariable) {
+  for (const char* bad : {"1.5g", "lots", "-1", "4gb", ""}) {
+    Resolution r =
+        Resolve({{"CUDA_OVERSUBSCRIBE", "true"}, {"CUDA_OVERSUBSCRIBE_HOST_LIMIT", bad}});
+    EXPECT_THAT(
+        r.closed,
+        ElementsAre(AllOf(StartsWith("CUDA_OVERSUBSCRIBE_HOST_LIMIT='" + std::string(bad) + "'"),
+                          HasSubstr(kNoHostMemoryText))))
+        << bad;
+    EXPECT_EQ(r.config.host_limit, std::optional<uint64_t>(0)) << bad;
+    EXPECT_TRUE(r.config.oversubscribe) << bad;
+  }
+  // In the file, and on a line that could not be read, the environment's does not stand in.
+  using namespace std::string_literals;
+  for (const std::string& file :
+       {"CUDA_OVERSUBSCRIBE_HOST_LIMIT=2 g\n"s, "CUDA_OVERSUBSCRIBE_HOST_LIMIT 2g\n"s}) {
+    Resolution r = Resolve({{"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "4g"}}, file);
+    EXPECT_THAT(r.closed,
+                ElementsAre(AllOf(StartsWith("CUDA_OVERSUBSCRIBE_HOST_LIMIT"),
+                                  HasSubstr("(in /overrideEnv)"), HasSubstr(kNoHostMemoryText))))
+        << file;
+    EXPECT_EQ(r.config.host_limit, std::optional<uint64_t>(0)) << file;
+  }
 }
 
 TEST(Config, OnlyTheExactValueOneEnablesTheHostPidBroker) {
@@ -678,8 +722,11 @@ TEST(LimitsFile, AnUnreadableOrOversizeFileHoldsEveryDeviceClosed) {
         r.closed,
         ElementsAre(
             AllOf(StartsWith("CUDA_DEVICE_MEMORY_LIMIT: " + path), HasSubstr(kZeroBudgetText)),
-            AllOf(StartsWith("CUDA_DEVICE_SM_LIMIT: " + path), HasSubstr(kStrictestText))))
+            AllOf(StartsWith("CUDA_DEVICE_SM_LIMIT: " + path), HasSubstr(kStrictestText)),
+            AllOf(StartsWith("CUDA_OVERSUBSCRIBE_HOST_LIMIT: " + path),
+                  HasSubstr(kNoHostMemoryText))))
         << path;
+    EXPECT_EQ(r.config.host_limit, std::optional<uint64_t>(0)) << path;
     for (int d = 0; d < kMaxDevices; ++d) {
       EXPECT_EQ(r.config.memory_limit[size_t(d)], kZeroBudget) << path << " device " << d;
       EXPECT_EQ(r.config.sm_limit[size_t(d)], kStrictest) << path << " device " << d;
@@ -799,6 +846,7 @@ const std::map<std::string, std::string>& SampleValues() {
       {"CUDA_TASK_PRIORITY", "0"},
       {"LIBCUDA_LOG_LEVEL", "3"},
       {"CUDA_OVERSUBSCRIBE", "true"},
+      {"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "2g"},
       {"LIBVGPU_HOSTPID_BROKER", "1"},
       {"LIBVGPU_HOST_PROCFS", "/host/proc"},
       {"HAMI_IDENTITY_TIERS", "broker,probe"},

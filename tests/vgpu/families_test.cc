@@ -33,57 +33,59 @@ using vgpu::Policy;
 
 // The driver functions the families call, each with the base name cuGetProcAddress takes
 // and the version that introduced the ABI used (its newest).
-#define HAMI_FAMILY_API(X)                                           \
-  X(cuMemAlloc_v2, cuMemAlloc, 3020)                                 \
-  X(cuMemFree_v2, cuMemFree, 3020)                                   \
-  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020)                       \
-  X(cuMemAllocManaged, cuMemAllocManaged, 6000)                      \
-  X(cuMemAllocAsync, cuMemAllocAsync, 11020)                         \
-  X(cuMemFreeAsync, cuMemFreeAsync, 11020)                           \
-  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020)         \
-  X(cuMemPoolCreate, cuMemPoolCreate, 11020)                         \
-  X(cuMemPoolDestroy, cuMemPoolDestroy, 11020)                       \
-  X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020)                         \
-  X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020)             \
-  X(cuStreamSynchronize, cuStreamSynchronize, 2000)                  \
-  X(cuMemCreate, cuMemCreate, 10020)                                 \
-  X(cuMemRelease, cuMemRelease, 10020)                               \
-  X(cuMemAddressReserve, cuMemAddressReserve, 10020)                 \
-  X(cuMemAddressFree, cuMemAddressFree, 10020)                       \
-  X(cuMemMap, cuMemMap, 10020)                                       \
-  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000) \
-  X(cuMemUnmap, cuMemUnmap, 10020)                                   \
-  X(cuArrayCreate_v2, cuArrayCreate, 3020)                           \
-  X(cuArray3DCreate_v2, cuArray3DCreate, 3020)                       \
-  X(cuArrayDestroy, cuArrayDestroy, 2000)                            \
-  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000)            \
-  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000)          \
-  X(cuGraphCreate, cuGraphCreate, 10000)                             \
-  X(cuGraphDestroy, cuGraphDestroy, 10000)                           \
-  X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040)           \
-  X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040)             \
-  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040) \
-  X(cuGraphLaunch, cuGraphLaunch, 10000)                             \
-  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000)                   \
-  X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040)               \
-  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010)            \
-  X(cuStreamEndCapture, cuStreamEndCapture, 10000)                   \
-  X(cuModuleLoadData, cuModuleLoadData, 2000)                        \
-  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010)                    \
-  X(cuModuleUnload, cuModuleUnload, 2000)                            \
-  X(cuModuleGetFunction, cuModuleGetFunction, 2000)                  \
-  X(cuLibraryLoadData, cuLibraryLoadData, 12000)                     \
-  X(cuLibraryUnload, cuLibraryUnload, 12000)                         \
-  X(cuLibraryGetKernel, cuLibraryGetKernel, 12000)                   \
-  X(cuKernelGetFunction, cuKernelGetFunction, 12000)                 \
-  X(cuLibraryGetModule, cuLibraryGetModule, 12000)                   \
-  X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000)                   \
-  X(cuMemAllocHost_v2, cuMemAllocHost, 3020)                         \
-  X(cuMemFreeHost, cuMemFreeHost, 2000)                              \
-  X(cuCtxCreate_v4, cuCtxCreate, 12050)                              \
-  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000)        \
-  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000)  \
-  X(cuCtxDestroy_v2, cuCtxDestroy, 4000)                             \
+#define HAMI_FAMILY_API(X)                                                 \
+  X(cuMemAlloc_v2, cuMemAlloc, 3020)                                       \
+  X(cuMemFree_v2, cuMemFree, 3020)                                         \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020)                             \
+  X(cuMemAllocManaged, cuMemAllocManaged, 6000)                            \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020)                               \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020)                                 \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020)               \
+  X(cuMemPoolCreate, cuMemPoolCreate, 11020)                               \
+  X(cuMemPoolDestroy, cuMemPoolDestroy, 11020)                             \
+  X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020)                               \
+  X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020)                   \
+  X(cuStreamSynchronize, cuStreamSynchronize, 2000)                        \
+  X(cuMemCreate, cuMemCreate, 10020)                                       \
+  X(cuMemRelease, cuMemRelease, 10020)                                     \
+  X(cuMemAddressReserve, cuMemAddressReserve, 10020)                       \
+  X(cuMemAddressFree, cuMemAddressFree, 10020)                             \
+  X(cuMemMap, cuMemMap, 10020)                                             \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000)       \
+  X(cuMemUnmap, cuMemUnmap, 10020)                                         \
+  X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020) \
+  X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020)                 \
+  X(cuArrayCreate_v2, cuArrayCreate, 3020)                                 \
+  X(cuArray3DCreate_v2, cuArray3DCreate, 3020)                             \
+  X(cuArrayDestroy, cuArrayDestroy, 2000)                                  \
+  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000)                  \
+  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000)                \
+  X(cuGraphCreate, cuGraphCreate, 10000)                                   \
+  X(cuGraphDestroy, cuGraphDestroy, 10000)                                 \
+  X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040)                 \
+  X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040)                   \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040)       \
+  X(cuGraphLaunch, cuGraphLaunch, 10000)                                   \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000)                         \
+  X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040)                     \
+  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010)                  \
+  X(cuStreamEndCapture, cuStreamEndCapture, 10000)                         \
+  X(cuModuleLoadData, cuModuleLoadData, 2000)                              \
+  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010)                          \
+  X(cuModuleUnload, cuModuleUnload, 2000)                                  \
+  X(cuModuleGetFunction, cuModuleGetFunction, 2000)                        \
+  X(cuLibraryLoadData, cuLibraryLoadData, 12000)                           \
+  X(cuLibraryUnload, cuLibraryUnload, 12000)                               \
+  X(cuLibraryGetKernel, cuLibraryGetKernel, 12000)                         \
+  X(cuKernelGetFunction, cuKernelGetFunction, 12000)                       \
+  X(cuLibraryGetModule, cuLibraryGetModule, 12000)                         \
+  X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000)                         \
+  X(cuMemAllocHost_v2, cuMemAllocHost, 3020)                               \
+  X(cuMemFreeHost, cuMemFreeHost, 2000)                                    \
+  X(cuCtxCreate_v4, cuCtxCreate, 12050)                                    \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000)              \
+  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000)        \
+  X(cuCtxDestroy_v2, cuCtxDestroy, 4000)                                   \
   X(cuCtxSetCurrent, cuCtxSetCurrent, 4000)
 
 struct Api {
@@ -187,6 +189,16 @@ std::array<uint64_t, region::kUsageKinds> MyUsage() {
 }
 
 uint64_t Kind(UsageKind k) { return MyUsage()[size_t(k)]; }
+
+// Other processes' memory this process's slot records as mapped here (never charged).
+uint64_t MyImported() {
+  auto reg = OpenRegionReadOnly(VgpuEnv::Get().region);
+  if (reg == nullptr) return 0;
+  for (const region::SlotView& s : reg->Slots()) {
+    if (s.pid == getpid() && s.alive) return s.imported_bytes;
+  }
+  return 0;
+}
 
 struct Case {
   const char* family;
@@ -298,6 +310,67 @@ void VirtualMemory(const Api& api, uint64_t free_bytes) {
   ASSERT_EQ(api.cuMemRelease(again), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 0u) << "released and unmapped";
   EXPECT_EQ(api.cuMemAddressFree(va, 32 * kMiB), CUDA_SUCCESS);
+}
+
+// Memory imported from a shareable handle and from an exported pool pointer (here from this
+// same process, as the driver allows; share_patterns_test does it across processes): recorded
+// while mapped, never charged a second time.
+void Imports(const Api& api, uint64_t) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle h = 0, imported = 0;
+  ASSERT_EQ(cuMemCreate(&h, 8 * kMiB, &prop, 0), CUDA_SUCCESS);
+  int fd = -1;
+  ASSERT_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_SUCCESS);
+  close(fd);
+  EXPECT_EQ(MyImported(), 0u) << "a handle alone maps nothing";
+  CUdeviceptr va = 0;
+  ASSERT_EQ(api.cuMemAddressReserve(&va, 8 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemMap(va, 8 * kMiB, 0, imported, 0), CUDA_SUCCESS);
+  EXPECT_EQ(MyImported(), 8 * kMiB);
+  EXPECT_EQ(Kind(UsageKind::kVmm), 8 * kMiB) << "charged once, to its creation";
+  ASSERT_EQ(api.cuMemRelease(imported), CUDA_SUCCESS);
+  EXPECT_EQ(MyImported(), 8 * kMiB) << "still mapped";
+  ASSERT_EQ(api.cuMemUnmap(va, 8 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(MyImported(), 0u);
+  ASSERT_EQ(api.cuMemAddressFree(va, 8 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemRelease(h), CUDA_SUCCESS);
+
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr, opened = nullptr;
+  ASSERT_EQ(api.cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  ASSERT_EQ(
+      cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+      CUDA_SUCCESS);
+  ASSERT_EQ(cuMemPoolImportFromShareableHandle(&opened, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  close(fd);
+  CUdeviceptr p = 0, q = 0;
+  ASSERT_EQ(api.cuMemAllocFromPoolAsync(&p, 4 * kMiB, pool, nullptr), CUDA_SUCCESS);
+  CUmemPoolPtrExportData data{};
+  ASSERT_EQ(cuMemPoolExportPointer(&data, p), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemPoolImportPointer(&q, opened, &data), CUDA_SUCCESS);
+  EXPECT_EQ(MyImported(), 4 * kMiB);
+  EXPECT_EQ(Kind(UsageKind::kPool), 4 * kMiB) << "charged once, to the exporting pool";
+  ASSERT_EQ(api.cuMemFreeAsync(q, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(MyImported(), 0u);
+  ASSERT_EQ(api.cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemPoolDestroy(opened), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  EXPECT_EQ(MyImported(), 0u);
 }
 
 void Arrays(const Api& api, uint64_t free_bytes) {
@@ -518,13 +591,21 @@ void Context(const Api& api, uint64_t free_bytes) {
 }
 
 const Case kCases[] = {
-    {"Linear", Linear},           {"Pitched", Pitched},
-    {"Managed", Managed},         {"StreamOrdered", StreamOrdered},
-    {"OwnPool", OwnPool},         {"VirtualMemory", VirtualMemory},
-    {"Arrays", Arrays},           {"Mipmapped", Mipmapped},
-    {"GraphMemory", GraphMemory}, {"CapturedAllocation", CapturedAllocation},
-    {"Module", Module},           {"LibraryCode", LibraryCode},
-    {"HostPinned", HostPinned},   {"Context", Context},
+    {"Linear", Linear},
+    {"Pitched", Pitched},
+    {"Managed", Managed},
+    {"StreamOrdered", StreamOrdered},
+    {"OwnPool", OwnPool},
+    {"VirtualMemory", VirtualMemory},
+    {"Imports", Imports},
+    {"Arrays", Arrays},
+    {"Mipmapped", Mipmapped},
+    {"GraphMemory", GraphMemory},
+    {"CapturedAllocation", CapturedAllocation},
+    {"Module", Module},
+    {"LibraryCode", LibraryCode},
+    {"HostPinned", HostPinned},
+    {"Context", Context},
 };
 
 // Families of functions that are not hooked: run whatever the lists say.
@@ -606,6 +687,17 @@ constexpr Coverage kCoverage[] = {
     {"cuMemRetainAllocationHandle", "VirtualMemory", nullptr},
     {"cuMemMap", "VirtualMemory", nullptr},
     {"cuMemUnmap", "VirtualMemory", nullptr},
+    // Other processes' memory, recorded (IPC shares the pool pointer's recording).
+    {"cuMemImportFromShareableHandle", "Imports", nullptr},
+    {"cuMemMap", "Imports", nullptr},
+    {"cuMemUnmap", "Imports", nullptr},
+    {"cuMemPoolImportPointer", "Imports", nullptr},
+    {"cuIpcOpenMemHandle", "Imports", "cuMemPoolImportPointer"},
+    {"cuIpcOpenMemHandle_v2", "Imports", "cuMemPoolImportPointer"},
+    {"cuIpcCloseMemHandle", "Imports", "cuMemFreeAsync"},
+    {"cuMemFreeAsync", "Imports", nullptr},
+    {"cuMemFreeAsync", "StreamOrdered", nullptr},
+    {"cuMemFreeAsync_ptsz", "StreamOrdered", "cuMemFreeAsync"},
     // Arrays.
     {"cuArrayCreate", "Arrays", "cuArrayCreate_v2"},
     {"cuArrayCreate_v2", "Arrays", nullptr},

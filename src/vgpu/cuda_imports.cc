@@ -1,0 +1,66 @@
+// Memory of other processes mapped here: the hooks (the policy is imports.h). Each calls the
+// driver first and records only what it granted; nothing is charged to the device budget.
+#include "vgpu/imports.h"
+#include "vgpu/prologue.h"
+
+using namespace hami;        // NOLINT: the exported C API below
+using namespace hami::vgpu;  // NOLINT
+
+extern "C" {
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                void* osHandle,
+                                                CUmemAllocationHandleType shHandleType) {
+  HAMI_CUDA_PROLOGUE(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
+  CUresult r = drv.cuda.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+  if (r == CUDA_SUCCESS && handle != nullptr) RecordImportedHandle(rt, *handle);
+  return r;
+}
+
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
+  HAMI_CUDA_PROLOGUE(cuIpcOpenMemHandle, pdptr, handle, Flags);
+  CUresult r = drv.cuda.cuIpcOpenMemHandle(pdptr, handle, Flags);
+  if (r == CUDA_SUCCESS && pdptr != nullptr) RecordImportedPointer(rt, *pdptr, nullptr);
+  return r;
+}
+
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                       unsigned int Flags) {
+  HAMI_CUDA_PROLOGUE(cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
+  CUresult r = drv.cuda.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+  if (r == CUDA_SUCCESS && pdptr != nullptr) RecordImportedPointer(rt, *pdptr, nullptr);
+  return r;
+}
+
+CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  HAMI_CUDA_PROLOGUE(cuIpcCloseMemHandle, dptr);
+  CUresult r = drv.cuda.cuIpcCloseMemHandle(dptr);
+  if (r == CUDA_SUCCESS) ForgetImportedPointer(rt, dptr);
+  return r;
+}
+
+CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
+                                        CUmemPoolPtrExportData* shareData) {
+  HAMI_CUDA_PROLOGUE(cuMemPoolImportPointer, ptr_out, pool, shareData);
+  CUresult r = drv.cuda.cuMemPoolImportPointer(ptr_out, pool, shareData);
+  if (r == CUDA_SUCCESS && ptr_out != nullptr) RecordImportedPointer(rt, *ptr_out, pool);
+  return r;
+}
+
+// An imported pool pointer is freed like any pool allocation; the pool's own memory is
+// reconciled at the next synchronization (pools.h), as without this hook.
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  HAMI_CUDA_PROLOGUE(cuMemFreeAsync, dptr, hStream);
+  CUresult r = drv.cuda.cuMemFreeAsync(dptr, hStream);
+  if (r == CUDA_SUCCESS) ForgetImportedPointer(rt, dptr);
+  return r;
+}
+
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  HAMI_CUDA_PROLOGUE(cuMemFreeAsync_ptsz, dptr, hStream);
+  CUresult r = drv.cuda.cuMemFreeAsync_ptsz(dptr, hStream);
+  if (r == CUDA_SUCCESS) ForgetImportedPointer(rt, dptr);
+  return r;
+}
+
+}  // extern "C"
