@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,92 @@ TEST(Preempt, AMultiGpuPodTakesThePodsThatFreeBothItsGpusAndNoMore) {
   c = n.Choose(10, Pod({Req(2, 16384)}));
   ASSERT_EQ(c.outcome, Outcome::kVictims) << c.reason;
   EXPECT_EQ(n.Names(c), (Names{"a", "b", "c"}));
+}
+
+// Random nodes, victims and pods: ChooseVictims with its shortcuts answers as it does fitting
+// every set it tries, reason and number of fits included.
+TEST(Preempt, TheShortcutsChooseAsFittingEverySetWould) {
+  std::mt19937 rng(31);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const PodPolicy policies[] = {Policy("spread"), Policy("binpack"), Policy("binpack,mutex"),
+                                Policy("topology-aware")};
+  config::DeviceConfig config;
+  int victims_chosen = 0, no_help = 0, unresolvable = 0, fits_already = 0;
+  for (int round = 0; round < 3000; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const int gpus = pick(1, 8);
+    Occupied n(gpus);
+    for (int g = 0; g < gpus; ++g) {
+      GpuState& s = n.node().gpus[size_t(g)];
+      s.device.devmem_mib = pick(0, 3) == 0 ? 8192 : 16384;
+      s.device.count = pick(1, 4);
+      s.device.numa = g % 2;
+      s.device.health = pick(0, 20) != 0;
+      s.cordoned = pick(0, 20) == 0;
+      if (pick(0, 20) == 0) s.device.mode = "mig";
+    }
+    const int pods = pick(0, 10);
+    for (int v = 0; v < pods; ++v) {
+      const size_t g = size_t(pick(0, gpus - 1));
+      const GpuState& s = n.node().gpus[g];
+      const int64_t mem_left = s.device.devmem_mib - s.used.mem_mib;
+      const int64_t cores_left = s.device.devcore - s.used.cores;
+      if (mem_left <= 0 || cores_left <= 0 || s.used.exclusive > 0) continue;
+      const int cores = pick(0, 3) == 0 && s.used.slots == 0 ? 100 : pick(0, int(cores_left) / 2);
+      n.Place("v" + std::to_string(v), pick(-2, 5), g, pick(1, int(mem_left)), cores);
+      if (pick(0, 3) == 0) n.candidates().back().ns = "other";
+    }
+    std::vector<ContainerRequest> containers;
+    for (int c = pick(1, 2); c > 0; --c) {
+      const int count = pick(0, 9) == 0 ? gpus + 1 : pick(1, std::max(1, gpus / 2));
+      containers.push_back(Req(count, pick(500, 12000), pick(0, 5) == 0 ? 100 : pick(0, 60)));
+    }
+    std::vector<ContainerRequest> init;
+    if (pick(0, 4) == 0) init.push_back(Req(pick(1, gpus), pick(500, 12000), pick(0, 60)));
+    const PodRequest pod = Pod(containers, init);
+    PodConstraints constraints;
+    constraints.numa_bind = pick(0, 5) == 0;
+    if (pick(0, 6) == 0) constraints.nouse_uuids = {"GPU-0"};
+    const PodPolicy& policy = policies[pick(0, 3)];
+    NamespaceQuota quota;
+    QuotaCheck check;
+    if (pick(0, 3) == 0) {
+      quota.memory_mib = pick(4000, 40000);
+      quota.memory_source = "gpu-quota";
+      check.ns = "default";
+      check.quota = &quota;
+      for (const VictimCandidate& c : n.candidates()) {
+        if (c.ns == "default") check.used += c.amounts;
+      }
+      check.config = &config;
+    }
+    const int32_t priority = pick(-1, 6);
+    const VictimChoice fast = ChooseVictims(n.node(), n.candidates(), priority, pod, constraints,
+                                            policy, check, Shortcuts::kUse);
+    const VictimChoice slow = ChooseVictims(n.node(), n.candidates(), priority, pod, constraints,
+                                            policy, check, Shortcuts::kNone);
+    ASSERT_EQ(fast.outcome, slow.outcome) << slow.reason;
+    EXPECT_EQ(fast.victims, slow.victims);
+    EXPECT_EQ(fast.unresolvable, slow.unresolvable);
+    EXPECT_EQ(fast.reason, slow.reason);
+    EXPECT_EQ(fast.fits_tried, slow.fits_tried);
+    switch (slow.outcome) {
+      case Outcome::kVictims:
+        ++victims_chosen;
+        break;
+      case Outcome::kFitsAlready:
+        ++fits_already;
+        break;
+      case Outcome::kNoHelp:
+        ++(slow.unresolvable ? unresolvable : no_help);
+        break;
+    }
+  }
+  // Every outcome came up often enough to mean something.
+  EXPECT_GT(victims_chosen, 300);
+  EXPECT_GT(no_help, 300);
+  EXPECT_GT(unresolvable, 100);
+  EXPECT_GT(fits_already, 100);
 }
 
 // ---- Nominated pods ---------------------------------------------------------------------------
