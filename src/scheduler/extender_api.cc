@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace hami::scheduler {
@@ -261,6 +262,200 @@ Result<NodeVictims> ParseNodeVictims(json& v, const Field& field, bool full,
   return out;
 }
 
+// Reads ExtenderPreemptionArgs in the node-cache form as kube-scheduler writes it, without a
+// document of the whole body (for 1,000 nodes, building one costs more than choosing the
+// victims): the Pod's text is found and parsed alone, the victims are read straight into the
+// answer. Only a subset of JSON is taken, one where the answer is plainly what the document
+// path would give; Run answers nullopt at anything else, and the body goes to that path.
+class MetaVictimsScan {
+ public:
+  explicit MetaVictimsScan(std::string_view text) : text_(text) {}
+
+  std::optional<ExtenderPreemptionArgs> Run() {
+    ExtenderPreemptionArgs args;
+    std::string_view pod;
+    bool seen_pod = false, seen_meta = false, seen_full = false;
+    if (!Take('{')) return std::nullopt;
+    do {
+      std::string_view key;
+      if (!String(key) || !Take(':')) return std::nullopt;
+      if (key == "Pod" && !seen_pod) {
+        seen_pod = true;
+        if (!ObjectText(pod)) return std::nullopt;
+      } else if (key == "NodeNameToMetaVictims" && !seen_meta) {
+        seen_meta = true;
+        if (!Null() && !Victims(args.victims)) return std::nullopt;
+      } else if (key == "NodeNameToVictims" && !seen_full) {
+        seen_full = true;
+        if (!Null()) return std::nullopt;
+      } else {
+        return std::nullopt;  // another member, a name spelt otherwise, or one given twice
+      }
+    } while (Take(','));
+    if (!Take('}') || !AtEnd() || !seen_pod) return std::nullopt;
+    auto doc = ParseBody(pod, "Pod");
+    if (!doc.ok()) return std::nullopt;
+    auto parsed = kube::ParsePod(*doc);
+    if (!parsed.ok()) return std::nullopt;
+    args.pod = std::move(parsed).value();
+    return args;
+  }
+
+ private:
+  // NodeNameToMetaVictims: {node: {"Pods": [{"UID": uid}, ...] or null, "NumPDBViolations":
+  // integer or null} or null}.
+  bool Victims(std::map<std::string, NodeVictims>& out) {
+    if (!Take('{')) return false;
+    if (Take('}')) return true;
+    std::vector<std::string_view> nulls;  // nodes given as null: left out, unless repeated
+    do {
+      std::string_view node;
+      if (!String(node) || node.empty() || !Take(':')) return false;
+      if (Null()) {
+        nulls.push_back(node);
+        continue;
+      }
+      NodeVictims v;
+      if (!NodeEntry(v)) return false;
+      if (!out.emplace(node, std::move(v)).second) return false;
+    } while (Take(','));
+    if (!Take('}')) return false;
+    return std::none_of(nulls.begin(), nulls.end(),
+                        [&](std::string_view n) { return out.count(std::string(n)) != 0; });
+  }
+
+  bool NodeEntry(NodeVictims& v) {
+    if (!Take('{')) return false;
+    if (Take('}')) return true;
+    bool seen_pods = false, seen_pdb = false;
+    do {
+      std::string_view key;
+      if (!String(key) || !Take(':')) return false;
+      if (key == "Pods" && !seen_pods) {
+        seen_pods = true;
+        if (!Null() && !Pods(v.pods)) return false;
+      } else if (key == "NumPDBViolations" && !seen_pdb) {
+        seen_pdb = true;
+        if (!Null() && !Integer(v.num_pdb_violations)) return false;
+      } else {
+        return false;
+      }
+    } while (Take(','));
+    return Take('}');
+  }
+
+  // [{"UID": uid}, ...], each UID not empty.
+  bool Pods(std::vector<VictimRef>& pods) {
+    if (!Take('[')) return false;
+    if (Take(']')) return true;
+    do {
+      std::string_view key, uid;
+      if (!Take('{') || !String(key) || key != "UID" || !Take(':') || !String(uid) || uid.empty() ||
+          !Take('}')) {
+        return false;
+      }
+      pods.push_back({std::string(uid), {}, {}, {}});
+    } while (Take(','));
+    return Take(']');
+  }
+
+  void Space() {
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
+      ++pos_;
+    }
+  }
+  bool Take(char c) {
+    Space();
+    if (pos_ >= text_.size() || text_[pos_] != c) return false;
+    ++pos_;
+    return true;
+  }
+  bool AtEnd() {
+    Space();
+    return pos_ == text_.size();
+  }
+  bool Null() {
+    Space();
+    if (text_.substr(pos_, 4) != "null") return false;
+    pos_ += 4;
+    return true;
+  }
+  // A string of printable ASCII without escapes (which reads as its own bytes).
+  bool String(std::string_view& out) {
+    if (!Take('"')) return false;
+    const size_t begin = pos_;
+    for (; pos_ < text_.size(); ++pos_) {
+      const auto c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') {
+        out = text_.substr(begin, pos_ - begin);
+        ++pos_;
+        return true;
+      }
+      if (c < 0x20 || c >= 0x7f || c == '\\') return false;
+    }
+    return false;
+  }
+  // -?(0|[1-9][0-9]*) of at most 18 digits, no fraction or exponent.
+  bool Integer(int64_t& out) {
+    Space();
+    const bool negative = pos_ < text_.size() && text_[pos_] == '-';
+    if (negative) ++pos_;
+    const size_t begin = pos_;
+    int64_t v = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      v = v * 10 + (text_[pos_] - '0');
+      ++pos_;
+    }
+    const size_t digits = pos_ - begin;
+    if (digits == 0 || digits > 18 || (digits > 1 && text_[begin] == '0')) return false;
+    if (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c == '.' || c == 'e' || c == 'E') return false;
+    }
+    out = negative ? -v : v;
+    return true;
+  }
+  // The text of an object, found by matching brackets outside strings; whether it is JSON is
+  // for the parser of that text to say. Past 60 levels: not taken (the limit of the whole
+  // body is the document path's to apply).
+  bool ObjectText(std::string_view& out) {
+    Space();
+    if (pos_ >= text_.size() || text_[pos_] != '{') return false;
+    const size_t begin = pos_;
+    int depth = 0;
+    for (; pos_ < text_.size(); ++pos_) {
+      switch (text_[pos_]) {
+        case '"':
+          for (++pos_; pos_ < text_.size() && text_[pos_] != '"'; ++pos_) {
+            if (text_[pos_] == '\\') ++pos_;
+          }
+          if (pos_ >= text_.size()) return false;
+          break;
+        case '{':
+        case '[':
+          if (++depth > 60) return false;
+          break;
+        case '}':
+        case ']':
+          if (--depth == 0) {
+            ++pos_;
+            out = text_.substr(begin, pos_ - begin);
+            return true;
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    return false;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
 }  // namespace
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
@@ -308,7 +503,15 @@ Result<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body) {
   return a;
 }
 
-Result<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body) {
+std::optional<ExtenderPreemptionArgs> ScanExtenderPreemptionArgs(std::string_view body) {
+  return MetaVictimsScan(body).Run();
+}
+
+Result<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body,
+                                                           PreemptionArgsReading reading) {
+  if (reading == PreemptionArgsReading::kScanFirst) {
+    if (auto args = ScanExtenderPreemptionArgs(body)) return std::move(*args);
+  }
   constexpr std::string_view kMsg = "ExtenderPreemptionArgs";
   json j = HAMI_TRY(ParseBody(body, kMsg));
   ExtenderPreemptionArgs args;
