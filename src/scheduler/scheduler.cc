@@ -317,8 +317,8 @@ Answer Scheduler::Preempt(std::string_view body) {
       state_.ChooseVictimsOnNodes(pod.metadata.ns, pod.metadata.name, priority, prep->request,
                                   prep->constraints, prep->policy, args->victims, departing);
   size_t ignored = 0, dropped = 0;
-  std::set<std::string> answered;
-  for (const auto& np : chosen) {
+  std::vector<std::string> answered;
+  for (auto& np : chosen) {
     ignored += np.ignored;
     const NodeVictims& named = args->victims.at(np.name);
     NodeVictims v;
@@ -326,9 +326,10 @@ Answer Scheduler::Preempt(std::string_view body) {
     switch (np.choice.outcome) {
       case VictimChoice::Outcome::kFitsAlready:  // nothing there needs to go for the GPUs
       case VictimChoice::Outcome::kVictims:
+        v.pods.reserve(np.choice.victims.size());
         for (size_t i : np.choice.victims) {
-          v.pods.push_back({np.uids[i], {}, {}, {}});
-          answered.insert(np.uids[i]);
+          answered.push_back(np.uids[i]);
+          v.pods.push_back({std::move(np.uids[i]), {}, {}, {}});
         }
         break;
       case VictimChoice::Outcome::kNoHelp:
@@ -340,10 +341,10 @@ Answer Scheduler::Preempt(std::string_view body) {
     if (v.pods.empty()) {
       ++dropped;
     } else {
-      answer[np.name] = std::move(v);
+      answer.emplace_hint(answer.end(), std::move(np.name), std::move(v));
     }
   }
-  if (!answered.empty()) RememberVictims(pod.metadata.uid, answered);
+  if (!answered.empty()) RememberVictims(pod.metadata.uid, std::move(answered));
   HAMI_LOG(kInfo,
            "event=preempt pod=%s/%s priority=%d nodes=%zu answered=%zu dropped=%zu "
            "unknown_victims=%zu",
@@ -362,12 +363,13 @@ std::set<std::string> Scheduler::Departing(const std::string& uid) {
   return out;
 }
 
-void Scheduler::RememberVictims(const std::string& uid, const std::set<std::string>& victims) {
+void Scheduler::RememberVictims(const std::string& uid, std::vector<std::string> victims) {
   if (uid.empty()) return;
+  Answered a{uid, SteadyClock::now() + options_.preempt_memory, std::move(victims)};
+  std::list<Answered> dropped;  // freed outside the lock
   std::lock_guard lock(answered_mu_);
-  answered_.push_front(
-      {uid, SteadyClock::now() + options_.preempt_memory, {victims.begin(), victims.end()}});
-  if (answered_.size() > 16) answered_.pop_back();
+  answered_.push_front(std::move(a));
+  if (answered_.size() > 16) dropped.splice(dropped.end(), answered_, std::prev(answered_.end()));
 }
 
 bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node) {

@@ -151,7 +151,7 @@ void ClusterState::Unapply(const std::string& key) {
   }
   QuotaAmounts& used = ns_used_[a.share.ns];
   used -= a.amounts;
-  if (auto u = applied_by_uid_.find(a.share.uid); u != applied_by_uid_.end() && u->second == key) {
+  if (auto u = applied_by_uid_.find(a.share.uid); u != applied_by_uid_.end() && u->second == &a) {
     applied_by_uid_.erase(u);
   }
   applied_.erase(it);
@@ -169,8 +169,8 @@ void ClusterState::Apply(const std::string& key, const PodShare& share) {
     Touch(n->second);
   }
   ns_used_[share.ns] += a.amounts;
-  if (!share.uid.empty()) applied_by_uid_[share.uid] = key;
-  applied_[key] = std::move(a);
+  Applied& stored = applied_[key] = std::move(a);
+  if (!share.uid.empty()) applied_by_uid_[share.uid] = &stored;
   ++generation_;
 }
 
@@ -691,9 +691,19 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
   const NamespaceQuota quota = QuotaOf(ns);
   const Applied* own = nullptr;
   const QuotaCheck check = QuotaCheckLocked(ns, key, quota, &own);
+  // The shares already on their way out, by node: looked up once, not once per node.
+  std::unordered_map<std::string_view, std::vector<const Applied*>> departing_on;
+  for (const std::string& uid : departing) {
+    auto u = applied_by_uid_.find(uid);
+    if (u != applied_by_uid_.end() && u->second != own) {
+      departing_on[u->second->share.node].push_back(u->second);
+    }
+  }
   std::vector<NodePreemption> out;
   out.reserve(victims.size());
+  // Reused from node to node, so that their strings and vectors keep their room.
   std::vector<VictimCandidate> candidates;
+  std::vector<const Applied*> leaving;
   for (const auto& [node, named] : victims) {
     NodePreemption np;
     np.name = node;
@@ -705,11 +715,12 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
     }
     np.known = true;
     const NodeGpus& gpus = it->second.gpus;
-    candidates.clear();
+    size_t count = 0;
+    np.uids.reserve(named.pods.size());
     for (const VictimRef& ref : named.pods) {
       const Applied* a = nullptr;
       if (auto u = applied_by_uid_.find(ref.uid); !ref.uid.empty() && u != applied_by_uid_.end()) {
-        if (auto f = applied_.find(u->second); f != applied_.end()) a = &f->second;
+        a = u->second;
       } else if (ref.uid.empty() && !ref.name.empty()) {
         if (auto f = applied_.find(Key(ref.ns, ref.name)); f != applied_.end()) a = &f->second;
       }
@@ -717,29 +728,26 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
         ++np.ignored;
         continue;
       }
-      VictimCandidate c;
-      c.key = Key(a->share.ns, a->share.name);
-      c.ns = a->share.ns;
+      if (count == candidates.size()) candidates.emplace_back();
+      VictimCandidate& c = candidates[count++];
+      c.key.assign(a->share.ns).append("/").append(a->share.name);
+      c.ns.assign(a->share.ns);
       c.priority = a->share.priority;
       c.amounts = a->amounts;
+      c.usage.clear();
       for (const auto& [uuid, u] : a->usage) {
         for (size_t g = 0; g < gpus.gpus.size(); ++g) {
           if (gpus.gpus[g].device.id == uuid) c.usage.emplace_back(g, u);
         }
       }
-      candidates.push_back(std::move(c));
       np.uids.push_back(a->share.uid);
     }
+    candidates.resize(count);
     // What leaves the node anyway: the pod's own share, and victims already on their way.
-    std::vector<const Applied*> leaving;
+    leaving.clear();
     if (own != nullptr && own->share.node == node) leaving.push_back(own);
-    for (const std::string& uid : departing) {
-      auto u = applied_by_uid_.find(uid);
-      if (u == applied_by_uid_.end()) continue;
-      auto d = applied_.find(u->second);
-      if (d != applied_.end() && d->second.share.node == node && &d->second != own) {
-        leaving.push_back(&d->second);
-      }
+    if (auto d = departing_on.find(node); d != departing_on.end()) {
+      leaving.insert(leaving.end(), d->second.begin(), d->second.end());
     }
     if (leaving.empty() && nominated_on_.count(node) == 0) {
       np.choice = ChooseVictims(gpus, candidates, priority, request, constraints, policy, check);

@@ -272,7 +272,7 @@ class ClusterState {
   std::unordered_map<std::string, PodShare> allocations_;  // from the pods' annotations
   std::unordered_map<std::string, Reservation> reservations_;
   std::unordered_map<std::string, Applied> applied_;  // what usage counts now, by pod key
-  std::unordered_map<std::string, std::string> applied_by_uid_;               // uid -> pod key
+  std::unordered_map<std::string, const Applied*> applied_by_uid_;  // uid -> applied_ entry
   std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
   struct Nomination {
