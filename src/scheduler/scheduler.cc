@@ -316,21 +316,22 @@ Answer Scheduler::Preempt(std::string_view body) {
   auto chosen =
       state_.ChooseVictimsOnNodes(pod.metadata.ns, pod.metadata.name, priority, prep->request,
                                   prep->constraints, prep->policy, args->victims, departing);
-  size_t ignored = 0, dropped = 0;
-  std::vector<std::string> answered;
+  size_t ignored = 0, dropped = 0, answered = 0;
+  auto named = args->victims.begin();  // chosen has the nodes of args->victims, in its order
   for (auto& np : chosen) {
     ignored += np.ignored;
-    const NodeVictims& named = args->victims.at(np.name);
+    if (named == args->victims.end() || named->first != np.name) {
+      named = args->victims.find(np.name);
+    }
     NodeVictims v;
-    v.num_pdb_violations = named.num_pdb_violations;
+    v.num_pdb_violations = named->second.num_pdb_violations;
+    ++named;
     switch (np.choice.outcome) {
       case VictimChoice::Outcome::kFitsAlready:  // nothing there needs to go for the GPUs
       case VictimChoice::Outcome::kVictims:
         v.pods.reserve(np.choice.victims.size());
-        for (size_t i : np.choice.victims) {
-          answered.push_back(np.uids[i]);
-          v.pods.push_back({std::move(np.uids[i]), {}, {}, {}});
-        }
+        for (size_t i : np.choice.victims) v.pods.push_back({std::move(np.uids[i]), {}, {}, {}});
+        answered += v.pods.size();
         break;
       case VictimChoice::Outcome::kNoHelp:
         HAMI_VLOG(4, "event=preempt_node_dropped pod=%s/%s node=%s reason=%s",
@@ -344,13 +345,22 @@ Answer Scheduler::Preempt(std::string_view body) {
       answer.emplace_hint(answer.end(), std::move(np.name), std::move(v));
     }
   }
-  if (!answered.empty()) RememberVictims(pod.metadata.uid, std::move(answered));
+  std::string text = EncodeExtenderPreemptionResult(answer);
+  if (answered > 0) {
+    // Once written, the answer gives its UIDs up to the memory of answered victims.
+    std::vector<std::string> uids;
+    uids.reserve(answered);
+    for (auto& [node, v] : answer) {
+      for (VictimRef& ref : v.pods) uids.push_back(std::move(ref.uid));
+    }
+    RememberVictims(pod.metadata.uid, std::move(uids));
+  }
   HAMI_LOG(kInfo,
            "event=preempt pod=%s/%s priority=%d nodes=%zu answered=%zu dropped=%zu "
            "unknown_victims=%zu",
            pod.metadata.ns.c_str(), pod.metadata.name.c_str(), int(priority), args->victims.size(),
            answer.size(), dropped, ignored);
-  return done({200, EncodeExtenderPreemptionResult(answer)});
+  return done({200, std::move(text)});
 }
 
 std::set<std::string> Scheduler::Departing(const std::string& uid) {

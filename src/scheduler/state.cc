@@ -704,6 +704,7 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
   // Reused from node to node, so that their strings and vectors keep their room.
   std::vector<VictimCandidate> candidates;
   std::vector<const Applied*> leaving;
+  NodeGpus copy;
   for (const auto& [node, named] : victims) {
     NodePreemption np;
     np.name = node;
@@ -715,6 +716,11 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
     }
     np.known = true;
     const NodeGpus& gpus = it->second.gpus;
+    const auto gone = departing_on.find(node);
+    auto departed = [&](const Applied* a) {
+      return gone != departing_on.end() &&
+             std::find(gone->second.begin(), gone->second.end(), a) != gone->second.end();
+    };
     size_t count = 0;
     np.uids.reserve(named.pods.size());
     for (const VictimRef& ref : named.pods) {
@@ -724,7 +730,7 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
       } else if (ref.uid.empty() && !ref.name.empty()) {
         if (auto f = applied_.find(Key(ref.ns, ref.name)); f != applied_.end()) a = &f->second;
       }
-      if (a == nullptr || a == own || a->share.node != node || departing.contains(a->share.uid)) {
+      if (a == nullptr || a == own || a->share.node != node || departed(a)) {
         ++np.ignored;
         continue;
       }
@@ -740,19 +746,19 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
           if (gpus.gpus[g].device.id == uuid) c.usage.emplace_back(g, u);
         }
       }
-      np.uids.push_back(a->share.uid);
+      np.uids.push_back(ref.uid.empty() ? a->share.uid : ref.uid);  // the same when named by UID
     }
     candidates.resize(count);
     // What leaves the node anyway: the pod's own share, and victims already on their way.
     leaving.clear();
     if (own != nullptr && own->share.node == node) leaving.push_back(own);
-    if (auto d = departing_on.find(node); d != departing_on.end()) {
-      leaving.insert(leaving.end(), d->second.begin(), d->second.end());
+    if (gone != departing_on.end()) {
+      leaving.insert(leaving.end(), gone->second.begin(), gone->second.end());
     }
     if (leaving.empty() && nominated_on_.count(node) == 0) {
       np.choice = ChooseVictims(gpus, candidates, priority, request, constraints, policy, check);
     } else {
-      NodeGpus copy = gpus;
+      copy = gpus;
       HoldNominatedLocked(node, it->second, key, priority, copy);
       QuotaCheck quota_left = check;
       for (const Applied* l : leaving) {
