@@ -405,11 +405,12 @@ class MetaVictimsScan {
     const size_t begin = pos_;
     int64_t v = 0;
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      if (pos_ - begin == 18) return false;  // more digits than an int64_t surely holds
       v = v * 10 + (text_[pos_] - '0');
       ++pos_;
     }
     const size_t digits = pos_ - begin;
-    if (digits == 0 || digits > 18 || (digits > 1 && text_[begin] == '0')) return false;
+    if (digits == 0 || (digits > 1 && text_[begin] == '0')) return false;
     if (pos_ < text_.size()) {
       const char c = text_[pos_];
       if (c == '.' || c == 'e' || c == 'E') return false;
