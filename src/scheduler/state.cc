@@ -11,6 +11,8 @@
 namespace hami::scheduler {
 namespace {
 
+size_t UidHash(std::string_view uid) { return std::hash<std::string_view>{}(uid); }
+
 std::string Key(std::string_view ns, std::string_view name) {
   std::string k(ns);
   k += '/';
@@ -147,6 +149,7 @@ void ClusterState::Unapply(const std::string& key) {
   if (auto n = nodes_.find(a.share.node); n != nodes_.end()) {
     AddUsage(n->second.gpus, a.usage, -1);
     n->second.pods.erase(key);
+    std::erase_if(n->second.shares, [&](const auto& s) { return s.second == &a; });
     Touch(n->second);
   }
   QuotaAmounts& used = ns_used_[a.share.ns];
@@ -163,13 +166,14 @@ void ClusterState::Apply(const std::string& key, const PodShare& share) {
   a.share = share;
   a.usage = ShareUsage(share.devices, share.init_containers);
   a.amounts = AllocationAmounts(share.devices, share.init_containers);
+  const Applied& stored = applied_[key] = std::move(a);
   if (auto n = nodes_.find(share.node); n != nodes_.end()) {
-    AddUsage(n->second.gpus, a.usage, +1);
+    AddUsage(n->second.gpus, stored.usage, +1);
     n->second.pods.insert(key);
+    n->second.shares.emplace_back(UidHash(share.uid), &stored);
     Touch(n->second);
   }
-  ns_used_[share.ns] += a.amounts;
-  Applied& stored = applied_[key] = std::move(a);
+  ns_used_[share.ns] += stored.amounts;
   if (!share.uid.empty()) applied_by_uid_[share.uid] = &stored;
   ++generation_;
 }
@@ -319,7 +323,9 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
   if (is_new) {
     // Shares that arrived before their node.
     for (auto& [key, a] : applied_) {
-      if (a.share.node == name) entry.pods.insert(key);
+      if (a.share.node != name) continue;
+      entry.pods.insert(key);
+      entry.shares.emplace_back(UidHash(a.share.uid), &a);
     }
     RecomputeNode(entry);
   }
@@ -725,9 +731,15 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
     np.uids.reserve(named.pods.size());
     for (const VictimRef& ref : named.pods) {
       const Applied* a = nullptr;
-      if (auto u = applied_by_uid_.find(ref.uid); !ref.uid.empty() && u != applied_by_uid_.end()) {
-        a = u->second;
-      } else if (ref.uid.empty() && !ref.name.empty()) {
+      if (!ref.uid.empty()) {
+        const size_t h = UidHash(ref.uid);
+        for (const auto& [uid_hash, share] : it->second.shares) {
+          if (uid_hash == h && share->share.uid == ref.uid) {
+            a = share;
+            break;
+          }
+        }
+      } else if (!ref.name.empty()) {
         if (auto f = applied_.find(Key(ref.ns, ref.name)); f != applied_.end()) a = &f->second;
       }
       if (a == nullptr || a == own || a->share.node != node || departed(a)) {

@@ -228,10 +228,14 @@ class ClusterState {
   Stats stats() const;
 
  private:
+  struct Applied;
   struct NodeEntry {
     NodeGpus gpus;
     NodeInfo info;
     std::set<std::string> pods;  // keys of the shares on this node
+    // The same shares, each with its UID's hash: preemption finds a victim named by UID among
+    // the few shares of its node, which sit together, instead of in the index of every share.
+    std::vector<std::pair<size_t, const Applied*>> shares;
   };
   struct Applied {
     PodShare share;
