@@ -15,7 +15,10 @@
 //    pending pod of priority 1000 asking for all 8 GPUs of a node with their whole memory, so
 //    that on every node each of its pods must go (the search's worst kind of node: no single
 //    victim helps). Reported: p50, p99, max of the round trip, and the nodes answered; then the
-//    same with the nodes kube-scheduler offers at most (max(100, 10% of the nodes)).
+//    same pod asked again (as kube-scheduler retries a preemptor), the victims just answered for
+//    it counting as gone; the same bytes each way to a server in this process that answers at
+//    once (the transport alone); and the nodes kube-scheduler offers at most (max(100, 10% of
+//    the nodes)).
 // 4. End to end: B pods submitted at once, scheduled by the kube-scheduler stand-in (filter ->
 //    prioritize -> bind over HTTP, parallelism 16) with the device plugin's side played by each
 //    node's real Allocator, asked as a kubelet asks (plugin::KubeletDriver): a node's next bind
@@ -169,6 +172,9 @@ struct Figures {
   size_t filter_fitting = 0;
   Percentiles preempt_us, preempt_few_us;  // every node offered; kube-scheduler's bound
   size_t preempt_nodes = 0, preempt_victims = 0, preempt_few_nodes = 0;
+  Percentiles preempt_again_us;  // the last preemptor again, its victims counted as gone
+  size_t preempt_again_nodes = 0;
+  Percentiles transport_us;  // the preempt bytes each way, answered at once in this process
   double e2e_s = 0, pods_per_s = 0;
   uint64_t bound = 0, attempts = 0;
   double restart_s = 0;
@@ -309,6 +315,7 @@ void RunPhases(const Options& o, Figures* f) {
     json args = {{"Pod", pod}, {"NodeNameToVictims", nullptr}, {"NodeNameToMetaVictims", victims}};
     std::vector<int64_t> took_us;
     const int count = std::max(20, o.requests / 4);
+    std::string answer;  // the first answer's text
     for (int i = 0; i < count; ++i) {
       // A new preemptor each time (never created: the verb reads only the body), so that no
       // request finds the victims of an earlier one counted as gone.
@@ -327,9 +334,58 @@ void RunPhases(const Options& o, Figures* f) {
         if (!r.ok()) return Fail(f, "preempt", r.error().message());
         f->preempt_nodes = r->size();
         for (const auto& [node, v] : *r) f->preempt_victims += v.uids.size();
+        answer = res->body;
       }
     }
     f->preempt_us = NearestRank(took_us);
+    // The last preemptor again, within the minute its victims count as gone for it: each node
+    // now has room, and none is answered.
+    const std::string again_body = args.dump();
+    took_us.clear();
+    for (int i = 0; i < count; ++i) {
+      const int64_t s0 = MonotonicNs();
+      auto res = http.Post("/preempt", again_body, "application/json");
+      took_us.push_back((MonotonicNs() - s0) / 1000);
+      if (!res || res->status != 200) return Fail(f, "preempt", "/preempt (again) failed");
+      if (i == 0) {
+        auto r = sim::kube::ParseExtenderPreemptionResult(json::parse(res->body));
+        if (!r.ok()) return Fail(f, "preempt", r.error().message());
+        f->preempt_again_nodes = r->size();
+      }
+    }
+    f->preempt_again_us = NearestRank(took_us);
+    // The transport alone: the same bytes each way over a kept-alive connection, to a server
+    // in this process that answers the stored text at once.
+    {
+      httplib::Server echo;
+      echo.set_tcp_nodelay(true);
+      echo.set_keep_alive_max_count(1000);
+      echo.Post("/preempt", [&answer](const httplib::Request&, httplib::Response& res) {
+        res.set_content(answer, "application/json");
+      });
+      const int echo_port = echo.bind_to_any_port("127.0.0.1");
+      std::thread listener([&echo] { echo.listen_after_bind(); });
+      for (int i = 0; i < 10000 && !echo.is_running(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      httplib::Client to_echo("127.0.0.1", echo_port);
+      to_echo.set_keep_alive(true);
+      to_echo.set_tcp_nodelay(true);
+      took_us.clear();
+      for (int i = 0; i < count; ++i) {
+        const int64_t s0 = MonotonicNs();
+        auto res = to_echo.Post("/preempt", again_body, "application/json");
+        took_us.push_back((MonotonicNs() - s0) / 1000);
+        if (!res || res->status != 200 || res->body.size() != answer.size()) {
+          echo.stop();
+          listener.join();
+          return Fail(f, "preempt", "the transport's echo failed");
+        }
+      }
+      echo.stop();
+      listener.join();
+      f->transport_us = NearestRank(took_us);
+    }
     // kube-scheduler's own bound on the nodes it offers: max(100, 10% of the nodes).
     const int offered = std::min(o.nodes, std::max(100, o.nodes / 10));
     json few = json::object();
@@ -349,6 +405,11 @@ void RunPhases(const Options& o, Figures* f) {
     }
     f->preempt_few_us = NearestRank(took_us);
     f->preempt_few_nodes = size_t(offered);
+    if (f->preempt_again_nodes != 0) {
+      return Fail(
+          f, "preempt",
+          "asked again, answered " + std::to_string(f->preempt_again_nodes) + " nodes, not none");
+    }
     if (f->preempt_nodes != size_t(o.nodes) || f->preempt_victims != size_t(o.pods)) {
       return Fail(f, "preempt",
                   "answered " + std::to_string(f->preempt_nodes) + " nodes and " +
@@ -466,6 +527,11 @@ int Main(const Options& o) {
       {"preempt p50 / p99", ms(f.preempt_us.p50) + " / " + ms(f.preempt_us.p99),
        "max " + ms(f.preempt_us.max) + ", " + std::to_string(f.preempt_nodes) + " nodes, " +
            std::to_string(f.preempt_victims) + " victims"},
+      {"  same pod again", ms(f.preempt_again_us.p50) + " / " + ms(f.preempt_again_us.p99),
+       "max " + ms(f.preempt_again_us.max) + ", its earlier victims counted as gone, " +
+           std::to_string(f.preempt_again_nodes) + " nodes answered"},
+      {"  transport alone", ms(f.transport_us.p50) + " / " + ms(f.transport_us.p99),
+       "max " + ms(f.transport_us.max) + ", the same bytes, answered at once in this process"},
       {"  " + std::to_string(f.preempt_few_nodes) + " nodes offered",
        ms(f.preempt_few_us.p50) + " / " + ms(f.preempt_few_us.p99),
        "max " + ms(f.preempt_few_us.max) + ", kube-scheduler's max(100, 10%) candidates"},
@@ -538,6 +604,9 @@ int Main(const Options& o) {
         {"nodes_answered", f.preempt_nodes},
         {"bounded_latency_us", ToJson(f.preempt_few_us)},
         {"bounded_nodes", f.preempt_few_nodes},
+        {"again_latency_us", ToJson(f.preempt_again_us)},
+        {"again_nodes_answered", f.preempt_again_nodes},
+        {"transport_latency_us", ToJson(f.transport_us)},
         {"victims", f.preempt_victims}}},
       {"latency_pairs_during_writes", f.during_writes},
       {"e2e",

@@ -1,7 +1,8 @@
 // Smoke test of hami_bench_scheduler: a --quick run seeds the cluster, starts hami-scheduler,
-// measures filter, prioritize and preempt, schedules its burst end to end through the
-// kube-scheduler stand-in, restarts the scheduler, and writes every figure. The speed goals are
-// reported by the benchmark, never tested here.
+// measures filter, prioritize and preempt (also the same preemptor again, and the transport
+// alone), schedules its burst end to end through the kube-scheduler stand-in, restarts the
+// scheduler, and writes every figure. The speed goals are reported by the benchmark, never
+// tested here.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,6 +31,9 @@ TEST(SchedulerBenchmarkTest, QuickRunCompletesEveryPhaseAndReportsEveryFigure) {
   EXPECT_EQ(j["preempt"].value("nodes_answered", 0), 100);
   EXPECT_EQ(j["preempt"].value("victims", 0), 500);
   EXPECT_EQ(j["preempt"]["latency_us"].value("count", 0), 25);
+  EXPECT_EQ(j["preempt"]["again_latency_us"].value("count", 0), 25);
+  EXPECT_EQ(j["preempt"].value("again_nodes_answered", -1), 0);
+  EXPECT_EQ(j["preempt"]["transport_latency_us"].value("count", 0), 25);
   for (const auto& [section, field] :
        std::vector<std::pair<std::string, std::string>>{{"start", "ready_seconds"},
                                                         {"e2e", "pods_per_s"},

@@ -107,10 +107,24 @@ inline constexpr int64_t kMaxExtenderPriority = 10;
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
 Result<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body);
+// How ParseExtenderPreemptionArgs reads a body: kScanFirst tries ScanExtenderPreemptionArgs
+// and reads the body as a JSON document where that does not take it; kDocumentOnly always
+// reads a document. Both give the same answer (kDocumentOnly is the tests' reference).
+enum class PreemptionArgsReading { kScanFirst, kDocumentOnly };
+
 // Both maps absent or null is an empty request (no candidate node). Errors name the node and
 // the position: "ExtenderPreemptionArgs: NodeNameToMetaVictims[\"n1\"].Pods[0].UID: expected a
 // string".
-Result<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body);
+Result<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(
+    std::string_view body, PreemptionArgsReading reading = PreemptionArgsReading::kScanFirst);
+
+// The node-cache form as kube-scheduler writes it, read without a document of the body (the
+// Pod alone is parsed as one): the members Pod, NodeNameToMetaVictims and NodeNameToVictims
+// (null), each once and spelt so, the victims' members (Pods, NumPDBViolations, UID) likewise,
+// names and UIDs of printable ASCII without escapes, integers without fraction or exponent.
+// nullopt for any other body, valid or not; where it answers, the answer is the document
+// path's.
+std::optional<ExtenderPreemptionArgs> ScanExtenderPreemptionArgs(std::string_view body);
 
 std::string EncodeExtenderFilterResult(const ExtenderFilterResult& result);
 std::string EncodeHostPriorityList(const std::vector<HostPriority>& list);

@@ -52,5 +52,48 @@ TEST(ExtenderApi, HostPriorityListIsTheJsonArrayOfItsEntries) {
   EXPECT_EQ(EncodeHostPriorityList(list), Dump(j));
 }
 
+// A body may nest 64 levels below its top-level object: a value (or key) with 64 containers
+// around it passes, one with 65 fails, whatever the containers are.
+TEST(ExtenderApi, BodiesNestedPast64LevelsAreRejected) {
+  constexpr std::string_view kTooDeep = "ExtenderArgs: nests deeper than 64 levels";
+  auto arrays = [](int k, std::string_view inner) {
+    return R"({"NodeNames":[],"x":)" + std::string(size_t(k), '[') + std::string(inner) +
+           std::string(size_t(k), ']') + "}";
+  };
+  auto objects = [](int k, std::string_view inner) {
+    std::string s = R"({"NodeNames":[],"x":)";
+    for (int i = 0; i < k; ++i) s += R"({"a":)";
+    s += inner;
+    s += std::string(size_t(k), '}') + "}";
+    return s;
+  };
+  struct Case {
+    std::string body;
+    bool too_deep;
+  };
+  const Case cases[] = {
+      {arrays(63, "1"), false},         {arrays(64, "1"), true},           {arrays(64, ""), false},
+      {arrays(65, ""), true},           {objects(63, "1"), false},         {objects(64, "1"), true},
+      {objects(63, "{}"), false},       {objects(64, "{}"), true},         {arrays(200, "1"), true},
+      {arrays(63, R"({"k":1})"), true}, {arrays(62, R"({"k":1})"), false},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseExtenderArgs(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;  // no Pod
+    EXPECT_EQ(r.error().message() == kTooDeep, c.too_deep) << c.body << ": " << r.error().message();
+  }
+  // Past the limit and broken later: the depth is what is reported.
+  auto r = ParseExtenderArgs(arrays(70, "1") + "]]]");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), kTooDeep);
+  r = ParseExtenderArgs(R"({"NodeNames":[],"x":)" + std::string(64, '[') + "1,");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), kTooDeep);
+  // Broken before it: not valid JSON.
+  r = ParseExtenderArgs(R"({"NodeNames":[] "x":)" + std::string(70, '['));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "ExtenderArgs: not valid JSON");
+}
+
 }  // namespace
 }  // namespace hami::scheduler

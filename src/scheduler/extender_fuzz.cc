@@ -3,6 +3,8 @@
 // ExtenderBindingArgs, ExtenderPreemptionArgs (both victim forms), and the node annotations
 // hami.io/node-nvidia-score and hami.io/device-cordon. Nothing crashes, every rejection has a
 // message, and a pod that is accepted fits a small node without breaking FitPod's invariants.
+// ExtenderPreemptionArgs is read both ways (ScanExtenderPreemptionArgs, then a document, and a
+// document only): the answers and the messages agree.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -54,6 +56,28 @@ void CheckPod(const hami::kube::Pod& pod) {
   }
 }
 
+bool SameArgs(const ExtenderPreemptionArgs& a, const ExtenderPreemptionArgs& b) {
+  if (a.pod.metadata.name != b.pod.metadata.name || a.pod.metadata.ns != b.pod.metadata.ns ||
+      a.pod.metadata.uid != b.pod.metadata.uid || a.pod.priority != b.pod.priority ||
+      a.victims.size() != b.victims.size()) {
+    return false;
+  }
+  for (auto i = a.victims.begin(), j = b.victims.begin(); i != a.victims.end(); ++i, ++j) {
+    if (i->first != j->first || i->second.num_pdb_violations != j->second.num_pdb_violations ||
+        i->second.pods.size() != j->second.pods.size()) {
+      return false;
+    }
+    for (size_t k = 0; k < i->second.pods.size(); ++k) {
+      const VictimRef& x = i->second.pods[k];
+      const VictimRef& y = j->second.pods[k];
+      if (x.uid != y.uid || x.ns != y.ns || x.name != y.name || x.priority != y.priority) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -65,6 +89,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   auto preemption = ParseExtenderPreemptionArgs(text);
+  // The scan, where it answers, and the verb's reading answer as the document does.
+  auto document = ParseExtenderPreemptionArgs(text, PreemptionArgsReading::kDocumentOnly);
+  if (preemption.ok() != document.ok()) std::abort();
+  if (!preemption.ok() && preemption.error().message() != document.error().message()) {
+    std::abort();
+  }
+  if (auto scan = ScanExtenderPreemptionArgs(text)) {
+    if (!document.ok() || !SameArgs(*scan, *document)) std::abort();
+  }
+  if (preemption.ok() && !SameArgs(*preemption, *document)) std::abort();
   if (preemption.ok()) {
     CheckPod(preemption->pod);
     for (const auto& [node, victims] : preemption->victims) {

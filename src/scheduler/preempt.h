@@ -24,7 +24,8 @@
 // (its victims are still terminating) is placed as if the node's terminating pods were gone,
 // so that the room they free is what it holds; one that fits neither way holds nothing.
 //
-// Thread safety: pure functions over the caller's data.
+// Thread safety: pure functions over the caller's data (ChooseVictims works in a copy of the
+// node kept per thread).
 #pragma once
 
 #include <cstdint>
@@ -63,12 +64,19 @@ struct VictimChoice {
 // At most this many fits are tried to find the smallest set on one node.
 inline constexpr uint64_t kMaxPreemptFits = 512;
 
+// How ChooseVictims tries a set: kUse first asks whether enough GPUs could take the pod at all
+// (counting, per container, the GPUs with room left for it) and skips the fit when not (for
+// the node as it is, the fit is then made only if no set helps, for its reason); kNone fits
+// every set. The choice is the same, reason and fits_tried included (a skipped fit counts as
+// tried); kNone is the reference the tests hold kUse to.
+enum class Shortcuts { kUse, kNone };
+
 // `node`'s usage includes every candidate's. `quota.used` includes what the candidates in
-// quota.ns take.
+// quota.ns take. Uses a copy of `node` kept per thread.
 VictimChoice ChooseVictims(const NodeGpus& node, const std::vector<VictimCandidate>& candidates,
                            int32_t preemptor_priority, const PodRequest& request,
                            const PodConstraints& constraints, const PodPolicy& policy,
-                           const QuotaCheck& quota);
+                           const QuotaCheck& quota, Shortcuts shortcuts = Shortcuts::kUse);
 
 // A pod nominated to a node, not yet holding a share anywhere.
 struct NominatedPod {

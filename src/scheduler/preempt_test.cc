@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -201,6 +203,92 @@ TEST(Preempt, AMultiGpuPodTakesThePodsThatFreeBothItsGpusAndNoMore) {
   EXPECT_EQ(n.Names(c), (Names{"a", "b", "c"}));
 }
 
+// Random nodes, victims and pods: ChooseVictims with its shortcuts answers as it does fitting
+// every set it tries, reason and number of fits included.
+TEST(Preempt, TheShortcutsChooseAsFittingEverySetWould) {
+  std::mt19937 rng(31);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const PodPolicy policies[] = {Policy("spread"), Policy("binpack"), Policy("binpack,mutex"),
+                                Policy("topology-aware")};
+  config::DeviceConfig config;
+  int victims_chosen = 0, no_help = 0, unresolvable = 0, fits_already = 0;
+  for (int round = 0; round < 3000; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const int gpus = pick(1, 8);
+    Occupied n(gpus);
+    for (int g = 0; g < gpus; ++g) {
+      GpuState& s = n.node().gpus[size_t(g)];
+      s.device.devmem_mib = pick(0, 3) == 0 ? 8192 : 16384;
+      s.device.count = pick(1, 4);
+      s.device.numa = g % 2;
+      s.device.health = pick(0, 20) != 0;
+      s.cordoned = pick(0, 20) == 0;
+      if (pick(0, 20) == 0) s.device.mode = "mig";
+    }
+    const int pods = pick(0, 10);
+    for (int v = 0; v < pods; ++v) {
+      const size_t g = size_t(pick(0, gpus - 1));
+      const GpuState& s = n.node().gpus[g];
+      const int64_t mem_left = s.device.devmem_mib - s.used.mem_mib;
+      const int64_t cores_left = s.device.devcore - s.used.cores;
+      if (mem_left <= 0 || cores_left <= 0 || s.used.exclusive > 0) continue;
+      const int cores = pick(0, 3) == 0 && s.used.slots == 0 ? 100 : pick(0, int(cores_left) / 2);
+      n.Place("v" + std::to_string(v), pick(-2, 5), g, pick(1, int(mem_left)), cores);
+      if (pick(0, 3) == 0) n.candidates().back().ns = "other";
+    }
+    std::vector<ContainerRequest> containers;
+    for (int c = pick(1, 2); c > 0; --c) {
+      const int count = pick(0, 9) == 0 ? gpus + 1 : pick(1, std::max(1, gpus / 2));
+      containers.push_back(Req(count, pick(500, 12000), pick(0, 5) == 0 ? 100 : pick(0, 60)));
+    }
+    std::vector<ContainerRequest> init;
+    if (pick(0, 4) == 0) init.push_back(Req(pick(1, gpus), pick(500, 12000), pick(0, 60)));
+    const PodRequest pod = Pod(containers, init);
+    PodConstraints constraints;
+    constraints.numa_bind = pick(0, 5) == 0;
+    if (pick(0, 6) == 0) constraints.nouse_uuids = {"GPU-0"};
+    const PodPolicy& policy = policies[pick(0, 3)];
+    NamespaceQuota quota;
+    QuotaCheck check;
+    if (pick(0, 3) == 0) {
+      quota.memory_mib = pick(4000, 40000);
+      quota.memory_source = "gpu-quota";
+      check.ns = "default";
+      check.quota = &quota;
+      for (const VictimCandidate& c : n.candidates()) {
+        if (c.ns == "default") check.used += c.amounts;
+      }
+      check.config = &config;
+    }
+    const int32_t priority = pick(-1, 6);
+    const VictimChoice fast = ChooseVictims(n.node(), n.candidates(), priority, pod, constraints,
+                                            policy, check, Shortcuts::kUse);
+    const VictimChoice slow = ChooseVictims(n.node(), n.candidates(), priority, pod, constraints,
+                                            policy, check, Shortcuts::kNone);
+    ASSERT_EQ(fast.outcome, slow.outcome) << slow.reason;
+    EXPECT_EQ(fast.victims, slow.victims);
+    EXPECT_EQ(fast.unresolvable, slow.unresolvable);
+    EXPECT_EQ(fast.reason, slow.reason);
+    EXPECT_EQ(fast.fits_tried, slow.fits_tried);
+    switch (slow.outcome) {
+      case Outcome::kVictims:
+        ++victims_chosen;
+        break;
+      case Outcome::kFitsAlready:
+        ++fits_already;
+        break;
+      case Outcome::kNoHelp:
+        ++(slow.unresolvable ? unresolvable : no_help);
+        break;
+    }
+  }
+  // Every outcome came up often enough to mean something.
+  EXPECT_GT(victims_chosen, 300);
+  EXPECT_GT(no_help, 300);
+  EXPECT_GT(unresolvable, 100);
+  EXPECT_GT(fits_already, 100);
+}
+
 // ---- Nominated pods ---------------------------------------------------------------------------
 
 NominatedPod Nominee(const std::string& name, int32_t priority, PodRequest request) {
@@ -267,6 +355,11 @@ TEST(PreemptApi, ReadsTheMetaFormAndTheFullForm) {
   EXPECT_EQ(meta->victims["n1"].pods[1].uid, "u2");
   EXPECT_EQ(meta->victims["n1"].num_pdb_violations, 1);
   EXPECT_TRUE(meta->victims["n2"].pods.empty());
+  // kube-scheduler's node-cache form is read without a document.
+  EXPECT_TRUE(ScanExtenderPreemptionArgs(R"({"Pod":{"metadata":{"name":"p","namespace":"d"}},
+    "NodeNameToVictims":null,
+    "NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"u1"},{"UID":"u2"}],"NumPDBViolations":1},
+                             "n2":{"Pods":null,"NumPDBViolations":0}}})"));
 
   auto full = ParseExtenderPreemptionArgs(R"({"pod":{"metadata":{"name":"p"}},
     "nodeNameToVictims":{"n1":{"pods":[{"metadata":{"name":"v","namespace":"d","uid":"u9"},
@@ -278,6 +371,8 @@ TEST(PreemptApi, ReadsTheMetaFormAndTheFullForm) {
   EXPECT_EQ(v.ns, "d");
   EXPECT_EQ(v.name, "v");
   EXPECT_EQ(v.priority, -5);
+  EXPECT_FALSE(ScanExtenderPreemptionArgs(R"({"Pod":{"metadata":{"name":"p"}},
+    "NodeNameToVictims":{"n1":{"Pods":[{"metadata":{"name":"v","uid":"u9"}}]}}})"));
 
   auto none = ParseExtenderPreemptionArgs(R"({"Pod":{"metadata":{"name":"p"}}})");
   ASSERT_TRUE(none.ok()) << none.error().message();
@@ -312,6 +407,140 @@ TEST(PreemptApi, RejectionsNameTheField) {
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
     EXPECT_EQ(r.error().message(), want) << body;
   }
+}
+
+// Whether two readings of one body agree on everything ExtenderPreemptionArgs holds.
+void ExpectSameArgs(const ExtenderPreemptionArgs& a, const ExtenderPreemptionArgs& b) {
+  EXPECT_EQ(a.pod.metadata.name, b.pod.metadata.name);
+  EXPECT_EQ(a.pod.metadata.ns, b.pod.metadata.ns);
+  EXPECT_EQ(a.pod.metadata.uid, b.pod.metadata.uid);
+  EXPECT_EQ(a.pod.metadata.annotations, b.pod.metadata.annotations);
+  EXPECT_EQ(a.pod.priority, b.pod.priority);
+  EXPECT_EQ(a.pod.containers.size(), b.pod.containers.size());
+  ASSERT_EQ(a.victims.size(), b.victims.size());
+  for (auto i = a.victims.begin(), j = b.victims.begin(); i != a.victims.end(); ++i, ++j) {
+    EXPECT_EQ(i->first, j->first);
+    EXPECT_EQ(i->second.num_pdb_violations, j->second.num_pdb_violations);
+    ASSERT_EQ(i->second.pods.size(), j->second.pods.size()) << i->first;
+    for (size_t k = 0; k < i->second.pods.size(); ++k) {
+      const VictimRef& x = i->second.pods[k];
+      const VictimRef& y = j->second.pods[k];
+      EXPECT_EQ(x.uid, y.uid);
+      EXPECT_EQ(x.ns, y.ns);
+      EXPECT_EQ(x.name, y.name);
+      EXPECT_EQ(x.priority, y.priority);
+    }
+  }
+}
+
+// Bodies near the node-cache form, right and wrong: where the scan answers, the document
+// answers the same; the verb's reading answers as the document does, error messages included.
+TEST(PreemptApi, TheScanAnswersAsTheDocumentWhereverItAnswers) {
+  std::mt19937 rng(31);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto one_of = [&](std::initializer_list<std::string_view> options) {
+    return std::string(*(options.begin() + pick(0, int(options.size()) - 1)));
+  };
+  auto space = [&] { return pick(0, 3) == 0 ? one_of({" ", "\n", "\t ", "\r\n  "}) : ""; };
+  // Members joined as an object, in a random order, sometimes one given twice.
+  auto object = [&](std::vector<std::string> members) {
+    if (!members.empty() && pick(0, 12) == 0) members.push_back(members[0]);
+    std::shuffle(members.begin(), members.end(), rng);
+    std::string out = "{" + space();
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (i > 0) out += "," + space();
+      out += members[i] + space();
+    }
+    return out + "}";
+  };
+  auto member = [&](std::string_view name, std::string_view misspelt, const std::string& value) {
+    return "\"" + std::string(pick(0, 15) == 0 ? misspelt : name) + "\"" + space() + ":" + space() +
+           value;
+  };
+  auto meta_pod = [&] {
+    if (pick(0, 15) == 0)
+      return one_of({R"({})", R"({"UID":7})", R"({"UID":""})", "null", R"({"UID":"u\u0031"})",
+                     R"({"UID":"a","UID":"b"})", R"({"UID":"x","extra":1})", R"("u1")"});
+    return object({member("UID", "uid", "\"" + one_of({"u1", "u2", "9f0c-11", "u-3/x"}) + "\"")});
+  };
+  auto node_entry = [&] {
+    if (pick(0, 10) == 0) return one_of({"null", "[]", "7", R"({"Pods":{}})"});
+    std::vector<std::string> members;
+    if (pick(0, 6) != 0) {
+      std::string pods = "[";
+      for (int i = pick(0, 3); i > 0; --i) pods += meta_pod() + (i > 1 ? "," : "");
+      pods += "]";
+      members.push_back(member("Pods", "pods", pick(0, 10) == 0 ? "null" : pods));
+    }
+    if (pick(0, 2) != 0) {
+      members.push_back(member("NumPDBViolations", "numPDBViolations",
+                               one_of({"0", "2", "-0", "01", "1.5", "1e2", "\"2\"", "null", "-7",
+                                       "99999999999999999999", "123456789012345678"})));
+    }
+    if (pick(0, 15) == 0) members.push_back(member("Extra", "extra", "{}"));
+    return object(members);
+  };
+  auto meta = [&] {
+    std::vector<std::string> nodes;
+    for (int i = pick(0, 4); i > 0; --i) {
+      const std::string name = one_of({"n1", "n2", "node-3", "", "n\\\"4", "n\\u00e9", "ñ"});
+      nodes.push_back("\"" + name + "\":" + space() + node_entry());
+    }
+    return object(nodes);
+  };
+  auto pod = [&] {
+    return one_of(
+        {R"({"metadata":{"name":"p","namespace":"d","uid":"u0"},"spec":{"priority":1000}})",
+         R"({"metadata":{"name":"p","annotations":{"a":"x\"y\\z","b":"{\"k\":[1,2]}","c":"é"}}})",
+         R"({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":)"
+         R"({"nvidia.com/gpu":"1","nvidia.com/gpumem":"2Gi"}}}]}})",
+         R"({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":)"
+         R"({"nvidia.com/gpu":"2","nvidia.com/gpumem":"3000"}}}]}})",
+         R"({"metadata":{"name":"p","labels":{"x":"]}"}}})", R"([])", R"("p")",
+         R"({"metadata":{"name":"p"})", R"({"metadata":{"name":"p"}}})"});
+  };
+  int scanned = 0, documents_only = 0, errors = 0;
+  for (int round = 0; round < 4000; ++round) {
+    std::vector<std::string> members;
+    if (pick(0, 15) != 0) members.push_back(member("Pod", "pod", pod()));
+    if (pick(0, 5) != 0) {
+      members.push_back(member("NodeNameToMetaVictims", "nodeNameToMetaVictims",
+                               pick(0, 10) == 0 ? one_of({"null", "[]", "{}"}) : meta()));
+    }
+    if (pick(0, 2) == 0) {
+      members.push_back(member(
+          "NodeNameToVictims", "nodenametovictims",
+          one_of({"null", "null", "{}",
+                  R"({"n1":{"Pods":[{"metadata":{"name":"v","namespace":"d","uid":"u9"}}]}})"})));
+    }
+    if (pick(0, 20) == 0) members.push_back(member("Other", "other", "[1,{\"a\":null}]"));
+    std::string body = space() + object(members) + space();
+    if (pick(0, 25) == 0) body = body.substr(0, size_t(pick(0, int(body.size()))));
+    if (pick(0, 25) == 0) body += one_of({"x", "{}", ",", "\xef\xbb\xbf"});
+    SCOPED_TRACE(body);
+
+    const auto scan = ScanExtenderPreemptionArgs(body);
+    const auto doc = ParseExtenderPreemptionArgs(body, PreemptionArgsReading::kDocumentOnly);
+    const auto verb = ParseExtenderPreemptionArgs(body);
+    if (scan) {
+      ++scanned;
+      ASSERT_TRUE(doc.ok()) << doc.error().message();
+      ExpectSameArgs(*scan, *doc);
+    } else if (doc.ok()) {
+      ++documents_only;
+    } else {
+      ++errors;
+    }
+    ASSERT_EQ(verb.ok(), doc.ok());
+    if (doc.ok()) {
+      ExpectSameArgs(*verb, *doc);
+    } else {
+      EXPECT_EQ(verb.error().message(), doc.error().message());
+    }
+  }
+  EXPECT_GT(scanned, 400);
+  EXPECT_GT(documents_only, 400);
+  EXPECT_GT(errors, 400);
 }
 
 TEST(PreemptApi, TheResultIsNodeNameToMetaVictims) {

@@ -316,20 +316,22 @@ Answer Scheduler::Preempt(std::string_view body) {
   auto chosen =
       state_.ChooseVictimsOnNodes(pod.metadata.ns, pod.metadata.name, priority, prep->request,
                                   prep->constraints, prep->policy, args->victims, departing);
-  size_t ignored = 0, dropped = 0;
-  std::set<std::string> answered;
-  for (const auto& np : chosen) {
+  size_t ignored = 0, dropped = 0, answered = 0;
+  auto named = args->victims.begin();  // chosen has the nodes of args->victims, in its order
+  for (auto& np : chosen) {
     ignored += np.ignored;
-    const NodeVictims& named = args->victims.at(np.name);
+    if (named == args->victims.end() || named->first != np.name) {
+      named = args->victims.find(np.name);
+    }
     NodeVictims v;
-    v.num_pdb_violations = named.num_pdb_violations;
+    v.num_pdb_violations = named->second.num_pdb_violations;
+    ++named;
     switch (np.choice.outcome) {
       case VictimChoice::Outcome::kFitsAlready:  // nothing there needs to go for the GPUs
       case VictimChoice::Outcome::kVictims:
-        for (size_t i : np.choice.victims) {
-          v.pods.push_back({np.uids[i], {}, {}, {}});
-          answered.insert(np.uids[i]);
-        }
+        v.pods.reserve(np.choice.victims.size());
+        for (size_t i : np.choice.victims) v.pods.push_back({std::move(np.uids[i]), {}, {}, {}});
+        answered += v.pods.size();
         break;
       case VictimChoice::Outcome::kNoHelp:
         HAMI_VLOG(4, "event=preempt_node_dropped pod=%s/%s node=%s reason=%s",
@@ -340,16 +342,25 @@ Answer Scheduler::Preempt(std::string_view body) {
     if (v.pods.empty()) {
       ++dropped;
     } else {
-      answer[np.name] = std::move(v);
+      answer.emplace_hint(answer.end(), std::move(np.name), std::move(v));
     }
   }
-  if (!answered.empty()) RememberVictims(pod.metadata.uid, answered);
+  std::string text = EncodeExtenderPreemptionResult(answer);
+  if (answered > 0) {
+    // Once written, the answer gives its UIDs up to the memory of answered victims.
+    std::vector<std::string> uids;
+    uids.reserve(answered);
+    for (auto& [node, v] : answer) {
+      for (VictimRef& ref : v.pods) uids.push_back(std::move(ref.uid));
+    }
+    RememberVictims(pod.metadata.uid, std::move(uids));
+  }
   HAMI_LOG(kInfo,
            "event=preempt pod=%s/%s priority=%d nodes=%zu answered=%zu dropped=%zu "
            "unknown_victims=%zu",
            pod.metadata.ns.c_str(), pod.metadata.name.c_str(), int(priority), args->victims.size(),
            answer.size(), dropped, ignored);
-  return done({200, EncodeExtenderPreemptionResult(answer)});
+  return done({200, std::move(text)});
 }
 
 std::set<std::string> Scheduler::Departing(const std::string& uid) {
@@ -362,12 +373,13 @@ std::set<std::string> Scheduler::Departing(const std::string& uid) {
   return out;
 }
 
-void Scheduler::RememberVictims(const std::string& uid, const std::set<std::string>& victims) {
+void Scheduler::RememberVictims(const std::string& uid, std::vector<std::string> victims) {
   if (uid.empty()) return;
+  Answered a{uid, SteadyClock::now() + options_.preempt_memory, std::move(victims)};
+  std::list<Answered> dropped;  // freed outside the lock
   std::lock_guard lock(answered_mu_);
-  answered_.push_front(
-      {uid, SteadyClock::now() + options_.preempt_memory, {victims.begin(), victims.end()}});
-  if (answered_.size() > 16) answered_.pop_back();
+  answered_.push_front(std::move(a));
+  if (answered_.size() > 16) dropped.splice(dropped.end(), answered_, std::prev(answered_.end()));
 }
 
 bool Scheduler::HolderBinds(const kube::NodeLock& lock, const std::string& node) {

@@ -168,7 +168,7 @@ class Scheduler {
     std::vector<std::string> victims;  // UIDs
   };
   std::set<std::string> Departing(const std::string& uid);
-  void RememberVictims(const std::string& uid, const std::set<std::string>& victims);
+  void RememberVictims(const std::string& uid, std::vector<std::string> victims);
   std::mutex answered_mu_;
   std::list<Answered> answered_;
 

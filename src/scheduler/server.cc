@@ -61,6 +61,9 @@ void Configure(httplib::Server& http, const ServerOptions& options) {
   const size_t threads = size_t(std::max(options.threads, 2));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_tcp_nodelay(true);
+  // kube-scheduler keeps its connection to the extender open; httplib would close it after 5
+  // requests, and every fifth request would pay for a new connection on a cold worker thread.
+  http.set_keep_alive_max_count(1000);
   http.set_payload_max_length(options.max_body_bytes);
   const size_t max = options.max_body_bytes;
   http.set_error_handler(

@@ -11,6 +11,8 @@
 namespace hami::scheduler {
 namespace {
 
+size_t UidHash(std::string_view uid) { return std::hash<std::string_view>{}(uid); }
+
 std::string Key(std::string_view ns, std::string_view name) {
   std::string k(ns);
   k += '/';
@@ -147,11 +149,12 @@ void ClusterState::Unapply(const std::string& key) {
   if (auto n = nodes_.find(a.share.node); n != nodes_.end()) {
     AddUsage(n->second.gpus, a.usage, -1);
     n->second.pods.erase(key);
+    std::erase_if(n->second.shares, [&](const auto& s) { return s.second == &a; });
     Touch(n->second);
   }
   QuotaAmounts& used = ns_used_[a.share.ns];
   used -= a.amounts;
-  if (auto u = applied_by_uid_.find(a.share.uid); u != applied_by_uid_.end() && u->second == key) {
+  if (auto u = applied_by_uid_.find(a.share.uid); u != applied_by_uid_.end() && u->second == &a) {
     applied_by_uid_.erase(u);
   }
   applied_.erase(it);
@@ -163,14 +166,15 @@ void ClusterState::Apply(const std::string& key, const PodShare& share) {
   a.share = share;
   a.usage = ShareUsage(share.devices, share.init_containers);
   a.amounts = AllocationAmounts(share.devices, share.init_containers);
+  const Applied& stored = applied_[key] = std::move(a);
   if (auto n = nodes_.find(share.node); n != nodes_.end()) {
-    AddUsage(n->second.gpus, a.usage, +1);
+    AddUsage(n->second.gpus, stored.usage, +1);
     n->second.pods.insert(key);
+    n->second.shares.emplace_back(UidHash(share.uid), &stored);
     Touch(n->second);
   }
-  ns_used_[share.ns] += a.amounts;
-  if (!share.uid.empty()) applied_by_uid_[share.uid] = key;
-  applied_[key] = std::move(a);
+  ns_used_[share.ns] += stored.amounts;
+  if (!share.uid.empty()) applied_by_uid_[share.uid] = &stored;
   ++generation_;
 }
 
@@ -319,7 +323,9 @@ void ClusterState::UpsertNode(const kube::ObjectPtr& object) {
   if (is_new) {
     // Shares that arrived before their node.
     for (auto& [key, a] : applied_) {
-      if (a.share.node == name) entry.pods.insert(key);
+      if (a.share.node != name) continue;
+      entry.pods.insert(key);
+      entry.shares.emplace_back(UidHash(a.share.uid), &a);
     }
     RecomputeNode(entry);
   }
@@ -691,9 +697,20 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
   const NamespaceQuota quota = QuotaOf(ns);
   const Applied* own = nullptr;
   const QuotaCheck check = QuotaCheckLocked(ns, key, quota, &own);
+  // The shares already on their way out, by node: looked up once, not once per node.
+  std::unordered_map<std::string_view, std::vector<const Applied*>> departing_on;
+  for (const std::string& uid : departing) {
+    auto u = applied_by_uid_.find(uid);
+    if (u != applied_by_uid_.end() && u->second != own) {
+      departing_on[u->second->share.node].push_back(u->second);
+    }
+  }
   std::vector<NodePreemption> out;
   out.reserve(victims.size());
+  // Reused from node to node, so that their strings and vectors keep their room.
   std::vector<VictimCandidate> candidates;
+  std::vector<const Applied*> leaving;
+  NodeGpus copy;
   for (const auto& [node, named] : victims) {
     NodePreemption np;
     np.name = node;
@@ -705,46 +722,55 @@ std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(
     }
     np.known = true;
     const NodeGpus& gpus = it->second.gpus;
-    candidates.clear();
+    const auto gone = departing_on.find(node);
+    auto departed = [&](const Applied* a) {
+      return gone != departing_on.end() &&
+             std::find(gone->second.begin(), gone->second.end(), a) != gone->second.end();
+    };
+    size_t count = 0;
+    np.uids.reserve(named.pods.size());
     for (const VictimRef& ref : named.pods) {
       const Applied* a = nullptr;
-      if (auto u = applied_by_uid_.find(ref.uid); !ref.uid.empty() && u != applied_by_uid_.end()) {
-        if (auto f = applied_.find(u->second); f != applied_.end()) a = &f->second;
-      } else if (ref.uid.empty() && !ref.name.empty()) {
+      if (!ref.uid.empty()) {
+        const size_t h = UidHash(ref.uid);
+        for (const auto& [uid_hash, share] : it->second.shares) {
+          if (uid_hash == h && share->share.uid == ref.uid) {
+            a = share;
+            break;
+          }
+        }
+      } else if (!ref.name.empty()) {
         if (auto f = applied_.find(Key(ref.ns, ref.name)); f != applied_.end()) a = &f->second;
       }
-      if (a == nullptr || a == own || a->share.node != node || departing.contains(a->share.uid)) {
+      if (a == nullptr || a == own || a->share.node != node || departed(a)) {
         ++np.ignored;
         continue;
       }
-      VictimCandidate c;
-      c.key = Key(a->share.ns, a->share.name);
-      c.ns = a->share.ns;
+      if (count == candidates.size()) candidates.emplace_back();
+      VictimCandidate& c = candidates[count++];
+      c.key.assign(a->share.ns).append("/").append(a->share.name);
+      c.ns.assign(a->share.ns);
       c.priority = a->share.priority;
       c.amounts = a->amounts;
+      c.usage.clear();
       for (const auto& [uuid, u] : a->usage) {
         for (size_t g = 0; g < gpus.gpus.size(); ++g) {
           if (gpus.gpus[g].device.id == uuid) c.usage.emplace_back(g, u);
         }
       }
-      candidates.push_back(std::move(c));
-      np.uids.push_back(a->share.uid);
+      np.uids.push_back(ref.uid.empty() ? a->share.uid : ref.uid);  // the same when named by UID
     }
+    candidates.resize(count);
     // What leaves the node anyway: the pod's own share, and victims already on their way.
-    std::vector<const Applied*> leaving;
+    leaving.clear();
     if (own != nullptr && own->share.node == node) leaving.push_back(own);
-    for (const std::string& uid : departing) {
-      auto u = applied_by_uid_.find(uid);
-      if (u == applied_by_uid_.end()) continue;
-      auto d = applied_.find(u->second);
-      if (d != applied_.end() && d->second.share.node == node && &d->second != own) {
-        leaving.push_back(&d->second);
-      }
+    if (gone != departing_on.end()) {
+      leaving.insert(leaving.end(), gone->second.begin(), gone->second.end());
     }
     if (leaving.empty() && nominated_on_.count(node) == 0) {
       np.choice = ChooseVictims(gpus, candidates, priority, request, constraints, policy, check);
     } else {
-      NodeGpus copy = gpus;
+      copy = gpus;
       HoldNominatedLocked(node, it->second, key, priority, copy);
       QuotaCheck quota_left = check;
       for (const Applied* l : leaving) {

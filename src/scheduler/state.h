@@ -228,10 +228,14 @@ class ClusterState {
   Stats stats() const;
 
  private:
+  struct Applied;
   struct NodeEntry {
     NodeGpus gpus;
     NodeInfo info;
     std::set<std::string> pods;  // keys of the shares on this node
+    // The same shares, each with its UID's hash: preemption finds a victim named by UID among
+    // the few shares of its node, which sit together, instead of in the index of every share.
+    std::vector<std::pair<size_t, const Applied*>> shares;
   };
   struct Applied {
     PodShare share;
@@ -272,7 +276,7 @@ class ClusterState {
   std::unordered_map<std::string, PodShare> allocations_;  // from the pods' annotations
   std::unordered_map<std::string, Reservation> reservations_;
   std::unordered_map<std::string, Applied> applied_;  // what usage counts now, by pod key
-  std::unordered_map<std::string, std::string> applied_by_uid_;               // uid -> pod key
+  std::unordered_map<std::string, const Applied*> applied_by_uid_;  // uid -> applied_ entry
   std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
   struct Nomination {

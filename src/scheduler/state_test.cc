@@ -195,5 +195,68 @@ TEST_F(StateNominations, ANomineeHoldsTheRoomItsTerminatingVictimFrees) {
   EXPECT_TRUE(Fits("high", 100, 12000));
 }
 
+// Preemption finds a victim named by UID among its node's shares, however the view came to hold
+// them: pods before or after their node, a pod moved to another node, a pod gone.
+TEST(StatePreemption, FindsVictimsByUidOnTheirOwnNodeOnly) {
+  ClusterState state(config::DeviceConfig{}, std::chrono::seconds(300));
+  auto running = [](const std::string& name, const std::string& node) {
+    testing::GpuPodSpec spec;
+    spec.name = name;
+    spec.mem_mib = 16000;
+    json pod =
+        testing::RunningGpuPod(spec, node, {{{testing::GpuUuid(node, 0), "NVIDIA", 16000, 0}}});
+    pod["metadata"]["uid"] = "uid-" + name;
+    return pod;
+  };
+  auto node = [](const std::string& name) {
+    testing::GpuNodeSpec spec;
+    spec.name = name;
+    spec.gpus = 1;
+    return testing::GpuNode(spec);
+  };
+  state.UpsertPod(Ptr(running("early", "node-b")));  // before its node
+  state.UpsertNode(Ptr(node("node-a")));
+  state.UpsertNode(Ptr(node("node-b")));
+  state.UpsertPod(Ptr(running("late", "node-a")));
+  state.UpsertPod(Ptr(running("moved", "node-a")));
+  state.UpsertPod(Ptr(running("moved", "node-b")));  // its share now on node-b
+  state.UpsertPod(Ptr(running("gone", "node-a")));
+  state.RemovePod(Ptr(running("gone", "node-a")));
+
+  PodRequest request;
+  ContainerRequest c;
+  c.name = "main";
+  c.count = 1;
+  c.mem_mib = 16000;
+  request.containers.push_back(c);
+  PodPolicy policy;
+  policy.gpu = *ParseGpuPolicy("spread", "test");
+  auto named = [](std::vector<std::string> uids) {
+    NodeVictims v;
+    for (std::string& u : uids) v.pods.push_back({std::move(u), {}, {}, {}});
+    return v;
+  };
+  std::map<std::string, NodeVictims> victims;
+  victims["node-a"] = named({"uid-late", "uid-moved", "uid-gone", "uid-early", "uid-nobody"});
+  victims["node-b"] = named({"uid-early", "uid-moved", "uid-late"});
+  auto chosen = state.ChooseVictimsOnNodes("default", "high", 100, request, {}, policy, victims);
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].name, "node-a");
+  EXPECT_EQ(chosen[0].uids, (std::vector<std::string>{"uid-late"}));
+  EXPECT_EQ(chosen[0].ignored, 4u);
+  EXPECT_EQ(chosen[1].name, "node-b");
+  EXPECT_EQ(chosen[1].uids, (std::vector<std::string>{"uid-early", "uid-moved"}));
+  EXPECT_EQ(chosen[1].ignored, 1u);
+  ASSERT_EQ(chosen[1].choice.outcome, VictimChoice::Outcome::kVictims) << chosen[1].choice.reason;
+
+  // A node that comes again (an update) keeps its shares; one removed and added anew finds them.
+  state.UpsertNode(Ptr(node("node-a")));
+  state.RemoveNode(Ptr(node("node-b")));
+  state.UpsertNode(Ptr(node("node-b")));
+  chosen = state.ChooseVictimsOnNodes("default", "high", 100, request, {}, policy, victims);
+  EXPECT_EQ(chosen[0].uids, (std::vector<std::string>{"uid-late"}));
+  EXPECT_EQ(chosen[1].uids, (std::vector<std::string>{"uid-early", "uid-moved"}));
+}
+
 }  // namespace
 }  // namespace hami::scheduler
