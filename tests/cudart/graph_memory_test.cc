@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "books.h"
 #include "cudart_support.h"
 #include "region/region.h"
 #include "sim/state.h"
@@ -91,21 +92,7 @@ class GraphMemoryTest : public ::testing::TestWithParam<Under> {
     return "";
   }
 
-  void OpenBooks() {
-    if (state_file_ == nullptr) {
-      auto state = sim::SharedState::OpenExisting(state_);
-      ASSERT_TRUE(state.ok()) << state.error().message();
-      state_file_ = std::move(state).value();
-    }
-    if (libvgpu() && region_ == nullptr) {
-      std::smatch m;
-      ASSERT_TRUE(std::regex_search(out_, m, std::regex("region (\\S+usage\\.cache)"))) << out_;
-      auto reg = region::Region::Open(m[1].str(), nullptr, region::Create::kNever, nullptr,
-                                      region::Access::kReadOnly);
-      ASSERT_TRUE(reg.ok()) << reg.error().message();
-      region_ = std::move(reg).value();
-    }
-  }
+  void OpenBooks() { cudart::OpenBooks(state_, libvgpu(), out_, &state_file_, &region_); }
 
   // What `pid` is charged on the device: the books under libvgpu (which must equal what the
   // driver says it uses), else the driver's figure.

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <vector>
 
+#include "books.h"
 #include "cudart_support.h"
 #include "region/region.h"
 #include "sim/state.h"
@@ -123,22 +124,7 @@ class NcclKillTest : public ::testing::TestWithParam<KillCase> {
     return k->second.at(rank);
   }
 
-  void OpenBooks() {
-    if (state_file_ == nullptr) {
-      auto state = sim::SharedState::OpenExisting(state_);
-      ASSERT_TRUE(state.ok()) << state.error().message();
-      state_file_ = std::move(state).value();
-    }
-    if (libvgpu() && region_ == nullptr) {
-      // Mapped now, it stays readable after `hami run` removes the file at its end.
-      std::smatch m;
-      ASSERT_TRUE(std::regex_search(out_, m, std::regex("region (\\S+usage\\.cache)"))) << out_;
-      auto reg = region::Region::Open(m[1].str(), nullptr, region::Create::kNever, nullptr,
-                                      region::Access::kReadOnly);
-      ASSERT_TRUE(reg.ok()) << reg.error().message();
-      region_ = std::move(reg).value();
-    }
-  }
+  void OpenBooks() { cudart::OpenBooks(state_, libvgpu(), out_, &state_file_, &region_); }
 
   // What the driver says `pid` uses on `device`; the driver's list reclaims the dead first,
   // as NVML's does.

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "books.h"
 #include "cudart_support.h"
 #include "region/region.h"
 #include "sim/state.h"
@@ -151,21 +152,7 @@ class SharePatternsTest : public ::testing::TestWithParam<ShareCase> {
     return all;
   }
 
-  void OpenBooks() {
-    if (state_file_ == nullptr) {
-      auto state = sim::SharedState::OpenExisting(state_);
-      ASSERT_TRUE(state.ok()) << state.error().message();
-      state_file_ = std::move(state).value();
-    }
-    if (libvgpu() && region_ == nullptr) {
-      std::smatch m;
-      ASSERT_TRUE(std::regex_search(out_, m, std::regex("region (\\S+usage\\.cache)"))) << out_;
-      auto reg = region::Region::Open(m[1].str(), nullptr, region::Create::kNever, nullptr,
-                                      region::Access::kReadOnly);
-      ASSERT_TRUE(reg.ok()) << reg.error().message();
-      region_ = std::move(reg).value();
-    }
-  }
+  void OpenBooks() { cudart::OpenBooks(state_, libvgpu(), out_, &state_file_, &region_); }
 
   // The checks of every step: no process failed a check of its own; each is charged what
   // it was charged at the start plus what it created and still holds; each was told the
