@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -376,11 +377,18 @@ TEST_F(RegionTest, TheHostBudgetIsHeldExactlyAcrossProcessesAndThreads) {
   auto r = MustOpen(p);
   EXPECT_EQ(r->Policy().host_limit, 1400u);
   // Four processes of four threads each race for 7-byte pieces; every process keeps what it
-  // got (it does not unregister) and says how much in its exit status.
+  // got (it does not unregister) and says how much in its exit status. None exits (its pieces
+  // would become reclaimable) until every one has finished racing: each says so on `done`
+  // and waits for `release` to close.
+  int done[2], release[2];
+  ASSERT_EQ(pipe(done), 0);
+  ASSERT_EQ(pipe(release), 0);
   std::vector<pid_t> children;
   for (int c = 0; c < 4; ++c) {
     pid_t pid = fork();
     if (pid == 0) {
+      close(done[0]);
+      close(release[1]);
       auto mine = Region::Open(path_, nullptr, Create::kNever, nullptr);
       if (!mine.ok() || !(*mine)->Register().ok()) _exit(255);
       std::atomic<int> got{0};
@@ -393,11 +401,24 @@ TEST_F(RegionTest, TheHostBudgetIsHeldExactlyAcrossProcessesAndThreads) {
         });
       }
       for (auto& t : threads) t.join();
-      sleep(2);  // still alive while the others race
+      char byte = 1, eof;
+      if (write(done[1], &byte, 1) != 1) _exit(254);
+      while (read(release[0], &eof, 1) < 0 && errno == EINTR) {
+      }
       _exit(got.load());
     }
     children.push_back(pid);
   }
+  close(done[1]);
+  close(release[0]);
+  for (size_t finished = 0; finished < children.size();) {
+    char byte;
+    const ssize_t n = read(done[0], &byte, 1);
+    if (n == 0) break;  // a child died before saying so: its status says why below
+    if (n == 1) ++finished;
+  }
+  close(done[0]);
+  close(release[1]);
   int total = 0;
   for (pid_t pid : children) {
     int st = 0;
