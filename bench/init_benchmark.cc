@@ -838,24 +838,34 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
     return "";
   };
 
-  ScalingGoal ratio;
-  ratio.name = "p99(broker) / p99(none) at " + std::to_string(largest) + " workers";
-  ratio.unit = "ratio";
-  ratio.goal = "<= " + Fixed(kGoalBrokerOverNoneP99, 2);
-  ratio.bound = kGoalBrokerOverNoneP99;
-  ratio.why_not = missing(brk, "broker");
-  if (ratio.why_not.empty()) ratio.why_not = missing(none, "none");
-  if (ratio.why_not.empty()) {
-    const Cell* b = brk->At(largest);
-    const Cell* n = none->At(largest);
-    if (b == nullptr || n == nullptr || !b->complete || !n->complete) {
-      ratio.why_not = "a burst at " + std::to_string(largest) + " workers failed";
-    } else {
-      ratio.measured = double(b->p99) / double(n->p99);
-      ratio.detail = Millis(b->p99) + " ms / " + Millis(n->p99) + " ms";
-      ratio.valid = true;
+  // One figure of mode `num` over the same figure of mode `den`, at the largest worker count.
+  auto ratio_at_largest = [&](const char* figure_name, int64_t Cell::*figure, const ModeRuns* num,
+                              const char* num_name, const ModeRuns* den, const char* den_name,
+                              double bound) {
+    ScalingGoal g;
+    g.name = std::string(figure_name) + "(" + num_name + ") / " + figure_name + "(" + den_name +
+             ") at " + std::to_string(largest) + " workers";
+    g.unit = "ratio";
+    g.goal = "<= " + Fixed(bound, 2);
+    g.bound = bound;
+    g.why_not = missing(num, num_name);
+    if (g.why_not.empty()) g.why_not = missing(den, den_name);
+    if (g.why_not.empty()) {
+      const Cell* a = num->At(largest);
+      const Cell* b = den->At(largest);
+      if (a == nullptr || b == nullptr || !a->complete || !b->complete || b->*figure <= 0) {
+        g.why_not = "a burst at " + std::to_string(largest) + " workers failed";
+      } else {
+        g.measured = double(a->*figure) / double(b->*figure);
+        g.detail = Millis(a->*figure) + " ms / " + Millis(b->*figure) + " ms";
+        g.valid = true;
+      }
     }
-  }
+    return g;
+  };
+
+  const ScalingGoal ratio =
+      ratio_at_largest("p99", &Cell::p99, brk, "broker", none, "none", kGoalBrokerOverNoneP99);
 
   ScalingGoal slope;
   slope.name = "slope(broker) / slope(probe), p99 per worker";
@@ -878,24 +888,8 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
     }
   }
 
-  ScalingGoal direct;
-  direct.name = "p99(probe) / p99(handoff) at " + std::to_string(largest) + " workers";
-  direct.unit = "ratio";
-  direct.goal = "<= " + Fixed(kGoalProbeOverHandoffP99, 2);
-  direct.bound = kGoalProbeOverHandoffP99;
-  direct.why_not = missing(probe, "probe");
-  if (direct.why_not.empty()) direct.why_not = missing(handoff, "handoff");
-  if (direct.why_not.empty()) {
-    const Cell* p = probe->At(largest);
-    const Cell* h = handoff->At(largest);
-    if (p == nullptr || h == nullptr || !p->complete || !h->complete) {
-      direct.why_not = "a burst at " + std::to_string(largest) + " workers failed";
-    } else {
-      direct.measured = double(p->p99) / double(h->p99);
-      direct.detail = Millis(p->p99) + " ms / " + Millis(h->p99) + " ms";
-      direct.valid = true;
-    }
-  }
+  const ScalingGoal direct = ratio_at_largest("p99", &Cell::p99, probe, "probe", handoff, "handoff",
+                                              kGoalProbeOverHandoffP99);
 
   // Every probe burst: nobody waits behind a stuck holder here, so a worker that gave up its
   // identity at the lock gave it up while the lock was making progress.
@@ -919,24 +913,8 @@ std::vector<ScalingGoal> EvaluateGoals(const std::vector<ModeRuns>& modes, int l
     kept.valid = workers > 0;
     if (!kept.valid) kept.why_not = "no probe worker ran";
   }
-  ScalingGoal bare;
-  bare.name = "wall(broker) / wall(bare) at " + std::to_string(largest) + " workers";
-  bare.unit = "ratio";
-  bare.goal = "<= " + Fixed(kGoalBrokerOverBareWall, 2);
-  bare.bound = kGoalBrokerOverBareWall;
-  bare.why_not = missing(brk, "broker");
-  if (bare.why_not.empty()) bare.why_not = missing(bare_runs, "bare");
-  if (bare.why_not.empty()) {
-    const Cell* b = brk->At(largest);
-    const Cell* n = bare_runs->At(largest);
-    if (b == nullptr || n == nullptr || !b->complete || !n->complete || n->wall_span <= 0) {
-      bare.why_not = "a burst at " + std::to_string(largest) + " workers failed";
-    } else {
-      bare.measured = double(b->wall_span) / double(n->wall_span);
-      bare.detail = Millis(b->wall_span) + " ms / " + Millis(n->wall_span) + " ms";
-      bare.valid = true;
-    }
-  }
+  const ScalingGoal bare = ratio_at_largest("wall", &Cell::wall_span, brk, "broker", bare_runs,
+                                            "bare", kGoalBrokerOverBareWall);
   return {ratio, slope, direct, kept, bare};
 }
 
