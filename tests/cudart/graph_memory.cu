@@ -44,7 +44,11 @@
 #include <string>
 #include <vector>
 
+#include "program_io.h"
+
 namespace {
+
+using hami::cudart::ParseSize;
 
 constexpr size_t kMiB = size_t(1) << 20;
 constexpr size_t kFreedBytes = 64 * kMiB;     // graph A's allocation, freed by the graph
@@ -149,22 +153,6 @@ bool Holds(const void* p, size_t n) {
 int Launch(cudaGraphExec_t e, cudaStream_t s) {
   const int rc = int(cudaGraphLaunch(e, s));
   return rc != 0 ? rc : int(cudaStreamSynchronize(s));
-}
-
-// A size: a number of bytes, or of KiB, MiB or GiB with a k, m or g after it.
-size_t ParseSize(const char* text) {
-  char* end = nullptr;
-  size_t n = std::strtoull(text, &end, 10);
-  switch (*end) {
-    case 'k':
-      return n << 10;
-    case 'm':
-      return n << 20;
-    case 'g':
-      return n << 30;
-    default:
-      return n;
-  }
 }
 
 int Run(size_t past_bytes) {

@@ -50,6 +50,7 @@
 
 namespace {
 
+using hami::cudart::ParseSize;
 using hami::cudart::ReadAll;
 using hami::cudart::WriteAll;
 
@@ -379,22 +380,6 @@ int Run(const char* self, int n, const char* id_path, size_t past, unsigned dead
     std::printf("ranks n=%d failed=%d\n", n, failed);
   }
   return failed == 0 ? 0 : 1;
-}
-
-// A size: a number of bytes, or of KiB, MiB or GiB with a k, m or g after it.
-size_t ParseSize(const char* text) {
-  char* end = nullptr;
-  size_t n = std::strtoull(text, &end, 10);
-  switch (*end) {
-    case 'k':
-      return n << 10;
-    case 'm':
-      return n << 20;
-    case 'g':
-      return n << 30;
-    default:
-      return n;
-  }
 }
 
 }  // namespace

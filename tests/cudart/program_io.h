@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace hami::cudart {
@@ -66,6 +68,22 @@ inline bool ReceiveFd(int sock, int* fd, uint64_t* value) {
   if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return false;
   std::memcpy(fd, CMSG_DATA(c), sizeof(int));
   return true;
+}
+
+// A size: a number of bytes, or of KiB, MiB or GiB with a k, m or g after it.
+inline size_t ParseSize(const char* text) {
+  char* end = nullptr;
+  size_t n = std::strtoull(text, &end, 10);
+  switch (*end) {
+    case 'k':
+      return n << 10;
+    case 'm':
+      return n << 20;
+    case 'g':
+      return n << 30;
+    default:
+      return n;
+  }
 }
 
 }  // namespace hami::cudart
