@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
@@ -27,6 +28,20 @@ inline std::string CudartSkipReason() {
 }
 
 inline std::string CudartProgram(const std::string& name) { return TestProgram(name); }
+
+// Why the multi-process NCCL program cannot run here, or empty.
+inline std::string NcclRanksSkipReason() {
+  if (std::string reason = CudartSkipReason(); !reason.empty()) return reason;
+  if (access(CudartProgram("nccl_ranks").c_str(), X_OK) != 0) {
+    return "NCCL (nccl.h and libnccl) was not found when the build was configured: nccl_ranks "
+           "was not built";
+  }
+#ifdef HAMI_SANITIZER_RUNTIME
+  return "sanitized build: nccl_ranks is built by nvcc without a sanitizer runtime";
+#else
+  return "";
+#endif
+}
 
 struct CudartRun {
   int status = -1;

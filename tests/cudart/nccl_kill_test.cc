@@ -53,14 +53,7 @@ using Fields = std::map<std::string, std::string>;
 class NcclKillTest : public ::testing::TestWithParam<KillCase> {
  protected:
   void SetUp() override {
-    if (std::string reason = CudartSkipReason(); !reason.empty()) GTEST_SKIP() << reason;
-    if (access(CudartProgram("nccl_ranks").c_str(), X_OK) != 0) {
-      GTEST_SKIP() << "NCCL (nccl.h and libnccl) was not found when the build was configured: "
-                      "nccl_ranks was not built";
-    }
-#ifdef HAMI_SANITIZER_RUNTIME
-    GTEST_SKIP() << "sanitized build: nccl_ranks is built by nvcc without a sanitizer runtime";
-#endif
+    if (std::string reason = NcclRanksSkipReason(); !reason.empty()) GTEST_SKIP() << reason;
     state_ = SimEnv::NewStatePath();
   }
 
