@@ -46,9 +46,11 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +76,10 @@
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
 #include "harness.h"
+#include "limits/limits_file.h"
+#include "limits/vocabulary.h"
+#include "node/mount_point.h"
+#include "node/paths.h"
 #include "nvml/nvml.h"
 #include "region/region.h"
 
@@ -258,8 +264,33 @@ struct Worker {
   bool ok = false;  // ready, exit 0 by itself, "done launches=N"
 };
 
-// Starts `argv` with `env`, stdin from /dev/null, stdout and stderr into a pipe.
-void Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, Worker* w) {
+// In a forked child, before exec: says which step failed and its errno on the output (the
+// worker's pipe), with nothing but write(), and exits 127.
+[[noreturn]] void ChildSetupFailed(const char* step) {
+  const int err = errno;
+  char digits[16];
+  int n = 0;
+  for (int v = err; n == 0 || v > 0; v /= 10) digits[n++] = char('0' + v % 10);
+  char line[256];
+  size_t len = 0;
+  auto put = [&line, &len](const char* text, size_t size) {
+    for (size_t i = 0; i < size && len < sizeof(line) - 1; ++i) line[len++] = text[i];
+  };
+  put("setup: ", 7);
+  put(step, std::strlen(step));
+  put(": errno ", 8);
+  while (n > 0) put(&digits[--n], 1);
+  put("\n", 1);
+  (void)!write(STDOUT_FILENO, line, len);
+  _exit(127);
+}
+
+// Starts `argv` with `env`, stdin from /dev/null, stdout and stderr into a pipe. With
+// `limits_file`, the process starts in a mount namespace of its own with that file bound
+// read-only at /overrideEnv (node::kLimitsFilePath, held by the caller), as the device plugin
+// mounts a container's limits file; this needs root.
+void Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, Worker* w,
+           const std::string& limits_file = "") {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     w->error = Errno("pipe2");
@@ -271,18 +302,49 @@ void Spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
   for (const std::string& e : env) vars.push_back(const_cast<char*>(e.c_str()));
   args.push_back(nullptr);
   vars.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDERR_FILENO);
-  const int err =
-      posix_spawn(&w->pid, argv[0].c_str(), &actions, nullptr, args.data(), vars.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) {
-    w->pid = -1;
-    w->error = "posix_spawn " + argv[0] + ": " + std::strerror(err);
-    return;
+  if (!limits_file.empty()) {
+    // This process may have threads (the simulated NVML's): after fork, system calls only.
+    const pid_t pid = fork();
+    if (pid < 0) {
+      w->error = Errno("fork");
+      return;
+    }
+    if (pid == 0) {
+      const int null_fd = open("/dev/null", O_RDONLY);
+      if (null_fd < 0 || dup2(null_fd, STDIN_FILENO) < 0 ||
+          dup2(write_end.get(), STDOUT_FILENO) < 0 || dup2(write_end.get(), STDERR_FILENO) < 0) {
+        _exit(127);
+      }
+      if (unshare(CLONE_NEWNS) != 0) ChildSetupFailed("unshare(CLONE_NEWNS)");
+      // Private first, so that the bind below never propagates back to the host.
+      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        ChildSetupFailed("making / private");
+      }
+      if (mount(limits_file.c_str(), node::kLimitsFilePath, nullptr, MS_BIND, nullptr) != 0) {
+        ChildSetupFailed("bind-mounting the limits file at /overrideEnv");
+      }
+      if (mount(nullptr, node::kLimitsFilePath, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY,
+                nullptr) != 0) {
+        ChildSetupFailed("remounting /overrideEnv read-only");
+      }
+      execve(args[0], args.data(), vars.data());
+      ChildSetupFailed("execve");
+    }
+    w->pid = pid;
+  } else {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDERR_FILENO);
+    const int err =
+        posix_spawn(&w->pid, argv[0].c_str(), &actions, nullptr, args.data(), vars.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (err != 0) {
+      w->pid = -1;
+      w->error = "posix_spawn " + argv[0] + ": " + std::strerror(err);
+      return;
+    }
   }
   fcntl(read_end.get(), F_SETFL, fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
   w->out = std::move(read_end);
@@ -602,7 +664,15 @@ RoundResult RunRound(const Paths& paths, const Options& opt, const Nvml& nvml, c
 // to this benchmark: containers sharing a device, the launch paths, a limit change, pause and
 // suspend (no launch and no CPU while held, prompt resumption), the open loop, the policies.
 
-enum class ActionKind { kSetSmLimit, kPause, kUnpause, kSuspend, kUnsuspend, kSwitchOff };
+enum class ActionKind {
+  kSetSmLimit,        // as a resize does: the region's limit, then the limits file in place
+  kSetRegionSmLimit,  // the region's limit alone, as a tenant that can write it might
+  kPause,
+  kUnpause,
+  kSuspend,
+  kUnsuspend,
+  kSwitchOff
+};
 
 struct Action {
   int64_t at_ms;  // a multiple of kSampleMs; 0: before the first sample
@@ -633,6 +703,10 @@ struct ContainerSpec {
   std::vector<std::pair<std::string, std::string>> env;
   std::vector<std::string> worker_args;  // sm_worker's after MS: mode and shape
   std::string worker = {};               // another worker beside sm_worker in build/tests
+  // The container's limits file (CUDA_DEVICE_SM_LIMIT) bound at /overrideEnv in a mount
+  // namespace of its workers' own, as the device plugin mounts it: what a limit set through
+  // the control plane changes. Needs root; without it the scenario is skipped, saying why.
+  bool limits_file = false;
 };
 
 struct ScenarioSpec {
@@ -674,14 +748,22 @@ const std::vector<ScenarioSpec>& Scenarios() {
        {},
        {{"|error|", 0, FigureKind::kAbsError, 1000, 4000, 30, 5}}},
       {"limit-change",
-       "20%, then 60% set in the region at t = 2 s",
-       {{20, {}, {}}},
+       "20%, then 60% set at t = 2 s as a resize does (the region, then the limits file at "
+       "/overrideEnv)",
+       {{20, {}, {}, {}, true}},
        4500,
        {{2000, 0, ActionKind::kSetSmLimit, 60}},
        {{"|error| at 20%", 0, FigureKind::kAbsError, 1000, 2000, 20, 5},
         {"settle after the change", 0, FigureKind::kSettleAtMost, 2000, 4500, 60, 1},
         {"|error| at 60%, from 1 s after the change", 0, FigureKind::kAbsError, 3000, 4500, 60,
          5}}},
+      {"region-raise",
+       "20%, and 60% written into the region alone at t = 2 s: the process keeps its own 20%",
+       {{20, {}, {}}},
+       4500,
+       {{2000, 0, ActionKind::kSetRegionSmLimit, 60}},
+       {{"|error| at 20% before the write", 0, FigureKind::kAbsError, 1000, 2000, 20, 5},
+        {"|error| at 20% after the write", 0, FigureKind::kAbsError, 3000, 4500, 20, 5}}},
       {"open-loop",
        "40% with no host PID (HAMI_IDENTITY_TIERS=none): the device's utilization stands in",
        {{40, {{"HAMI_IDENTITY_TIERS", "none"}}, {"kernel", "4096", "256", "40000"}}},
@@ -749,6 +831,8 @@ const char* ActionName(ActionKind k) {
   switch (k) {
     case ActionKind::kSetSmLimit:
       return "set-sm-limit";
+    case ActionKind::kSetRegionSmLimit:
+      return "set-region-sm-limit";
     case ActionKind::kPause:
       return "pause";
     case ActionKind::kUnpause:
@@ -788,6 +872,7 @@ struct ScenarioContainer {
   std::vector<pid_t> pids;      // those that said ready
   std::vector<double> samples;  // percent, one per kSampleMs from t = 0
   std::string region_path;
+  std::string limits_path;  // ContainerSpec::limits_file: the file bound at /overrideEnv
   std::unique_ptr<region::Region> region;
   std::vector<std::pair<int64_t, double>> cpu_ms;  // (t_ms, the processes' CPU ms then)
   std::string limiter_mode = "unknown";
@@ -804,6 +889,7 @@ struct Scenario {
   int device = 0;
   std::vector<ScenarioContainer> containers;
   bool measured = false;
+  std::string skipped;  // why it did not run (a limits file without root); "" when it ran
   std::vector<std::string> errors;
   std::vector<FigureResult> figures;
   int ok = 0, failed = 0;
@@ -876,6 +962,19 @@ void Act(Scenario* sc, const Action& a) {
   Status st = OkStatus();
   switch (a.kind) {
     case ActionKind::kSetSmLimit:
+      // The device plugin's resize order: the region first, then the limits file, which the
+      // processes' own limit follows (a raise in the region alone never reaches them).
+      if (c.limits_path.empty()) {
+        st = Error(ErrorCode::kInvalidArgument, "the container has no limits file to change");
+        break;
+      }
+      st = c.region->SetSmLimit(0, a.value);
+      if (st.ok()) {
+        const limits::Entry entries[] = {limits::SetSmLimit(a.value)};
+        st = limits::UpdateLimitsFileInPlace(c.limits_path, entries);
+      }
+      break;
+    case ActionKind::kSetRegionSmLimit:
       st = c.region->SetSmLimit(0, a.value);
       break;
     case ActionKind::kPause:
@@ -902,11 +1001,29 @@ void Act(Scenario* sc, const Action& a) {
   }
 }
 
-// Runs `round` together, scenario i on device i: starts every worker, samples and acts on the
-// timeline from the moment the last one is launching, then waits for them to finish.
+bool NeedsLimitsFile(const ScenarioSpec& spec) {
+  return std::any_of(spec.containers.begin(), spec.containers.end(),
+                     [](const ContainerSpec& c) { return c.limits_file; });
+}
+
+// Runs `scheduled` together, scenario i on device i: starts every worker, samples and acts on
+// the timeline from the moment the last one is launching, then waits for them to finish. A
+// scenario with a limits file is skipped with `limits_skip` when that is not empty (why
+// limits files cannot be bound here).
 void RunScenarioRound(const Paths& paths, const Nvml& nvml, const TempDir& dir,
-                      const std::vector<Scenario*>& round) {
+                      const std::vector<Scenario*>& scheduled, const std::string& limits_skip) {
   const std::string state = dir.File("sim.state");
+  std::vector<Scenario*> round;
+  for (Scenario* sc : scheduled) {
+    if (!limits_skip.empty() && NeedsLimitsFile(*sc->spec)) {
+      sc->skipped = limits_skip;
+      sc->containers.resize(sc->spec->containers.size());  // with no workers and no samples
+      Judge(sc);                                           // every figure unmeasured
+      continue;
+    }
+    round.push_back(sc);
+  }
+  if (round.empty()) return;
   std::vector<Worker*> all;
   int64_t run_ms = 0;
   for (Scenario* sc : round) {
@@ -923,8 +1040,17 @@ void RunScenarioRound(const Paths& paths, const Nvml& nvml, const TempDir& dir,
           std::to_string(sc->spec->run_ms + kTailMs)};
       argv.insert(argv.end(), cs.worker_args.begin(), cs.worker_args.end());
       c.workers.resize(1);
+      if (cs.limits_file) {
+        c.limits_path = dir.File(std::string("scenario-") + sc->spec->name + "-" +
+                                 std::to_string(i) + ".limits");
+        const limits::Entry entries[] = {limits::SetSmLimit(uint32_t(cs.sm_limit))};
+        if (Status p = limits::PublishLimitsFile(c.limits_path, entries); !p.ok()) {
+          c.workers[0].error = "writing the limits file: " + p.error().message();
+          continue;
+        }
+      }
       Spawn(argv, WorkerEnvironment(paths, state, c.region_path, sc->device, cs.sm_limit, cs.env),
-            &c.workers[0]);
+            &c.workers[0], c.limits_path);
       all.push_back(&c.workers[0]);
     }
   }
@@ -1069,10 +1195,19 @@ Json ToJson(const Scenario& sc) {
     g["window_ms"] = {f.spec->from_ms, f.spec->to_ms};
     figures.push_back(std::move(g));
   }
-  return Json{{"name", sc.spec->name}, {"what", sc.spec->what},       {"round", sc.round},
-              {"device", sc.device},   {"run_ms", sc.spec->run_ms},   {"measured", sc.measured},
-              {"workers_ok", sc.ok},   {"workers_failed", sc.failed}, {"errors", sc.errors},
-              {"actions", actions},    {"containers", containers},    {"figures", figures}};
+  return Json{{"name", sc.spec->name},
+              {"what", sc.spec->what},
+              {"round", sc.round},
+              {"device", sc.device},
+              {"run_ms", sc.spec->run_ms},
+              {"measured", sc.measured},
+              {"workers_ok", sc.ok},
+              {"workers_failed", sc.failed},
+              {"errors", sc.errors},
+              {"actions", actions},
+              {"containers", containers},
+              {"figures", figures},
+              {"skipped", sc.skipped.empty() ? Json() : Json(sc.skipped)}};
 }
 
 // ---- the summary ----
@@ -1388,12 +1523,29 @@ int Main(const Options& opt) {
     scenarios.push_back(std::move(sc));
   }
   const int scenario_rounds = (int(scenarios.size()) + opt.parallel - 1) / opt.parallel;
+  // The limits files' mount point, held while the scenarios run, when one of them has a
+  // limits file; else why those scenarios are skipped.
+  std::optional<node::HeldMountPoint> mount_point;
+  std::string limits_skip;
+  if (std::any_of(scenarios.begin(), scenarios.end(),
+                  [](const Scenario& sc) { return NeedsLimitsFile(*sc.spec); })) {
+    if (geteuid() != 0) {
+      limits_skip = std::string("needs root (to bind the container's limits file at ") +
+                    node::kLimitsFilePath +
+                    " in a mount namespace of its workers' own); running as uid " +
+                    std::to_string(geteuid());
+    } else if (auto held = node::HeldMountPoint::Hold(node::kLimitsFilePath); !held.ok()) {
+      limits_skip = "cannot hold the limits file's mount point: " + held.error().message();
+    } else {
+      mount_point.emplace(std::move(held).value());
+    }
+  }
   for (int r = 0; r < scenario_rounds; ++r) {
     std::vector<Scenario*> round;
     for (Scenario& sc : scenarios) {
       if (sc.round == r) round.push_back(&sc);
     }
-    RunScenarioRound(paths, nvml, dir, round);
+    RunScenarioRound(paths, nvml, dir, round, limits_skip);
     int failed = 0;
     for (const Scenario* sc : round) failed += sc->failed;
     std::printf("  scenario round %d/%d: %zu scenarios, %d failed workers\n", r + 1,
@@ -1401,7 +1553,9 @@ int Main(const Options& opt) {
     std::fflush(stdout);
   }
   bool scenarios_ok = true;
-  for (const Scenario& sc : scenarios) scenarios_ok = scenarios_ok && sc.measured && sc.failed == 0;
+  for (const Scenario& sc : scenarios) {
+    scenarios_ok = scenarios_ok && (sc.measured || !sc.skipped.empty()) && sc.failed == 0;
+  }
 
   // The table: one row per cell.
   std::vector<std::vector<std::string>> rows = {{"kernel", "processes", "target %", "achieved %",
@@ -1491,6 +1645,8 @@ int Main(const Options& opt) {
   }
 
   for (const Scenario& sc : scenarios) {
+    if (!sc.skipped.empty())
+      std::printf("scenario %s: skipped: %s\n", sc.spec->name, sc.skipped.c_str());
     for (const std::string& e : sc.errors)
       std::printf("scenario %s: %s\n", sc.spec->name, e.c_str());
   }

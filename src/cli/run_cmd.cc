@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -37,6 +36,7 @@
 #include "inventory/inventory.h"
 #include "limits/limits_file.h"
 #include "limits/vocabulary.h"
+#include "node/mount_point.h"
 #include "node/paths.h"
 #include "vgpu/config.h"
 
@@ -258,72 +258,6 @@ void PrependPreload(const std::string& library) {
   value = value.empty() ? library : library + ":" + value;
   setenv("LD_PRELOAD", value.c_str(), 1);
 }
-
-// Holds the limits file's mount point (node::kLimitsFilePath) for the run. When it is absent it is
-// created empty and removed at the end. Every run holds a shared lock on it; the creator
-// removes it only when it can take the lock exclusively, so that a concurrent run's bind
-// mount on it is never detached by the removal.
-class MountPoint {
- public:
-  static Result<MountPoint> Hold(const std::string& path) {
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      bool created = false;
-      UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-      if (!fd.valid() && errno == ENOENT) {
-        fd.Reset(open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-        if (!fd.valid() && errno == EEXIST) continue;
-        if (!fd.valid()) {
-          int err = errno;
-          std::string text = path + " does not exist and cannot be created: " + std::strerror(err);
-          if (err == EACCES || err == EPERM || err == EROFS) {
-            text += " (as root, create an empty one once: touch " + path + ")";
-          }
-          return Error(ErrorCode::kPermission, text, err);
-        }
-        created = true;
-      }
-      if (!fd.valid()) {
-        return Error::FromErrno(errno == ELOOP
-                                    ? path + " is a symbolic link; refusing to mount on it"
-                                    : "cannot open " + path);
-      }
-      struct stat st;
-      if (fstat(fd.get(), &st) != 0) return Error::FromErrno("fstat " + path);
-      if (!S_ISREG(st.st_mode)) {
-        return Error(ErrorCode::kPermission,
-                     path + " is not a regular file; refusing to mount on it");
-      }
-      while (flock(fd.get(), LOCK_SH) != 0) {
-        if (errno != EINTR) return Error::FromErrno("flock " + path);
-      }
-      struct stat now;
-      if (lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
-        return MountPoint(path, std::move(fd), created);
-      }
-      // Removed (or replaced) while we waited for the lock: start again.
-    }
-    return Error(ErrorCode::kBusy, path + " keeps changing; cannot hold it");
-  }
-
-  MountPoint(MountPoint&&) = default;
-  MountPoint& operator=(MountPoint&&) = delete;
-  ~MountPoint() {
-    if (!created_ || !fd_.valid()) return;
-    struct stat st, now;
-    if (flock(fd_.get(), LOCK_EX | LOCK_NB) == 0 && fstat(fd_.get(), &st) == 0 &&
-        lstat(path_.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev &&
-        now.st_size == 0) {
-      unlink(path_.c_str());
-    }
-  }
-
- private:
-  MountPoint(std::string path, UniqueFd fd, bool created)
-      : path_(std::move(path)), fd_(std::move(fd)), created_(created) {}
-  std::string path_;
-  UniqueFd fd_;
-  bool created_;
-};
 
 // What the child does between fork and exec. Prepared by the parent: the child runs only
 // async-signal-safe calls (the parent may have threads from the driver it probed).
@@ -638,14 +572,14 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
   PrependPreload(library);
 
   ChildPlan plan;
-  std::optional<MountPoint> mount_point;
+  std::optional<node::HeldMountPoint> mount_point;
   std::string limits_path;
   if (o.limits_file_mount) {
     limits_path = dir.File("limits");
     if (Status w = limits::PublishLimitsFile(limits_path, settings); !w.ok()) {
       return fail(kExitSetupFailed, w.error().message());
     }
-    auto held = MountPoint::Hold(node::kLimitsFilePath);
+    auto held = node::HeldMountPoint::Hold(node::kLimitsFilePath);
     if (!held.ok()) return fail(kExitSetupFailed, "--limits-file-mount: " + held.error().message());
     mount_point.emplace(std::move(held).value());
     plan.limits_file = limits_path.c_str();
