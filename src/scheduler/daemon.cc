@@ -20,7 +20,13 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
                                               d->metrics_, o.scheduler);
   d->resize_ = std::make_unique<ResizeController>(
       *d->client_, *d->informers_->Get(kube::kPods), d->events_.get(), d->scheduler_->state(),
-      [s = d->scheduler_.get()] { return s->Ready(); }, o.resize);
+      [s = d->scheduler_.get()] { return s->Ready(); },
+      [s = d->scheduler_.get()](const std::string& node, const std::string& ns,
+                                const std::string& name,
+                                const std::function<Status(const NodeGpus&)>& decide) {
+        return s->WithNodeLocked(node, ns, name, decide);
+      },
+      o.resize);
   Routes routes = SchedulerRoutes(*d->scheduler_, d->metrics_);
   if (o.webhook) {
     webhook::WebhookContext ctx;

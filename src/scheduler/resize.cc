@@ -112,11 +112,13 @@ ResizeDecision DecideResize(const kube::Pod& pod, const kube::ResizeRequest& req
 
 ResizeController::ResizeController(kube::Client& client, kube::Informer& pods,
                                    kube::EventRecorder* events, const ClusterState& state,
-                                   std::function<bool()> synced, ResizeOptions options)
+                                   std::function<bool()> synced, NodeLockedFn node_locked,
+                                   ResizeOptions options)
     : client_(client),
       events_(events),
       state_(state),
       synced_(std::move(synced)),
+      node_locked_(std::move(node_locked)),
       options_(options) {
   kube::ResourceEventHandler h;
   h.on_add = [this](const kube::ObjectPtr& pod) { Enqueue(pod); };
@@ -236,39 +238,51 @@ bool ResizeController::Handle(const std::string& key) {
     d.reason = bad ? "its allocation cannot be read: " + bad->message()
                    : std::string("the pod holds no GPU share from hami-scheduler (no ") +
                          std::string(kube::kDevicesAllocatedAnnotation) + " on a bound pod)";
-  } else {
-    NodeGpus node;
-    node.name = share->node;
-    for (const ClusterState::GpuReport& g : state_.Gpus()) {
-      if (g.node == share->node) node.gpus.push_back({g.device, g.used, false});
-    }
-    auto [quota, used] = state_.QuotaFor(ns);
-    d = DecideResize(*pod, *request, *share, node, quota, used, state_.config());
   }
   kube::ResizeStatus status;
   status.request = *request_text;
-  status.reason = d.reason;
-  nlohmann::json annotations = nlohmann::json::object();
-  if (d.accepted) {
-    auto encoded = kube::EncodePodDevices(d.devices, kube::kDevicesAllocatedAnnotation);
-    if (!encoded.ok()) {
-      d.accepted = false;
-      status.reason = encoded.error().message();
-    } else {
-      status.phase = kube::ResizePhase::kAccepted;
-      status.previous = *pod->metadata.Annotation(kube::kDevicesAllocatedAnnotation);
-      annotations[std::string(kube::kDevicesAllocatedAnnotation)] = *encoded;
+  std::optional<nlohmann::json> patched;  // the pod as the write stored it
+  // Writes `d` in one patch carrying the pod's resourceVersion.
+  auto write = [&]() -> Status {
+    status.reason = d.reason;
+    nlohmann::json annotations = nlohmann::json::object();
+    if (d.accepted) {
+      auto encoded = kube::EncodePodDevices(d.devices, kube::kDevicesAllocatedAnnotation);
+      if (!encoded.ok()) {
+        d.accepted = false;
+        status.reason = encoded.error().message();
+      } else {
+        status.phase = kube::ResizePhase::kAccepted;
+        status.previous = *pod->metadata.Annotation(kube::kDevicesAllocatedAnnotation);
+        annotations[std::string(kube::kDevicesAllocatedAnnotation)] = *encoded;
+      }
     }
+    annotations[std::string(kube::kResizeStatusAnnotation)] = kube::EncodeResizeStatus(status);
+    nlohmann::json patch = {
+        {"metadata",
+         {{"resourceVersion", pod->metadata.resource_version}, {"annotations", annotations}}}};
+    auto p = client_.Patch(kube::kPods, ns, name, kube::PatchType::kMerge, patch);
+    if (!p.ok()) return std::move(p).error();
+    patched = std::move(p).value();
+    return OkStatus();
+  };
+  Status written = OkStatus();
+  if (share) {
+    // Decided and written with the node held: a bind to it waits, and then counts the new share.
+    written = node_locked_(share->node, ns, name, [&](const NodeGpus& gpus) {
+      NodeGpus node = gpus;
+      node.name = share->node;
+      auto [quota, used] = state_.QuotaFor(ns);
+      d = DecideResize(*pod, *request, *share, node, quota, used, state_.config());
+      return write();
+    });
+  } else {
+    written = write();
   }
-  annotations[std::string(kube::kResizeStatusAnnotation)] = kube::EncodeResizeStatus(status);
-  nlohmann::json patch = {
-      {"metadata",
-       {{"resourceVersion", pod->metadata.resource_version}, {"annotations", annotations}}}};
-  auto patched = client_.Patch(kube::kPods, ns, name, kube::PatchType::kMerge, patch);
-  if (!patched.ok()) {
+  if (!written.ok()) {
     HAMI_LOG(kWarn, "event=resize_write_failed pod=%s error=\"%s\" retry_in_ms=%lld", key.c_str(),
-             patched.error().message().c_str(), static_cast<long long>(options_.retry.count()));
-    return false;  // a conflict or an absent server: read and decide again
+             written.error().message().c_str(), static_cast<long long>(options_.retry.count()));
+    return false;  // a conflict, a held node or an absent server: read and decide again
   }
   {
     std::lock_guard l(mu_);

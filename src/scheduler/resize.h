@@ -61,15 +61,23 @@ struct ResizeOptions {
   std::chrono::milliseconds retry{1000};
 };
 
+// Runs `decide` with the GPUs of node `node` as they are while it is held for pod `ns/name`
+// against binds (Scheduler::WithNodeLocked); an error when it cannot be held.
+using NodeLockedFn =
+    std::function<Status(const std::string& node, const std::string& ns, const std::string& name,
+                         const std::function<Status(const NodeGpus&)>& decide)>;
+
 class ResizeController {
  public:
   // Adds a handler to `pods` (an informer of every namespace's pods) and starts the worker.
   // `events` may be nullptr. `synced` says whether `state` holds the cluster's usage yet (its
   // informers synced, Scheduler::Ready): until then no request is decided, only retried, so
   // that a GPU is never judged by a partial view. Everything passed must outlive the controller.
+  // A request is decided and written with the pod's node held (`node_locked`), so that a
+  // bind to the node never comes in between and counts a GPU's room the resize takes.
   ResizeController(kube::Client& client, kube::Informer& pods, kube::EventRecorder* events,
                    const ClusterState& state, std::function<bool()> synced,
-                   ResizeOptions options = {});
+                   NodeLockedFn node_locked, ResizeOptions options = {});
   ~ResizeController();  // stops the worker (a request in flight is finished)
   ResizeController(const ResizeController&) = delete;
   ResizeController& operator=(const ResizeController&) = delete;
@@ -77,7 +85,7 @@ class ResizeController {
   struct Stats {
     uint64_t accepted = 0;
     uint64_t refused = 0;
-    uint64_t retries = 0;  // writes that failed and were tried again
+    uint64_t retries = 0;  // passes that failed (a write, or the node held) and are tried again
   };
   Stats stats() const;
 
@@ -91,6 +99,7 @@ class ResizeController {
   kube::EventRecorder* events_;
   const ClusterState& state_;
   const std::function<bool()> synced_;
+  const NodeLockedFn node_locked_;
   const ResizeOptions options_;
 
   mutable std::mutex mu_;

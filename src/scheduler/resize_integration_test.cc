@@ -66,6 +66,7 @@ class ResizeIntegration : public ::testing::Test {
     o.handshake_enabled = false;
     o.client.qps = 0;
     o.resize.retry = std::chrono::milliseconds(50);
+    o.scheduler.node_lock_wait = std::chrono::milliseconds(300);  // a held node: retried soon
     auto d = Daemon::Start(Config(), std::move(o));
     ASSERT_TRUE(d.ok()) << d.error().message();
     daemon_ = std::move(d).value();
@@ -149,6 +150,59 @@ TEST_F(ResizeIntegration, AGrowthThatFitsIsAcceptedOnTheSameGpuAndRecorded) {
         return false;
       },
       SteadyClock::now() + std::chrono::seconds(10)));
+}
+
+// A resize is decided and written with the pod's node held as a bind holds it: while another
+// pod's bind holds the node lock nothing is decided (a bind could be counting the room the
+// growth would take); once the lock is released the request is decided, and the resize leaves
+// no lock of its own behind.
+TEST_F(ResizeIntegration, IsDecidedUnderTheNodeLockAndLeavesNoneBehind) {
+  // "binder" is in the middle of a bind to n1: bound there, annotated for it, allocating.
+  json binder = {{"apiVersion", "v1"},
+                 {"kind", "Pod"},
+                 {"metadata",
+                  {{"name", "binder"},
+                   {"namespace", "default"},
+                   {"annotations",
+                    {{std::string(kube::kVgpuNodeAnnotation), "n1"},
+                     {std::string(kube::kBindPhaseAnnotation), "allocating"}}}}},
+                 {"spec",
+                  {{"nodeName", "n1"},
+                   {"containers", json::array({{{"name", "main"}, {"image", "busybox"}}})}}}};
+  ASSERT_TRUE(api_->CreateObject(kube::kPods, binder).ok());
+  auto lock = kube::EncodeNodeLock({std::chrono::system_clock::now(), "default", "binder"});
+  ASSERT_TRUE(lock.ok());
+  auto set_lock = [&](json value) {
+    json patch = {
+        {"metadata", {{"annotations", {{std::string(kube::kNodeLockAnnotation), value}}}}}};
+    auto r = client_->Patch(kube::kNodes, "", "n1", kube::PatchType::kMerge, patch);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+  };
+  set_lock(*lock);
+
+  const uint64_t tried_before = daemon_->resize().stats().retries;
+  Annotate("main:gpumem=8000,gpucores=50");
+  // Two passes that found the node held, and no answer.
+  EXPECT_TRUE(WaitUntil([&] { return daemon_->resize().stats().retries >= tried_before + 2; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(PodAnnotation(kube::kResizeStatusAnnotation), "");
+  EXPECT_EQ(PodAnnotation(kube::kDevicesAllocatedAnnotation), Allocation(4000, 30));
+
+  set_lock(nullptr);  // the bind is done
+  auto status = StatusFor("main:gpumem=8000,gpucores=50");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->phase, kube::ResizePhase::kAccepted) << status->reason;
+  // Released right after the write that answered (the answer can be read a moment before).
+  json annotations;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto node = api_->GetObject(kube::kNodes, "", "n1");
+        if (!node.ok()) return false;
+        annotations = (*node)["metadata"].value("annotations", json::object());
+        return !annotations.contains(std::string(kube::kNodeLockAnnotation));
+      },
+      std::chrono::seconds(20)))
+      << annotations.dump();
 }
 
 class RefusedResize : public ResizeIntegration,

@@ -479,6 +479,100 @@ void Scheduler::Fail(const json* pod, const ExtenderBindingArgs& args, BindFailu
   events_->Record(ref, kube::EventType::kWarning, "BindingFailed", reason);
 }
 
+Result<json> Scheduler::TakeNodeLock(const std::string& node_name, const std::string& ns,
+                                     const std::string& name, SteadyClock::time_point deadline) {
+  auto info = state_.Node(node_name);
+  if (!info) {
+    return Error(ErrorCode::kNotFound,
+                 "node " + node_name + " is not known to hami-scheduler (no Node object seen)");
+  }
+  json node_obj = *info->object;
+  auto holder_binds = [this, &node_name](const kube::NodeLock& l) {
+    return HolderBinds(l, node_name);
+  };
+  std::string busy;
+  for (;;) {
+    if (SteadyClock::now() >= deadline) {
+      return Error(
+          ErrorCode::kBusy,
+          (busy.empty() ? "node " + node_name + ": the node lock could not be taken" : busy) +
+              " (waited " + std::to_string(options_.node_lock_wait.count()) + " ms)");
+    }
+    auto locked = locker_.TryLock(node_obj, ns, name, Now(), holder_binds);
+    if (locked.ok()) return std::move(locked).value();
+    const ErrorCode code = locked.error().code();
+    if (code == ErrorCode::kConflict) {
+      auto fresh = client_.Get(kube::kNodes, "", node_name);
+      if (!fresh.ok()) return std::move(fresh).error();
+      node_obj = std::move(fresh).value();
+      continue;
+    }
+    if (code != ErrorCode::kBusy) return std::move(locked).error();
+    busy = locked.error().message();
+    // Another pod holds the lock. Retry at once with a newer Node the informer already has in
+    // which the lock is not held; else wait for the informer to show a change of the node.
+    auto current = state_.Node(node_name);
+    if (!current) return Error(ErrorCode::kNotFound, "node " + node_name + " went away");
+    const bool newer = kube::MetadataString(*current->object, "resourceVersion") !=
+                       kube::MetadataString(node_obj, "resourceVersion");
+    if (!newer || HeldByOther(*current, ns, name, Now(), options_.node_lock_timeout)) {
+      if (!state_.WaitNodeChange(node_name, current->generation, deadline)) continue;
+      current = state_.Node(node_name);
+      if (!current) return Error(ErrorCode::kNotFound, "node " + node_name + " went away");
+    }
+    node_obj = *current->object;
+  }
+}
+
+Status Scheduler::WithNodeLocked(const std::string& node_name, const std::string& ns,
+                                 const std::string& name,
+                                 const std::function<Status(const NodeGpus&)>& decide) {
+  if (!Ready()) return Error(ErrorCode::kUnavailable, std::string(kNotReady));
+  const auto deadline = SteadyClock::now() + options_.node_lock_wait;
+  if (!EnterNode(node_name, deadline)) {
+    return Error(ErrorCode::kBusy, "node " + node_name +
+                                       ": a bind to this node did not finish within " +
+                                       std::to_string(options_.node_lock_wait.count()) + " ms");
+  }
+  Cleanup leave([&] { LeaveNode(node_name); });
+  auto locked = TakeNodeLock(node_name, ns, name, deadline);
+  if (!locked.ok()) return std::move(locked).error();
+  Cleanup release([&] {
+    if (auto s = locker_.Unlock(node_name, ns, name); !s.ok()) {
+      HAMI_LOG(kWarn, "event=unlock_failed node=%s pod=%s error=%s", node_name.c_str(),
+               Key(ns, name).c_str(), QuoteInput(s.error().message(), 300).c_str());
+    }
+  });
+  // The node's usage as of the lock, as a bind reads it: the view once it has applied every pod
+  // change up to the lock's resourceVersion, else the pods bound to the node as the API lists
+  // them.
+  std::optional<NodeGpus> gpus;
+  int64_t lock_rv = 0;
+  const std::string_view rv_text = kube::MetadataString(*locked, "resourceVersion");
+  auto [rv_end, rv_ec] = std::from_chars(rv_text.data(), rv_text.data() + rv_text.size(), lock_rv);
+  const bool numeric = rv_ec == std::errc() && rv_end == rv_text.data() + rv_text.size();
+  if (numeric &&
+      state_.WaitPodsApplied(lock_rv, SteadyClock::now() + std::chrono::milliseconds(50))) {
+    gpus = state_.NodeGpusFresh(node_name, {});
+  } else {
+    kube::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + node_name;
+    auto listed = client_.List(kube::kPods, "", lo);
+    if (!listed.ok()) return std::move(listed).error();
+    std::vector<PodShare> node_pods;
+    if (auto items = listed->find("items"); items != listed->end() && items->is_array()) {
+      for (const json& item : *items) {
+        auto p = kube::ParsePod(item);
+        if (!p.ok()) continue;
+        if (auto share = ShareOfPod(*p)) node_pods.push_back(std::move(*share));
+      }
+    }
+    gpus = state_.NodeGpusFresh(node_name, node_pods);
+  }
+  if (!gpus) return Error(ErrorCode::kNotFound, "node " + node_name + " went away");
+  return decide(*gpus);
+}
+
 Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFailure& failure) {
   const std::string& ns = args.pod_namespace;
   const std::string& name = args.pod_name;
@@ -540,46 +634,15 @@ Result<std::string> Scheduler::BindPod(const ExtenderBindingArgs& args, BindFail
   Cleanup leave([&] { LeaveNode(node_name); });
 
   // The node lock.
-  json node_obj = *info->object;
-  auto holder_binds = [this, &node_name](const kube::NodeLock& l) {
-    return HolderBinds(l, node_name);
-  };
-  std::string busy;
-  json locked_node;  // the Node as the lock's patch stored it
-  for (;;) {
-    if (SteadyClock::now() >= deadline) {
-      return fail(
-          BindFailure::kLockBusy,
-          (busy.empty() ? "node " + node_name + ": the node lock could not be taken" : busy) +
-              " (waited " + std::to_string(options_.node_lock_wait.count()) + " ms)");
-    }
-    auto locked = locker_.TryLock(node_obj, ns, name, Now(), holder_binds);
-    if (locked.ok()) {
-      locked_node = std::move(locked).value();
-      break;
-    }
+  auto locked = TakeNodeLock(node_name, ns, name, deadline);
+  if (!locked.ok()) {
     const ErrorCode code = locked.error().code();
-    if (code == ErrorCode::kConflict) {
-      auto fresh = client_.Get(kube::kNodes, "", node_name);
-      if (!fresh.ok()) return fail(BindFailure::kApi, fresh.error().message());
-      node_obj = std::move(fresh).value();
-      continue;
-    }
-    if (code != ErrorCode::kBusy) return fail(BindFailure::kApi, locked.error().message());
-    busy = locked.error().message();
-    // Another pod holds the lock. Retry at once with a newer Node the informer already has in
-    // which the lock is not held; else wait for the informer to show a change of the node.
-    auto current = state_.Node(node_name);
-    if (!current) return fail(BindFailure::kNodeUnknown, "node " + node_name + " went away");
-    const bool newer = kube::MetadataString(*current->object, "resourceVersion") !=
-                       kube::MetadataString(node_obj, "resourceVersion");
-    if (!newer || HeldByOther(*current, ns, name, Now(), options_.node_lock_timeout)) {
-      if (!state_.WaitNodeChange(node_name, current->generation, deadline)) continue;
-      current = state_.Node(node_name);
-      if (!current) return fail(BindFailure::kNodeUnknown, "node " + node_name + " went away");
-    }
-    node_obj = *current->object;
+    return fail(code == ErrorCode::kBusy       ? BindFailure::kLockBusy
+                : code == ErrorCode::kNotFound ? BindFailure::kNodeUnknown
+                                               : BindFailure::kApi,
+                locked.error().message());
   }
+  const json locked_node = std::move(locked).value();  // the Node as the lock's patch stored it
   bool unlock = true;
   Cleanup release([&] {
     if (!unlock) return;

@@ -119,6 +119,16 @@ class Scheduler {
   Answer Bind(std::string_view body);
   Answer Preempt(std::string_view body);
 
+  // Holds node `node` for pod `ns/name` as a bind holds it — this process's per-node gate,
+  // then the node lock (hami.io/mutex.lock) — and runs `decide` with the node's GPUs and their
+  // usage as of the lock (the view once it has applied every pod change up to the lock, else
+  // the pods the API lists on the node), then releases both. What a resize decides and writes
+  // under, so that no bind to the node, of this scheduler or another, comes in between.
+  // Errors: kUnavailable (not ready), kBusy (the node stayed held for the lock wait),
+  // kNotFound (the node is not in the view), the API's, or `decide`'s own.
+  Status WithNodeLocked(const std::string& node, const std::string& ns, const std::string& name,
+                        const std::function<Status(const NodeGpus&)>& decide);
+
   ClusterState& state() { return state_; }
   const ClusterState& state() const { return state_; }
   const SchedulerOptions& options() const { return options_; }
@@ -130,6 +140,12 @@ class Scheduler {
   // status.nominatedNodeName; the pods informer's handler.
   void NotePodNomination(const nlohmann::json& pod);
   Result<std::string> BindPod(const ExtenderBindingArgs& args, BindFailure& failure);
+  // Takes node `node`'s lock for pod `ns/name`, trying until `deadline`: the Node as the
+  // lock's patch stored it. Errors: kBusy (held by another all along; the message says by whom),
+  // kNotFound (the node is not, or no longer, in the view), or the API's.
+  Result<nlohmann::json> TakeNodeLock(const std::string& node, const std::string& ns,
+                                      const std::string& name,
+                                      std::chrono::steady_clock::time_point deadline);
   // Whether the holder of `lock` on `node` is still binding there (see node_lock.h).
   bool HolderBinds(const kube::NodeLock& lock, const std::string& node);
   void Fail(const nlohmann::json* pod, const ExtenderBindingArgs& args, BindFailure failure,

@@ -661,30 +661,45 @@ ClusterState::NodeFit ClusterState::FitNodeFresh(std::string_view ns, std::strin
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return nf;
   nf.known = true;
-  NodeGpus gpus = it->second.gpus;
-  for (GpuState& g : gpus.gpus) g.used = {};
-  std::set<std::string> listed;
-  for (const PodShare& s : node_pods) {
-    const std::string k = Key(s.ns, s.name);
-    listed.insert(k);
-    if (k == key || s.node != node) continue;
-    AddUsage(gpus, ShareUsage(s.devices, s.init_containers), +1);
-  }
-  for (const auto& [k, r] : reservations_) {
-    if (k == key || r.share.node != node || listed.count(k) != 0) continue;
-    AddUsage(gpus, ShareUsage(r.share.devices, r.share.init_containers), +1);
-  }
-  // Pods the view holds on this node that the list did not show (annotated, not yet bound).
-  for (const std::string& k : it->second.pods) {
-    if (k == key || listed.count(k) != 0 || reservations_.count(k) != 0) continue;
-    if (auto a = applied_.find(k); a != applied_.end()) AddUsage(gpus, a->second.usage, +1);
-  }
+  NodeGpus gpus = FreshGpusLocked(it->second, node, key, node_pods);
   nf.held_for = HoldNominatedLocked(node, it->second, key, priority, gpus);
   const NamespaceQuota quota = QuotaOf(ns);
   const QuotaCheck check = QuotaCheckLocked(ns, key, quota, nullptr);
   nf.fit = FitPod(gpus, request, constraints, policy, check);
   NoteHeld(nf);
   return nf;
+}
+
+NodeGpus ClusterState::FreshGpusLocked(const NodeEntry& entry, const std::string& node,
+                                       const std::string& skip_key,
+                                       const std::vector<PodShare>& node_pods) const {
+  NodeGpus gpus = entry.gpus;
+  for (GpuState& g : gpus.gpus) g.used = {};
+  std::set<std::string> listed;
+  for (const PodShare& s : node_pods) {
+    const std::string k = Key(s.ns, s.name);
+    listed.insert(k);
+    if (k == skip_key || s.node != node) continue;
+    AddUsage(gpus, ShareUsage(s.devices, s.init_containers), +1);
+  }
+  for (const auto& [k, r] : reservations_) {
+    if (k == skip_key || r.share.node != node || listed.count(k) != 0) continue;
+    AddUsage(gpus, ShareUsage(r.share.devices, r.share.init_containers), +1);
+  }
+  // Pods the view holds on this node that the list did not show (annotated, not yet bound).
+  for (const std::string& k : entry.pods) {
+    if (k == skip_key || listed.count(k) != 0 || reservations_.count(k) != 0) continue;
+    if (auto a = applied_.find(k); a != applied_.end()) AddUsage(gpus, a->second.usage, +1);
+  }
+  return gpus;
+}
+
+std::optional<NodeGpus> ClusterState::NodeGpusFresh(const std::string& node,
+                                                    const std::vector<PodShare>& node_pods) const {
+  std::shared_lock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
+  return FreshGpusLocked(it->second, node, "", node_pods);
 }
 
 std::vector<ClusterState::NodePreemption> ClusterState::ChooseVictimsOnNodes(

@@ -176,6 +176,13 @@ class ClusterState {
                        const PodPolicy& policy, const std::string& node,
                        const std::vector<PodShare>& node_pods, kube::WallTime now) const;
 
+  // Node `node`'s GPUs with the usage of `node_pods` (just read from the API, as for
+  // FitNodeFresh), of this view's reservations on the node that the list does not show, and of
+  // the pods the view holds there that it does not show either; every pod counted, none left
+  // out. What a resize decides under the node lock. nullopt when the node is not in the view.
+  std::optional<NodeGpus> NodeGpusFresh(const std::string& node,
+                                        const std::vector<PodShare>& node_pods) const;
+
   // Preemption (preempt.h) of pod `ns/name` of `priority` on each node of `victims`. The pods
   // named are looked up by UID (else namespace/name); one the view does not hold a share of on
   // that node is left out of the choice (`ignored` counts them). Usage and quota are the
@@ -252,6 +259,11 @@ class ClusterState {
   void Apply(const std::string& key, const PodShare& share);
   void Unapply(const std::string& key);
   void RecomputeNode(NodeEntry& entry);
+  // The GPUs of `entry` (node `node`) with the usage FitNodeFresh and NodeGpusFresh count, pod
+  // `skip_key` left out ("" for none). Needs mu_, shared.
+  NodeGpus FreshGpusLocked(const NodeEntry& entry, const std::string& node,
+                           const std::string& skip_key,
+                           const std::vector<PodShare>& node_pods) const;
   void Touch(NodeEntry& entry);
   void SweepLocked(std::chrono::steady_clock::time_point now);
   NamespaceQuota QuotaOf(std::string_view ns) const;
