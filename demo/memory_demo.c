@@ -15,6 +15,10 @@
  *                                      until the other exits
  *   hami-memory-demo view              prints device 0's figures, checks nothing
  *   hami-memory-demo hold BYTES        (used by share) holds BYTES until stdin closes
+ *   hami-memory-demo probe BYTES       a long-running process: for each line on stdin, tries
+ *                                      to allocate BYTES on device 0 and frees it, printing
+ *                                      the total cuMemGetInfo shows and the outcome; shows a
+ *                                      running process following a resize of its container
  *
  * Sizes take k, m, g, t suffixes (binary). Exit status: 0 when every check held, 1 when one
  * failed, 2 for a usage error or a CUDA call that failed where it should not. */
@@ -195,6 +199,22 @@ static int Hold(size_t bytes) {
   return 0;
 }
 
+static int Probe(size_t bytes) {
+  StartContext();
+  printf("probe: ready, %llu MiB on each line\n", MIB(bytes));
+  char line[256];
+  for (unsigned long n = 1; fgets(line, sizeof(line), stdin) != NULL; ++n) {
+    size_t free_bytes = 0, total = 0;
+    CHECK(cuMemGetInfo(&free_bytes, &total));
+    CUdeviceptr p = 0;
+    CUresult r = cuMemAlloc(&p, bytes);
+    printf("probe %lu: total %llu MiB, cuMemAlloc(%llu MiB): %s\n", n, MIB(total), MIB(bytes),
+           ErrName(r));
+    if (r == CUDA_SUCCESS) CHECK(cuMemFree(p));
+  }
+  return 0;
+}
+
 static int Share(size_t limit, size_t hold) {
   /* The other process first, before this one touches CUDA. */
   int to_child[2], from_child[2];
@@ -270,6 +290,9 @@ int main(int argc, char** argv) {
   }
   if (argc == 3 && strcmp(argv[1], "hold") == 0) return Hold(ParseBytes(argv[2]));
   if (argc == 2 && strcmp(argv[1], "view") == 0) return View();
-  fprintf(stderr, "usage: hami-memory-demo limit LIMIT | share LIMIT HOLD | view | hold BYTES\n");
+  if (argc == 3 && strcmp(argv[1], "probe") == 0) return Probe(ParseBytes(argv[2]));
+  fprintf(stderr,
+          "usage: hami-memory-demo limit LIMIT | share LIMIT HOLD | view | hold BYTES | probe "
+          "BYTES\n");
   return 2;
 }
