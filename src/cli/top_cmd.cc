@@ -154,6 +154,18 @@ void RenderRegion(const json& r, std::string* out) {
             : mode == "off"     ? ""
                                 : ("  limiter " + mode).c_str());
   }
+  // Memory outside the device budget: spilled to host memory (CUDA_OVERSUBSCRIBE) against the
+  // host budget, and memory mapped from other processes.
+  const json& outside = r["outside_budget"];
+  const uint64_t spilled = outside["spilled_bytes"].get<uint64_t>();
+  const uint64_t imported = outside["imported_bytes"].get<uint64_t>();
+  if (pol["oversubscribe"].get<bool>() || spilled != 0 || imported != 0) {
+    const uint64_t host_limit = outside["host_limit_bytes"].get<uint64_t>();
+    const std::string memory = FormatBytes(spilled) + " / " + FormatBytes(host_limit);
+    Appendf(out, "%-4s %-26s %-*s spilled to host memory; %s imported\n", "HOST", memory.c_str(),
+            kBarWidth + 7, host_limit == 0 ? "" : Bar(spilled, host_limit).c_str(),
+            FormatBytes(imported).c_str());
+  }
   if (r["slots"].empty()) {
     out->append("(no processes)\n");
   } else {
@@ -178,6 +190,11 @@ void RenderRegion(const json& r, std::string* out) {
         row(std::to_string(d), bytes, sm);
       }
       if (!any) row("-", 0, 0);
+      // What the process holds outside the device budget, on a row of its own.
+      const uint64_t host_bytes = s["spilled_bytes"].get<uint64_t>();
+      const uint64_t mapped = s["imported_bytes"].get<uint64_t>();
+      if (host_bytes != 0) row("host", host_bytes, 0);
+      if (mapped != 0) row("imp", mapped, 0);
     }
   }
   for (const json& i : r["inconsistencies"]) Appendf(out, "! %s\n", Str(i["message"]).c_str());

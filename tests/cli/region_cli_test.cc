@@ -303,6 +303,38 @@ TEST_F(RegionCliTest, InspectShowsMemoryServedFromHostAndMemoryImportedOutsideTh
   EXPECT_EQ(j["slots"][0]["imported_bytes"], 12 * kMiB);
 }
 
+// The same figures in `hami top`: the container's host line against its host budget, and each
+// process's host and imported memory on rows of their own; a region without oversubscription or
+// imports has no host line.
+TEST_F(RegionCliTest, TopShowsMemoryServedFromHostAndMemoryImportedOutsideTheBudget) {
+  PolicySpec spec = TwoDevices();
+  spec.oversubscribe = true;
+  spec.host_limit = 1ull << 30;
+  auto r = Make(path_, spec);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->Register().ok());
+  ASSERT_EQ(r->Reserve(0, 60 * kMiB, UsageKind::kData), Admission::kOk);
+  ASSERT_EQ(r->ReserveHost(256 * kMiB), Admission::kOk);
+  r->AddImported(12 * kMiB);
+
+  Outcome o = Hami({"top", path_, "--once"});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, ContainsRegex("HOST +256.0 MiB / 1.0 GiB +\\[#+ +\\] +25% +spilled to host "
+                                   "memory; 12.0 MiB imported"))
+      << o.out;
+  const std::string pid = std::to_string(getpid());
+  EXPECT_THAT(o.out, ContainsRegex("0 +" + pid + " .* alive +60.0 MiB")) << o.out;
+  EXPECT_THAT(o.out, ContainsRegex("host +" + pid + " .* alive +256.0 MiB")) << o.out;
+  EXPECT_THAT(o.out, ContainsRegex("imp +" + pid + " .* alive +12.0 MiB")) << o.out;
+
+  const std::string plain = dir_ + "/plain.cache";
+  auto q = Make(plain);
+  ASSERT_NE(q, nullptr);
+  o = Hami({"top", plain, "--once"});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, Not(HasSubstr("HOST"))) << o.out;
+}
+
 TEST_F(RegionCliTest, InspectExitsThreeForADeadOwnerAndRepairReclaimsIt) {
   pid_t dead = -1;
   int dead_slot = -1;
