@@ -57,11 +57,17 @@ struct RunOptions {
   std::string sm;       // percent
   std::string devices;  // indices or GPU- UUIDs
   bool limits_file_mount = false;
+  bool oversubscribe = false;
+  std::string host_memory;  // CUDA_OVERSUBSCRIBE_HOST_LIMIT
   // Which of the limiting options were given (an empty value is not the same as none).
   bool memory_given = false;
   bool sm_given = false;
   bool devices_given = false;
-  bool Limited() const { return memory_given || sm_given || devices_given || limits_file_mount; }
+  bool host_memory_given = false;
+  bool Limited() const {
+    return memory_given || sm_given || devices_given || limits_file_mount || oversubscribe ||
+           host_memory_given;
+  }
 };
 
 // The devices (UUIDs, NVML order) of the driver the loader finds for hami itself. Empty when
@@ -156,18 +162,19 @@ std::vector<std::string_view> SplitList(std::string_view text, char separator = 
 }
 
 // --memory: one value for every device, or one per device the command sees.
-// One --memory entry: libvgpu's form (digits with an optional binary k, m, g or t, any case)
-// or a Kubernetes binary quantity (Ki, Mi, Gi, Ti), as a Kubernetes user writes it: 3000Mi.
-Result<uint64_t> ParseMemoryEntry(std::string_view entry) {
+// One size given to `flag` (--memory's entries, --host-memory): libvgpu's form (digits with an
+// optional binary k, m, g or t, any case) or a Kubernetes binary quantity (Ki, Mi, Gi, Ti), as a
+// Kubernetes user writes it: 3000Mi.
+Result<uint64_t> ParseSizeOption(std::string_view entry, std::string_view flag) {
   std::string_view size = entry;
   if (size.size() > 2 && size.back() == 'i' &&
       std::string_view("KMGT").find(size[size.size() - 2]) != std::string_view::npos) {
     size.remove_suffix(1);  // "3000Mi" is "3000M"
   }
-  auto bytes = ParseSize(size, "--memory");
+  auto bytes = ParseSize(size, flag);
   if (!bytes.ok()) {
     return Error(ErrorCode::kInvalidArgument,
-                 "--memory='" + std::string(entry) +
+                 std::string(flag) + "='" + std::string(entry) +
                      "': not a size (digits with k, m, g or t, or Kubernetes' Ki, Mi, Gi, Ti)");
   }
   return *bytes;
@@ -175,7 +182,9 @@ Result<uint64_t> ParseMemoryEntry(std::string_view entry) {
 
 Result<std::vector<uint64_t>> ParseMemory(std::string_view text) {
   std::vector<uint64_t> out;
-  for (std::string_view entry : SplitList(text)) out.push_back(HAMI_TRY(ParseMemoryEntry(entry)));
+  for (std::string_view entry : SplitList(text)) {
+    out.push_back(HAMI_TRY(ParseSizeOption(entry, "--memory")));
+  }
   return out;
 }
 
@@ -494,6 +503,20 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
     if (!parsed.ok()) return fail(kExitUsage, parsed.error().message());
     memory = std::move(parsed).value();
   }
+  std::optional<uint64_t> host_memory;
+  if (o.host_memory_given) {
+    if (!o.oversubscribe) {
+      return fail(kExitUsage, "--host-memory is the budget of --oversubscribe; give both");
+    }
+    auto parsed = ParseSizeOption(o.host_memory, "--host-memory");
+    if (!parsed.ok()) return fail(kExitUsage, parsed.error().message());
+    host_memory = *parsed;
+  }
+  if (o.oversubscribe && !o.memory_given) {
+    return fail(kExitUsage,
+                "--oversubscribe serves allocations past the memory limit from host memory; give "
+                "--memory too (without a limit nothing goes past it)");
+  }
   std::optional<uint32_t> sm;
   if (o.sm_given) {
     auto parsed = ParseSmPercent(o.sm);
@@ -568,6 +591,11 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
     settings.push_back(limits::SetSmLimit(*sm));
   }
   if (o.devices_given) settings.push_back(limits::SetVisibleDevices(o.devices));
+  if (o.oversubscribe) {
+    UnsetKeys({limits::Key::kOversubscribe, limits::Key::kOversubscribeHostLimit});
+    settings.push_back(limits::SetOversubscribe(true));
+    if (host_memory) settings.push_back(limits::SetOversubscribeHostLimit(*host_memory));
+  }
   for (const auto& [k, v] : settings) setenv(k.c_str(), v.c_str(), 1);
   PrependPreload(library);
 
@@ -595,6 +623,12 @@ int RunLimited(const RunOptions& o, std::vector<std::string> cmd) {
       for (size_t i = 0; i < memory.size(); ++i) {
         memory_text += (i == 0 ? "" : ", ") + FormatBytes(memory[i]);
       }
+    }
+    if (o.oversubscribe) {
+      uint64_t budget = 0;
+      for (size_t i = 0; i < size_t(visible); ++i) budget += memory[memory.size() == 1 ? 0 : i];
+      memory_text += ", then host memory up to " + FormatBytes(host_memory.value_or(budget)) +
+                     (host_memory ? "" : " (the sum of the limits)");
     }
     std::fprintf(stderr, "hami: %d device(s), memory %s, SM %s; region %s%s\n", visible,
                  memory_text.c_str(),
@@ -671,6 +705,13 @@ void AddRunCommand(CLI::App& app) {
   CLI::Option* devices =
       run->add_option("--devices", options.devices,
                       "the devices the command sees: indices or GPU- UUIDs, comma-separated");
+  run->add_flag("--oversubscribe", options.oversubscribe,
+                "serve allocations past --memory from pinned host memory mapped into the "
+                "device (cudaMalloc and cuMemAlloc only), up to --host-memory");
+  CLI::Option* host_memory = run->add_option(
+      "--host-memory", options.host_memory,
+      "the host memory --oversubscribe may use, all devices together (default: the sum of the "
+      "memory limits)");
   run->add_flag("--limits-file-mount", options.limits_file_mount,
                 std::string("also write the limits to a file mounted at ") + node::kLimitsFilePath +
                     " in a private mount namespace, so processes started without the "
@@ -679,7 +720,7 @@ void AddRunCommand(CLI::App& app) {
   // Not ->required(): a missing command gets the message and status of the callback below.
   run->add_option("command", command, "the command and its arguments (put them after --)");
   run->prefix_command();
-  run->callback([run, memory, sm, devices] {
+  run->callback([run, memory, sm, devices, host_memory] {
     // CLI11 gives the words after "--" to `command` and leaves the "--" itself among the
     // remaining arguments: it is not part of the command.
     std::vector<std::string> cmd = command;
@@ -693,6 +734,7 @@ void AddRunCommand(CLI::App& app) {
     options.memory_given = memory->count() > 0;
     options.sm_given = sm->count() > 0;
     options.devices_given = devices->count() > 0;
+    options.host_memory_given = host_memory->count() > 0;
     if (!options.Limited()) RunPlain(options, std::move(cmd));
     std::exit(RunLimited(options, std::move(cmd)));
   });

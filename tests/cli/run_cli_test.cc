@@ -125,6 +125,37 @@ TEST_F(RunCliTest, MemoryLimitIsTheTotalTheCommandSeesAndAllocationsPastItFail) 
   EXPECT_THAT(o.out, HasSubstr("try-alloc 2147483648 2\n"));  // CUDA_ERROR_OUT_OF_MEMORY
 }
 
+// --oversubscribe serves what the device budget refuses from host memory, up to --host-memory
+// (by default the sum of the limits: 2 GiB for two devices at 1 GiB); past that it is refused.
+TEST_F(RunCliTest, OversubscribeServesPastTheLimitFromHostMemoryUpToItsBudget) {
+  Outcome o = Run({"run", "--memory", "1g", "--oversubscribe", "--", Worker(), "context", "meminfo",
+                   "try-alloc", "2g"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(Totals(o.out), ContainerEq(std::vector<uint64_t>{kGiB})) << "the device's budget";
+  EXPECT_THAT(o.out, HasSubstr("try-alloc 2147483648 0\n"));  // CUDA_SUCCESS
+  EXPECT_THAT(o.out, HasSubstr("then host memory up to 2.0 GiB (the sum of the limits)"));
+
+  o = Run({"run", "--memory", "1g", "--oversubscribe", "--host-memory", "1Gi", "--", Worker(),
+           "context", "try-alloc", "2g"});
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("try-alloc 2147483648 2\n"));  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_THAT(o.out, HasSubstr("then host memory up to 1.0 GiB,"));
+}
+
+TEST_F(RunCliTest, OversubscribeWithoutAMemoryLimitOrHostMemoryAloneIsAUsageError) {
+  Outcome o = Run({"run", "--oversubscribe", "--", "/bin/echo", "RAN"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.out, HasSubstr("--oversubscribe serves allocations past the memory limit"));
+  o = Run({"run", "--memory", "1g", "--host-memory", "1g", "--", "/bin/echo", "RAN"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.out, HasSubstr("--host-memory is the budget of --oversubscribe"));
+  o = Run({"run", "--memory", "1g", "--oversubscribe", "--host-memory", "lots", "--", "/bin/echo",
+           "RAN"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.out, HasSubstr("--host-memory='lots': not a size"));
+  EXPECT_THAT(o.out, Not(HasSubstr("RAN")));
+}
+
 TEST_F(RunCliTest, SaysWhatItSetsUpUnlessQuiet) {
   Outcome o = Run({"run", "--memory", "1g", "--sm", "30", "--", "/bin/sh", "-c",
                    "echo \"region $CUDA_DEVICE_MEMORY_SHARED_CACHE\""});
