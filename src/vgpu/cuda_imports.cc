@@ -2,6 +2,7 @@
 // driver first and records only what it granted; nothing is charged to the device budget.
 #include "vgpu/imports.h"
 #include "vgpu/prologue.h"
+#include "vgpu/spill.h"
 
 using namespace hami;        // NOLINT: the exported C API below
 using namespace hami::vgpu;  // NOLINT
@@ -48,9 +49,16 @@ CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
 }
 
 // An imported pool pointer is freed like any pool allocation; the pool's own memory is
-// reconciled at the next synchronization (pools.h), as without this hook.
+// reconciled at the next synchronization (pools.h), as without this hook. A pointer served from
+// host memory (CUDA_OVERSUBSCRIBE, spill.h) is not stream-ordered memory to the driver: its free
+// waits for the stream's work before it, then frees it as cuMemFree_v2 does. A stream that
+// cannot be waited for fails the free and keeps the memory.
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   HAMI_CUDA_PROLOGUE(cuMemFreeAsync, dptr, hStream);
+  if (CUresult freed;
+      FreeIfSpilledOnStream(rt, dptr, hStream, drv.cuda.cuStreamSynchronize, &freed)) {
+    return freed;
+  }
   CUresult r = drv.cuda.cuMemFreeAsync(dptr, hStream);
   if (r == CUDA_SUCCESS) ForgetImportedPointer(rt, dptr);
   return r;
@@ -58,6 +66,10 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   HAMI_CUDA_PROLOGUE(cuMemFreeAsync_ptsz, dptr, hStream);
+  if (CUresult freed;
+      FreeIfSpilledOnStream(rt, dptr, hStream, drv.cuda.cuStreamSynchronize_ptsz, &freed)) {
+    return freed;
+  }
   CUresult r = drv.cuda.cuMemFreeAsync_ptsz(dptr, hStream);
   if (r == CUDA_SUCCESS) ForgetImportedPointer(rt, dptr);
   return r;

@@ -18,6 +18,11 @@ std::optional<Spill> Spills::Take(CUdeviceptr dptr) {
   return out;
 }
 
+bool Spills::Contains(CUdeviceptr dptr) const {
+  MutexLock l(&mu_);
+  return by_ptr_.count(dptr) != 0;
+}
+
 std::vector<Spill> Spills::TakeContext(CUcontext ctx) {
   MutexLock l(&mu_);
   std::vector<Spill> out;

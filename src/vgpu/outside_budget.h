@@ -40,6 +40,7 @@ class Spills {
   void Add(CUdeviceptr dptr, const Spill& spill) EXCLUDES(mu_);
   // Forgets `dptr`; nullopt when it was not served from host memory.
   std::optional<Spill> Take(CUdeviceptr dptr) EXCLUDES(mu_);
+  bool Contains(CUdeviceptr dptr) const EXCLUDES(mu_);
   // Forgets every spill of a context that ended (the driver freed their memory with it).
   std::vector<Spill> TakeContext(CUcontext ctx) EXCLUDES(mu_);
   void ResetInForkChild() NO_THREAD_SAFETY_ANALYSIS;
@@ -49,7 +50,7 @@ class Spills {
   std::atomic<bool> refusal_said{false};
 
  private:
-  Mutex mu_;
+  mutable Mutex mu_;
   std::map<CUdeviceptr, Spill> by_ptr_ GUARDED_BY(mu_);
   std::atomic<size_t> count_{0};
 };

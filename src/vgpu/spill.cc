@@ -115,6 +115,17 @@ bool FreeSpilled(Runtime& rt, CUdeviceptr dptr, CUresult* result) {
   return true;
 }
 
+bool FreeSpilledOnStream(Runtime& rt, CUdeviceptr dptr, CUstream stream, CUresult (*sync)(CUstream),
+                         CUresult* result) {
+  if (!rt.spills.Contains(dptr)) return false;
+  *result = sync != nullptr ? sync(stream) : CUDA_ERROR_NOT_INITIALIZED;
+  if (*result != CUDA_SUCCESS) return true;
+  // Another thread may have freed it meanwhile: then this free finds nothing, as the driver's
+  // second free of one pointer does.
+  if (!FreeSpilled(rt, dptr, result)) *result = CUDA_ERROR_INVALID_VALUE;
+  return true;
+}
+
 void SpillsEndedWithContext(Runtime& rt, CUcontext ctx) {
   if (rt.spills.empty()) return;
   region::Region* reg = ViewRegion(rt);

@@ -48,6 +48,18 @@ inline bool FreeIfSpilled(Runtime& rt, CUdeviceptr dptr, CUresult* result) {
   return FreeSpilled(rt, dptr, result);
 }
 
+// cuMemFreeAsync of a spilled pointer: the driver does not know it as stream-ordered memory, so
+// the free waits for `stream` with `sync` (cuStreamSynchronize or its _ptsz form) and then frees
+// it as FreeSpilled does; a wait that fails is the answer, and the memory stays. False when
+// `dptr` was not spilled (one load when nothing was).
+bool FreeSpilledOnStream(Runtime& rt, CUdeviceptr dptr, CUstream stream, CUresult (*sync)(CUstream),
+                         CUresult* result);
+inline bool FreeIfSpilledOnStream(Runtime& rt, CUdeviceptr dptr, CUstream stream,
+                                  CUresult (*sync)(CUstream), CUresult* result) {
+  if (__builtin_expect(rt.spills.empty(), 1)) return false;
+  return FreeSpilledOnStream(rt, dptr, stream, sync, result);
+}
+
 // A context ended: the driver freed the host memory of its spills; their budget goes back.
 void SpillsEndedWithContext(Runtime& rt, CUcontext ctx);
 

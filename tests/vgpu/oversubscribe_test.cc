@@ -107,6 +107,36 @@ TEST(Oversubscribe, AnAllocationPastTheDeviceBudgetIsServedFromHostMemoryAndWork
   EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
 }
 
+// The per-thread default stream's form, which cuda.h declares only for a build that asks for
+// that stream everywhere (cudart resolves it by name).
+extern "C" CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+
+// Freed in stream order (cuMemFreeAsync, as cudaFreeAsync does for cudaMalloc memory): the free
+// waits for the stream and then gives the host memory and its budget back, on the legacy and
+// the per-thread default streams and on a stream of the application's own.
+TEST(Oversubscribe, ASpilledPointerFreedInStreamOrderGivesItsHostBudgetBack) {
+  Start("true", "1g");
+  CUdeviceptr full = FillTheDeviceBudget();
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  for (int way = 0; way < 3; ++way) {
+    SCOPED_TRACE(way == 0 ? "own stream" : way == 1 ? "legacy default stream" : "per-thread");
+    CUdeviceptr p = 0;
+    ASSERT_EQ(cuMemAlloc_v2(&p, 64 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(MyBooks().spilled, 64 * kMiB);
+    ASSERT_EQ(cuMemsetD8Async(p, 0x5a, 64 * kMiB, way == 0 ? stream : nullptr), CUDA_SUCCESS);
+    const CUresult freed = way == 0   ? cuMemFreeAsync(p, stream)
+                           : way == 1 ? cuMemFreeAsync(p, nullptr)
+                                      : cuMemFreeAsync_ptsz(p, nullptr);
+    EXPECT_EQ(freed, CUDA_SUCCESS);
+    EXPECT_EQ(MyBooks().spilled, 0u);
+    EXPECT_EQ(ContainerHost().spilled_bytes, 0u);
+    EXPECT_EQ(cuMemFreeAsync(p, stream), CUDA_ERROR_INVALID_VALUE) << "freed once only";
+  }
+  ASSERT_EQ(cuStreamDestroy_v2(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree_v2(full), CUDA_SUCCESS);
+}
+
 TEST(Oversubscribe, APitchedAllocationSpillsWithAPitchTheApplicationCanUse) {
   Start("true", "1g");
   CUdeviceptr full = FillTheDeviceBudget();
