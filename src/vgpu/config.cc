@@ -447,19 +447,17 @@ FileLimits LimitsFromFile(const LimitsFile& file) {
   FileLimits out;
   if (!file.present && !file.unreadable) return out;
   Resolution r = ResolveConfig(file, [](const char*) -> const char* { return nullptr; });
-  // Only the memory and SM limits follow the file; the host budget stays what the process
-  // started with, so what the file says of it is not news here.
-  const std::string_view host = limits::Name(limits::Key::kOversubscribeHostLimit);
-  for (std::string& c : r.closed) {
-    if (!std::string_view(c).starts_with(host)) out.closed.push_back(std::move(c));
-  }
+  out.closed = std::move(r.closed);
   const std::string_view memory_all = limits::Name(limits::Key::kMemoryLimit);
   const std::string_view sm_all = limits::Name(limits::Key::kSmLimit);
+  const std::string_view host = limits::Name(limits::Key::kOversubscribeHostLimit);
   bool memory_every = file.unreadable, sm_every = file.unreadable;
+  bool host_set = file.unreadable;
   std::array<bool, kMaxDevices> memory_one{}, sm_one{};
   for (const Setting& s : r.config.settings) {
     memory_every |= s.name == memory_all;
     sm_every |= s.name == sm_all;
+    host_set |= s.name == host;
     int device = -1;
     const limits::KeyInfo* k = limits::Lookup(s.name, &device);
     if (k == nullptr || device < 0 || device >= kMaxDevices) continue;
@@ -470,6 +468,7 @@ FileLimits LimitsFromFile(const LimitsFile& file) {
     if (memory_every || memory_one[i]) out.memory_limit[i] = r.config.memory_limit[i];
     if (sm_every || sm_one[i]) out.sm_limit[i] = r.config.sm_limit[i];
   }
+  if (host_set) out.host_limit = r.config.host_limit.value_or(0);
   return out;
 }
 

@@ -112,6 +112,8 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn);
 struct FileLimits {
   std::array<std::optional<uint64_t>, kMaxDevices> memory_limit{};
   std::array<std::optional<uint32_t>, kMaxDevices> sm_limit{};
+  // CUDA_OVERSUBSCRIBE_HOST_LIMIT when the file sets it (0: malformed, or the file unreadable).
+  std::optional<uint64_t> host_limit;
   std::vector<std::string> closed;  // as Resolution::closed
 };
 FileLimits LimitsFromFile(const LimitsFile& file);

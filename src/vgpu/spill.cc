@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/strings.h"
@@ -32,15 +33,20 @@ void SayRefused(Runtime& rt, int device, uint64_t bytes, const char* why) {
 
 }  // namespace
 
-uint64_t HostBudget(const Config& config, int device_count) {
-  if (!config.oversubscribe) return 0;
-  if (config.host_limit) return *config.host_limit;
+uint64_t HostBudgetOf(const std::optional<uint64_t>& host_limit,
+                      std::span<const uint64_t> memory_limits) {
+  if (host_limit) return *host_limit;
   uint64_t sum = 0;
-  for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
-    const uint64_t limit = config.memory_limit[size_t(d)];
+  for (const uint64_t limit : memory_limits) {
     if (limit != region::layout::kZeroBudgetBytes) sum = SaturatingAdd(sum, limit);
   }
   return sum;
+}
+
+uint64_t HostBudget(const Config& config, int device_count) {
+  if (!config.oversubscribe) return 0;
+  const size_t n = size_t(std::clamp(device_count, 0, int(kMaxDevices)));
+  return HostBudgetOf(config.host_limit, std::span(config.memory_limit).first(n));
 }
 
 CUresult SpillAllocation(Runtime& rt, CUdeviceptr* dptr, uint64_t bytes) {

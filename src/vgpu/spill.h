@@ -23,6 +23,8 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <optional>
+#include <span>
 
 #include "vgpu/runtime.h"
 
@@ -33,6 +35,11 @@ namespace hami::vgpu {
 // else the memory limits of its first `device_count` devices added up (a device without a
 // limit, or held closed, adds nothing).
 uint64_t HostBudget(const Config& config, int device_count);
+// The host budget of a process that oversubscribes: `host_limit` when set, else
+// `memory_limits` added up (a device without a limit, or held closed, adds nothing). What the
+// watcher applies when the limits file changes either.
+uint64_t HostBudgetOf(const std::optional<uint64_t>& host_limit,
+                      std::span<const uint64_t> memory_limits);
 
 // What cuMemAlloc_v2 (and cuMemAllocPitch_v2, for pitch x height bytes) answers once the
 // device budget refused `bytes` on the current context's device: CUDA_SUCCESS with *dptr a

@@ -4,7 +4,10 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "vgpu/config.h"
 #include "vgpu/nvml_list.h"
 #include "vgpu/runtime.h"
+#include "vgpu/spill.h"
 
 namespace hami::vgpu {
 
@@ -42,6 +46,8 @@ struct WatchState {
   // The limits file's state (LimitsFileState) as last followed, or as the process was
   // configured from until the first change: no change, nothing to do.
   std::string limits_state;
+  // The host budget last applied (an oversubscribing process); unset until the file changes.
+  std::optional<uint64_t> host_budget;
 };
 
 void Replaced(Runtime& rt, const Status& why) {
@@ -122,6 +128,25 @@ void FollowLimitsFile(Runtime& rt, region::Region* reg, WatchState& w) {
                   kLimitsFilePath, i, was, *sm);
       }
     }
+  }
+  // An oversubscribing process's host budget: the file's when it sets one, else as at start
+  // (the environment's, or the device limits added up, now the followed ones).
+  if (rt.config.oversubscribe) {
+    std::array<uint64_t, kMaxDevices> own{};
+    const size_t n = size_t(std::clamp(count, 0, int(kMaxDevices)));
+    for (size_t i = 0; i < n; ++i) own[i] = rt.own_memory_limit[i].load(std::memory_order_relaxed);
+    const uint64_t budget = HostBudgetOf(
+        limits.host_limit ? limits.host_limit : rt.config.host_limit, std::span(own).first(n));
+    const uint64_t was = w.host_budget.value_or(HostBudget(rt.config, count));
+    if (budget != was) {
+      reg->SetOwnHostLimit(budget);
+      g_log.Log(LogLevel::kInfo,
+                "%s: host budget %llu -> %llu bytes (CUDA_OVERSUBSCRIBE_HOST_LIMIT), held with the "
+                "region's from the next allocation past the device budget",
+                kLimitsFilePath, static_cast<unsigned long long>(was),
+                static_cast<unsigned long long>(budget));
+    }
+    w.host_budget = budget;
   }
 }
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -343,63 +344,100 @@ TEST_F(LimitsFileTest, MalformedLineIsReportedWithItsNumberAndTheRestApplies) {
 }
 
 // A running process follows the root-owned limits file when the node rewrites it in place (a
-// resize), and not a raise written into the region alone (what a tenant can do).
-TEST_F(LimitsFileTest, ARunningProcessFollowsTheFileAndNotARaiseInTheRegionAlone) {
-  const std::string ready1 = dir_.File("ready1"), go1 = dir_.File("go1");
-  const std::string ready2 = dir_.File("ready2"), go2 = dir_.File("go2");
+// resize), and not a raise written into the region alone (what a tenant can do): the worker
+// starts under `initial`, tries `bytes`, waits while `raise_region` raises the region alone,
+// tries again, waits while the file is rewritten with `after`, then tries until it is granted.
+class LimitsFileFollowTest : public LimitsFileTest {
+ protected:
+  // Returns the worker's three outcomes ("try-alloc N E", "until-alloc N E" lines).
+  std::vector<std::string> RaiseRegionThenFile(
+      const std::string& initial, const std::function<void(region::Region&)>& raise_region,
+      const std::vector<limits::Entry>& after, const std::string& bytes) {
+    const std::string ready1 = dir_.File("ready1"), go1 = dir_.File("go1");
+    const std::string ready2 = dir_.File("ready2"), go2 = dir_.File("go2");
+    std::atomic<bool> ended{false};
+    std::thread worker([&] {
+      run_ = RunWith(initial,
+                     {"context", "try-alloc", bytes, "touch", ready1, "wait-path", go1, "try-alloc",
+                      bytes, "touch", ready2, "wait-path", go2, "until-alloc", bytes, "30000"});
+      ended = true;
+    });
+    // Waits for the worker's sign; false when it ended first (its output says why).
+    auto wait_for = [&](const std::string& path) {
+      const int64_t deadline = MonotonicNs() + 60'000'000'000;
+      while (access(path.c_str(), F_OK) != 0) {
+        if (MonotonicNs() >= deadline || ended) return false;
+        SleepForNs(1'000'000);
+      }
+      return true;
+    };
+    auto go = [](const std::string& path) {
+      UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+      EXPECT_TRUE(fd.valid()) << path << ": " << std::strerror(errno);
+    };
+    if (wait_for(ready1)) {
+      auto reg = region::Region::Open(region_, nullptr, region::Create::kNever, nullptr);
+      EXPECT_TRUE(reg.ok()) << reg.error().message();
+      if (reg.ok()) raise_region(**reg);
+      go(go1);
+      if (wait_for(ready2)) {
+        Status s = limits::UpdateLimitsFileInPlace(dir_.File("root") + kLimitsFile, after);
+        EXPECT_TRUE(s.ok()) << s.error().message();
+      }
+      go(go2);
+    }
+    worker.join();
+    std::vector<std::string> tries;
+    std::istringstream lines(run_.out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("try-alloc ", 0) == 0 || line.rfind("until-alloc ", 0) == 0) {
+        tries.push_back(line);
+      }
+    }
+    return tries;
+  }
+
+  WorkerRun run_;
+};
+
+TEST_F(LimitsFileFollowTest, ARunningProcessFollowsTheFileAndNotARaiseInTheRegionAlone) {
   const std::string base = "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region_ + "\n";
-  WorkerRun run;
-  std::atomic<bool> ended{false};
-  std::thread worker([&] {
-    run = RunWith("CUDA_DEVICE_MEMORY_LIMIT=1g\n" + base + "HAMI_LIMITS_FORMAT=1\n",
-                  {"context", "try-alloc", "2g", "touch", ready1, "wait-path", go1, "try-alloc",
-                   "2g", "touch", ready2, "wait-path", go2, "until-alloc", "2g", "30000"});
-    ended = true;
-  });
-  // Waits for the worker's sign; false when it ended first (its output says why).
-  auto wait_for = [&](const std::string& path) {
-    const int64_t deadline = MonotonicNs() + 60'000'000'000;
-    while (access(path.c_str(), F_OK) != 0) {
-      if (MonotonicNs() >= deadline || ended) return false;
-      SleepForNs(1'000'000);
-    }
-    return true;
-  };
-  auto go = [](const std::string& path) {
-    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-    EXPECT_TRUE(fd.valid()) << path << ": " << std::strerror(errno);
-  };
-  if (wait_for(ready1)) {
-    auto reg = region::Region::Open(region_, nullptr, region::Create::kNever, nullptr);
-    EXPECT_TRUE(reg.ok() && (*reg)->SetMemoryLimit(0, 4 * kGiB).ok())
-        << (reg.ok() ? "setting the region's limit failed" : reg.error().message());
-    go(go1);
-    if (wait_for(ready2)) {
-      Status s = limits::UpdateLimitsFileInPlace(
-          dir_.File("root") + kLimitsFile,
-          std::vector<limits::Entry>{{"CUDA_DEVICE_MEMORY_LIMIT", "3g"},
-                                     {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region_}});
-      EXPECT_TRUE(s.ok()) << s.error().message();
-    }
-    go(go2);
-  }
-  worker.join();
-  CheckStarted(run);
+  const std::vector<std::string> tries = RaiseRegionThenFile(
+      "CUDA_DEVICE_MEMORY_LIMIT=1g\n" + base + "HAMI_LIMITS_FORMAT=1\n",
+      [](region::Region& r) { EXPECT_TRUE(r.SetMemoryLimit(0, 4 * kGiB).ok()); },
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "3g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region_}}, "2g");
+  CheckStarted(run_);
   if (IsSkipped() || HasFailure()) return;
-  EXPECT_EQ(run.status, 0) << run.out;
-  std::istringstream lines(run.out);
-  std::vector<std::string> tries;
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("try-alloc ", 0) == 0 || line.rfind("until-alloc ", 0) == 0) {
-      tries.push_back(line);
-    }
-  }
+  EXPECT_EQ(run_.status, 0) << run_.out;
   const std::string two = std::to_string(2 * kGiB);
   EXPECT_THAT(tries, ::testing::ElementsAre("try-alloc " + two + " 2", "try-alloc " + two + " 2",
                                             "until-alloc " + two + " 0"))
       << "2 GiB: refused under the file's 1 GiB, still refused with the region alone raised to "
          "4 GiB, granted once the file says 3 GiB\n"
-      << run.out;
+      << run_.out;
+}
+
+// The host budget of an oversubscribed container follows the file the same way: 2 GiB past a
+// 1 GiB device budget is refused under a 256 MiB host budget, still refused with the region's
+// alone raised, and served from host memory once the file says 4 GiB.
+TEST_F(LimitsFileFollowTest, TheHostBudgetFollowsTheFileAndNotARaiseInTheRegionAlone) {
+  const std::string base = "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region_ + "\n";
+  const std::vector<std::string> tries = RaiseRegionThenFile(
+      "CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_OVERSUBSCRIBE=true\nCUDA_OVERSUBSCRIBE_HOST_LIMIT=256m\n" +
+          base,
+      [](region::Region& r) { EXPECT_TRUE(r.SetHostLimit(4 * kGiB).ok()); },
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"},
+       {"CUDA_OVERSUBSCRIBE", "true"},
+       {"CUDA_OVERSUBSCRIBE_HOST_LIMIT", "4g"},
+       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region_}},
+      "2g");
+  CheckStarted(run_);
+  if (IsSkipped() || HasFailure()) return;
+  EXPECT_EQ(run_.status, 0) << run_.out;
+  const std::string two = std::to_string(2 * kGiB);
+  EXPECT_THAT(tries, ::testing::ElementsAre("try-alloc " + two + " 2", "try-alloc " + two + " 2",
+                                            "until-alloc " + two + " 0"))
+      << run_.out;
 }
 
 }  // namespace
