@@ -1,13 +1,18 @@
 #include "plugin/container_state.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <utility>
 
+#include "common/file.h"
 #include "common/strings.h"
+#include "common/unique_fd.h"
 
 namespace hami::plugin {
 namespace {
@@ -18,6 +23,45 @@ bool IsBelow(std::string_view path, std::string_view dir) {
 
 bool AtOrBelow(std::string_view path, std::string_view dir) {
   return path == dir || IsBelow(path, dir);
+}
+
+// Makes `path` a directory (mode 0755) unless it is one already.
+Status MakeDirectory(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return Error::FromErrno("stat " + path);
+    if (!S_ISDIR(st.st_mode)) {
+      return Error(ErrorCode::kInvalidArgument, path + ": exists and is not a directory");
+    }
+    return OkStatus();
+  }
+  return Error::FromErrno("mkdir " + path);
+}
+
+// Writes `text` to `path` through a temporary file in the same
+// directory, fsynced and renamed over it, so that a container being created at the same time
+// maps either the old library or the new one, never a part.
+Status InstallFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".tmp-XXXXXX";
+  int raw = mkstemp(tmp.data());
+  if (raw < 0) return Error::FromErrno("creating " + tmp);
+  UniqueFd fd(raw);
+  auto fail = [&](const std::string& what) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Error::FromErrno(what + " " + tmp, err);
+  };
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("writing");
+    done += size_t(n);
+  }
+  if (fchmod(fd.get(), mode) != 0) return fail("chmod");
+  if (fsync(fd.get()) != 0) return fail("fsync");
+  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("renaming over " + path + " from");
+  return OkStatus();
 }
 
 }  // namespace
@@ -196,6 +240,34 @@ Status CheckHookFiles(const ContainerResponse& response, std::string_view whose,
     }
   }
   return OkStatus();
+}
+
+Status InstallHookFiles(const std::string& hook_path, const std::string& vgpu_library) {
+  const std::string vgpu = hook_path + "/vgpu";
+  HAMI_TRY(MakeDirectory(hook_path));
+  HAMI_TRY(MakeDirectory(vgpu));
+  HAMI_TRY(MakeDirectory(vgpu + "/containers"));
+  const std::string library = hook_path + "/" + kHostLibVgpu;
+  if (!vgpu_library.empty()) {
+    auto bytes = ReadFileToString(vgpu_library, size_t(256) << 20, Symlinks::kFollow);
+    if (!bytes.ok()) {
+      return Error(ErrorCode::kNotFound,
+                   "reading the libvgpu.so to install: " + bytes.error().message());
+    }
+    HAMI_TRY(InstallFile(library, *bytes, 0755));
+  } else {
+    struct stat st {};
+    if (stat(library.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return Error(ErrorCode::kNotFound,
+                   library +
+                       ": no libvgpu.so in the hook path (install one, or name it with "
+                       "--vgpu-library): containers would run without their limits");
+    }
+  }
+  // The preload list every container gets at /etc/ld.so.preload: the library at the path the
+  // container sees it.
+  return InstallFile(hook_path + "/" + kHostLdSoPreload, std::string(kContainerLibVgpu) + "\n",
+                     0644);
 }
 
 }  // namespace hami::plugin

@@ -6,10 +6,10 @@
 // the host that back them. One home, so that a claim gets exactly what a container of a pod
 // gets.
 //
-// The pure part (BuildContainerShare) decides; the I/O part (RecreateContainerDirectory,
-// CheckHookFiles) makes the directory and checks that the files bound as files are files. The
-// limits file itself is published by limits::PublishLimitsFile, /tmp/vgpulock prepared by
-// broker::PrepareLockDirectory.
+// The pure part (BuildContainerShare) decides; the I/O part (InstallHookFiles,
+// RecreateContainerDirectory, CheckHookFiles) makes the directory and checks that the files bound
+// as files are files. The limits file itself is published by limits::PublishLimitsFile,
+// /tmp/vgpulock prepared by broker::PrepareLockDirectory.
 //
 // Thread safety: BuildContainerShare, NormalizePath, ReconcileLockMounts and SplitScaledShare
 // are pure; the I/O functions touch only the paths they are given.
@@ -144,5 +144,13 @@ Status RecreateContainerDirectory(const std::string& dir);
 // `whose` ("container main of pod default/p") and the daemon to restart.
 Status CheckHookFiles(const ContainerResponse& response, std::string_view whose,
                       std::string_view daemon);
+
+// What every container's mounts bind from the hook path, installed by the daemon at its start:
+// <hook>/vgpu/, <hook>/vgpu/containers/ (directories, 0755, made when missing),
+// <hook>/vgpu/libvgpu.so (a copy of `vgpu_library`, 0755; empty: one must be there already) and
+// <hook>/vgpu/ld.so.preload (the library's path in the container, 0644). Each file is written
+// to a temporary file beside it, fsync'd and renamed over it, so that a container being created
+// at the same time maps the old file or the new one, never a part.
+Status InstallHookFiles(const std::string& hook_path, const std::string& vgpu_library);
 
 }  // namespace hami::plugin
