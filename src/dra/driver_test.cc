@@ -237,6 +237,16 @@ TEST_F(DriverTest, MissingHookFilesFailThePrepare) {
   EXPECT_FALSE(Exists(Spec("u-1")));
 }
 
+TEST_F(DriverTest, HookFilesInstalledAsTheDevicePluginInstallsThemServeAPrepare) {
+  std::filesystem::remove_all(hook_);
+  ASSERT_TRUE(std::ofstream(root_.File("libvgpu.so")) << "ELF");
+  ASSERT_TRUE(plugin::InstallHookFiles(hook_, root_.File("libvgpu.so")).ok());
+  EXPECT_EQ(Read(hook_ + "/vgpu/libvgpu.so"), "ELF");
+  EXPECT_EQ(Read(hook_ + "/vgpu/ld.so.preload"), "/usr/local/vgpu/libvgpu.so\n");
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "1Gi"}})}));
+  EXPECT_THAT(NewDriver()->Prepare({{"ml", "u-1", "c"}})["u-1"].error, IsEmpty());
+}
+
 TEST_F(DriverTest, WithoutConsumedCapacityTheClaimHasTheWholeGpu) {
   source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-1", "", nullptr)}));
   auto answers = NewDriver()->Prepare({{"ml", "u-1", "c"}});

@@ -1,9 +1,9 @@
 // hami-dra-plugin: the kubelet plugin of the DRA driver hami-core-gpu.project-hami.io. Flags
-// (CLI11) -> the node's GPUs (NVML) -> the driver (its checkpoint) -> the DRA service on
-// <plugins dir>/<driver>/dra.sock and the registration service on
-// <registry dir>/<driver>-reg.sock -> SIGINT or SIGTERM -> orderly stop. docs/dra.md lists the
-// flags and what is not there yet (publishing the ResourceSlice: --print-resource-slice prints
-// it).
+// (CLI11) -> the node's GPUs (NVML) -> the hook files (libvgpu.so, ld.so.preload) -> the driver
+// (its checkpoint) -> the DRA service on <plugins dir>/<driver>/dra.sock and the registration
+// service on <registry dir>/<driver>-reg.sock -> SIGINT or SIGTERM -> orderly stop. docs/dra.md
+// lists the flags and what is not there yet (publishing the ResourceSlice: --print-resource-slice
+// prints it).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   hami::inventory::Options inventory_options;
   bool print_slice = false;
   bool broker = false;
+  std::string vgpu_library;
   o.hook_path = EnvOr("HOOK_PATH", hami::node::kDefaultHookPath);
 
   app.add_option("--node-name", node_name, "this node's name, the pool's (else $NODE_NAME)");
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--hook-path", o.hook_path,
                  "host directory holding vgpu/libvgpu.so and vgpu/containers/ (else $HOOK_PATH)")
       ->capture_default_str();
+  app.add_option("--vgpu-library", vgpu_library,
+                 "install this libvgpu.so into <hook-path>/vgpu/ at start (atomically), with "
+                 "the ld.so.preload file containers get; empty: one must be there already");
   app.add_option("--nvml-library", inventory_options.nvml_library, "the NVML library to open")
       ->capture_default_str();
   app.add_option("--cuda-library", inventory_options.cuda_library,
@@ -105,6 +109,9 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.error().message());
   dra::ApiClaimSource source(**client);
 
+  if (auto hook = hami::plugin::InstallHookFiles(o.hook_path, vgpu_library); !hook.ok()) {
+    return Fail(hook.error().message());
+  }
   const std::string plugin_dir = plugins_dir + "/" + o.driver_name;
   std::error_code ec;
   std::filesystem::create_directories(plugin_dir, ec);
