@@ -37,6 +37,17 @@ Status RemoveFile(const std::string& path) {
   return Error::FromErrno("removing " + path);
 }
 
+// Whether every file a prepared claim's containers need is still there.
+bool FilesPresent(const PreparedClaim& claim) {
+  struct stat st {};
+  auto is = [&](const std::string& path, bool dir) {
+    return path.empty() ||
+           (lstat(path.c_str(), &st) == 0 && (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)));
+  };
+  return is(claim.cdi_spec_path, false) && is(claim.limits_path, false) &&
+         is(claim.container_dir, true);
+}
+
 }  // namespace
 
 std::string DeviceName(int index) { return "hami-gpu-" + std::to_string(index); }
@@ -136,8 +147,19 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
   const std::string who = Describe(ref);
   if (ref.uid.empty()) return Error(ErrorCode::kInvalidArgument, who + ": no uid");
   if (auto it = checkpoint_.find(ref.uid); it != checkpoint_.end()) {
-    if (it->second.state == ClaimState::kPrepared) return it->second.devices;
-    // Left midway by a plugin that died: start again from nothing.
+    if (it->second.state == ClaimState::kPrepared) {
+      if (FilesPresent(it->second)) {
+        if (Status s = broker::PrepareLockDirectory(options_.lock_dir); !s.ok()) {
+          return std::move(s).error().Context(who + ": preparing " + lock_host_dir_);
+        }
+        return it->second.devices;
+      }
+      // Its files are gone (a node reboot empties /var/run/cdi, which is a tmpfs): prepared
+      // again, from the claim.
+      Log("dra event=prepare_again claim=" + ref.ns + "/" + ref.name + " uid=" + ref.uid +
+          " reason=\"files missing\"");
+    }
+    // Left midway by a plugin that died, or its files lost: start again from nothing.
     HAMI_TRY(RemovePreparedFiles(it->second));
     checkpoint_.erase(it);
     HAMI_TRY(SaveCheckpoint(options_.checkpoint_path, checkpoint_));

@@ -3,8 +3,10 @@
 //
 // Prepare, per claim:
 //   1. a claim the checkpoint holds as prepared gets the recorded answer again (the kubelet
-//      calls again after its own restart and on retries); one recorded as preparing (the plugin
-//      died midway) has its files removed and is prepared from the start;
+//      calls again after its own restart and on retries), /tmp/vgpulock prepared again, while
+//      its CDI spec, limits file and directory are there; when one is gone (a node reboot
+//      empties /var/run/cdi) and for a claim recorded as preparing (the plugin died midway),
+//      its files are removed and it is prepared from the start;
 //   2. the claim is read from the ClaimSource, its UID checked, and the results of its
 //      allocation for this driver taken (claim.h). Each must name this node's pool and one of
 //      its GPUs, else the claim fails with a message naming the device; the other claims of the

@@ -160,6 +160,33 @@ TEST_F(DriverTest, ARepeatGetsTheSameAnswerAlsoAfterARestartWithoutTheClaim) {
   EXPECT_EQ(restarted->Prepare({{"ml", "u-1", "c"}}), first);
 }
 
+TEST_F(DriverTest, ARepeatAfterTheFilesWereLostPreparesThemAgain) {
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "1Gi"}})}));
+  auto first = NewDriver()->Prepare({{"ml", "u-1", "c"}});
+  ASSERT_THAT(first["u-1"].error, IsEmpty());
+  // A node reboot: /var/run/cdi and /tmp are emptied, the checkpoint stays.
+  std::filesystem::remove_all(cdi_);
+  std::filesystem::remove_all(root_.File("vgpulock"));
+  auto restarted = NewDriver();
+  EXPECT_EQ(restarted->Prepare({{"ml", "u-1", "c"}}), first);
+  EXPECT_TRUE(Exists(Spec("u-1")));
+  EXPECT_TRUE(Exists(Limits("u-1")));
+  EXPECT_TRUE(Exists(root_.File("vgpulock")));
+  EXPECT_THAT(log_, HasSubstr("event=prepare_again"));
+  // Only the lock directory lost: the answer is the recorded one, and the directory is back.
+  std::filesystem::remove_all(root_.File("vgpulock"));
+  source_.Remove("ml", "c");
+  EXPECT_EQ(restarted->Prepare({{"ml", "u-1", "c"}}), first);
+  EXPECT_TRUE(Exists(root_.File("vgpulock")));
+  // Files lost and the claim gone: the claim fails, and nothing of it is left.
+  std::filesystem::remove(Spec("u-1"));
+  auto failed = restarted->Prepare({{"ml", "u-1", "c"}});
+  EXPECT_THAT(failed["u-1"].error, HasSubstr("not found"));
+  EXPECT_FALSE(Exists(Dir("u-1")));
+  EXPECT_FALSE(Exists(Limits("u-1")));
+  EXPECT_EQ(restarted->Prepared().count("u-1"), 0u);
+}
+
 TEST_F(DriverTest, UnprepareRemovesExactlyWhatPrepareMadeEvenWhenTheClaimIsGone) {
   source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "2Gi"}})}));
   source_.Put(Claim("d", "u-2", {Result_("gpu", "hami-gpu-0", "", {{"memory", "2Gi"}})}));
