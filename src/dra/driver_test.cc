@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/file.h"
 #include "common/temp_dir.h"
@@ -185,6 +186,23 @@ TEST_F(DriverTest, ARepeatAfterTheFilesWereLostPreparesThemAgain) {
   EXPECT_FALSE(Exists(Dir("u-1")));
   EXPECT_FALSE(Exists(Limits("u-1")));
   EXPECT_EQ(restarted->Prepared().count("u-1"), 0u);
+}
+
+TEST_F(DriverTest, ConcurrentPreparesOfOneClaimGetOneAnswer) {
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "s", {{"memory", "1Gi"}})}));
+  auto driver = NewDriver();
+  std::vector<std::map<std::string, PrepareAnswer>> answers(4);
+  std::vector<std::thread> threads;
+  for (auto& a : answers) {
+    threads.emplace_back([&] { a = driver->Prepare({{"ml", "u-1", "c"}}); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& a : answers) {
+    EXPECT_THAT(a.at("u-1").error, IsEmpty());
+    EXPECT_EQ(a, answers[0]);
+  }
+  EXPECT_EQ(driver->Prepared().size(), 1u);
+  EXPECT_EQ(std::count(log_.begin(), log_.end(), '\n'), 4);  // four answers, no failure
 }
 
 TEST_F(DriverTest, UnprepareRemovesExactlyWhatPrepareMadeEvenWhenTheClaimIsGone) {

@@ -21,6 +21,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "log/flags.h"
+#include "log/log.h"
 
 namespace {
 
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   }
   if (node_name.empty()) return Fail("--node-name: required (or $NODE_NAME)");
   o.node_name = node_name;
+  o.log = [](std::string_view line) { HAMI_LOG(kInfo, "%.*s", int(line.size()), line.data()); };
   o.broker = broker ? hami::plugin::Broker::kEnabled : hami::plugin::Broker::kDisabled;
 
   auto inventory = hami::inventory::ReadInventory(inventory_options);
@@ -131,7 +133,9 @@ int main(int argc, char** argv) {
   const std::string endpoint = plugin_dir + "/" + dra::kDraSocketName;
   auto dra_server = dra::SocketServer::Start(endpoint, {&v1, &v1beta1});
   if (!dra_server.ok()) return Fail(dra_server.error().message());
-  dra::RegistrationService registration((*driver)->options().driver_name, endpoint);
+  dra::RegistrationService registration(
+      (*driver)->options().driver_name, endpoint,
+      [](std::string_view line) { HAMI_LOG(kInfo, "%.*s", int(line.size()), line.data()); });
   auto reg_server = dra::SocketServer::Start(
       registry_dir + "/" + dra::RegistrationSocketName((*driver)->options().driver_name),
       {&registration});
