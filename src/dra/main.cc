@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--cuda-library", inventory_options.cuda_library,
                  "the CUDA driver, for SM counts (empty: not opened)")
       ->capture_default_str();
+  app.add_option("--lock-parent", o.lock_dir.parent,
+                 "the host directory holding vgpulock, bound at /tmp/vgpulock in containers")
+      ->capture_default_str();
   app.add_flag("--broker", broker,
                "mount the host-PID broker's directory and set LIBVGPU_HOSTPID_BROKER=1 (the "
                "broker itself is served by hami-device-plugin or `hami broker`)");
