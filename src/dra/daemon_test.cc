@@ -2,7 +2,8 @@
 // HTTP server answering for resource.k8s.io/v1 claims (the simulated API server does not serve
 // them yet), and a gRPC client on its sockets. The plugin is killed (SIGKILL) between prepare
 // and unprepare, the claim deleted, and a new plugin started on the same directories answers
-// the repeat from its checkpoint and removes every file on unprepare. Root: the plugin prepares
+// the repeat from its checkpoint and removes every file on unprepare; it stops on SIGTERM with
+// the kubelet's health stream open. Root: the plugin prepares
 // its lock directory root-owned (seed 000).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -161,7 +162,8 @@ TEST_F(DaemonTest, KilledBetweenPrepareAndUnprepareItsSuccessorCleansUp) {
     ::pluginregistration::PluginInfo info;
     ASSERT_TRUE(reg->GetInfo(&ctx, {}, &info).ok());
     EXPECT_EQ(info.endpoint(), DraSocket());
-    EXPECT_THAT(info.supported_versions(), ElementsAre("v1.DRAPlugin", "v1beta1.DRAPlugin"));
+    EXPECT_THAT(info.supported_versions(),
+                ElementsAre("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"));
 
     first = Prepare();
     ASSERT_EQ(first.error(), "");
@@ -187,10 +189,23 @@ TEST_F(DaemonTest, KilledBetweenPrepareAndUnprepareItsSuccessorCleansUp) {
   EXPECT_FALSE(Exists(dir));
   EXPECT_FALSE(Exists(limits));
   EXPECT_TRUE(Exists(root_.File("lock") + "/vgpulock"));
+  // The kubelet's health stream is open when the plugin is told to stop: it ends, and the
+  // plugin stops without waiting for it.
+  auto health = ::v1alpha1::DRAResourceHealth::NewStub(
+      grpc::CreateChannel("unix:" + DraSocket(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext hctx;
+  auto stream = health->NodeWatchResources(&hctx, {});
+  ::v1alpha1::NodeWatchResourcesResponse devices;
+  ASSERT_TRUE(stream->Read(&devices));
+  ASSERT_EQ(devices.devices_size(), 1);
+  EXPECT_EQ(devices.devices(0).device().pool_name(), "n1");
+  EXPECT_EQ(devices.devices(0).device().device_name(), "hami-gpu-0");
+  EXPECT_EQ(devices.devices(0).health(), ::v1alpha1::HEALTHY);
   successor->Kill(SIGTERM);
   EXPECT_EQ(successor->Wait(30000), 0);
   EXPECT_FALSE(Exists(DraSocket()));
   EXPECT_FALSE(Exists(RegSocket()));
+  EXPECT_FALSE(stream->Read(&devices));
 }
 
 }  // namespace

@@ -52,8 +52,10 @@ TEST(DraGrpcio, APythonKubeletRegistersPreparesAndUnprepares) {
   DraV1Service v1(**driver);
   DraV1beta1Service v1beta1(**driver);
   const std::string endpoint = root.File("dra.sock");
-  RegistrationService registration(kDriverName, endpoint, [](std::string_view) {});
-  auto dra = SocketServer::Start(endpoint, {&v1, &v1beta1});
+  RegistrationService registration(kDriverName, endpoint, Health::kServed, [](std::string_view) {});
+  HealthService health({{"n1", "hami-gpu-0", false, "Xid 79", 1765000000}});
+  auto dra =
+      SocketServer::Start(endpoint, {&v1, &v1beta1, &health}, [&health] { health.EndStreams(); });
   ASSERT_TRUE(dra.ok()) << dra.error().message();
   auto reg = SocketServer::Start(root.File(RegistrationSocketName(kDriverName)), {&registration});
   ASSERT_TRUE(reg.ok()) << reg.error().message();

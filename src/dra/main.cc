@@ -7,16 +7,20 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "common/stop_signals.h"
 #include "dra/claim.h"
 #include "dra/driver.h"
 #include "dra/service.h"
 #include "dra/slices.h"
+#include "inventory/health.h"
 #include "inventory/inventory.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
   std::string plugins_dir = dra::kDefaultPluginsDir;
   hami::inventory::Options inventory_options;
   bool print_slice = false;
+  bool no_health = false;
   bool broker = false;
   std::string vgpu_library;
   o.hook_path = EnvOr("HOOK_PATH", hami::node::kDefaultHookPath);
@@ -80,6 +85,9 @@ int main(int argc, char** argv) {
   app.add_flag("--broker", broker,
                "mount the host-PID broker's directory and set LIBVGPU_HOSTPID_BROKER=1 (the "
                "broker itself is served by hami-device-plugin or `hami broker`)");
+  app.add_flag("--no-health-checks", no_health,
+               "do not watch NVML events (as DP_DISABLE_HEALTHCHECKS=all): every GPU keeps the "
+               "health it had at start");
   app.add_flag("--print-resource-slice", print_slice,
                "print the node's ResourceSlice as JSON and exit");
   hami::log::Flags log_flags;
@@ -131,27 +139,82 @@ int main(int argc, char** argv) {
 
   auto driver = dra::Driver::Create(source, dra::GpusFromInventory(*inventory), std::move(o));
   if (!driver.ok()) return Fail(driver.error().message());
-  dra::DraV1Service v1(**driver);
-  dra::DraV1beta1Service v1beta1(**driver);
+  dra::Driver& d = **driver;
+  const std::string driver_name = d.options().driver_name;
+
+  // The GPUs' health: the inventory's at start, then the NVML event watcher's changes, to the
+  // driver (a warning when a claim lands on an unhealthy GPU) and the kubelet's health stream.
+  std::mutex gpus_mu;
+  std::vector<dra::Gpu> gpus = dra::GpusFromInventory(*inventory);
+  std::map<std::string, dra::DeviceHealth> health_by_uuid;
+  const int64_t start_s = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  for (const hami::inventory::Device& dev : inventory->devices) {
+    if (dev.uuid.empty() || dev.index < 0) continue;
+    health_by_uuid[dev.uuid] = {node_name, dra::DeviceName(dev.index), dev.healthy,
+                                dev.health_reason, start_s};
+  }
+  auto health_list = [&] {
+    std::vector<dra::DeviceHealth> out;
+    for (const dra::Gpu& g : gpus) out.push_back(health_by_uuid[g.uuid]);
+    return out;
+  };
+  dra::HealthService health(health_list());
+  std::unique_ptr<hami::inventory::HealthWatcher> watcher;
+  if (!no_health) {
+    hami::inventory::HealthOptions ho;
+    ho.nvml_library = inventory_options.nvml_library;
+    for (const dra::Gpu& g : gpus) ho.uuids.push_back(g.uuid);
+    ho.xids = hami::inventory::XidPolicy::FromEnvironment();
+    ho.on_change = [&](const hami::inventory::HealthChange& change) {
+      std::lock_guard lock(gpus_mu);
+      for (dra::Gpu& g : gpus) {
+        if (g.uuid == change.uuid) g.healthy = change.healthy;
+      }
+      dra::DeviceHealth& h = health_by_uuid[change.uuid];
+      h.healthy = change.healthy;
+      h.message = change.reason;
+      h.last_updated_s = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+      hami::log::Log(change.healthy ? hami::log::Level::kInfo : hami::log::Level::kError,
+                     "dra event=health gpu=%s healthy=%d reason=\"%s\"", change.uuid.c_str(),
+                     int(change.healthy), change.reason.c_str());
+      d.SetGpus(gpus);
+      health.Set(health_list());
+    };
+    auto started = hami::inventory::HealthWatcher::Start(std::move(ho));
+    if (!started.ok()) {
+      HAMI_LOG(kWarn, "dra event=health_watch_failed error=\"%s\"",
+               started.error().message().c_str());
+    } else {
+      watcher = std::move(started).value();
+    }
+  }
+
+  dra::DraV1Service v1(d);
+  dra::DraV1beta1Service v1beta1(d);
   const std::string endpoint = plugin_dir + "/" + dra::kDraSocketName;
-  auto dra_server = dra::SocketServer::Start(endpoint, {&v1, &v1beta1});
+  health.AcceptStreams();
+  auto dra_server =
+      dra::SocketServer::Start(endpoint, {&v1, &v1beta1, &health}, [&] { health.EndStreams(); });
   if (!dra_server.ok()) return Fail(dra_server.error().message());
   dra::RegistrationService registration(
-      (*driver)->options().driver_name, endpoint,
+      driver_name, endpoint, dra::Health::kServed,
       [](std::string_view line) { HAMI_LOG(kInfo, "%.*s", int(line.size()), line.data()); });
   auto reg_server = dra::SocketServer::Start(
-      registry_dir + "/" + dra::RegistrationSocketName((*driver)->options().driver_name),
-      {&registration});
+      registry_dir + "/" + dra::RegistrationSocketName(driver_name), {&registration});
   if (!reg_server.ok()) return Fail(reg_server.error().message());
-  std::printf("hami-dra-plugin: serving %s on %s, registration on %s\n",
-              (*driver)->options().driver_name.c_str(), endpoint.c_str(),
-              (*reg_server)->path().c_str());
+  std::printf("hami-dra-plugin: serving %s on %s, registration on %s\n", driver_name.c_str(),
+              endpoint.c_str(), (*reg_server)->path().c_str());
   std::fflush(stdout);
 
   auto stop = hami::WaitForStop({});
   // The registration socket first: the kubelet stops calling a plugin whose socket is gone.
   (*reg_server)->Stop();
   (*dra_server)->Stop();
+  if (watcher) watcher->Stop();
   if (!stop.ok()) return Fail(stop.error().message());
   return 0;
 }

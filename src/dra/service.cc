@@ -121,9 +121,98 @@ grpc::Status DraV1beta1Service::NodeUnprepareResources(
   return Unprepare(driver_, *request, response);
 }
 
-RegistrationService::RegistrationService(std::string driver, std::string endpoint,
+::v1alpha1::NodeWatchResourcesResponse ToHealthResponse(const std::vector<DeviceHealth>& devices) {
+  ::v1alpha1::NodeWatchResourcesResponse out;
+  for (const DeviceHealth& d : devices) {
+    auto* h = out.add_devices();
+    h->mutable_device()->set_pool_name(d.pool);
+    h->mutable_device()->set_device_name(d.device);
+    h->set_health(d.healthy ? ::v1alpha1::HEALTHY : ::v1alpha1::UNHEALTHY);
+    h->set_last_updated_time(d.last_updated_s);
+    h->set_message(d.message.substr(0, 1024));
+  }
+  return out;
+}
+
+HealthService::HealthService(std::vector<DeviceHealth> devices) : devices_(std::move(devices)) {}
+
+HealthService::~HealthService() { EndStreams(); }
+
+void HealthService::Set(std::vector<DeviceHealth> devices) {
+  {
+    std::lock_guard lock(mu_);
+    devices_ = std::move(devices);
+    ++version_;
+  }
+  changed_.notify_all();
+}
+
+std::vector<DeviceHealth> HealthService::devices() const {
+  std::lock_guard lock(mu_);
+  return devices_;
+}
+
+void HealthService::EndStreams() {
+  {
+    std::lock_guard lock(mu_);
+    ending_ = true;
+  }
+  changed_.notify_all();
+}
+
+void HealthService::AcceptStreams() {
+  std::lock_guard lock(mu_);
+  ending_ = false;
+}
+
+uint64_t HealthService::open_streams() const {
+  std::lock_guard lock(mu_);
+  return open_;
+}
+
+grpc::Status HealthService::NodeWatchResources(
+    grpc::ServerContext* context, const ::v1alpha1::NodeWatchResourcesRequest* /*request*/,
+    grpc::ServerWriter<::v1alpha1::NodeWatchResourcesResponse>* writer) {
+  std::unique_lock lock(mu_);
+  if (ending_) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the DRA plugin is stopping");
+  }
+  ++open_;
+  uint64_t sent = 0;
+  grpc::Status end = grpc::Status::OK;
+  for (;;) {
+    if (ending_) {
+      end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the DRA plugin is stopping");
+      break;
+    }
+    if (context->IsCancelled()) {
+      end = grpc::Status::CANCELLED;
+      break;
+    }
+    if (sent != version_) {
+      ::v1alpha1::NodeWatchResourcesResponse message = ToHealthResponse(devices_);
+      sent = version_;
+      lock.unlock();
+      const bool written = writer->Write(message);
+      lock.lock();
+      if (!written) {
+        end = grpc::Status::CANCELLED;
+        break;
+      }
+      continue;
+    }
+    changed_.wait_for(lock, kStreamCancelCheck, [&] { return ending_ || sent != version_; });
+  }
+  --open_;
+  return end;
+}
+
+RegistrationService::RegistrationService(std::string driver, std::string endpoint, Health health,
                                          std::function<void(std::string_view)> log)
-    : driver_(std::move(driver)), endpoint_(std::move(endpoint)), log_(std::move(log)) {}
+    : driver_(std::move(driver)),
+      endpoint_(std::move(endpoint)),
+      health_(health),
+      log_(std::move(log)) {}
 
 grpc::Status RegistrationService::GetInfo(grpc::ServerContext* /*context*/,
                                           const ::pluginregistration::InfoRequest* /*request*/,
@@ -133,6 +222,7 @@ grpc::Status RegistrationService::GetInfo(grpc::ServerContext* /*context*/,
   response->set_endpoint(endpoint_);
   response->add_supported_versions(kV1Service);
   response->add_supported_versions(kV1beta1Service);
+  if (health_ == Health::kServed) response->add_supported_versions(kHealthService);
   return grpc::Status::OK;
 }
 
@@ -163,7 +253,8 @@ RegistrationState RegistrationService::state() const {
 }
 
 Result<std::unique_ptr<SocketServer>> SocketServer::Start(
-    const std::string& socket_path, const std::vector<grpc::Service*>& services) {
+    const std::string& socket_path, const std::vector<grpc::Service*>& services,
+    std::function<void()> before_shutdown) {
   if (socket_path.empty() || socket_path[0] != '/') {
     return Error(ErrorCode::kInvalidArgument,
                  "gRPC socket path '" + socket_path + "' is not an absolute path");
@@ -198,13 +289,17 @@ Result<std::unique_ptr<SocketServer>> SocketServer::Start(
     server->Shutdown();
     return Error::FromErrno("gRPC socket " + socket_path + " after bind", err);
   }
-  return std::unique_ptr<SocketServer>(
-      new SocketServer(socket_path, std::move(server), st.st_dev, st.st_ino));
+  return std::unique_ptr<SocketServer>(new SocketServer(socket_path, std::move(server), st.st_dev,
+                                                        st.st_ino, std::move(before_shutdown)));
 }
 
 SocketServer::SocketServer(std::string path, std::unique_ptr<grpc::Server> server, dev_t dev,
-                           ino_t ino)
-    : path_(std::move(path)), dev_(dev), ino_(ino), server_(std::move(server)) {}
+                           ino_t ino, std::function<void()> before_shutdown)
+    : path_(std::move(path)),
+      dev_(dev),
+      ino_(ino),
+      before_shutdown_(std::move(before_shutdown)),
+      server_(std::move(server)) {}
 
 SocketServer::~SocketServer() { Stop(); }
 
@@ -220,6 +315,7 @@ void SocketServer::Stop(int64_t grace_ms) {
     return lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
   };
   const bool was_ours = ours();
+  if (before_shutdown_) before_shutdown_();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server->Wait();
   if (was_ours && ours()) unlink(path_.c_str());

@@ -54,9 +54,14 @@ class ServiceTest : public ::testing::Test {
     driver_ = std::move(d).value();
     v1_ = std::make_unique<DraV1Service>(*driver_);
     v1beta1_ = std::make_unique<DraV1beta1Service>(*driver_);
-    registration_ = std::make_unique<RegistrationService>(
-        kDriverName, "/var/lib/kubelet/plugins/x/dra.sock", [](std::string_view) {});
-    auto dra = SocketServer::Start(root_.File("dra.sock"), {v1_.get(), v1beta1_.get()});
+    registration_ =
+        std::make_unique<RegistrationService>(kDriverName, "/var/lib/kubelet/plugins/x/dra.sock",
+                                              Health::kServed, [](std::string_view) {});
+    health_ = std::make_unique<HealthService>(std::vector<DeviceHealth>{
+        {"n1", "hami-gpu-0", true, "", 100}, {"n1", "hami-gpu-1", false, "Xid 79", 200}});
+    auto dra =
+        SocketServer::Start(root_.File("dra.sock"), {v1_.get(), v1beta1_.get(), health_.get()},
+                            [this] { health_->EndStreams(); });
     ASSERT_TRUE(dra.ok()) << dra.error().message();
     dra_ = std::move(dra).value();
     auto reg =
@@ -71,6 +76,7 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<DraV1Service> v1_;
   std::unique_ptr<DraV1beta1Service> v1beta1_;
   std::unique_ptr<RegistrationService> registration_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<SocketServer> dra_, reg_;
 };
 
@@ -83,7 +89,8 @@ TEST_F(ServiceTest, RegistrationAnswersTheDraPluginInfo) {
   EXPECT_EQ(info.type(), "DRAPlugin");
   EXPECT_EQ(info.name(), "hami-core-gpu.project-hami.io");
   EXPECT_EQ(info.endpoint(), "/var/lib/kubelet/plugins/x/dra.sock");
-  EXPECT_THAT(info.supported_versions(), ElementsAre("v1.DRAPlugin", "v1beta1.DRAPlugin"));
+  EXPECT_THAT(info.supported_versions(),
+              ElementsAre("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"));
 
   EXPECT_FALSE(registration_->state().notified);
   grpc::ClientContext ctx2;
@@ -160,6 +167,42 @@ TEST_F(ServiceTest, AClaimWithoutUidFailsTheCall) {
   drav1::NodePrepareResourcesResponse resp;
   grpc::Status s = stub->NodePrepareResources(&ctx, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(DraRegistration, OffersHealthOnlyWhenServed) {
+  RegistrationService r(kDriverName, "/x/dra.sock", Health::kNotServed, [](std::string_view) {});
+  ::pluginregistration::PluginInfo info;
+  ASSERT_TRUE(r.GetInfo(nullptr, nullptr, &info).ok());
+  EXPECT_THAT(info.supported_versions(), ElementsAre("v1.DRAPlugin", "v1beta1.DRAPlugin"));
+}
+
+TEST_F(ServiceTest, HealthStreamSendsTheWholeListThenEachChange) {
+  auto stub = ::v1alpha1::DRAResourceHealth::NewStub(Channel(dra_->path()));
+  grpc::ClientContext ctx;
+  auto stream = stub->NodeWatchResources(&ctx, {});
+  ::v1alpha1::NodeWatchResourcesResponse msg;
+  ASSERT_TRUE(stream->Read(&msg));
+  ASSERT_EQ(msg.devices_size(), 2);
+  EXPECT_EQ(msg.devices(0).device().pool_name(), "n1");
+  EXPECT_EQ(msg.devices(0).device().device_name(), "hami-gpu-0");
+  EXPECT_EQ(msg.devices(0).health(), ::v1alpha1::HEALTHY);
+  EXPECT_EQ(msg.devices(0).last_updated_time(), 100);
+  EXPECT_EQ(msg.devices(1).health(), ::v1alpha1::UNHEALTHY);
+  EXPECT_EQ(msg.devices(1).message(), "Xid 79");
+
+  health_->Set({{"n1", "hami-gpu-0", false, "Xid 48", 300}, {"n1", "hami-gpu-1", false, "", 200}});
+  ASSERT_TRUE(stream->Read(&msg));
+  ASSERT_EQ(msg.devices_size(), 2);  // the complete list again
+  EXPECT_EQ(msg.devices(0).health(), ::v1alpha1::UNHEALTHY);
+  EXPECT_EQ(msg.devices(0).message(), "Xid 48");
+  EXPECT_EQ(msg.devices(0).last_updated_time(), 300);
+
+  // A stop ends the open stream at once rather than at the shutdown's deadline.
+  dra_->Stop(60'000);
+  EXPECT_FALSE(stream->Read(&msg));
+  grpc::Status s = stream->Finish();
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(health_->open_streams(), 0u);
 }
 
 TEST_F(ServiceTest, StopRemovesTheSocket) {

@@ -5,7 +5,8 @@ this folder's own copies of the upstream protos (never the product's). Run by dr
     /usr/bin/python3 checks.py PROTO_DIR REGISTRATION_SOCKET DRA_SOCKET OUT_DIR
 
 against a driver whose claims the test fixes (grpcio_test.cc): ml/c (uid u-1) allocated 1 GiB
-and 30 cores of hami-gpu-0 with share s-1, ml/gone (uid u-2) absent. Prints "ok CHECK" per
+and 30 cores of hami-gpu-0 with share s-1, ml/gone (uid u-2) absent; hami-gpu-0 unhealthy
+("Xid 79", last updated 1765000000) on the health stream. Prints "ok CHECK" per
 check and "ok all", exits 0 when every assertion holds, 1 otherwise, 77 when grpcio or
 grpc_tools is not installed.
 """
@@ -47,6 +48,7 @@ def main():
     reg, reg_grpc = generate(proto_dir, out_dir, "kubelet_pluginregistration")
     v1, v1_grpc = generate(proto_dir, out_dir, "kubelet_dra_v1")
     b1, b1_grpc = generate(proto_dir, out_dir, "kubelet_dra_v1beta1")
+    hp, hp_grpc = generate(proto_dir, out_dir, "kubelet_dra_health_v1alpha1")
 
     channel = grpc.insecure_channel(f"unix:{reg_socket}")
     grpc.channel_ready_future(channel).result(timeout=20)
@@ -56,7 +58,7 @@ def main():
     expect_eq("name", info.name, DRIVER)
     expect_eq("endpoint", info.endpoint, dra_socket)
     expect_eq("supported_versions", list(info.supported_versions),
-              ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+              ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"])
     registration.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True),
                                           timeout=20)
     print("ok registration")
@@ -115,6 +117,15 @@ def main():
     except grpc.RpcError as e:
         expect_eq("no uid", e.code(), grpc.StatusCode.INVALID_ARGUMENT)
     print("ok no_uid")
+
+    stream = hp_grpc.DRAResourceHealthStub(dra).NodeWatchResources(
+        hp.NodeWatchResourcesRequest(), timeout=20)
+    first_health = next(stream)
+    expect_eq("health devices", [(d.device.pool_name, d.device.device_name, d.health,
+                                  d.last_updated_time, d.message) for d in first_health.devices],
+              [("n1", "hami-gpu-0", hp.UNHEALTHY, 1765000000, "Xid 79")])
+    stream.cancel()
+    print("ok health")
     print("ok all")
 
 
