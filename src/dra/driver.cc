@@ -160,9 +160,12 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
           " reason=\"files missing\"");
     }
     // Left midway by a plugin that died, or its files lost: start again from nothing.
-    HAMI_TRY(RemovePreparedFiles(it->second));
+    if (Status s = RemovePreparedFiles(it->second); !s.ok())
+      return std::move(s).error().Context(who);
     checkpoint_.erase(it);
-    HAMI_TRY(SaveCheckpoint(options_.checkpoint_path, checkpoint_));
+    if (Status s = SaveCheckpoint(options_.checkpoint_path, checkpoint_); !s.ok()) {
+      return std::move(s).error().Context(who);
+    }
   }
 
   nlohmann::json claim = HAMI_TRY(source_.Get(ref));
@@ -245,7 +248,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     if (!share.limits_path.empty()) {
       HAMI_TRY(limits::PublishLimitsFile(share.limits_path, share.limits, options_.publish));
     }
-    HAMI_TRY(plugin::CheckHookFiles(share.response, who, "hami-dra-plugin"));
+    HAMI_TRY(plugin::CheckHookFiles(share.response, "the claim's containers", "hami-dra-plugin"));
     HAMI_TRY(EnsureDirectory(options_.cdi_dir));
     const std::string spec = CdiSpec(share.response, cdi_devices).dump(2) + "\n";
     HAMI_TRY(WriteFileAtomically(record.cdi_spec_path, spec, 0644));
