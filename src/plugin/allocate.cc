@@ -31,14 +31,6 @@ const std::string* SpecEnv(const kube::Container& c, std::string_view name) {
   return found;
 }
 
-bool IsBelow(std::string_view path, std::string_view dir) {
-  return path.size() > dir.size() && path.substr(0, dir.size()) == dir && path[dir.size()] == '/';
-}
-
-bool AtOrBelow(std::string_view path, std::string_view dir) {
-  return path == dir || IsBelow(path, dir);
-}
-
 std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -111,53 +103,6 @@ Result<kube::Pod> FindPendingPod(std::string_view node_name, const std::string* 
       [&](const kube::Pod& a, const kube::Pod& b) { return order(a) < order(b); });
 }
 
-std::string NormalizePath(std::string_view path) {
-  std::vector<std::string_view> parts;
-  for (std::string_view part : SplitString(path, '/', true)) {
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-    } else if (part != ".") {
-      parts.push_back(part);
-    }
-  }
-  std::string out;
-  for (std::string_view p : parts) {
-    out += '/';
-    out += p;
-  }
-  return out.empty() ? "/" : out;
-}
-
-std::vector<Mount> ReconcileLockMounts(std::vector<Mount> mounts, Broker broker,
-                                       std::string_view lock_host_dir,
-                                       std::string_view broker_host_dir) {
-  const std::string lock_dir = node::kLockDir;
-  const std::string broker_dir = node::kBrokerContainerDir;
-  const std::string broker_host = NormalizePath(broker_host_dir);
-  std::vector<Mount> out;
-  std::optional<size_t> insert_at;
-  for (Mount& m : mounts) {
-    const std::string container = NormalizePath(m.container_path);
-    const bool is_lock = container == lock_dir;
-    const bool is_broker =
-        AtOrBelow(container, broker_dir) || AtOrBelow(NormalizePath(m.host_path), broker_host);
-    if (is_lock || is_broker) {
-      if (!insert_at) insert_at = out.size();
-      continue;
-    }
-    if (!insert_at && IsBelow(container, lock_dir)) insert_at = out.size();
-    out.push_back(std::move(m));
-  }
-  std::vector<Mount> canonical;
-  canonical.push_back({lock_dir, std::string(lock_host_dir), false});
-  if (broker == Broker::kEnabled) {
-    canonical.push_back({broker_dir, std::string(broker_host_dir), true});
-  }
-  const size_t at = insert_at.value_or(out.size());
-  out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), canonical.begin(), canonical.end());
-  return out;
-}
-
 std::string RequestKey(const ContainerRequest& request) {
   std::vector<std::string> ids = request.device_ids;
   std::sort(ids.begin(), ids.end());
@@ -174,17 +119,6 @@ std::string PhysicalUuid(std::string_view id, std::span<const NodeGpu> gpus) {
     }
   }
   return std::string(id);
-}
-
-ScaledShare SplitScaledShare(uint64_t bytes, double scaling) {
-  if (!(scaling > 1)) return {bytes, 0};
-  // Exact in a double up to 2^53 bytes; a quotient rounded up past the true one is taken back.
-  auto device = static_cast<uint64_t>(std::floor(static_cast<double>(bytes) / scaling));
-  while (device > 0 && static_cast<double>(device) * scaling > static_cast<double>(bytes)) {
-    --device;
-  }
-  device = std::min(device, bytes);
-  return {device, bytes - device};
 }
 
 Result<AllocatePlan> Allocate(const AllocateInput& in) {
@@ -341,8 +275,7 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
                                 aligned[k].uuid + " is used as the scheduler decided");
       }
       devs = std::move(aligned);
-      auto set = [&resp](limits::Entry e) { resp.envs[e.first] = std::move(e.second); };
-      uint64_t host_bytes = 0;  // the host parts of the shares (deviceMemoryScaling > 1)
+      std::vector<ShareDevice> shares;
       for (size_t k = 0; k < devs.size(); ++k) {
         const kube::ContainerDevice& d = devs[k];
         auto gpu = std::find_if(in.gpus.begin(), in.gpus.end(),
@@ -370,19 +303,12 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
                       std::to_string(cfg.device.device_memory_scaling) + " leaves no device " +
                       "memory of its " + std::to_string(d.mem_mib) + " MiB share");
         }
-        set(limits::SetDeviceMemoryLimit(static_cast<int>(k), share.device_bytes));
-        host_bytes += share.host_bytes;
+        shares.push_back(
+            {d.uuid, static_cast<uint64_t>(d.mem_mib) << 20, static_cast<uint32_t>(devs[k].cores)});
       }
-      set(limits::SetSmLimit(static_cast<uint32_t>(devs[0].cores)));
-      set(limits::SetSharedCache(kContainerSharedCache));
-      if (cfg.device.device_memory_scaling > 1) {
-        set(limits::SetOversubscribe(true));
-        set(limits::SetOversubscribeHostLimit(host_bytes));
-      }
-      if (cfg.device.lib_cuda_log_level != 2)
-        set(limits::SetLogLevel(cfg.device.lib_cuda_log_level));
       // A container's own priority and policy are checked as libvgpu.so reads them, and
       // passed on in the form every writer writes.
+      ContainerShareInput si;
       const std::string priority_name(limits::Name(limits::Key::kTaskPriority));
       if (const std::string* v = SpecEnv(ctr, priority_name)) {
         auto priority = limits::ParseTaskPriority(*v);
@@ -390,7 +316,7 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
           return fail("container " + ctr.name + ": env " + priority_name + " " + QuoteInput(*v) +
                       " is not 0 (high) or 1 (low)");
         }
-        set(limits::SetTaskPriority(*priority));
+        si.task_priority = *priority;
       }
       const std::string policy_name(limits::Name(limits::Key::kCorePolicy));
       if (const std::string* v = SpecEnv(ctr, policy_name)) {
@@ -399,52 +325,33 @@ Result<AllocatePlan> Allocate(const AllocateInput& in) {
           return fail("container " + ctr.name + ": env " + policy_name + " " + QuoteInput(*v) +
                       " is not one of default, force, disable");
         }
-        set(limits::SetCorePolicy(*policy));
-      } else if (auto policy = limits::ParseCorePolicy(cfg.device.gpu_core_policy);
-                 policy.ok() && *policy != limits::CorePolicy::kDefault) {
-        set(limits::SetCorePolicy(*policy));
+        si.core_policy = *policy;
       }
-      if (cfg.device.disable_core_limit) set(limits::SetCorePolicy(limits::CorePolicy::kDisable));
-      resp.envs.erase(std::string(limits::Name(limits::Key::kHostPidBroker)));
-      if (in.broker == Broker::kEnabled) set(limits::SetHostPidBroker(true));
-    }
-    std::vector<std::string> visible;
-    for (const auto& d : devs) {
-      if (std::find(visible.begin(), visible.end(), d.uuid) == visible.end()) {
-        visible.push_back(d.uuid);
-      }
-    }
-    resp.envs[kVisibleDevicesEnv] = Join(visible, ",");
-
-    if (!mig) {
-      const node::ContainerRef ref{pod.metadata.uid, ctr.name};
-      auto dir = node::ContainerDir(in.hook_path, ref);
-      if (!dir.ok()) return std::move(dir).error().Context(who);
-      cp.container_dir = *dir;
-      // ContainerDir has validated the hook path; drop a trailing '/' as it does.
-      std::string hook = in.hook_path;
-      while (hook.size() > 1 && hook.back() == '/') hook.pop_back();
-      std::vector<Mount> mounts;
-      mounts.push_back({kContainerVgpuDir, cp.container_dir, false});
-      mounts.push_back({kContainerLibVgpu, hook + "/" + kHostLibVgpu, true});
-      mounts.push_back({node::kLockDir, in.lock_host_dir, false});
       const std::string* disable = SpecEnv(ctr, kDisableControlEnv);
-      if (disable == nullptr || !GoTrue(*disable)) {
-        mounts.push_back({kContainerLdSoPreload, hook + "/" + kHostLdSoPreload, true});
-      }
-      if (plan.delivery == LimitDelivery::kFile) {
-        auto path = node::ContainerLimitsPath(in.hook_path, ref);
-        if (!path.ok()) return std::move(path).error().Context(who);
-        cp.limits_path = *path;
-        mounts.push_back({node::kLimitsFilePath, cp.limits_path, true});
-        for (const auto& [k, v] : resp.envs) {
-          if (k != kVisibleDevicesEnv) cp.limits.emplace_back(k, v);
+      si.devices = shares;
+      si.device_config = &cfg.device;
+      si.ref = node::ContainerRef{pod.metadata.uid, ctr.name};
+      si.hook_path = in.hook_path;
+      si.broker = in.broker;
+      si.lock_host_dir = in.lock_host_dir;
+      si.broker_host_dir = in.broker_host_dir;
+      si.limits_file =
+          plan.delivery == LimitDelivery::kFile ? LimitsFile::kWrite : LimitsFile::kNone;
+      si.preload = disable == nullptr || !GoTrue(*disable) ? Preload::kMount : Preload::kSkip;
+      auto built = BuildContainerShare(si);
+      if (!built.ok()) return std::move(built).error().Context(who);
+      resp = std::move(built->response);
+      cp.container_dir = std::move(built->container_dir);
+      cp.limits_path = std::move(built->limits_path);
+      cp.limits = std::move(built->limits);
+    } else {
+      std::vector<std::string> visible;
+      for (const auto& d : devs) {
+        if (std::find(visible.begin(), visible.end(), d.uuid) == visible.end()) {
+          visible.push_back(d.uuid);
         }
-        auto text = limits::LimitsText(cp.limits);
-        if (!text.ok()) return std::move(text).error().Context(who + " container " + ctr.name);
       }
-      resp.mounts =
-          ReconcileLockMounts(std::move(mounts), in.broker, in.lock_host_dir, in.broker_host_dir);
+      resp.envs[kVisibleDevicesEnv] = Join(visible, ",");
     }
     cp.devices = std::move(devs);
     plan.containers.push_back(std::move(cp));

@@ -4,8 +4,13 @@
 hami_cc_library(NAME hami_plugin_config SRCS config.cc
   DEPS hami::device_config hami::kube_codec hami::common nlohmann_json::nlohmann_json)
 
+# One container's share (env, mounts, directory, limits file), shared with the DRA driver's
+# prepared claims: a core library, since two components run it (container_state.h).
+hami_cc_library(NAME hami_plugin_container_state LAYER core SRCS container_state.cc
+  DEPS hami::device_config hami::limits hami::node_paths hami::common)
+
 hami_cc_library(NAME hami_plugin_allocate SRCS allocate.cc
-  DEPS hami::plugin_config hami::kube_codec hami::limits hami::node_paths hami::common
+  DEPS hami::plugin_container_state hami::plugin_config hami::kube_codec hami::limits hami::node_paths hami::common
        nlohmann_json::nlohmann_json)
 
 hami_cc_library(NAME hami_plugin_allocator SRCS allocator.cc

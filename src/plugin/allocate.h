@@ -71,28 +71,13 @@
 #include "limits/vocabulary.h"
 #include "node/paths.h"
 #include "plugin/config.h"
+#include "plugin/container_state.h"
 #include "plugin/types.h"
 
 namespace hami::plugin {
 
-// Container-side paths of the response (HAMi's, with seed 003's stable region name).
-inline constexpr char kContainerVgpuDir[] = "/usr/local/vgpu";
-inline constexpr char kContainerLibVgpu[] = "/usr/local/vgpu/libvgpu.so";
-inline constexpr char kContainerSharedCache[] = "/usr/local/vgpu/usage.cache";
-inline constexpr char kContainerLdSoPreload[] = "/etc/ld.so.preload";
-// Host-side files below the hook path that the deployment installs.
-inline constexpr char kHostLibVgpu[] = "vgpu/libvgpu.so";
-inline constexpr char kHostLdSoPreload[] = "vgpu/ld.so.preload";
-
-// The broker gate variable; only "1" enables.
-inline constexpr const char* kBrokerGateEnv = limits::KeyName(limits::Key::kHostPidBroker);
-inline constexpr char kDisableControlEnv[] = "CUDA_DISABLE_CONTROL";
-inline constexpr char kVisibleDevicesEnv[] = "NVIDIA_VISIBLE_DEVICES";
-
 // The error when no pod is waiting for devices on the node (HAMi's exact text).
 std::string NoBindingPodMessage(std::string_view node_name);  // "no binding pod found on node n1"
-
-enum class Broker { kDisabled, kEnabled };
 
 // A GPU of this node, as Allocate needs it.
 struct NodeGpu {
@@ -115,37 +100,11 @@ struct NodeGpu {
 Result<kube::Pod> FindPendingPod(std::string_view node_name, const std::string* node_lock,
                                  const nlohmann::json& pods);
 
-// ---- 2. mounts --------------------------------------------------------------------------------
-
-// "/a//b/./c/" -> "/a/b/c"; ".." removes the component before it (never above "/").
-std::string NormalizePath(std::string_view path);
-
-// Makes the lock-directory mounts of `mounts` canonical (seed 000): every mount whose container
-// path is path-equivalent to /tmp/vgpulock, and every broker mount (container path at or below
-// /tmp/vgpulock/hostpid, or host path at or below `broker_host_dir`), is removed; then one
-// read-write `lock_host_dir` -> /tmp/vgpulock and, when the broker is enabled, one read-only
-// `broker_host_dir` -> /tmp/vgpulock/hostpid right after it are put where the first removed
-// one was, or before the first mount nested below /tmp/vgpulock, or at the end. Other mounts
-// keep their order.
-std::vector<Mount> ReconcileLockMounts(std::vector<Mount> mounts, Broker broker,
-                                       std::string_view lock_host_dir = node::kLockDir,
-                                       std::string_view broker_host_dir = node::kBrokerHostDir);
+// ---- 2. mounts: NormalizePath, ReconcileLockMounts (plugin/container_state.h) ---------------
 
 // ---- 3. Allocate ------------------------------------------------------------------------------
 
-// deviceMemoryScaling above 1 advertises a GPU's memory times the scaling; what it advertises
-// past the physical memory can only be host memory. So a container's share of a GPU (`bytes`,
-// what the scheduler counted against the scaled memory) is held as device memory for its part
-// of the physical GPU, bytes / scaling rounded down to a byte, and as host memory for the rest
-// (libvgpu's oversubscription, docs/vgpu.md). Every container's device part together stays
-// within the GPU's memory; the two parts together are what was advertised. At a scaling of 1
-// or less, all of it is device memory. A device part of 0 (a scaling so large that less than a
-// byte is left) is 0 here: the caller refuses it, since 0 would be no limit.
-struct ScaledShare {
-  uint64_t device_bytes = 0;
-  uint64_t host_bytes = 0;
-};
-ScaledShare SplitScaledShare(uint64_t bytes, double scaling);
+// SplitScaledShare: plugin/container_state.h.
 
 struct AllocateInput {
   const kube::Pod* pod = nullptr;  // from FindPendingPod

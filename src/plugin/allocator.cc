@@ -23,23 +23,6 @@ using nlohmann::json;
 
 std::string PodName(const kube::Pod& pod) { return pod.metadata.ns + "/" + pod.metadata.name; }
 
-// Removes `dir` (not following symlinks) and makes it again, mode 0777 whatever the umask, its
-// parents 0755 where missing.
-Status RecreateDirectory(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (ec) return Error(ErrorCode::kIo, "removing " + dir + ": " + ec.message(), ec.value());
-  const fs::path parent = fs::path(dir).parent_path();
-  fs::create_directories(parent, ec);
-  if (ec) {
-    return Error(ErrorCode::kIo, "creating " + parent.string() + ": " + ec.message(), ec.value());
-  }
-  if (::mkdir(dir.c_str(), 0777) != 0) return Error::FromErrno("mkdir " + dir);
-  if (::chmod(dir.c_str(), 0777) != 0) return Error::FromErrno("chmod " + dir);
-  return OkStatus();
-}
-
 // Writes the pod record (node/pod_record.h) into the container's directory, mode 0644.
 Status WritePodRecord(const std::string& dir, const kube::Pod& pod, const std::string& container) {
   const std::string path = dir + "/" + node::kPodRecordFileName;
@@ -217,7 +200,7 @@ Status Allocator::Apply(const kube::Pod& pod, const AllocatePlan& plan) {
   }
   for (const ContainerPlan& c : plan.containers) {
     if (c.container_dir.empty()) continue;
-    if (Status s = RecreateDirectory(c.container_dir); !s.ok()) {
+    if (Status s = RecreateContainerDirectory(c.container_dir); !s.ok()) {
       return std::move(s).error().Context("container " + c.container + " of pod " + PodName(pod));
     }
     if (Status s = WritePodRecord(c.container_dir, pod, c.container); !s.ok()) {
@@ -228,25 +211,8 @@ Status Allocator::Apply(const kube::Pod& pod, const AllocatePlan& plan) {
     if (!c.limits_path.empty()) {
       HAMI_TRY(limits::PublishLimitsFile(c.limits_path, c.limits, options_.publish));
     }
-    // The files that hold a container to its limits must be files when the runtime binds
-    // them: containerd makes a missing bind source an empty directory, and a container whose
-    // /etc/ld.so.preload is a directory runs without libvgpu.
-    for (const Mount& m : c.response.mounts) {
-      if (m.container_path != kContainerLibVgpu && m.container_path != kContainerLdSoPreload &&
-          m.container_path != node::kLimitsFilePath) {
-        continue;
-      }
-      struct stat st {};
-      const bool exists = stat(m.host_path.c_str(), &st) == 0;
-      if (!exists || !S_ISREG(st.st_mode)) {
-        return Error(ErrorCode::kNotFound,
-                     m.host_path + " (bound at " + m.container_path + " in container " +
-                         c.container + " of pod " + PodName(pod) + ") is " +
-                         (exists ? "not a regular file" : "missing") +
-                         ": the container would run without its limits, so it is refused; "
-                         "restart hami-device-plugin to install its hook files again");
-      }
-    }
+    HAMI_TRY(CheckHookFiles(c.response, "container " + c.container + " of pod " + PodName(pod),
+                            "hami-device-plugin"));
   }
 
   const std::string* phase = pod.metadata.Annotation(kube::kBindPhaseAnnotation);

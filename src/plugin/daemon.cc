@@ -17,48 +17,7 @@
 
 namespace hami::plugin {
 
-namespace {
-
-// Makes `path` a directory (mode 0755) unless it is one already.
-Status MakeDirectory(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
-    struct stat st {};
-    if (lstat(path.c_str(), &st) != 0) return Error::FromErrno("stat " + path);
-    if (!S_ISDIR(st.st_mode)) {
-      return Error(ErrorCode::kInvalidArgument, path + ": exists and is not a directory");
-    }
-    return OkStatus();
-  }
-  return Error::FromErrno("mkdir " + path);
-}
-
-// Writes `text` to `path` through a temporary file in the same
-// directory, fsynced and renamed over it, so that a container being created at the same time
-// maps either the old library or the new one, never a part.
-Status InstallFile(const std::string& path, const std::string& text, mode_t mode) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  int raw = mkstemp(tmp.data());
-  if (raw < 0) return Error::FromErrno("creating " + tmp);
-  UniqueFd fd(raw);
-  auto fail = [&](const std::string& what) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return Error::FromErrno(what + " " + tmp, err);
-  };
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("writing");
-    done += size_t(n);
-  }
-  if (fchmod(fd.get(), mode) != 0) return fail("chmod");
-  if (fsync(fd.get()) != 0) return fail("fsync");
-  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("renaming over " + path + " from");
-  return OkStatus();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 DeviceOptions DeviceOptionsFor(const PluginConfig& config) {
   DeviceOptions o;
@@ -114,31 +73,7 @@ DeviceView Daemon::View() const {
 }
 
 Status Daemon::InstallHookFiles() {
-  const std::string vgpu = options_.hook_path + "/vgpu";
-  HAMI_TRY(MakeDirectory(options_.hook_path));
-  HAMI_TRY(MakeDirectory(vgpu));
-  HAMI_TRY(MakeDirectory(vgpu + "/containers"));
-  const std::string library = options_.hook_path + "/" + kHostLibVgpu;
-  if (!options_.vgpu_library.empty()) {
-    auto bytes = ReadFileToString(options_.vgpu_library, size_t(256) << 20, Symlinks::kFollow);
-    if (!bytes.ok()) {
-      return Error(ErrorCode::kNotFound,
-                   "reading the libvgpu.so to install: " + bytes.error().message());
-    }
-    HAMI_TRY(InstallFile(library, *bytes, 0755));
-  } else {
-    struct stat st {};
-    if (stat(library.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return Error(ErrorCode::kNotFound,
-                   library +
-                       ": no libvgpu.so in the hook path (install one, or name it with "
-                       "--vgpu-library): containers would run without their limits");
-    }
-  }
-  // The preload list every container gets at /etc/ld.so.preload: the library at the path the
-  // container sees it.
-  return InstallFile(options_.hook_path + "/" + kHostLdSoPreload,
-                     std::string(kContainerLibVgpu) + "\n", 0644);
+  return plugin::InstallHookFiles(options_.hook_path, options_.vgpu_library);
 }
 
 void Daemon::OnHealthChange(const inventory::HealthChange& change) {
