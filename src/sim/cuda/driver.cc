@@ -274,6 +274,9 @@ constexpr AttributeRow kAttributes[] = {
     Const(CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, 4),
     Const(CU_DEVICE_ATTRIBUTE_NUMA_CONFIG, CU_DEVICE_NUMA_CONFIG_NONE),
     Const(CU_DEVICE_ATTRIBUTE_NUMA_ID, -1),
+    // Multicast objects need an NVLink switch (cuMulticastCreate, multicast.cc).
+    Derived(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+            [](const DeviceSpec& s) { return int(s.profile->nvlink_switch); }),
     Const(CU_DEVICE_ATTRIBUTE_MPS_ENABLED, 0),
     Derived(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, [](const DeviceSpec& s) { return s.numa_node; }),
     Const(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1),
