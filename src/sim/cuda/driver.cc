@@ -492,7 +492,11 @@ bool Driver::DeviceAccessible(uintptr_t ptr, size_t bytes, Access access) {
   // Walk adjacent mappings until the range is covered.
   for (; it != mappings.end(); ++it) {
     const VaMapping& m = it->second;
-    if (cursor < m.base || cursor >= m.base + m.size || (m.prot & need) == 0) return false;
+    // A multicast mapping has no pages of its own to read or set (copies into it are
+    // written to the memory bound to the object: MulticastWriteLocked).
+    if (cursor < m.base || cursor >= m.base + m.size || (m.prot & need) == 0 || m.multicast) {
+      return false;
+    }
     cursor = m.base + m.size;
     if (cursor >= end) return true;
   }

@@ -362,6 +362,35 @@ struct VaMapping {
   size_t size;
   CUmemGenericAllocationHandle handle;
   int prot = 0;  // PROT_* granted by cuMemSetAccess
+  // A mapping of a multicast object: `offset` is where in the object it starts. No host
+  // pages stand behind it; copies into it reach the memory bound to the object.
+  bool multicast = false;
+  size_t offset = 0;
+};
+
+// Memory of one team device bound to a range of a multicast object (cuMulticastBindMem,
+// cuMulticastBindAddr).
+struct MulticastBinding {
+  int device;  // physical
+  size_t mc_offset;
+  size_t size;
+  CUmemGenericAllocationHandle memory;  // a PhysicalAlloc's handle
+  size_t mem_offset;
+};
+
+// A multicast object (cuMulticastCreate, multicast.cc). It owns no memory: nothing is charged
+// for it; a binding does not keep the bound memory alive (cuMemRelease frees memory once its
+// handles and mappings are gone, and its bindings go with it). Its handle is a
+// CUmemGenericAllocationHandle from the same numbering as cuMemCreate's; released, it lives on
+// while a mapping of it is in place, as memory does.
+struct MulticastObject {
+  unsigned num_devices = 0;
+  size_t size = 0;  // bytes each device may bind
+  unsigned handle_types = 0;
+  std::vector<int> team;  // physical devices, in the order they were added
+  std::vector<MulticastBinding> bindings;
+  int mappings = 0;
+  bool released = false;
 };
 
 // A texture or surface object (cuTexObjectCreate, cuSurfObjectCreate).
@@ -409,6 +438,7 @@ class Driver {
   std::map<uintptr_t, VaReservation> reservations;
   std::map<uintptr_t, VaMapping> mappings;
   std::map<CUmemGenericAllocationHandle, PhysicalAlloc> physical_allocs;
+  std::map<CUmemGenericAllocationHandle, MulticastObject> multicasts;
   CUmemGenericAllocationHandle next_physical = 1;
   std::map<unsigned long long, TextureObject> textures;  // texture and surface objects by id
   unsigned long long next_texture = 1;
@@ -557,6 +587,33 @@ CUresult GraphAllocLaunchLocked(GraphAlloc* a);
 void GraphFreeLocked(uintptr_t ptr);
 // Drops graph memory that no graph, executable graph or launch can reach any more.
 void PruneGraphAllocsLocked();
+
+// ---- multicast objects (multicast.cc) ----
+
+// The recommended multicast granularity (cuMulticastGetGranularity); the minimum is the VMM
+// allocation granularity.
+inline constexpr size_t kMulticastRecommendedBytes = size_t(512) << 20;
+
+// The handle types a VMM allocation or multicast object may request (memory.cc): POSIX file
+// descriptors; the others answer CUDA_ERROR_NOT_SUPPORTED, unknown bits
+// CUDA_ERROR_INVALID_VALUE.
+CUresult CheckHandleTypes(unsigned types);
+// The unreleased multicast object of `handle`, or null.
+MulticastObject* FindMulticastLocked(CUmemGenericAllocationHandle handle);
+// Whether `mc` may be mapped now: every device of its team has been added.
+CUresult MulticastMappableLocked(const MulticastObject& mc);
+// A mapping of a multicast object is gone; the object goes too when it was released.
+void MulticastUnmappedLocked(CUmemGenericAllocationHandle handle);
+// cuMemRelease of a multicast object's handle.
+CUresult ReleaseMulticastLocked(CUmemGenericAllocationHandle handle);
+// The physical allocation `memory` is freed: its bindings to multicast objects go with it.
+void ForgetMulticastBindingsLocked(CUmemGenericAllocationHandle memory);
+// A copy of `bytes` from host-visible `src` to `dst`, which lies in a mapping of a multicast
+// object: written to the memory every team device bound there. CUDA_ERROR_INVALID_VALUE when
+// the range leaves the mapping or a team device has no memory bound under part of it.
+CUresult MulticastWriteLocked(const VaMapping& m, uintptr_t dst, const void* src, size_t bytes);
+// The VMM mapping `p` lies in, or null (memory.cc).
+const VaMapping* FindMappingLocked(uintptr_t p);
 
 // Sets the log level from HAMI_SIM_LOG_LEVEL once, for calls that come before cuInit
 // (cuGetProcAddress, cuGetExportTable); true when debug logging is on.
