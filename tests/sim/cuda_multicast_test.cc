@@ -4,12 +4,18 @@
 // refusals on a machine without a switch are in cuda_memory_test.cc.
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "cuda_device_fixture.h"
+#include "cudart/program_io.h"
+#include "sim_test_util.h"
 
 namespace hami::testing {
 namespace {
@@ -140,9 +146,17 @@ TEST_F(MulticastTest, CreateRefusesBadPropertiesAndChargesNothing) {
   EXPECT_EQ(FreeOn(0), free0) << "the object and its mapping hold no device memory";
   EXPECT_EQ(FreeOn(1), free1);
   int fd = -1;
+  EXPECT_EQ(cuMemExportToShareableHandle(&fd, mc, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+            CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(cuMemExportToShareableHandle(&fd, mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-            CUDA_ERROR_NOT_SUPPORTED)
-      << "the model keeps a multicast object in its process";
+            CUDA_SUCCESS);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  CUmemGenericAllocationHandle plain = Create(2, g_);
+  EXPECT_EQ(cuMemExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_ERROR_INVALID_VALUE)
+      << "created without asking for descriptors";
+  EXPECT_EQ(cuMemRelease(plain), CUDA_SUCCESS);
   Unmap(va, 64 * g_);
   EXPECT_EQ(cuMemRelease(mc), CUDA_SUCCESS);
   EXPECT_EQ(cuMemRelease(mc), CUDA_ERROR_INVALID_VALUE);
@@ -308,6 +322,95 @@ TEST_F(MulticastTest, BoundMemoryIsChargedAsCreatedAndFreedWithItsLastHandleAndM
   EXPECT_EQ(free0 - FreeOn(0), size) << "a's own handle still holds it";
   EXPECT_EQ(cuMemRelease(a), CUDA_SUCCESS);
   EXPECT_EQ(FreeOn(0), free0);
+}
+
+// The shape of a collective library's ranks: one process creates the object and exports it,
+// another imports it; each adds its own device and binds its own memory, and a write through
+// either's mapping reaches both devices' memory.
+TEST_F(MulticastTest, AnExportedObjectIsOneObjectInEveryProcessThatImportsIt) {
+  const size_t size = 2 * g_;
+  CUmulticastObjectProp prop = Prop(2, size);
+  prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle mc = 0;
+  ASSERT_EQ(cuMulticastCreate(&mc, &prop), CUDA_SUCCESS);
+  ASSERT_EQ(cuMulticastAddDevice(mc, 0), CUDA_SUCCESS);
+  CUmemAllocationProp exportable = DeviceProp(0);
+  exportable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle a = 0;
+  ASSERT_EQ(cuMemCreate(&a, size, &exportable, 0), CUDA_SUCCESS);
+  CUdeviceptr a_va = Map(a, size, {0});
+  int fd = -1;
+  ASSERT_EQ(cuMemExportToShareableHandle(&fd, mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  ASSERT_TRUE(cudart::SendFd(sv[0], fd, 0));
+  close(fd);
+
+  // This process binds once the other has added its device: the bind waits for it.
+  CUresult bound = CUDA_ERROR_UNKNOWN;
+  std::thread binder([&] {
+    bound = cuMulticastBindMem(mc, 0, a, 0, size, 0);
+    const char done = bound == CUDA_SUCCESS ? 'y' : 'n';
+    EXPECT_TRUE(cudart::WriteAll(sv[0], &done, 1));
+  });
+  const std::vector<uint8_t> data = Pattern(size, 11);
+  EXPECT_IN_CHILD({}, [&] {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 1), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    int got = -1;
+    uint64_t word = 0;
+    ASSERT_TRUE(cudart::ReceiveFd(sv[1], &got, &word));
+    CUmemGenericAllocationHandle theirs = 0;
+    ASSERT_EQ(cuMemImportFromShareableHandle(&theirs, reinterpret_cast<void*>(intptr_t(got)),
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_SUCCESS);
+    close(got);
+    EXPECT_EQ(cuMulticastAddDevice(theirs, 0), CUDA_ERROR_INVALID_VALUE) << "added there";
+    ASSERT_EQ(cuMulticastAddDevice(theirs, 1), CUDA_SUCCESS);
+    CUmemAllocationProp mine_prop = DeviceProp(1);
+    mine_prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle b = 0;
+    ASSERT_EQ(cuMemCreate(&b, size, &mine_prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMulticastBindMem(theirs, 0, b, 0, size, 0), CUDA_SUCCESS);
+    char done = 0;
+    ASSERT_TRUE(cudart::ReadAll(sv[1], &done, 1));
+    ASSERT_EQ(done, 'y') << "the creator bound its memory";
+    CUdeviceptr mc_va = Map(theirs, size, {0, 1});
+    ASSERT_EQ(cuMemcpyHtoD_v2(mc_va, data.data(), size), CUDA_SUCCESS);
+    CUdeviceptr b_va = Map(b, size, {1});
+    EXPECT_EQ(Download(b_va, size), data) << "this process's memory";
+    Unmap(b_va, size);
+    Unmap(mc_va, size);
+    EXPECT_EQ(cuMemRelease(theirs), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemRelease(b), CUDA_SUCCESS);
+  });
+  binder.join();
+  EXPECT_EQ(bound, CUDA_SUCCESS);
+  EXPECT_EQ(Download(a_va, size), data) << "written in the other process, through the object";
+  // The other process is gone, and with it its memory: part of the team has none now.
+  CUdeviceptr mc_va = Map(mc, size, {0, 1});
+  EXPECT_EQ(cuMemcpyHtoD_v2(mc_va, data.data(), 64), CUDA_ERROR_INVALID_VALUE);
+  Unmap(mc_va, size);
+  Unmap(a_va, size);
+  close(sv[0]);
+  close(sv[1]);
+  EXPECT_EQ(cuMemRelease(mc), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(a), CUDA_SUCCESS);
+}
+
+TEST_F(MulticastTest, OnlyAMulticastDescriptorImportsAsOne) {
+  int not_ours = memfd_create("hami-sim-multicast-forged", MFD_CLOEXEC);
+  ASSERT_GE(not_ours, 0);
+  ASSERT_EQ(ftruncate(not_ours, 4096), 0);
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t(not_ours)),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_ERROR_INVALID_VALUE)
+      << "the name, without the object's page";
+  close(not_ours);
 }
 
 }  // namespace

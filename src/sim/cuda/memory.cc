@@ -1770,9 +1770,12 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   Driver& d = D();
+  // A multicast object maps as memory does, once its team is complete (the driver waits for
+  // it); its minimum granularity is the allocation granularity.
+  if (FindMulticastLocked(handle) != nullptr) {
+    if (CUresult r = AwaitMulticastTeamLocked(api, handle); r != CUDA_SUCCESS) return r;
+  }
   auto ph = d.physical_allocs.find(handle);
-  // A multicast object maps as memory does, once its team is complete; its minimum
-  // granularity is the allocation granularity.
   MulticastObject* mc = ph == d.physical_allocs.end() ? FindMulticastLocked(handle) : nullptr;
   if (mc == nullptr && (ph == d.physical_allocs.end() || ph->second.released)) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -1796,7 +1799,6 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     return CUDA_ERROR_INVALID_VALUE;  // already mapped
   }
   if (mc != nullptr) {
-    if (CUresult r = MulticastMappableLocked(*mc); r != CUDA_SUCCESS) return r;
     mc->mappings += 1;
     VaMapping m{base, size, handle, 0};
     m.multicast = true;
@@ -1878,7 +1880,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     for (size_t i = 0; i < count; ++i) {
       int p;
       if (CheckLocation(desc[i].location, &p) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_DEVICE;
-      if (mc == nullptr || std::find(mc->team.begin(), mc->team.end(), p) == mc->team.end()) {
+      if (mc == nullptr || !InMulticastTeamLocked(*mc, p)) {
         return CUDA_ERROR_ILLEGAL_STATE;
       }
     }
@@ -1937,10 +1939,8 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
   if (shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  if (FindMulticastLocked(handle) != nullptr) {
-    // The model keeps a multicast object's team and bindings in the process that created
-    // it: it cannot be shared with another process.
-    return NotModelled("cuMemExportToShareableHandle of a multicast object");
+  if (MulticastObject* mc = FindMulticastLocked(handle); mc != nullptr) {
+    return ExportMulticastLocked(mc, handleType, static_cast<int*>(shareableHandle));
   }
   auto it = D().physical_allocs.find(handle);
   if (it == D().physical_allocs.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
@@ -1965,8 +1965,10 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   // The descriptor (passed by value in the pointer, as the driver takes it) must be a memfd
-  // of the simulated driver's VMM allocations; its name says the device.
+  // of the simulated driver's VMM allocations, whose name says the device, or of a multicast
+  // object.
   int fd = int(reinterpret_cast<intptr_t>(osHandle));
+  if (CUresult r = ImportMulticastLocked(fd, handle); r != CUDA_ERROR_NOT_FOUND) return r;
   char link[256];
   ssize_t n =
       fd < 0 ? -1

@@ -368,27 +368,35 @@ struct VaMapping {
   size_t offset = 0;
 };
 
-// Memory of one team device bound to a range of a multicast object (cuMulticastBindMem,
-// cuMulticastBindAddr).
+// Memory of one team device that this process bound to a range of a multicast object
+// (cuMulticastBindMem, cuMulticastBindAddr).
 struct MulticastBinding {
   int device;  // physical
   size_t mc_offset;
   size_t size;
   CUmemGenericAllocationHandle memory;  // a PhysicalAlloc's handle
   size_t mem_offset;
+  int slot;  // its entry in the object's shared table
 };
+
+// What every process that holds a multicast object shares: its properties, its team and the
+// memory each process bound (multicast.cc), in a memfd page.
+struct MulticastShared;
 
 // A multicast object (cuMulticastCreate, multicast.cc). It owns no memory: nothing is charged
 // for it; a binding does not keep the bound memory alive (cuMemRelease frees memory once its
 // handles and mappings are gone, and its bindings go with it). Its handle is a
 // CUmemGenericAllocationHandle from the same numbering as cuMemCreate's; released, it lives on
-// while a mapping of it is in place, as memory does.
+// while a mapping of it is in place, as memory does. Exported as a POSIX file descriptor and
+// imported, it is the same object in several processes.
 struct MulticastObject {
   unsigned num_devices = 0;
   size_t size = 0;  // bytes each device may bind
   unsigned handle_types = 0;
-  std::vector<int> team;  // physical devices, in the order they were added
-  std::vector<MulticastBinding> bindings;
+  int fd = -1;                             // the memfd of `shared`
+  MulticastShared* shared = nullptr;       // mapped from fd
+  bool shareable_out = false;              // exported or imported: other processes may add devices
+  std::vector<MulticastBinding> bindings;  // this process's
   int mappings = 0;
   bool released = false;
 };
@@ -600,8 +608,18 @@ inline constexpr size_t kMulticastRecommendedBytes = size_t(512) << 20;
 CUresult CheckHandleTypes(unsigned types);
 // The unreleased multicast object of `handle`, or null.
 MulticastObject* FindMulticastLocked(CUmemGenericAllocationHandle handle);
-// Whether `mc` may be mapped now: every device of its team has been added.
-CUresult MulticastMappableLocked(const MulticastObject& mc);
+// Whether the multicast object `handle` may be mapped or bound now: every device of its team
+// has been added. Where another process may still add some (the object was exported or
+// imported), waits for them with the driver unlocked, as the driver does, for at most a
+// minute; otherwise (or past that) CUDA_ERROR_NOT_PERMITTED.
+CUresult AwaitMulticastTeamLocked(ApiLock& api, CUmemGenericAllocationHandle handle);
+// Whether physical device `device` is in the team of `mc`.
+bool InMulticastTeamLocked(const MulticastObject& mc, int device);
+// cuMemExportToShareableHandle of a multicast object: a descriptor of its memfd.
+CUresult ExportMulticastLocked(MulticastObject* mc, CUmemAllocationHandleType type, int* fd);
+// cuMemImportFromShareableHandle of a descriptor whose memfd is a multicast object's;
+// CUDA_ERROR_NOT_FOUND when it is not one (nothing changed).
+CUresult ImportMulticastLocked(int fd, CUmemGenericAllocationHandle* handle);
 // A mapping of a multicast object is gone; the object goes too when it was released.
 void MulticastUnmappedLocked(CUmemGenericAllocationHandle handle);
 // cuMemRelease of a multicast object's handle.
