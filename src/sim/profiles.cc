@@ -13,16 +13,18 @@ constexpr int kArchTuring = 6, kArchAmpere = 7, kArchAda = 8, kArchHopper = 9;
 
 // clang-format off
 constexpr DeviceProfile kProfiles[] = {
-  // key         name                      mem MiB  rsv  ctx  SMs thr/SM blk/SM cc    clk  memclk bus  L2 bytes    smem/SM  smem optin cores arch        pci id       W    gen width
-  {"a100-40g", "NVIDIA A100-SXM4-40GB",   40960,  280, 420, 108, 2048, 32, 8, 0, 1410, 1215, 5120, 40 << 20,  167936, 166912, 64, kArchAmpere, 0x20B010DE, 400, 4, 16},
-  {"a100-80g", "NVIDIA A100-SXM4-80GB",   81920,  520, 420, 108, 2048, 32, 8, 0, 1410, 1593, 5120, 40 << 20,  167936, 166912, 64, kArchAmpere, 0x20B210DE, 400, 4, 16},
-  {"h100-80g", "NVIDIA H100 80GB HBM3",   81559,  540, 500, 132, 2048, 32, 9, 0, 1980, 2619, 5120, 50 << 20,  233472, 232448, 128, kArchHopper, 0x233010DE, 700, 5, 16},
-  {"h200-141g", "NVIDIA H200",           143771,  560, 500, 132, 2048, 32, 9, 0, 1980, 3201, 6144, 60 << 20,  233472, 232448, 128, kArchHopper, 0x233510DE, 700, 5, 16},
-  {"l4-24g",   "NVIDIA L4",               23034,  250, 300,  58, 1536, 24, 8, 9, 2040, 6251,  192, 48 << 20,  102400, 101376, 128, kArchAda,    0x27B810DE,  72, 4, 16},
-  {"a10-24g",  "NVIDIA A10",              23028,  250, 300,  72, 1536, 16, 8, 6, 1695, 6251,  384,  6 << 20,  102400, 101376, 128, kArchAmpere, 0x223610DE, 150, 4, 16},
-  {"t4-16g",   "Tesla T4",                15360,  220, 280,  40, 1024, 16, 7, 5, 1590, 5001,  256,  4 << 20,   65536,  65536,  64, kArchTuring, 0x1EB810DE,  70, 3, 16},
+  // key         name                      mem MiB  rsv  ctx  SMs thr/SM blk/SM cc    clk  memclk bus  L2 bytes    smem/SM  smem optin cores arch        pci id       W    gen width  NVSwitch
+  {"a100-40g", "NVIDIA A100-SXM4-40GB",   40960,  280, 420, 108, 2048, 32, 8, 0, 1410, 1215, 5120, 40 << 20,  167936, 166912, 64, kArchAmpere, 0x20B010DE, 400, 4, 16, false},
+  {"a100-80g", "NVIDIA A100-SXM4-80GB",   81920,  520, 420, 108, 2048, 32, 8, 0, 1410, 1593, 5120, 40 << 20,  167936, 166912, 64, kArchAmpere, 0x20B210DE, 400, 4, 16, false},
+  {"h100-80g", "NVIDIA H100 80GB HBM3",   81559,  540, 500, 132, 2048, 32, 9, 0, 1980, 2619, 5120, 50 << 20,  233472, 232448, 128, kArchHopper, 0x233010DE, 700, 5, 16, false},
+  // An H100 SXM of an 8-GPU HGX board: the same GPU, on NVLink switches.
+  {"h100-hgx", "NVIDIA H100 80GB HBM3",   81559,  540, 500, 132, 2048, 32, 9, 0, 1980, 2619, 5120, 50 << 20,  233472, 232448, 128, kArchHopper, 0x233010DE, 700, 5, 16, true},
+  {"h200-141g", "NVIDIA H200",           143771,  560, 500, 132, 2048, 32, 9, 0, 1980, 3201, 6144, 60 << 20,  233472, 232448, 128, kArchHopper, 0x233510DE, 700, 5, 16, false},
+  {"l4-24g",   "NVIDIA L4",               23034,  250, 300,  58, 1536, 24, 8, 9, 2040, 6251,  192, 48 << 20,  102400, 101376, 128, kArchAda,    0x27B810DE,  72, 4, 16, false},
+  {"a10-24g",  "NVIDIA A10",              23028,  250, 300,  72, 1536, 16, 8, 6, 1695, 6251,  384,  6 << 20,  102400, 101376, 128, kArchAmpere, 0x223610DE, 150, 4, 16, false},
+  {"t4-16g",   "Tesla T4",                15360,  220, 280,  40, 1024, 16, 7, 5, 1590, 5001,  256,  4 << 20,   65536,  65536,  64, kArchTuring, 0x1EB810DE,  70, 3, 16, false},
   // A small made-up device for tests that reach physical capacity quickly.
-  {"sim-1g",   "HAMi Simulated GPU 1GB",   1024,   16,  32,   8, 2048, 32, 9, 0, 1000, 1000, 1024,  1 << 20,  233472, 232448, 128, kArchHopper, 0x000110DE, 100, 4, 16},
+  {"sim-1g",   "HAMi Simulated GPU 1GB",   1024,   16,  32,   8, 2048, 32, 9, 0, 1000, 1000, 1024,  1 << 20,  233472, 232448, 128, kArchHopper, 0x000110DE, 100, 4, 16, false},
 };
 // clang-format on
 

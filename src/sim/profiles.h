@@ -35,6 +35,9 @@ struct DeviceProfile {
   uint32_t pci_device_id;  // (device << 16) | 0x10de
   int power_limit_w;
   int pcie_gen, pcie_width;
+  // The GPUs of a board meet on NVLink switches (an HGX/DGX board): the driver offers
+  // multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).
+  bool nvlink_switch;
 };
 
 std::span<const DeviceProfile> Profiles();

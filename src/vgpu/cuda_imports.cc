@@ -75,4 +75,30 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   return r;
 }
 
+// ---- multicast objects: not memory ----
+
+CUresult CUDAAPI cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev) {
+  HAMI_CUDA_PROLOGUE(cuMulticastAddDevice, mcHandle, dev);
+  CUresult r = drv.cuda.cuMulticastAddDevice(mcHandle, dev);
+  if (r == CUDA_SUCCESS) ImportedHandleIsMulticast(rt, mcHandle);
+  return r;
+}
+
+CUresult CUDAAPI cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+                                    CUmemGenericAllocationHandle memHandle, size_t memOffset,
+                                    size_t size, unsigned long long flags) {
+  HAMI_CUDA_PROLOGUE(cuMulticastBindMem, mcHandle, mcOffset, memHandle, memOffset, size, flags);
+  CUresult r = drv.cuda.cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size, flags);
+  if (r == CUDA_SUCCESS) ImportedHandleIsMulticast(rt, mcHandle);
+  return r;
+}
+
+CUresult CUDAAPI cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+                                     CUdeviceptr memptr, size_t size, unsigned long long flags) {
+  HAMI_CUDA_PROLOGUE(cuMulticastBindAddr, mcHandle, mcOffset, memptr, size, flags);
+  CUresult r = drv.cuda.cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags);
+  if (r == CUDA_SUCCESS) ImportedHandleIsMulticast(rt, mcHandle);
+  return r;
+}
+
 }  // extern "C"

@@ -54,6 +54,10 @@ void ReleasedImportedHandle(Runtime& rt, CUmemGenericAllocationHandle handle) {
   if (!rt.imports.empty()) rt.imports.ReleaseHandle(handle);
 }
 
+void ImportedHandleIsMulticast(Runtime& rt, CUmemGenericAllocationHandle handle) {
+  if (!rt.imports.empty()) rt.imports.ForgetHandle(handle);
+}
+
 void MappedImport(Runtime& rt, CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle) {
   if (!rt.imports.empty()) Add(rt, rt.imports.AddMapping(ptr, size, handle));
 }

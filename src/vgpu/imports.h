@@ -1,6 +1,9 @@
 // Memory another process created, mapped into this one: a CUDA IPC handle opened
 // (cuIpcOpenMemHandle), a pool pointer imported (cuMemPoolImportPointer), a VMM allocation
-// imported from a shareable handle (cuMemImportFromShareableHandle) and mapped (cuMemMap).
+// imported from a shareable handle (cuMemImportFromShareableHandle) and mapped (cuMemMap). A
+// multicast object imported the same way is not memory and is not recorded: libvgpu learns
+// that a handle is one when a device is added or memory bound to it (cuMulticastAddDevice,
+// cuMulticastBindMem, cuMulticastBindAddr), which a process does before it maps the object.
 // It is its creator's and charged to its creator's container, never to the importer's
 // budget; it is recorded here and in the process's region slot (imported_bytes), so that
 // `hami inspect` and hami-monitor show how much of a container's address space is other
@@ -35,6 +38,9 @@ void ImportsEndedWithContext(Runtime& rt, CUcontext ctx);
 void RecordImportedHandle(Runtime& rt, CUmemGenericAllocationHandle handle);
 void RetainedImportedHandle(Runtime& rt, CUmemGenericAllocationHandle handle);
 void ReleasedImportedHandle(Runtime& rt, CUmemGenericAllocationHandle handle);
+// `handle` is a multicast object (a device was added to it, memory bound to it): it holds no
+// memory, and a mapping of it is not another process's memory. An imported one is forgotten.
+void ImportedHandleIsMulticast(Runtime& rt, CUmemGenericAllocationHandle handle);
 // A mapping of `size` bytes at `ptr`: recorded when `handle` was imported.
 void MappedImport(Runtime& rt, CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle);
 // [ptr, ptr + size) was unmapped: the imported mappings that start in it go.

@@ -111,6 +111,12 @@ void Imports::ReleaseHandle(CUmemGenericAllocationHandle handle) {
   Recount();
 }
 
+void Imports::ForgetHandle(CUmemGenericAllocationHandle handle) {
+  MutexLock l(&mu_);
+  handles_.erase(handle);
+  Recount();
+}
+
 uint64_t Imports::AddMapping(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle) {
   MutexLock l(&mu_);
   if (!handles_.contains(handle)) return 0;

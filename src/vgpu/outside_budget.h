@@ -76,6 +76,8 @@ class Imports {
   // Another handle to imported memory (cuMemRetainAllocationHandle): released on its own.
   void RetainHandle(CUmemGenericAllocationHandle handle) EXCLUDES(mu_);
   void ReleaseHandle(CUmemGenericAllocationHandle handle) EXCLUDES(mu_);
+  // Not memory after all (a multicast object): every reference to it goes.
+  void ForgetHandle(CUmemGenericAllocationHandle handle) EXCLUDES(mu_);
   // A mapping of `size` bytes at `ptr` of `handle`: the bytes recorded (0: not imported).
   uint64_t AddMapping(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle)
       EXCLUDES(mu_);

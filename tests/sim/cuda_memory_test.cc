@@ -397,6 +397,27 @@ TEST_F(VmmTest, CreateChargesWholeGranulesAndRejectsOtherSizes) {
   EXPECT_EQ(FreeBytes(), before);
 }
 
+TEST_F(VmmTest, MulticastObjectsAreRefusedWithoutAnNvlinkSwitch) {
+  int supported = -1;
+  ASSERT_EQ(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(supported, 0);
+  CUmulticastObjectProp prop{};
+  prop.numDevices = 2;
+  prop.size = g_;
+  size_t granularity = 0;
+  EXPECT_EQ(cuMulticastGetGranularity(&granularity, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
+            CUDA_ERROR_NOT_SUPPORTED);
+  CUmemGenericAllocationHandle mc = 0;
+  EXPECT_EQ(cuMulticastCreate(&mc, &prop), CUDA_ERROR_NOT_SUPPORTED);
+  CUmemGenericAllocationHandle h = Create(g_);
+  EXPECT_EQ(cuMulticastAddDevice(h, 0), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMulticastBindMem(h, 0, h, 0, g_, 0), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMulticastBindAddr(h, 0, Outside(), g_, 0), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMulticastUnbind(h, 0, 0, g_), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
 TEST_F(VmmTest, DataWrittenThroughOneMappingIsReadThroughAnother) {
   CUmemGenericAllocationHandle h = Create(g_);
   CUdeviceptr a = MapReadWrite(h, g_);

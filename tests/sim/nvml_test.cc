@@ -910,6 +910,65 @@ TEST_F(NvmlTest, ANameTheRealLibraryExportsButTheModelLacksIsNotSupported) {
   }
 }
 
+// NVLink, which nvml.h (src/nvml) does not declare: reached by name, with NVML's own types.
+TEST_F(NvmlTest, NvLinkLeadsToASwitchOnlyOnABoardWithNvLinkSwitches) {
+  using LinkState = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlEnableState_t*);
+  using LinkCapability = nvmlReturn_t (*)(nvmlDevice_t, unsigned, int, unsigned*);
+  using RemotePci = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlPciInfo_t*);
+  using RemoteType = nvmlReturn_t (*)(nvmlDevice_t, unsigned, int*);
+  struct FieldValue {  // nvmlFieldValue_t
+    unsigned field_id, scope_id;
+    long long timestamp, latency_us;
+    int value_type;
+    nvmlReturn_t ret;
+    unsigned long long value;
+  };
+  using FieldValues = nvmlReturn_t (*)(nvmlDevice_t, int, FieldValue*);
+  auto state = reinterpret_cast<LinkState>(dlsym(RTLD_DEFAULT, "nvmlDeviceGetNvLinkState"));
+  auto capability =
+      reinterpret_cast<LinkCapability>(dlsym(RTLD_DEFAULT, "nvmlDeviceGetNvLinkCapability"));
+  auto remote =
+      reinterpret_cast<RemotePci>(dlsym(RTLD_DEFAULT, "nvmlDeviceGetNvLinkRemotePciInfo_v2"));
+  auto type =
+      reinterpret_cast<RemoteType>(dlsym(RTLD_DEFAULT, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+  auto fields = reinterpret_cast<FieldValues>(dlsym(RTLD_DEFAULT, "nvmlDeviceGetFieldValues"));
+  ASSERT_TRUE(state && capability && remote && type && fields);
+  nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+  EXPECT_EQ(state(dev0_, 0, &active), NVML_ERROR_NOT_SUPPORTED) << "h100-80g: no NVLink";
+  FieldValue v{165, 0, 0, 0, 0, NVML_SUCCESS, 0};  // NVML_FI_DEV_NVLINK_GET_STATE, link 0
+  EXPECT_EQ(fields(dev0_, 1, &v), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_IN_CHILD({{"HAMI_SIM_PROFILE", "h100-hgx:2"}, {"HAMI_SIM_STATE", SimEnv::NewStatePath()}},
+                  [&] {
+                    ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+                    nvmlDevice_t dev;
+                    ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(1, &dev), NVML_SUCCESS);
+                    for (unsigned link = 0; link < 18; ++link) {
+                      nvmlEnableState_t up = NVML_FEATURE_DISABLED;
+                      EXPECT_EQ(state(dev, link, &up), NVML_SUCCESS);
+                      EXPECT_EQ(up, NVML_FEATURE_ENABLED);
+                      unsigned p2p = 0;
+                      EXPECT_EQ(capability(dev, link, 0, &p2p), NVML_SUCCESS);  // P2P_SUPPORTED
+                      EXPECT_EQ(p2p, 1u);
+                      int kind = -1;
+                      EXPECT_EQ(type(dev, link, &kind), NVML_SUCCESS);
+                      EXPECT_EQ(kind, 2) << "NVML_NVLINK_DEVICE_TYPE_SWITCH";
+                      nvmlPciInfo_t pci{};
+                      EXPECT_EQ(remote(dev, link, &pci), NVML_SUCCESS);
+                      EXPECT_EQ(pci.pciDeviceId, 0x22a310deu) << "an NVSwitch";
+                    }
+                    EXPECT_EQ(state(dev, 18, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+                    nvmlEnableState_t up = NVML_FEATURE_DISABLED;
+                    EXPECT_EQ(state(dev, 18, &up), NVML_ERROR_INVALID_ARGUMENT) << "no link 18";
+                    FieldValue values[2] = {{165, 17, 0, 0, 0, NVML_SUCCESS, 0},
+                                            {1, 0, 0, 0, 0, NVML_SUCCESS, 0}};
+                    ASSERT_EQ(fields(dev, 2, values), NVML_SUCCESS);
+                    EXPECT_EQ(values[0].ret, NVML_SUCCESS);
+                    EXPECT_EQ(unsigned(values[0].value), unsigned(NVML_FEATURE_ENABLED));
+                    EXPECT_EQ(values[1].ret, NVML_ERROR_NOT_SUPPORTED) << "a field not modelled";
+                    EXPECT_EQ(nvmlShutdown(), NVML_SUCCESS);
+                  });
+}
+
 TEST(NvmlExports, EveryNameTheRealLibraryExportsIsExported) {
   std::ifstream in(HAMI_NVML_EXPORTS_TXT);
   ASSERT_TRUE(in) << HAMI_NVML_EXPORTS_TXT;

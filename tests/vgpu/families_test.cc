@@ -26,6 +26,10 @@
 namespace hami::testing {
 namespace {
 
+// The families run on h100-hgx (h100-80g's numbers, on NVLink switches), where the multicast
+// family has the switch it needs; set before the environment's default (vgpu_env.h) applies.
+[[maybe_unused]] const bool kOnAnNvSwitchBoard = setenv("HAMI_SIM_PROFILE", "h100-hgx:2", 0) == 0;
+
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGranule = 2 * kMiB;  // the simulated devices' allocation granularity
 using region::UsageKind;
@@ -55,6 +59,9 @@ using vgpu::Policy;
   X(cuMemUnmap, cuMemUnmap, 10020)                                         \
   X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020) \
   X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020)                 \
+  X(cuMulticastAddDevice, cuMulticastAddDevice, 12010)                     \
+  X(cuMulticastBindMem, cuMulticastBindMem, 12010)                         \
+  X(cuMulticastBindAddr, cuMulticastBindAddr, 12010)                       \
   X(cuArrayCreate_v2, cuArrayCreate, 3020)                                 \
   X(cuArray3DCreate_v2, cuArray3DCreate, 3020)                             \
   X(cuArrayDestroy, cuArrayDestroy, 2000)                                  \
@@ -310,6 +317,74 @@ void VirtualMemory(const Api& api, uint64_t free_bytes) {
   ASSERT_EQ(api.cuMemRelease(again), CUDA_SUCCESS);
   EXPECT_EQ(Kind(UsageKind::kVmm), 0u) << "released and unmapped";
   EXPECT_EQ(api.cuMemAddressFree(va, 32 * kMiB), CUDA_SUCCESS);
+}
+
+// A multicast object imported from a descriptor (here from this same process): not memory.
+// Each of three imported handles of it is told apart by another hook (a device added, memory
+// bound by handle, memory bound by address), and its mapping is then not recorded as imported;
+// nothing is charged for the object, only for the memory bound to it.
+void MulticastImport(const Api& api, uint64_t) {
+  CUmulticastObjectProp prop{};
+  prop.numDevices = 2;
+  prop.size = kGranule;
+  prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle mc = 0;
+  ASSERT_EQ(cuMulticastCreate(&mc, &prop), CUDA_SUCCESS);
+  auto import = [&](CUmemGenericAllocationHandle* out) {
+    int fd = -1;
+    ASSERT_EQ(cuMemExportToShareableHandle(&fd, mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_SUCCESS);
+    ASSERT_EQ(api.cuMemImportFromShareableHandle(out, reinterpret_cast<void*>(intptr_t(fd)),
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_SUCCESS);
+    close(fd);
+  };
+  CUmemGenericAllocationHandle added = 0, by_memory = 0, by_address = 0;
+  ASSERT_NO_FATAL_FAILURE(import(&added));
+  ASSERT_NO_FATAL_FAILURE(import(&by_memory));
+  ASSERT_NO_FATAL_FAILURE(import(&by_address));
+  ASSERT_EQ(api.cuMulticastAddDevice(added, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMulticastAddDevice(mc, 1), CUDA_SUCCESS);
+
+  CUmemAllocationProp mem{};
+  mem.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  mem.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  mem.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle a = 0, b = 0;
+  mem.location.id = 0;
+  ASSERT_EQ(cuMemCreate(&a, kGranule, &mem, 0), CUDA_SUCCESS);
+  mem.location.id = 1;
+  ASSERT_EQ(cuMemCreate(&b, kGranule, &mem, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access[2] = {};
+  for (int d = 0; d < 2; ++d) {
+    access[d].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access[d].location.id = d;
+    access[d].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  CUdeviceptr b_va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&b_va, kGranule, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(b_va, kGranule, 0, b, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(b_va, kGranule, access, 2), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMulticastBindMem(by_memory, 0, a, 0, kGranule, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMulticastBindAddr(by_address, 0, b_va, kGranule, 0), CUDA_SUCCESS);
+  EXPECT_EQ(Kind(UsageKind::kVmm), kGranule) << "device 0's bound memory, once";
+
+  for (CUmemGenericAllocationHandle h : {added, by_memory, by_address}) {
+    CUdeviceptr va = 0;
+    ASSERT_EQ(cuMemAddressReserve(&va, kGranule, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(api.cuMemMap(va, kGranule, 0, h, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemSetAccess(va, kGranule, access, 2), CUDA_SUCCESS);
+    EXPECT_EQ(MyImported(), 0u) << "a multicast object's mapping is no other process's memory";
+    EXPECT_EQ(Kind(UsageKind::kVmm), kGranule) << "nothing charged for the object";
+    ASSERT_EQ(api.cuMemUnmap(va, kGranule), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemAddressFree(va, kGranule), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(cuMemUnmap(b_va, kGranule), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(b_va, kGranule), CUDA_SUCCESS);
+  for (CUmemGenericAllocationHandle h : {added, by_memory, by_address, mc, a, b}) {
+    ASSERT_EQ(api.cuMemRelease(h), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(MyImported(), 0u);
 }
 
 // Memory imported from a shareable handle and from an exported pool pointer (here from this
@@ -591,21 +666,14 @@ void Context(const Api& api, uint64_t free_bytes) {
 }
 
 const Case kCases[] = {
-    {"Linear", Linear},
-    {"Pitched", Pitched},
-    {"Managed", Managed},
-    {"StreamOrdered", StreamOrdered},
-    {"OwnPool", OwnPool},
-    {"VirtualMemory", VirtualMemory},
-    {"Imports", Imports},
-    {"Arrays", Arrays},
-    {"Mipmapped", Mipmapped},
-    {"GraphMemory", GraphMemory},
-    {"CapturedAllocation", CapturedAllocation},
-    {"Module", Module},
-    {"LibraryCode", LibraryCode},
-    {"HostPinned", HostPinned},
-    {"Context", Context},
+    {"Linear", Linear},           {"Pitched", Pitched},
+    {"Managed", Managed},         {"StreamOrdered", StreamOrdered},
+    {"OwnPool", OwnPool},         {"VirtualMemory", VirtualMemory},
+    {"Imports", Imports},         {"MulticastImport", MulticastImport},
+    {"Arrays", Arrays},           {"Mipmapped", Mipmapped},
+    {"GraphMemory", GraphMemory}, {"CapturedAllocation", CapturedAllocation},
+    {"Module", Module},           {"LibraryCode", LibraryCode},
+    {"HostPinned", HostPinned},   {"Context", Context},
 };
 
 // Families of functions that are not hooked: run whatever the lists say.
@@ -692,6 +760,10 @@ constexpr Coverage kCoverage[] = {
     {"cuMemMap", "Imports", nullptr},
     {"cuMemUnmap", "Imports", nullptr},
     {"cuMemPoolImportPointer", "Imports", nullptr},
+    // Multicast objects: imported handles of them are not memory.
+    {"cuMulticastAddDevice", "MulticastImport", nullptr},
+    {"cuMulticastBindMem", "MulticastImport", nullptr},
+    {"cuMulticastBindAddr", "MulticastImport", nullptr},
     {"cuIpcOpenMemHandle", "Imports", "cuMemPoolImportPointer"},
     {"cuIpcOpenMemHandle_v2", "Imports", "cuMemPoolImportPointer"},
     {"cuIpcCloseMemHandle", "Imports", "cuMemFreeAsync"},

@@ -274,6 +274,9 @@ constexpr AttributeRow kAttributes[] = {
     Const(CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, 4),
     Const(CU_DEVICE_ATTRIBUTE_NUMA_CONFIG, CU_DEVICE_NUMA_CONFIG_NONE),
     Const(CU_DEVICE_ATTRIBUTE_NUMA_ID, -1),
+    // Multicast objects need an NVLink switch (cuMulticastCreate, multicast.cc).
+    Derived(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+            [](const DeviceSpec& s) { return int(s.profile->nvlink_switch); }),
     Const(CU_DEVICE_ATTRIBUTE_MPS_ENABLED, 0),
     Derived(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, [](const DeviceSpec& s) { return s.numa_node; }),
     Const(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1),
@@ -489,7 +492,11 @@ bool Driver::DeviceAccessible(uintptr_t ptr, size_t bytes, Access access) {
   // Walk adjacent mappings until the range is covered.
   for (; it != mappings.end(); ++it) {
     const VaMapping& m = it->second;
-    if (cursor < m.base || cursor >= m.base + m.size || (m.prot & need) == 0) return false;
+    // A multicast mapping has no pages of its own to read or set (copies into it are
+    // written to the memory bound to the object: MulticastWriteLocked).
+    if (cursor < m.base || cursor >= m.base + m.size || (m.prot & need) == 0 || m.multicast) {
+      return false;
+    }
     cursor = m.base + m.size;
     if (cursor >= end) return true;
   }

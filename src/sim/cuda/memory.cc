@@ -709,6 +709,8 @@ std::string VmmMemfdName(int physical) {
          (physical == kHostPhysical ? std::string("host") : "gpu" + std::to_string(physical));
 }
 
+}  // namespace
+
 // The handle types an allocation may request: POSIX file descriptors are modelled (a memfd);
 // the simulated machine has no NVLink fabric (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
 // is 0) and is not Windows, so those types answer CUDA_ERROR_NOT_SUPPORTED, as the driver
@@ -722,6 +724,8 @@ CUresult CheckHandleTypes(unsigned types) {
              ? CUDA_ERROR_NOT_SUPPORTED
              : CUDA_SUCCESS;
 }
+
+namespace {
 
 // A host NUMA node of the simulated machine: node 0 (always there, NUMA or not), one a
 // simulated device names as its own, or one this machine has.
@@ -764,14 +768,6 @@ CUresult CheckAllocProp(const CUmemAllocationProp* prop, int* physical) {
   return CheckLocation(prop->location, physical);
 }
 
-// The VMM mapping `p` lies in, or null.
-const VaMapping* FindMapping(uintptr_t p) {
-  auto it = D().mappings.upper_bound(p);
-  if (it == D().mappings.begin()) return nullptr;
-  --it;
-  return p < it->second.base + it->second.size ? &it->second : nullptr;
-}
-
 void DropPhysicalIfUnused(CUmemGenericAllocationHandle h) {
   Driver& d = D();
   auto it = d.physical_allocs.find(h);
@@ -779,6 +775,7 @@ void DropPhysicalIfUnused(CUmemGenericAllocationHandle h) {
   if (it->second.charge > 0) d.Uncharge(it->second.device, it->second.charge);
   close(it->second.fd);
   d.physical_allocs.erase(it);
+  ForgetMulticastBindingsLocked(h);
 }
 
 // Graph memory of `device`: resident (reserved) and allocated by a launch (used).
@@ -793,11 +790,25 @@ void GraphMemUsage(int device, uint64_t* used, uint64_t* reserved) {
 
 }  // namespace
 
+const VaMapping* FindMappingLocked(uintptr_t p) {
+  auto it = D().mappings.upper_bound(p);
+  if (it == D().mappings.begin()) return nullptr;
+  --it;
+  return p < it->second.base + it->second.size ? &it->second : nullptr;
+}
+
 // ---- shared with graphs and contexts ----
 
 CUresult CopyLocked(uintptr_t dst, uintptr_t src, size_t bytes, bool dst_device, bool src_device) {
   if (bytes == 0) return CUDA_SUCCESS;
   if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (const VaMapping* m = dst_device ? FindMappingLocked(dst) : nullptr;
+      m != nullptr && m->multicast) {
+    if (src_device && !D().DeviceAccessible(src, bytes, Driver::Access::kRead)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return MulticastWriteLocked(*m, dst, reinterpret_cast<const void*>(src), bytes);
+  }
   if ((dst_device && !D().DeviceAccessible(dst, bytes, Driver::Access::kWrite)) ||
       (src_device && !D().DeviceAccessible(src, bytes, Driver::Access::kRead))) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -818,6 +829,18 @@ CUresult Copy3DLocked(const CUDA_MEMCPY3D& p) {
                             width, rows, depth, &src, &spitch, &sheight);
       r != CUDA_SUCCESS) {
     return r;
+  }
+  // Into a multicast object's mapping: one linear range, written to every team device's
+  // memory bound there.
+  if (const VaMapping* m =
+          p.dstMemoryType == CU_MEMORYTYPE_DEVICE || p.dstMemoryType == CU_MEMORYTYPE_UNIFIED
+              ? FindMappingLocked(uintptr_t(p.dstDevice))
+              : nullptr;
+      m != nullptr && m->multicast) {
+    if (rows != 1 || depth != 1) return CUDA_ERROR_INVALID_VALUE;
+    return MulticastWriteLocked(*m, uintptr_t(p.dstDevice) + p.dstXInBytes,
+                                src + p.srcZ * spitch * sheight + p.srcY * spitch + p.srcXInBytes,
+                                width);
   }
   if (CUresult r = CopySide(Driver::Access::kWrite, p.dstMemoryType, p.dstHost, p.dstDevice,
                             p.dstArray, p.dstXInBytes, p.dstY, p.dstZ, p.dstPitch, p.dstHeight,
@@ -1079,7 +1102,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUde
   Allocation* a = D().FindAllocation(uintptr_t(dptr), 1);
   if (a == nullptr) {
     // Virtual memory: the range of the mapping the address is in.
-    if (const VaMapping* m = FindMapping(uintptr_t(dptr)); m != nullptr) {
+    if (const VaMapping* m = FindMappingLocked(uintptr_t(dptr)); m != nullptr) {
       if (pbase != nullptr) *pbase = CUdeviceptr(m->base);
       if (psize != nullptr) *psize = m->size;
       return CUDA_SUCCESS;
@@ -1697,7 +1720,8 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   auto it = D().physical_allocs.find(handle);
-  if (it == D().physical_allocs.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (it == D().physical_allocs.end()) return ReleaseMulticastLocked(handle);
+  if (it->second.released) return CUDA_ERROR_INVALID_VALUE;
   if (--it->second.handle_refs == 0) it->second.released = true;
   DropPhysicalIfUnused(handle);
   return CUDA_SUCCESS;
@@ -1746,12 +1770,20 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   Driver& d = D();
+  // A multicast object maps as memory does, once its team is complete (the driver waits for
+  // it); its minimum granularity is the allocation granularity.
+  if (FindMulticastLocked(handle) != nullptr) {
+    if (CUresult r = AwaitMulticastTeamLocked(api, handle); r != CUDA_SUCCESS) return r;
+  }
   auto ph = d.physical_allocs.find(handle);
-  if (ph == d.physical_allocs.end() || ph->second.released) return CUDA_ERROR_INVALID_VALUE;
+  MulticastObject* mc = ph == d.physical_allocs.end() ? FindMulticastLocked(handle) : nullptr;
+  if (mc == nullptr && (ph == d.physical_allocs.end() || ph->second.released)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   size_t g = d.Granularity();
   auto base = uintptr_t(ptr);
   if (size == 0 || size % g != 0 || offset % g != 0 || base % g != 0 ||
-      offset + size > ph->second.size) {
+      offset + size > (mc != nullptr ? mc->size : ph->second.size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto rv = d.reservations.upper_bound(base);
@@ -1765,6 +1797,14 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
       (next != d.mappings.begin() &&
        std::prev(next)->second.base + std::prev(next)->second.size > base)) {
     return CUDA_ERROR_INVALID_VALUE;  // already mapped
+  }
+  if (mc != nullptr) {
+    mc->mappings += 1;
+    VaMapping m{base, size, handle, 0};
+    m.multicast = true;
+    m.offset = offset;
+    d.mappings[base] = m;
+    return CUDA_SUCCESS;
   }
   void* p = mmap(reinterpret_cast<void*>(base), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
                  ph->second.fd, off_t(offset));
@@ -1793,9 +1833,12 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (first == last) return CUDA_ERROR_INVALID_VALUE;
   mmap(reinterpret_cast<void*>(base), size, PROT_NONE,
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  std::vector<CUmemGenericAllocationHandle> handles;
-  for (auto it = first; it != last; ++it) handles.push_back(it->second.handle);
+  std::vector<CUmemGenericAllocationHandle> handles, multicast_handles;
+  for (auto it = first; it != last; ++it) {
+    (it->second.multicast ? multicast_handles : handles).push_back(it->second.handle);
+  }
   d.mappings.erase(first, last);
+  for (CUmemGenericAllocationHandle h : multicast_handles) MulticastUnmappedLocked(h);
   for (CUmemGenericAllocationHandle h : handles) {
     auto ph = d.physical_allocs.find(h);
     if (ph == d.physical_allocs.end()) continue;
@@ -1829,8 +1872,22 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     cursor = it->first + it->second.size;
   }
   if (cursor < base + size || hit.empty()) return CUDA_ERROR_INVALID_VALUE;
+  // Access to a multicast mapping is for the devices of its team: the driver answers
+  // CUDA_ERROR_ILLEGAL_STATE for any other.
   for (VaMapping* m : hit) {
-    mprotect(reinterpret_cast<void*>(m->base), m->size, prot);
+    if (!m->multicast) continue;
+    const MulticastObject* mc = FindMulticastLocked(m->handle);
+    for (size_t i = 0; i < count; ++i) {
+      int p;
+      if (CheckLocation(desc[i].location, &p) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_DEVICE;
+      if (mc == nullptr || !InMulticastTeamLocked(*mc, p)) {
+        return CUDA_ERROR_ILLEGAL_STATE;
+      }
+    }
+  }
+  for (VaMapping* m : hit) {
+    // No host pages stand behind a multicast mapping: it stays inaccessible to the host.
+    if (!m->multicast) mprotect(reinterpret_cast<void*>(m->base), m->size, prot);
     m->prot = prot;
   }
   return CUDA_SUCCESS;
@@ -1861,7 +1918,7 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  const VaMapping* m = FindMapping(reinterpret_cast<uintptr_t>(addr));
+  const VaMapping* m = FindMappingLocked(reinterpret_cast<uintptr_t>(addr));
   if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto ph = D().physical_allocs.find(m->handle);
   if (ph == D().physical_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -1882,6 +1939,9 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
   if (shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (MulticastObject* mc = FindMulticastLocked(handle); mc != nullptr) {
+    return ExportMulticastLocked(mc, handleType, static_cast<int*>(shareableHandle));
+  }
   auto it = D().physical_allocs.find(handle);
   if (it == D().physical_allocs.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckHandleTypes(unsigned(handleType)); r != CUDA_SUCCESS) return r;
@@ -1905,8 +1965,10 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
   ApiLock api;
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   // The descriptor (passed by value in the pointer, as the driver takes it) must be a memfd
-  // of the simulated driver's VMM allocations; its name says the device.
+  // of the simulated driver's VMM allocations, whose name says the device, or of a multicast
+  // object.
   int fd = int(reinterpret_cast<intptr_t>(osHandle));
+  if (CUresult r = ImportMulticastLocked(fd, handle); r != CUDA_ERROR_NOT_FOUND) return r;
   char link[256];
   ssize_t n =
       fd < 0 ? -1

@@ -362,6 +362,43 @@ struct VaMapping {
   size_t size;
   CUmemGenericAllocationHandle handle;
   int prot = 0;  // PROT_* granted by cuMemSetAccess
+  // A mapping of a multicast object: `offset` is where in the object it starts. No host
+  // pages stand behind it; copies into it reach the memory bound to the object.
+  bool multicast = false;
+  size_t offset = 0;
+};
+
+// Memory of one team device that this process bound to a range of a multicast object
+// (cuMulticastBindMem, cuMulticastBindAddr).
+struct MulticastBinding {
+  int device;  // physical
+  size_t mc_offset;
+  size_t size;
+  CUmemGenericAllocationHandle memory;  // a PhysicalAlloc's handle
+  size_t mem_offset;
+  int slot;  // its entry in the object's shared table
+};
+
+// What every process that holds a multicast object shares: its properties, its team and the
+// memory each process bound (multicast.cc), in a memfd page.
+struct MulticastShared;
+
+// A multicast object (cuMulticastCreate, multicast.cc). It owns no memory: nothing is charged
+// for it; a binding does not keep the bound memory alive (cuMemRelease frees memory once its
+// handles and mappings are gone, and its bindings go with it). Its handle is a
+// CUmemGenericAllocationHandle from the same numbering as cuMemCreate's; released, it lives on
+// while a mapping of it is in place, as memory does. Exported as a POSIX file descriptor and
+// imported, it is the same object in several processes.
+struct MulticastObject {
+  unsigned num_devices = 0;
+  size_t size = 0;  // bytes each device may bind
+  unsigned handle_types = 0;
+  int fd = -1;                             // the memfd of `shared`
+  MulticastShared* shared = nullptr;       // mapped from fd
+  bool shareable_out = false;              // exported or imported: other processes may add devices
+  std::vector<MulticastBinding> bindings;  // this process's
+  int mappings = 0;
+  bool released = false;
 };
 
 // A texture or surface object (cuTexObjectCreate, cuSurfObjectCreate).
@@ -409,6 +446,7 @@ class Driver {
   std::map<uintptr_t, VaReservation> reservations;
   std::map<uintptr_t, VaMapping> mappings;
   std::map<CUmemGenericAllocationHandle, PhysicalAlloc> physical_allocs;
+  std::map<CUmemGenericAllocationHandle, MulticastObject> multicasts;
   CUmemGenericAllocationHandle next_physical = 1;
   std::map<unsigned long long, TextureObject> textures;  // texture and surface objects by id
   unsigned long long next_texture = 1;
@@ -557,6 +595,43 @@ CUresult GraphAllocLaunchLocked(GraphAlloc* a);
 void GraphFreeLocked(uintptr_t ptr);
 // Drops graph memory that no graph, executable graph or launch can reach any more.
 void PruneGraphAllocsLocked();
+
+// ---- multicast objects (multicast.cc) ----
+
+// The recommended multicast granularity (cuMulticastGetGranularity); the minimum is the VMM
+// allocation granularity.
+inline constexpr size_t kMulticastRecommendedBytes = size_t(512) << 20;
+
+// The handle types a VMM allocation or multicast object may request (memory.cc): POSIX file
+// descriptors; the others answer CUDA_ERROR_NOT_SUPPORTED, unknown bits
+// CUDA_ERROR_INVALID_VALUE.
+CUresult CheckHandleTypes(unsigned types);
+// The unreleased multicast object of `handle`, or null.
+MulticastObject* FindMulticastLocked(CUmemGenericAllocationHandle handle);
+// Whether the multicast object `handle` may be mapped or bound now: every device of its team
+// has been added. Where another process may still add some (the object was exported or
+// imported), waits for them with the driver unlocked, as the driver does, for at most a
+// minute; otherwise (or past that) CUDA_ERROR_NOT_PERMITTED.
+CUresult AwaitMulticastTeamLocked(ApiLock& api, CUmemGenericAllocationHandle handle);
+// Whether physical device `device` is in the team of `mc`.
+bool InMulticastTeamLocked(const MulticastObject& mc, int device);
+// cuMemExportToShareableHandle of a multicast object: a descriptor of its memfd.
+CUresult ExportMulticastLocked(MulticastObject* mc, CUmemAllocationHandleType type, int* fd);
+// cuMemImportFromShareableHandle of a descriptor whose memfd is a multicast object's;
+// CUDA_ERROR_NOT_FOUND when it is not one (nothing changed).
+CUresult ImportMulticastLocked(int fd, CUmemGenericAllocationHandle* handle);
+// A mapping of a multicast object is gone; the object goes too when it was released.
+void MulticastUnmappedLocked(CUmemGenericAllocationHandle handle);
+// cuMemRelease of a multicast object's handle.
+CUresult ReleaseMulticastLocked(CUmemGenericAllocationHandle handle);
+// The physical allocation `memory` is freed: its bindings to multicast objects go with it.
+void ForgetMulticastBindingsLocked(CUmemGenericAllocationHandle memory);
+// A copy of `bytes` from host-visible `src` to `dst`, which lies in a mapping of a multicast
+// object: written to the memory every team device bound there. CUDA_ERROR_INVALID_VALUE when
+// the range leaves the mapping or a team device has no memory bound under part of it.
+CUresult MulticastWriteLocked(const VaMapping& m, uintptr_t dst, const void* src, size_t bytes);
+// The VMM mapping `p` lies in, or null (memory.cc).
+const VaMapping* FindMappingLocked(uintptr_t p);
 
 // Sets the log level from HAMI_SIM_LOG_LEVEL once, for calls that come before cuInit
 // (cuGetProcAddress, cuGetExportTable); true when debug logging is on.

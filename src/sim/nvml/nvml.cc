@@ -1062,4 +1062,187 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   return NVML_SUCCESS;
 }
 
+// ---- NVLink ----
+//
+// On a board whose GPUs sit on NVLink switches (a profile with nvlink_switch) every link of the
+// GPU (18 on Hopper) is up, P2P-capable, NVLink 4, and leads to one of the board's four
+// switches; elsewhere these calls answer NVML_ERROR_NOT_SUPPORTED, as on a PCIe board.
+// nvml.h (src/nvml) does not declare this part of NVML's ABI: its declarations and types,
+// NVML's own, are restated here.
+
+typedef enum {
+  HAMI_NVML_NVLINK_CAP_P2P_SUPPORTED = 0,
+  HAMI_NVML_NVLINK_CAP_SYSMEM_ACCESS = 1,
+  HAMI_NVML_NVLINK_CAP_P2P_ATOMICS = 2,
+  HAMI_NVML_NVLINK_CAP_SYSMEM_ATOMICS = 3,
+  HAMI_NVML_NVLINK_CAP_SLI_BRIDGE = 4,
+  HAMI_NVML_NVLINK_CAP_VALID = 5,
+} hamiNvmlNvLinkCapability_t;
+
+typedef union {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} hamiNvmlValue_t;
+
+typedef struct {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;  // nvmlValueType_t
+  nvmlReturn_t nvmlReturn;
+  hamiNvmlValue_t value;
+} hamiNvmlFieldValue_t;
+static_assert(sizeof(hamiNvmlFieldValue_t) == 40, "nvmlFieldValue_t's layout");
+
+inline constexpr unsigned kHamiNvmlFieldNvLinkGetState = 165;  // NVML_FI_DEV_NVLINK_GET_STATE
+inline constexpr int kHamiNvmlValueTypeUnsignedInt = 1;        // NVML_VALUE_TYPE_UNSIGNED_INT
+inline constexpr int kHamiNvmlNvLinkDeviceTypeSwitch = 2;      // NVML_NVLINK_DEVICE_TYPE_SWITCH
+inline constexpr unsigned kHamiNvLinks = 18;                   // NVML_NVLINK_MAX_LINKS, Hopper's
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* isActive);
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                        unsigned int* version);
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link,
+                                           hamiNvmlNvLinkCapability_t capability,
+                                           unsigned int* capResult);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                              hamiNvmlPciInfoLegacy_t* pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link, int* type);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      hamiNvmlFieldValue_t* values);
+
+}  // extern "C"
+
+namespace hami::sim {
+namespace {
+
+// NVML_SUCCESS when `d` has NVLink (it sits on a switch) and `link` is one of its links.
+nvmlReturn_t NvLinkOf(const DeviceSpec* d, unsigned link) {
+  if (!d->profile->nvlink_switch) return NVML_ERROR_NOT_SUPPORTED;
+  return link < kHamiNvLinks ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+// The PCI identity of the switch at the other end of `link`: four switches, the links spread
+// over them in order.
+template <typename Pci>
+void SwitchPci(unsigned link, Pci* pci) {
+  *pci = Pci{};
+  const unsigned bus = 0xc0 + link * 4 / kHamiNvLinks;
+  char legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+  std::snprintf(legacy, sizeof(legacy), NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT, 0u, bus, 0u);
+  pci->bus = bus;
+  pci->pciDeviceId = 0x22a310de;  // NVSwitch (third generation)
+  if constexpr (std::is_same_v<Pci, nvmlPciInfo_t>) {
+    std::memcpy(pci->busIdLegacy, legacy, sizeof(legacy));
+    std::snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", bus);
+  } else {
+    std::memcpy(pci->busId, legacy, sizeof(legacy));
+  }
+}
+
+template <typename Pci>
+nvmlReturn_t RemotePci(nvmlDevice_t device, unsigned link, Pci* pci) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = NvLinkOf(d, link); r != NVML_SUCCESS) return r;
+  SwitchPci(link, pci);
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+}  // namespace hami::sim
+
+extern "C" {
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* isActive) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (isActive == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = sim::NvLinkOf(d, link); r != NVML_SUCCESS) return r;
+  *isActive = NVML_FEATURE_ENABLED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                        unsigned int* version) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = sim::NvLinkOf(d, link); r != NVML_SUCCESS) return r;
+  *version = 4;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link,
+                                           hamiNvmlNvLinkCapability_t capability,
+                                           unsigned int* capResult) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (capResult == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = sim::NvLinkOf(d, link); r != NVML_SUCCESS) return r;
+  switch (int(capability)) {
+    case HAMI_NVML_NVLINK_CAP_P2P_SUPPORTED:
+    case HAMI_NVML_NVLINK_CAP_P2P_ATOMICS:
+    case HAMI_NVML_NVLINK_CAP_VALID:
+      *capResult = 1;
+      return NVML_SUCCESS;
+    case HAMI_NVML_NVLINK_CAP_SYSMEM_ACCESS:
+    case HAMI_NVML_NVLINK_CAP_SYSMEM_ATOMICS:
+    case HAMI_NVML_NVLINK_CAP_SLI_BRIDGE:
+      *capResult = 0;
+      return NVML_SUCCESS;
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                              hamiNvmlPciInfoLegacy_t* pci) {
+  return sim::RemotePci(device, link, pci);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci) {
+  return sim::RemotePci(device, link, pci);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 int* type) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = sim::NvLinkOf(d, link); r != NVML_SUCCESS) return r;
+  *type = kHamiNvmlNvLinkDeviceTypeSwitch;
+  return NVML_SUCCESS;
+}
+
+// The one field modelled is a link's state, on a device with NVLink; every other field of
+// such a device answers NVML_ERROR_NOT_SUPPORTED in its value, and a device without NVLink
+// refuses the call as before.
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      hamiNvmlFieldValue_t* values) {
+  HAMI_NVML_DEVICE(c, device, d);
+  if (!d->profile->nvlink_switch) return NVML_ERROR_NOT_SUPPORTED;
+  if (values == nullptr || valuesCount < 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const long long now_us = static_cast<long long>(RealtimeNs() / 1000);
+  for (int i = 0; i < valuesCount; ++i) {
+    hamiNvmlFieldValue_t& v = values[i];
+    v.timestamp = now_us;
+    v.latencyUsec = 0;
+    v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    if (v.fieldId == kHamiNvmlFieldNvLinkGetState && v.scopeId < kHamiNvLinks) {
+      v.valueType = kHamiNvmlValueTypeUnsignedInt;
+      v.value.uiVal = NVML_FEATURE_ENABLED;
+      v.nvmlReturn = NVML_SUCCESS;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
 }  // extern "C"
