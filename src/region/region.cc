@@ -598,7 +598,9 @@ Result<int> Region::Register() {
   const uint64_t start_ticks = ProcessStartTicks();
   const std::string comm = ProcessComm();
   Header& h = file_->header;
-  SweepDeadIfDueLocked();
+  // No sweep of dead slots here unless every slot looks taken: a sweep reads every slot, and
+  // a process that never admits anything has no use for the budget it frees (the first
+  // admission, the views and the monitor sweep when one is due).
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t start = h.claim_hint.load(std::memory_order_relaxed) % uint32_t(kMaxSlots);
     for (int k = 0; k < kMaxSlots; ++k) {

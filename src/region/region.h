@@ -11,9 +11,11 @@
 //   slot i (so at most one process can be claiming it and a dead claimer's lock is gone),
 //   then CASes the slot from free to claiming, fills it and stores live. The lock, held for
 //   the process's life, is the liveness signal: a non-free slot whose lock nobody holds
-//   belongs to a dead process and is reclaimed — its usage returned, the slot freed — by a
-//   registration (at most one sweep per kSweepInterval), by an admission that would fail,
-//   by `hami inspect --repair` and by the monitor. No live slot ever moves. The threads of
+//   belongs to a dead process and is reclaimed — its usage returned, the slot freed — by
+//   SweepDeadIfDue (at most one sweep per kSweepInterval across the container: libvgpu's
+//   first admission and its views, the monitor), by an admission that would fail, by a
+//   registration that finds every slot taken and by `hami inspect --repair`. A registration
+//   otherwise touches no slot but the one it claims. No live slot ever moves. The threads of
 //   a process share one open file description, whose byte locks do not exclude each other:
 //   a process-local mutex serializes the process's own takes and releases of slot locks.
 // - Admission (exact): Reserve checks the device's total plus the request against the

@@ -262,6 +262,9 @@ void StartWatcherForAdmission(Runtime& rt) {
     } else if (Status own = reg->VerifyOwnSlot(); !own.ok()) {
       Replaced(rt, own);
     }
+    // The join swept nothing (Region::Register): what dead processes still hold goes back
+    // before this process's first admission counts on the budget.
+    reg->SweepDeadIfDue();
   }
   StartWatcher(rt);
 }
