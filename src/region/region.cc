@@ -595,7 +595,6 @@ Result<int> Region::Register() {
   if (int slot = slot_.load(std::memory_order_relaxed); slot >= 0) return slot;
   // Learn what the slot records before claiming one: the claim itself is a few stores.
   const pid_t pid = getpid();
-  const uint64_t start_ticks = ProcessStartTicks();
   const std::string comm = ProcessComm();
   Header& h = file_->header;
   // No sweep of dead slots here unless every slot looks taken: a sweep reads every slot, and
@@ -619,7 +618,7 @@ Result<int> Region::Register() {
       s.generation += 1;
       s.pid = pid;
       s.host_pid.store(0, std::memory_order_relaxed);
-      s.start_time_ticks = start_ticks;
+      std::atomic_ref<uint64_t>(s.start_time_ticks).store(0, std::memory_order_relaxed);
       s.pidns_inode = 0;  // the identity code fills it in when it needs it
       s.status.store(uint32_t(SlotStatus::kRunning), std::memory_order_relaxed);
       s.identity.store(uint32_t(IdentitySource::kUnknown), std::memory_order_relaxed);
@@ -882,6 +881,15 @@ void Region::SubtractImported(uint64_t bytes) {
   }
 }
 
+void Region::RecordStartTime() {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0 || access_ == Access::kReadOnly) return;
+  std::atomic_ref<uint64_t> ticks(file_->slots[slot].start_time_ticks);
+  if (ticks.load(std::memory_order_relaxed) == 0) {
+    ticks.store(ProcessStartTicks(), std::memory_order_relaxed);
+  }
+}
+
 Region::HostUse Region::Host() const {
   const layout::Policy& p = file_->policy;
   HostUse u;
@@ -977,7 +985,8 @@ std::vector<SlotView> Region::Slots() const {
     v.generation = s.generation;
     v.pid = s.pid;
     v.host_pid = s.host_pid.load();
-    v.start_time_ticks = s.start_time_ticks;
+    v.start_time_ticks = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s.start_time_ticks))
+                             .load(std::memory_order_relaxed);
     v.status = SlotStatus(s.status.load());
     v.identity = IdentitySource(s.identity.load());
     for (int t = 0; t < kIdentityTiers; ++t) {

@@ -116,7 +116,7 @@ struct SlotView {
   uint32_t generation;
   pid_t pid;
   pid_t host_pid;
-  uint64_t start_time_ticks;
+  uint64_t start_time_ticks;  // 0: not recorded yet (RecordStartTime)
   SlotStatus status;
   IdentitySource identity;
   std::array<IdentityReason, kIdentityTiers> identity_reason;  // by IdentityTier
@@ -413,6 +413,10 @@ class Region {
   Status SetHostLimit(uint64_t bytes);
 
   // ---- the calling process's slot (identity, limiter, monitor fill these) ----
+  // Records the process's start time (/proc/self/stat) in its slot, once. A registration
+  // leaves it 0: the procfs read costs a starting process more than its claim does, and the
+  // field is for people and tools (libvgpu records it at the process's first admission).
+  void RecordStartTime();
   void SetHostPid(pid_t host_pid, IdentitySource source);
   // One identity attempt: its outcome (a host PID with its source, or 0 with kFailed /
   // kUnknown), why each tier gave none, and how long it took. Every reason is kept in the slot;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/file.h"
+#include "common/proc.h"
 #include "common/temp_dir.h"
 
 namespace hami::region {
@@ -228,6 +229,23 @@ TEST_F(RegionTest, ARegistrationLeavesDeadSlotsToTheNextDueSweep) {
   EXPECT_EQ(r->Snapshot(0).used_bytes, 0u);
   ASSERT_EQ(r->Slots().size(), 1u);
   EXPECT_EQ(r->SweepDeadIfDue(), 0) << "the next is not due for kSweepIntervalNs";
+}
+
+// The claim reads no procfs file: the start time is recorded when asked, once.
+TEST_F(RegionTest, TheStartTimeIsRecordedAfterTheClaimOnce) {
+  auto r = MustOpen();
+  auto view = MustOpen();
+  r->RecordStartTime();  // not registered: nothing to record in
+  ASSERT_TRUE(r->Register().ok());
+  ASSERT_EQ(view->Slots().size(), 1u);
+  EXPECT_EQ(view->Slots()[0].start_time_ticks, 0u);
+  r->RecordStartTime();
+  const uint64_t ticks = ProcessStartTicks();
+  ASSERT_GT(ticks, 0u);
+  EXPECT_EQ(view->Slots()[0].start_time_ticks, ticks);
+  r->Unregister();
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(view->Slots()[0].start_time_ticks, 0u) << "a new claim starts unrecorded";
 }
 
 TEST_F(RegionTest, ForkChildRegistersAsItselfAndLeavesItsParentsSlotAlone) {
