@@ -289,16 +289,19 @@ void AppendConflict(File* f, layout::ConflictField field, int device, uint64_t r
 void RecordConflicts(File* f, const PolicySpec& mine) {
   const layout::Policy& r = f->policy;
   const int n = std::min(std::max<int>(int(r.device_count), mine.device_count), kMaxDevices);
-  const std::string comm = ProcessComm();
+  std::string comm;  // asked of the kernel only when there is a conflict to record
+  auto append = [&](layout::ConflictField field, int d, uint64_t region, uint64_t own) {
+    if (comm.empty()) comm = ProcessComm();
+    AppendConflict(f, field, d, region, own, comm);
+  };
   for (int d = 0; d < n; ++d) {
     const uint64_t memory = r.memory_limit[d].load();
     const uint32_t sm = r.sm_limit[d].load();
     if (memory != mine.memory_limit[size_t(d)]) {
-      AppendConflict(f, layout::ConflictField::kMemoryLimit, d, memory,
-                     mine.memory_limit[size_t(d)], comm);
+      append(layout::ConflictField::kMemoryLimit, d, memory, mine.memory_limit[size_t(d)]);
     }
     if (sm != mine.sm_limit[size_t(d)]) {
-      AppendConflict(f, layout::ConflictField::kSmLimit, d, sm, mine.sm_limit[size_t(d)], comm);
+      append(layout::ConflictField::kSmLimit, d, sm, mine.sm_limit[size_t(d)]);
     }
   }
 }
