@@ -286,6 +286,7 @@ void LearnDevicesFromCuda(Runtime& rt) {
   int count = 0;
   if (d->aux.cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
   std::vector<VisibleDevice> devices;
+  devices.reserve(size_t(std::clamp(count, 0, kMaxDevices)));
   for (int i = 0; i < count && i < kMaxDevices; ++i) {
     CUdevice dev;
     CUuuid uuid{};
