@@ -456,9 +456,10 @@ JoinState Join(Runtime& rt) {
   if (rt.region == nullptr) {
     std::unique_ptr<region::Region> opened = OpenRegion(rt.config, SpecFor(rt.config, devices));
     if (opened == nullptr) return JoinState::kRefused;
-    const region::PolicyView joined = opened->Policy();
-    rt.joined_memory_limit = joined.memory_limit;
-    rt.joined_sm_limit = joined.sm_limit;
+    for (int d = 0; d < kMaxDevices; ++d) {
+      rt.joined_memory_limit[size_t(d)] = opened->MemoryLimit(d);
+      rt.joined_sm_limit[size_t(d)] = opened->SmLimit(d);
+    }
     rt.region = std::move(opened);
     // A normal exit gives the slot back (a killed process is reclaimed by the others).
     static std::once_flag at_exit;
