@@ -15,9 +15,10 @@
 //   SweepDeadIfDue (at most one sweep per kSweepInterval across the container: libvgpu's
 //   first admission and its views, the monitor), by an admission that would fail, by a
 //   registration that finds every slot taken and by `hami inspect --repair`. A registration
-//   otherwise touches no slot but the one it claims. No live slot ever moves. The threads of
-//   a process share one open file description, whose byte locks do not exclude each other:
-//   a process-local mutex serializes the process's own takes and releases of slot locks.
+//   otherwise reads only the slots from the claim hint to the first free one. No live slot ever
+//   moves. The threads of a process share one open file description, whose byte locks do not
+//   exclude each other: a process-local mutex serializes the process's own takes and releases of
+//   slot locks.
 // - Admission (exact): Reserve checks the device's total plus the request against the
 //   limit and records it in the caller's slot and in the total, all under the device's
 //   robust mutex, so concurrent reservations can never pass the limit together. The
