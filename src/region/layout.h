@@ -244,7 +244,8 @@ struct Slot {
   uint32_t generation;            // bumped on every claim
   int32_t pid;                    // in the container's PID namespace
   std::atomic<int32_t> host_pid;  // 0 until known
-  uint64_t start_time_ticks;      // /proc/<pid>/stat field 22: PID + this never repeat
+  uint64_t start_time_ticks;      // /proc/<pid>/stat field 22: PID + this never repeat;
+                                  // 0 until recorded (libvgpu: at the first admission)
   uint64_t pidns_inode;
   std::atomic<uint32_t> status;    // SlotStatus
   std::atomic<uint32_t> identity;  // IdentitySource

@@ -289,16 +289,19 @@ void AppendConflict(File* f, layout::ConflictField field, int device, uint64_t r
 void RecordConflicts(File* f, const PolicySpec& mine) {
   const layout::Policy& r = f->policy;
   const int n = std::min(std::max<int>(int(r.device_count), mine.device_count), kMaxDevices);
-  const std::string comm = ProcessComm();
+  std::string comm;  // asked of the kernel only when there is a conflict to record
+  auto append = [&](layout::ConflictField field, int d, uint64_t region, uint64_t own) {
+    if (comm.empty()) comm = ProcessComm();
+    AppendConflict(f, field, d, region, own, comm);
+  };
   for (int d = 0; d < n; ++d) {
     const uint64_t memory = r.memory_limit[d].load();
     const uint32_t sm = r.sm_limit[d].load();
     if (memory != mine.memory_limit[size_t(d)]) {
-      AppendConflict(f, layout::ConflictField::kMemoryLimit, d, memory,
-                     mine.memory_limit[size_t(d)], comm);
+      append(layout::ConflictField::kMemoryLimit, d, memory, mine.memory_limit[size_t(d)]);
     }
     if (sm != mine.sm_limit[size_t(d)]) {
-      AppendConflict(f, layout::ConflictField::kSmLimit, d, sm, mine.sm_limit[size_t(d)], comm);
+      append(layout::ConflictField::kSmLimit, d, sm, mine.sm_limit[size_t(d)]);
     }
   }
 }
@@ -595,10 +598,11 @@ Result<int> Region::Register() {
   if (int slot = slot_.load(std::memory_order_relaxed); slot >= 0) return slot;
   // Learn what the slot records before claiming one: the claim itself is a few stores.
   const pid_t pid = getpid();
-  const uint64_t start_ticks = ProcessStartTicks();
   const std::string comm = ProcessComm();
   Header& h = file_->header;
-  SweepDeadIfDueLocked();
+  // No sweep of dead slots here unless every slot looks taken: a sweep reads every slot, and
+  // a process that never admits anything has no use for the budget it frees (the first
+  // admission, the views and the monitor sweep when one is due).
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t start = h.claim_hint.load(std::memory_order_relaxed) % uint32_t(kMaxSlots);
     for (int k = 0; k < kMaxSlots; ++k) {
@@ -617,7 +621,7 @@ Result<int> Region::Register() {
       s.generation += 1;
       s.pid = pid;
       s.host_pid.store(0, std::memory_order_relaxed);
-      s.start_time_ticks = start_ticks;
+      std::atomic_ref<uint64_t>(s.start_time_ticks).store(0, std::memory_order_relaxed);
       s.pidns_inode = 0;  // the identity code fills it in when it needs it
       s.status.store(uint32_t(SlotStatus::kRunning), std::memory_order_relaxed);
       s.identity.store(uint32_t(IdentitySource::kUnknown), std::memory_order_relaxed);
@@ -880,6 +884,15 @@ void Region::SubtractImported(uint64_t bytes) {
   }
 }
 
+void Region::RecordStartTime() {
+  const int slot = slot_.load(std::memory_order_acquire);
+  if (slot < 0 || access_ == Access::kReadOnly) return;
+  std::atomic_ref<uint64_t> ticks(file_->slots[slot].start_time_ticks);
+  if (ticks.load(std::memory_order_relaxed) == 0) {
+    ticks.store(ProcessStartTicks(), std::memory_order_relaxed);
+  }
+}
+
 Region::HostUse Region::Host() const {
   const layout::Policy& p = file_->policy;
   HostUse u;
@@ -975,7 +988,8 @@ std::vector<SlotView> Region::Slots() const {
     v.generation = s.generation;
     v.pid = s.pid;
     v.host_pid = s.host_pid.load();
-    v.start_time_ticks = s.start_time_ticks;
+    v.start_time_ticks = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s.start_time_ticks))
+                             .load(std::memory_order_relaxed);
     v.status = SlotStatus(s.status.load());
     v.identity = IdentitySource(s.identity.load());
     for (int t = 0; t < kIdentityTiers; ++t) {

@@ -11,11 +11,14 @@
 //   slot i (so at most one process can be claiming it and a dead claimer's lock is gone),
 //   then CASes the slot from free to claiming, fills it and stores live. The lock, held for
 //   the process's life, is the liveness signal: a non-free slot whose lock nobody holds
-//   belongs to a dead process and is reclaimed — its usage returned, the slot freed — by a
-//   registration (at most one sweep per kSweepInterval), by an admission that would fail,
-//   by `hami inspect --repair` and by the monitor. No live slot ever moves. The threads of
-//   a process share one open file description, whose byte locks do not exclude each other:
-//   a process-local mutex serializes the process's own takes and releases of slot locks.
+//   belongs to a dead process and is reclaimed — its usage returned, the slot freed — by
+//   SweepDeadIfDue (at most one sweep per kSweepInterval across the container: libvgpu's
+//   first admission and its views, the monitor), by an admission that would fail, by a
+//   registration that finds every slot taken and by `hami inspect --repair`. A registration
+//   otherwise reads only the slots from the claim hint to the first free one. No live slot ever
+//   moves. The threads of a process share one open file description, whose byte locks do not
+//   exclude each other: a process-local mutex serializes the process's own takes and releases of
+//   slot locks.
 // - Admission (exact): Reserve checks the device's total plus the request against the
 //   limit and records it in the caller's slot and in the total, all under the device's
 //   robust mutex, so concurrent reservations can never pass the limit together. The
@@ -114,7 +117,7 @@ struct SlotView {
   uint32_t generation;
   pid_t pid;
   pid_t host_pid;
-  uint64_t start_time_ticks;
+  uint64_t start_time_ticks;  // 0: not recorded yet (RecordStartTime)
   SlotStatus status;
   IdentitySource identity;
   std::array<IdentityReason, kIdentityTiers> identity_reason;  // by IdentityTier
@@ -411,6 +414,10 @@ class Region {
   Status SetHostLimit(uint64_t bytes);
 
   // ---- the calling process's slot (identity, limiter, monitor fill these) ----
+  // Records the process's start time (/proc/self/stat) in its slot, once. A registration
+  // leaves it 0: the procfs read costs a starting process more than its claim does, and the
+  // field is for people and tools (libvgpu records it at the process's first admission).
+  void RecordStartTime();
   void SetHostPid(pid_t host_pid, IdentitySource source);
   // One identity attempt: its outcome (a host PID with its source, or 0 with kFailed /
   // kUnknown), why each tier gave none, and how long it took. Every reason is kept in the slot;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/file.h"
+#include "common/proc.h"
 #include "common/temp_dir.h"
 
 namespace hami::region {
@@ -204,6 +205,47 @@ TEST_F(RegionTest, ADeadProcessIsReclaimedWhenTheBudgetLooksFull) {
   ASSERT_TRUE(r->Register().ok());
   EXPECT_EQ(r->Reserve(0, 50 << 20, UsageKind::kData), Admission::kOk);
   EXPECT_EQ(r->Snapshot(0).used_bytes, 50u << 20);
+}
+
+// A registration claims its slot and reads no other: the dead process's slot and bytes stay
+// until a sweep that is due (the first admission's, a view's, the monitor's) takes them back.
+TEST_F(RegionTest, ARegistrationLeavesDeadSlotsToTheNextDueSweep) {
+  auto r = MustOpen(TwoDevices(100 << 20));
+  EXPECT_EQ(InChild([&] {
+              auto c = Region::Open(path_, nullptr, Create::kNever, nullptr);
+              if (!c.ok() || !(*c)->Register().ok()) return 1;
+              if ((*c)->Reserve(0, 30 << 20, UsageKind::kData) != Admission::kOk) return 2;
+              _exit(0);  // no unregister: like a SIGKILL, the slot stays
+            }),
+            0);
+  ASSERT_TRUE(r->Register().ok());
+  std::vector<SlotView> slots = r->Slots();
+  ASSERT_EQ(slots.size(), 2u);
+  for (const SlotView& s : slots) {
+    EXPECT_EQ(s.alive, s.index == r->slot()) << "slot " << s.index;
+  }
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 30u << 20);
+  EXPECT_EQ(r->SweepDeadIfDue(), 1) << "no sweep has run: one is due";
+  EXPECT_EQ(r->Snapshot(0).used_bytes, 0u);
+  ASSERT_EQ(r->Slots().size(), 1u);
+  EXPECT_EQ(r->SweepDeadIfDue(), 0) << "the next is not due for kSweepIntervalNs";
+}
+
+// The claim reads no procfs file: the start time is recorded when asked, once.
+TEST_F(RegionTest, TheStartTimeIsRecordedAfterTheClaimOnce) {
+  auto r = MustOpen();
+  auto view = MustOpen();
+  r->RecordStartTime();  // not registered: nothing to record in
+  ASSERT_TRUE(r->Register().ok());
+  ASSERT_EQ(view->Slots().size(), 1u);
+  EXPECT_EQ(view->Slots()[0].start_time_ticks, 0u);
+  r->RecordStartTime();
+  const uint64_t ticks = ProcessStartTicks();
+  ASSERT_GT(ticks, 0u);
+  EXPECT_EQ(view->Slots()[0].start_time_ticks, ticks);
+  r->Unregister();
+  ASSERT_TRUE(r->Register().ok());
+  EXPECT_EQ(view->Slots()[0].start_time_ticks, 0u) << "a new claim starts unrecorded";
 }
 
 TEST_F(RegionTest, ForkChildRegistersAsItselfAndLeavesItsParentsSlotAlone) {

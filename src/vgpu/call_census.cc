@@ -5,6 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <new>
+#include <span>
+
 namespace hami::vgpu {
 
 namespace {
@@ -26,13 +29,27 @@ CallCensus::CallCensus() {
 CallCensus::~CallCensus() {
   if (key_made_) pthread_key_delete(pthread_key_t(key_));
   if (t_held_.census == this) t_held_ = Held{nullptr, nullptr};
+  delete[] counters_.load(std::memory_order_acquire);
+}
+
+CallCensus::Counter* CallCensus::Counters() {
+  Counter* table = counters_.load(std::memory_order_acquire);
+  if (table != nullptr) return table;
+  auto* made = new (std::nothrow) Counter[kCounters];
+  if (made == nullptr) return nullptr;
+  if (!counters_.compare_exchange_strong(table, made, std::memory_order_acq_rel)) {
+    delete[] made;  // another thread's stands
+    return table;
+  }
+  return made;
 }
 
 CallCensus::Counter* CallCensus::Take() {
   Counter* mine = &overflow_;
   // Without a key a counter could never be given back: every thread shares the overflow.
-  if (key_made_) {
-    for (Counter& c : counters_) {
+  Counter* table = key_made_ ? Counters() : nullptr;
+  if (table != nullptr) {
+    for (Counter& c : std::span(table, kCounters)) {
       bool expected = false;
       if (!c.taken.load(std::memory_order_relaxed) &&
           c.taken.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
@@ -78,9 +95,12 @@ CallCensus::Count CallCensus::Read() {
     }
   }
   Count out;
-  for (const Counter& c : counters_) {
-    out.begun += c.begun.load(std::memory_order_acquire);
-    out.in_flight += c.in_flight.load(std::memory_order_acquire);
+  // After the barrier: a table a writer made and counted in is seen.
+  if (const Counter* table = counters_.load(std::memory_order_acquire); table != nullptr) {
+    for (const Counter& c : std::span(table, kCounters)) {
+      out.begun += c.begun.load(std::memory_order_acquire);
+      out.in_flight += c.in_flight.load(std::memory_order_acquire);
+    }
   }
   out.begun += overflow_.begun.load(std::memory_order_seq_cst);
   out.in_flight += overflow_.in_flight.load(std::memory_order_seq_cst);
@@ -90,10 +110,12 @@ CallCensus::Count CallCensus::Read() {
 
 void CallCensus::ResetInForkChild() {
   Counter* mine = t_held_.census == this ? t_held_.counter : nullptr;
-  for (Counter& c : counters_) {
-    if (&c == mine) continue;
-    c.in_flight.store(0, std::memory_order_relaxed);
-    c.taken.store(false, std::memory_order_relaxed);
+  if (Counter* table = counters_.load(std::memory_order_relaxed); table != nullptr) {
+    for (Counter& c : std::span(table, kCounters)) {
+      if (&c == mine) continue;
+      c.in_flight.store(0, std::memory_order_relaxed);
+      c.taken.store(false, std::memory_order_relaxed);
+    }
   }
   overflow_.in_flight.store(mine == &overflow_ ? overflow_.in_flight.load() : 0,
                             std::memory_order_relaxed);

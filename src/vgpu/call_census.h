@@ -14,7 +14,8 @@
 // Threads take a counter from a fixed table on their first call and give it back when they
 // exit; a counter keeps its count when another thread takes it over, so the sum of begun
 // calls never goes down. More threads than the table holds share one overflow counter,
-// updated with read-modify-writes.
+// updated with read-modify-writes. The table (16 KiB) is made by the first call of the
+// process, not with the census: a process that never allocates never writes its pages.
 //
 // Thread safety: Enter/Exit from any thread; Read from any thread. ResetInForkChild only from
 // a pthread_atfork child handler (the child's one thread).
@@ -104,8 +105,11 @@ class CallCensus {
   std::atomic<int> barrier_{0};
   unsigned key_ = 0;  // pthread_key_t: gives a thread's counter back when it exits
   bool key_made_ = false;
-  Counter counters_[kCounters];
+  // kCounters of them, made by the first Take (null until then; the overflow counter stands
+  // in if they cannot be made). Never replaced once published.
+  std::atomic<Counter*> counters_{nullptr};
   Counter overflow_;
+  Counter* Counters();  // the table, made if need be; null when it cannot be
 };
 
 }  // namespace hami::vgpu

@@ -118,6 +118,43 @@ TEST_P(CallCensusTest, ConcurrentWritersLoseNothing) {
   EXPECT_EQ(census_.Read(), (Count{uint64_t(kThreads) * kCalls, 0}));
 }
 
+// The counter table is made by the first call of the process: threads whose first calls race
+// to make it share one table, and no call is lost to a table that lost the race.
+TEST_P(CallCensusTest, FirstCallsRacingToMakeTheTableLoseNothing) {
+  constexpr int kThreads = 8;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      census_.Enter();
+      census_.Exit();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(census_.Read(), (Count{kThreads, 0}));
+}
+
+// A fork child of a process that never made a call has no table to reset.
+TEST_P(CallCensusTest, ForkChildBeforeAnyCallStartsAtZero) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    census_.ResetInForkChild();
+    bool ok = census_.Read() == Count{0, 0};
+    census_.Enter();
+    ok = ok && census_.Read() == Count{1, 1};
+    census_.Exit();
+    _exit(ok && census_.Read() == Count{1, 0} ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(census_.Read(), (Count{0, 0}));
+}
+
 // A fork child has one thread: the parent's other threads' calls in flight are not its own.
 TEST_P(CallCensusTest, ForkChildKeepsOnlyItsOwnCallsInFlight) {
   std::atomic<int> stage{0};

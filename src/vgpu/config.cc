@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstring>
 #include <map>
 
 #include "common/parse.h"
@@ -351,12 +353,17 @@ Resolution ResolveConfig(const LimitsFile& file, const GetEnvFn& getenv_fn) {
   std::map<std::string, std::vector<Candidate>> candidates;
   for (const Option& o : kOptions) {
     if (o.scope == OptionScope::kPerDevice) {
-      std::string_view n = o.name;
-      std::string prefix(n.substr(0, n.size() - 3));
+      // "NAME_<i>": the name is written once, each index into its tail (no string per index).
+      const std::string_view prefix = std::string_view(o.name).substr(0, std::strlen(o.name) - 3);
+      char name[64];
+      static_assert(kMaxDevices <= 100, "two digits at most");
+      if (prefix.size() + 3 > sizeof(name)) continue;
+      std::memcpy(name, prefix.data(), prefix.size());
       for (int i = 0; i < kMaxDevices; ++i) {
-        std::string name = prefix + std::to_string(i);
-        if (const char* v = getenv_fn(name.c_str())) {
-          candidates[name].push_back({v, Source::kEnvironment});
+        char* end = std::to_chars(name + prefix.size(), name + sizeof(name) - 1, i).ptr;
+        *end = '\0';
+        if (const char* v = getenv_fn(name)) {
+          candidates[std::string(name, end)].push_back({v, Source::kEnvironment});
         }
       }
     } else if (const char* v = getenv_fn(o.name)) {

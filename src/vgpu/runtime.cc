@@ -286,6 +286,7 @@ void LearnDevicesFromCuda(Runtime& rt) {
   int count = 0;
   if (d->aux.cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
   std::vector<VisibleDevice> devices;
+  devices.reserve(size_t(std::clamp(count, 0, kMaxDevices)));
   for (int i = 0; i < count && i < kMaxDevices; ++i) {
     CUdevice dev;
     CUuuid uuid{};
@@ -455,9 +456,10 @@ JoinState Join(Runtime& rt) {
   if (rt.region == nullptr) {
     std::unique_ptr<region::Region> opened = OpenRegion(rt.config, SpecFor(rt.config, devices));
     if (opened == nullptr) return JoinState::kRefused;
-    const region::PolicyView joined = opened->Policy();
-    rt.joined_memory_limit = joined.memory_limit;
-    rt.joined_sm_limit = joined.sm_limit;
+    for (int d = 0; d < kMaxDevices; ++d) {
+      rt.joined_memory_limit[size_t(d)] = opened->MemoryLimit(d);
+      rt.joined_sm_limit[size_t(d)] = opened->SmLimit(d);
+    }
     rt.region = std::move(opened);
     // A normal exit gives the slot back (a killed process is reclaimed by the others).
     static std::once_flag at_exit;

@@ -287,6 +287,11 @@ void StartWatcherForAdmission(Runtime& rt) {
     } else if (Status own = reg->VerifyOwnSlot(); !own.ok()) {
       Replaced(rt, own);
     }
+    // The join swept nothing and read no start time (Region::Register): what dead
+    // processes still hold goes back before this process's first admission counts on the
+    // budget, and the slot gets its start time.
+    reg->SweepDeadIfDue();
+    reg->RecordStartTime();
   }
   StartWatcher(rt);
 }

@@ -37,7 +37,9 @@ void StartWatcher(Runtime& rt);
 // a process that never creates a context or allocates (a tool that lists devices, a framework
 // probing for a GPU) has nothing on the GPU for it to watch and pays for no thread. The
 // admission that starts it first checks the region's file itself, so that a file replaced
-// before the thread existed is refused from that admission on. The cross-check of a container
+// before the thread existed is refused from that admission on, reclaims dead processes'
+// slots when a sweep is due and records the slot's start time (the join does neither:
+// region.h). The cross-check of a container
 // is led by one of its processes that has admitted something.
 void StartWatcherForAdmission(Runtime& rt);
 inline void EnsureWatcher(Runtime& rt) {
