@@ -2,7 +2,8 @@
 # and libraries a host or an image runs, in the layout `hami` and hami-sim look for beside
 # their own executable (src/cli/paths.cc). docs/install-host.md describes it.
 #
-#   P/bin/hami, hami-scheduler, hami-device-plugin, hami-monitor        component node
+#   P/bin/hami, hami-scheduler, hami-device-plugin, hami-monitor,
+#         hami-dra-plugin                                                component node
 #   P/lib/hami/libvgpu.so                                                component node
 #   P/bin/hami-sim, hami-sim-pause, hami-demo, hami-memory-demo, hami-sm-demo   component sim
 #   P/lib/hami/sim/libcuda.so.1, libnvidia-ml.so.1 (+ .so links)        component sim
@@ -14,7 +15,7 @@
 #
 # lib/hami, not the distribution's library directory: libvgpu.so is preloaded by path, never
 # found by the dynamic loader's search, and it must not sit where every program would see it.
-install(TARGETS hami hami-scheduler hami-device-plugin hami-monitor
+install(TARGETS hami hami-scheduler hami-device-plugin hami-monitor hami-dra-plugin
   RUNTIME DESTINATION bin COMPONENT node)
 install(TARGETS vgpu LIBRARY DESTINATION lib/hami COMPONENT node)
 

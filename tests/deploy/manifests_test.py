@@ -412,7 +412,8 @@ class ManifestsTest(unittest.TestCase):
             if m:
                 built = m.group(1).split()
         self.assertEqual(sorted(built),
-                         ["hami", "hami-device-plugin", "hami-monitor", "hami-scheduler", "vgpu"])
+                         ["hami", "hami-device-plugin", "hami-dra-plugin", "hami-monitor",
+                          "hami-scheduler", "vgpu"])
         p = subprocess.run(["cmake", "--build", BUILD_DIR, "--target", "help"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         targets = set(re.findall(r"^([A-Za-z0-9_.+-]+):", p.stdout, re.M))

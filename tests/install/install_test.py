@@ -21,7 +21,7 @@ BUILD_DIR = os.environ.get("HAMI_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 
 NODE = {
     "bin/hami", "bin/hami-scheduler", "bin/hami-device-plugin", "bin/hami-monitor",
-    "lib/hami/libvgpu.so",
+    "bin/hami-dra-plugin", "lib/hami/libvgpu.so",
 }
 SIM = {
     "bin/hami-sim", "bin/hami-sim-pause", "bin/hami-demo", "bin/hami-memory-demo", "bin/hami-sm-demo",
