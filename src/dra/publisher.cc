@@ -203,10 +203,10 @@ void SliceLoop::Run(std::stop_token stop) {
       cv_.notify_all();
       continue;
     }
-    publisher_.Log("dra event=slice_publish_failed retry_ms=" + std::to_string(retry.count()) +
-                   " error=" + QuoteInput(r.error().message(), 512));
     if (failed) retry = std::min(retry * 2, std::max(resync_interval_, kFirstRetry));
     failed = true;
+    publisher_.Log("dra event=slice_publish_failed retry_ms=" + std::to_string(retry.count()) +
+                   " error=" + QuoteInput(r.error().message(), 512));
   }
 }
 
