@@ -152,7 +152,11 @@ int main(int argc, char** argv) {
     dra::PublisherOptions po;
     po.driver = driver_name;
     po.node_name = node_name;
-    po.log = [](std::string_view line) { HAMI_LOG(kInfo, "%.*s", int(line.size()), line.data()); };
+    po.log = [](std::string_view line) {
+      const bool failed = line.find("event=slice_publish_failed") != std::string_view::npos;
+      hami::log::Log(failed ? hami::log::Level::kWarn : hami::log::Level::kInfo, "%.*s",
+                     int(line.size()), line.data());
+    };
     slices = std::make_unique<dra::SliceLoop>(**client, std::move(po), published);
   }
 
