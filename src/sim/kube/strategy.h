@@ -53,9 +53,10 @@ ApiResult<nlohmann::json> PrepareForCreate(const hami::kube::Resource& r, nlohma
 
 // Update of `old` to `next` through `sub` (metadata already reconciled by the store): the main
 // resource keeps the old status (and a namespace its finalizers); `/status` keeps the old spec
-// and metadata (a ResourceClaim's status is validated); pods are defaulted and validated, and their spec may change only where the API
-// server allows (container images, activeDeadlineSeconds, added tolerations,
-// terminationGracePeriodSeconds, removed schedulingGates). kBinding is taken as is.
+// and metadata (a ResourceClaim's status is validated); pods are defaulted and validated, and
+// their spec may change only where the API server allows (container images,
+// activeDeadlineSeconds, added tolerations, terminationGracePeriodSeconds, removed
+// schedulingGates); resource.k8s.io/v1 as dra_strategy.h says. kBinding is taken as is.
 ApiResult<nlohmann::json> PrepareForUpdate(const hami::kube::Resource& r, Subresource sub,
                                            const nlohmann::json& old, nlohmann::json next);
 
