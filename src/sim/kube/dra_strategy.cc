@@ -313,6 +313,9 @@ class Checker {
         } else {
           Quantity(*value, field + ".value");
         }
+        if (const json* policy = Object(v, "requestPolicy", field + ".requestPolicy", false)) {
+          RequestPolicy(d, *policy, field + ".requestPolicy");
+        }
       }
     }
     if (entries > 32) {
@@ -330,6 +333,42 @@ class Checker {
                                      "\": supported values: \"NoExecute\", \"NoSchedule\", "
                                      "\"None\"");
         }
+      }
+    }
+  }
+
+  // A capacity's requestPolicy: only on a device with allowMultipleAllocations; validValues
+  // or validRange, not both; either needs a default; a range needs its min; quantities.
+  void RequestPolicy(const json& device, const json& policy, const std::string& field) {
+    const json* multiple = Find(device, "allowMultipleAllocations");
+    if (multiple == nullptr || *multiple != true) {
+      Fail(field, "Forbidden: allowed only when allowMultipleAllocations is true");
+      return;
+    }
+    const json* values = List(policy, "validValues", field + ".validValues", 10);
+    const json* range = Object(policy, "validRange", field + ".validRange", false);
+    if (failed()) return;
+    if (values != nullptr && range != nullptr) {
+      Fail(field, "Invalid value: only one of `validValues` or `validRange` may be set");
+      return;
+    }
+    const json* def = Find(policy, "default");
+    if (def != nullptr) Quantity(*def, field + ".default");
+    if ((values != nullptr || range != nullptr) && def == nullptr) {
+      Fail(field + ".default", "Required value: a default is required with valid values");
+    }
+    for (size_t i = 0; values != nullptr && i < values->size(); ++i) {
+      Quantity((*values)[i], Index(field + ".validValues", i));
+    }
+    if (range != nullptr) {
+      const json* min = Find(*range, "min");
+      if (min == nullptr) {
+        Fail(field + ".validRange.min", "Required value");
+      } else {
+        Quantity(*min, field + ".validRange.min");
+      }
+      for (const char* key : {"max", "step"}) {
+        if (const json* q = Find(*range, key)) Quantity(*q, field + ".validRange." + key);
       }
     }
   }

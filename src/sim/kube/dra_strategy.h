@@ -31,7 +31,9 @@ void DefaultDraObject(const hami::kube::Resource& r, nlohmann::json& object);
 //     allNodes (true), perDeviceNodeSelection (true); devices or sharedCounters, not both;
 //     <= 128 devices (64 when any has taints), each named by a unique DNS label, at most 32
 //     attributes and capacities together, an attribute exactly one of int, bool, string,
-//     version, a capacity a quantity `value`; <= 16 taints, each with a key and an effect
+//     version, a capacity a quantity `value` and, only on a device with
+//     allowMultipleAllocations, a requestPolicy with a default when it has validValues (<= 10)
+//     or validRange (with min), not both; <= 16 taints, each with a key and an effect
 //     NoSchedule, NoExecute or None.
 //   ResourceClaim: spec.devices.requests[] (<= 32) with unique DNS-label names, each exactly
 //     one of `exactly` ({deviceClassName, allocationMode ExactCount|All, count > 0 in

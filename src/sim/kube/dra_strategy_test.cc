@@ -173,6 +173,29 @@ TEST(DraStrategy, SliceRefusalsNameTheField) {
   s["spec"]["devices"][0]["capacity"]["memory"] = json::object();
   EXPECT_EQ(Refusal(r, s), "spec.devices[0].capacity[memory].value: Required value");
   s = Slice();
+  json& memory = s["spec"]["devices"][0]["capacity"]["memory"];
+  memory["requestPolicy"] = {{"default", "80Gi"},
+                             {"validRange", {{"min", "1Mi"}, {"max", "80Gi"}, {"step", "1Mi"}}}};
+  EXPECT_EQ(Refusal(r, s), "");
+  memory["requestPolicy"].erase("default");
+  EXPECT_EQ(Refusal(r, s),
+            "spec.devices[0].capacity[memory].requestPolicy.default: Required value: a default is "
+            "required with valid values");
+  memory["requestPolicy"] = {{"default", "1Gi"}, {"validRange", {{"max", "80Gi"}}}};
+  EXPECT_EQ(Refusal(r, s),
+            "spec.devices[0].capacity[memory].requestPolicy.validRange.min: "
+            "Required value");
+  memory["requestPolicy"] = {
+      {"default", "1Gi"}, {"validValues", {"1Gi"}}, {"validRange", {{"min", "1Mi"}}}};
+  EXPECT_EQ(Refusal(r, s),
+            "spec.devices[0].capacity[memory].requestPolicy: Invalid value: only one of "
+            "`validValues` or `validRange` may be set");
+  memory["requestPolicy"] = {{"default", "1Gi"}};
+  s["spec"]["devices"][0]["allowMultipleAllocations"] = false;
+  EXPECT_EQ(Refusal(r, s),
+            "spec.devices[0].capacity[memory].requestPolicy: Forbidden: allowed only when "
+            "allowMultipleAllocations is true");
+  s = Slice();
   s["spec"]["devices"][0]["taints"] = {{{"key", "k"}, {"effect", "Sometimes"}}};
   EXPECT_EQ(Refusal(r, s),
             "spec.devices[0].taints[0].effect: Unsupported value: \"Sometimes\": supported "
