@@ -3,8 +3,7 @@
 // allocation that name its own driver (research/dra.md §5.2).
 //
 // ClaimSource is where claims come from: the API server (ApiClaimSource, through the project's
-// kube::Client), or a fixed set (StaticClaimSource) where no API server serves
-// resource.k8s.io/v1 (the simulated one does not yet).
+// kube::Client), or a fixed set (StaticClaimSource) for tests without an API server.
 //
 // Thread safety: ParseClaimAllocation is pure; the sources may be called from any thread.
 #pragma once
@@ -27,8 +26,7 @@ namespace hami::dra {
 // The driver's name, HAMi's (so that HAMi's DeviceClasses and claims carry over).
 inline constexpr char kDriverName[] = "hami-core-gpu.project-hami.io";
 
-inline constexpr kube::Resource kResourceClaims{
-    "resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", true, ""};
+inline constexpr const kube::Resource& kResourceClaims = kube::kResourceClaims;
 
 // The kubelet's Claim message.
 struct ClaimRef {

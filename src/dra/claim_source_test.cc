@@ -1,6 +1,6 @@
-// ApiClaimSource against an HTTP server that answers as an API server serving
-// resource.k8s.io/v1 does (the simulated API server does not serve that group yet): the path it
-// asks for, and the claim or the 404 it gets back.
+// ApiClaimSource against a bare HTTP server that answers as an API server serving
+// resource.k8s.io/v1 does: the path it asks for, and the claim or the 404 it gets back
+// (publisher_test.cc reads claims from the simulated API server).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -1,10 +1,10 @@
 // hami-dra-plugin itself, as the kubelet meets it: the real binary on the simulated NVML, an
-// HTTP server answering for resource.k8s.io/v1 claims (the simulated API server does not serve
-// them yet), and a gRPC client on its sockets. The plugin is killed (SIGKILL) between prepare
-// and unprepare, the claim deleted, and a new plugin started on the same directories answers
-// the repeat from its checkpoint and removes every file on unprepare; it stops on SIGTERM with
-// the kubelet's health stream open. Root: the plugin prepares
-// its lock directory root-owned (seed 000).
+// HTTP server answering for resource.k8s.io/v1 claims, and a gRPC client on its sockets. The plugin
+// is killed (SIGKILL) between prepare and unprepare, the claim deleted, and a new plugin started on
+// the same directories answers the repeat from its checkpoint and removes every file on unprepare;
+// it stops on SIGTERM with the kubelet's health stream open. Root: the plugin prepares its lock
+// directory root-owned (seed 000). And the binary against the simulated API server: the node's
+// ResourceSlice published at start.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -20,6 +20,9 @@
 
 #include "common/temp_dir.h"
 #include "dra/service.h"
+#include "kube/client.h"
+#include "kube/resource.h"
+#include "sim/kube/api_server.h"
 #include "support/subprocess.h"
 
 namespace hami::dra {
@@ -206,6 +209,46 @@ TEST_F(DaemonTest, KilledBetweenPrepareAndUnprepareItsSuccessorCleansUp) {
   EXPECT_FALSE(Exists(DraSocket()));
   EXPECT_FALSE(Exists(RegSocket()));
   EXPECT_FALSE(stream->Read(&devices));
+}
+
+TEST_F(DaemonTest, PublishesTheNodesSliceToTheApiServerAtStart) {
+  auto api = sim::kube::ApiServer::Start({});
+  ASSERT_TRUE(api.ok()) << api.error().message();
+  auto node = (*api)->CreateObject(kube::kNodes, {{"metadata", {{"name", "n1"}}}});
+  ASSERT_TRUE(node.ok()) << node.error().message();
+  ASSERT_TRUE((*api)->WriteKubeconfig(root_.File("kubeconfig")).ok());
+  kube::Config config;
+  config.server = (*api)->url();
+  config.source = "test";
+  auto client = kube::Client::Create(config);
+  ASSERT_TRUE(client.ok()) << client.error().message();
+
+  auto plugin = StartPlugin();
+  // The slice as the API server announces it: a watch from the start, until it is there.
+  json slice;
+  kube::WatchOptions wo;
+  wo.field_selector = "spec.nodeName=n1";
+  wo.timeout_seconds = 30;
+  auto watched = (*client)->Watch(kube::kResourceSlices, "", wo, [&](kube::WatchEvent&& e) {
+    if (e.type != kube::WatchEventType::kAdded) return true;
+    slice = std::move(e.object);
+    return false;
+  });
+  ASSERT_TRUE(watched.ok()) << watched.error().message();
+  ASSERT_TRUE(slice.is_object()) << "no slice within the watch's 30 s";
+  EXPECT_EQ(slice["metadata"]["name"], "n1-hami-core-gpu");
+  EXPECT_EQ(slice["metadata"]["ownerReferences"][0]["uid"], (*node)["metadata"]["uid"]);
+  EXPECT_EQ(slice["spec"]["driver"], kDriverName);
+  EXPECT_EQ(slice["spec"]["pool"]["generation"], 1);
+  ASSERT_EQ(slice["spec"]["devices"].size(), 1u);  // h100-80g:1
+  EXPECT_EQ(slice["spec"]["devices"][0]["name"], "hami-gpu-0");
+  EXPECT_EQ(slice["spec"]["devices"][0]["attributes"]["productName"]["string"],
+            "NVIDIA H100 80GB HBM3");
+
+  plugin->Kill(SIGTERM);
+  EXPECT_EQ(plugin->Wait(30000), 0);
+  client->reset();
+  (*api)->Stop();
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The driver with real files: a temporary hook path, CDI directory, lock directory and
-// checkpoint; claims from a StaticClaimSource (the simulated API server does not serve
-// resource.k8s.io/v1 yet). The plugin's death is a real one: a forked child prepares and is
+// checkpoint; claims from a StaticClaimSource (publisher_test.cc reads them from the simulated
+// API server). The plugin's death is a real one: a forked child prepares and is
 // killed, and a new driver in this process, from the same checkpoint, cleans up.
 #include "dra/driver.h"
 

@@ -1,9 +1,8 @@
 // hami-dra-plugin: the kubelet plugin of the DRA driver hami-core-gpu.project-hami.io. Flags
 // (CLI11) -> the node's GPUs (NVML) -> the hook files (libvgpu.so, ld.so.preload) -> the driver
 // (its checkpoint) -> the DRA service on <plugins dir>/<driver>/dra.sock and the registration
-// service on <registry dir>/<driver>-reg.sock -> SIGINT or SIGTERM -> orderly stop. docs/dra.md
-// lists the flags and what is not there yet (publishing the ResourceSlice: --print-resource-slice
-// prints it).
+// service on <registry dir>/<driver>-reg.sock, the node's ResourceSlice published (publisher.h)
+// -> SIGINT or SIGTERM -> orderly stop. docs/dra.md lists the flags.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +17,7 @@
 #include "common/stop_signals.h"
 #include "dra/claim.h"
 #include "dra/driver.h"
+#include "dra/publisher.h"
 #include "dra/service.h"
 #include "dra/slices.h"
 #include "inventory/health.h"
@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   bool print_slice = false;
   bool no_health = false;
   bool broker = false;
+  bool no_publish = false;
   std::string vgpu_library;
   o.hook_path = EnvOr("HOOK_PATH", hami::node::kDefaultHookPath);
 
@@ -88,6 +89,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-health-checks", no_health,
                "do not watch NVML events (as DP_DISABLE_HEALTHCHECKS=all): every GPU keeps the "
                "health it had at start");
+  app.add_flag("--no-publish-resource-slice", no_publish,
+               "do not publish the node's ResourceSlice (another component publishes it)");
   app.add_flag("--print-resource-slice", print_slice,
                "print the node's ResourceSlice as JSON and exit");
   hami::log::Flags log_flags;
@@ -142,8 +145,24 @@ int main(int argc, char** argv) {
   dra::Driver& d = **driver;
   const std::string driver_name = d.options().driver_name;
 
+  // The node's ResourceSlice, published now and again on every health change.
+  hami::inventory::Inventory published = *inventory;  // guarded by gpus_mu
+  std::unique_ptr<dra::SliceLoop> slices;
+  if (!no_publish) {
+    dra::PublisherOptions po;
+    po.driver = driver_name;
+    po.node_name = node_name;
+    po.log = [](std::string_view line) {
+      const bool failed = line.find("event=slice_publish_failed") != std::string_view::npos;
+      hami::log::Log(failed ? hami::log::Level::kWarn : hami::log::Level::kInfo, "%.*s",
+                     int(line.size()), line.data());
+    };
+    slices = std::make_unique<dra::SliceLoop>(**client, std::move(po), published);
+  }
+
   // The GPUs' health: the inventory's at start, then the NVML event watcher's changes, to the
-  // driver (a warning when a claim lands on an unhealthy GPU) and the kubelet's health stream.
+  // driver (a warning when a claim lands on an unhealthy GPU), the kubelet's health stream and
+  // the ResourceSlice (a taint on an unhealthy GPU).
   std::mutex gpus_mu;
   std::vector<dra::Gpu> gpus = dra::GpusFromInventory(*inventory);
   std::map<std::string, dra::DeviceHealth> health_by_uuid;
@@ -183,6 +202,12 @@ int main(int argc, char** argv) {
                      int(change.healthy), change.reason.c_str());
       d.SetGpus(gpus);
       health.Set(health_list());
+      for (hami::inventory::Device& dev : published.devices) {
+        if (dev.uuid != change.uuid) continue;
+        dev.healthy = change.healthy;
+        dev.health_reason = change.healthy ? "" : change.reason;
+      }
+      if (slices) slices->Set(published);
     };
     auto started = hami::inventory::HealthWatcher::Start(std::move(ho));
     if (!started.ok()) {
@@ -215,6 +240,7 @@ int main(int argc, char** argv) {
   (*reg_server)->Stop();
   (*dra_server)->Stop();
   if (watcher) watcher->Stop();
+  if (slices) slices->Stop();
   if (!stop.ok()) return Fail(stop.error().message());
   return 0;
 }

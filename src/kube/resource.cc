@@ -23,7 +23,11 @@ constexpr std::array kAll{kPods,
                           kRoles,
                           kRoleBindings,
                           kMutatingWebhookConfigurations,
-                          kPriorityClasses};
+                          kPriorityClasses,
+                          kDeviceClasses,
+                          kResourceSlices,
+                          kResourceClaims,
+                          kResourceClaimTemplates};
 
 }  // namespace
 

@@ -64,6 +64,20 @@ inline constexpr Resource kMutatingWebhookConfigurations{"admissionregistration.
                                                          ""};
 inline constexpr Resource kPriorityClasses{
     "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", false, "pc"};
+// Dynamic Resource Allocation (resource.k8s.io/v1; research/dra.md section 2).
+inline constexpr Resource kDeviceClasses{
+    "resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", false, ""};
+inline constexpr Resource kResourceSlices{
+    "resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", false, ""};
+inline constexpr Resource kResourceClaims{
+    "resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", true, ""};
+inline constexpr Resource kResourceClaimTemplates{"resource.k8s.io",
+                                                  "v1",
+                                                  "resourceclaimtemplates",
+                                                  "resourceclaimtemplate",
+                                                  "ResourceClaimTemplate",
+                                                  true,
+                                                  ""};
 
 // Every resource above, core group first, then each group's resources together.
 std::span<const Resource> AllResources();

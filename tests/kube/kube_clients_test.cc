@@ -429,6 +429,10 @@ TEST_F(PythonClient, ServesPriorityClassesAndResolvesAPodsPriority) {
   Check("priority_classes_and_pod_priority");
 }
 
+TEST_F(PythonClient, ReadsAndWritesTheDraKindsThroughDiscovery) {
+  Check("dra_resources_through_the_dynamic_client");
+}
+
 TEST_F(PythonClient, WatchFromATooOldResourceVersionRaises410) {
   ASSERT_NO_FATAL_FAILURE(RestartServer({"--watch-window", "5"}));
   Check("too_old_resource_version_raises_410");

@@ -259,6 +259,67 @@ def check_priority_classes_and_pod_priority(v1):
     expect_eq("deleted class status", e.status, 404)
 
 
+def check_dra_resources_through_the_dynamic_client(v1):
+    # python3-kubernetes 22.6 predates resource.k8s.io/v1: its DynamicClient finds the kinds
+    # through discovery and reads and writes them as the typed APIs would.
+    from kubernetes import dynamic
+
+    dyn = dynamic.DynamicClient(client.ApiClient())
+    slices = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    claims = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+    classes = dyn.resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass")
+    templates = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
+    expect_eq("slices namespaced", slices.namespaced, False)
+    expect_eq("claims namespaced", claims.namespaced, True)
+
+    classes.create(body={"metadata": {"name": "hami-core-gpu.project-hami.io"},
+                         "spec": {"selectors": [{"cel": {"expression": "true"}}]}})
+    slices.create(body={
+        "metadata": {"name": "n1-hami-core-gpu"},
+        "spec": {"driver": "hami-core-gpu.project-hami.io", "nodeName": "n1",
+                 "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "hami-gpu-0", "allowMultipleAllocations": True,
+                              "capacity": {"memory": {"value": "80Gi"}, "cores": {"value": "100"}}}]},
+    })
+    request = {"name": "gpu", "exactly": {"deviceClassName": "hami-core-gpu.project-hami.io",
+                                          "capacity": {"requests": {"memory": "3000Mi"}}}}
+    templates.create(namespace="default", body={
+        "metadata": {"name": "share"}, "spec": {"spec": {"devices": {"requests": [request]}}}})
+    created = claims.create(namespace="default", body={
+        "metadata": {"name": "c"}, "spec": {"devices": {"requests": [request]}}})
+    expect_eq("defaulted count", created.spec.devices.requests[0].exactly.count, 1)
+
+    listed = slices.get(field_selector="spec.nodeName=n1")
+    expect_eq("slices of n1", [s.metadata.name for s in listed.items], ["n1-hami-core-gpu"])
+    expect_eq("slices of n2", slices.get(field_selector="spec.nodeName=n2").items, [])
+    expect_eq("class", classes.get(name="hami-core-gpu.project-hami.io").metadata.name,
+              "hami-core-gpu.project-hami.io")
+    expect_eq("templates", [t.metadata.name for t in templates.get(namespace="default").items],
+              ["share"])
+
+    claim = claims.get(namespace="default", name="c").to_dict()
+    claim["status"] = {"allocation": {"devices": {"results": [{
+        "request": "gpu", "driver": "hami-core-gpu.project-hami.io", "pool": "n1",
+        "device": "hami-gpu-0", "consumedCapacity": {"memory": "3000Mi", "cores": "0"}}]}}}
+    dyn.request("PUT", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status",
+                body=claim)
+    read = claims.get(namespace="default", name="c")
+    expect_eq("allocated device", read.status.allocation.devices.results[0].device, "hami-gpu-0")
+
+    try:
+        slices.create(body={"metadata": {"name": "bad"},
+                            "spec": {"nodeName": "n1",
+                                     "pool": {"name": "n1", "resourceSliceCount": 1}}})
+    except ApiException as e:
+        expect_eq("invalid slice status", e.status, 422)
+        expect_eq("invalid slice cause", json.loads(e.body)["details"]["causes"][0]["field"],
+                  "spec.driver")
+    else:
+        fail("a slice without a driver was accepted")
+    claims.delete(namespace="default", name="c")
+    expect_eq("claims after delete", claims.get(namespace="default").items, [])
+
+
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
 
 

@@ -163,6 +163,7 @@ constexpr Subresource kSubresources[] = {
     {"services", "status", "Service", "get patch update"},
     {"deployments", "status", "Deployment", "get patch update"},
     {"daemonsets", "status", "DaemonSet", "get patch update"},
+    {"resourceclaims", "status", "ResourceClaim", "get patch update"},
 };
 
 // The resources kubectl's "all" category (`kubectl get all`) names.
@@ -595,6 +596,21 @@ const Column kPriorityClassColumns[] = {
     {"PreemptionPolicy", "string", "", "Whether pods of the class may preempt others.", 0},
 };
 
+const Column kResourceClaimColumns[] = {
+    kNameColumn,
+    {"State", "string", "", "A summary of the current state (allocated, pending, reserved, etc.).",
+     0},
+    kAgeColumn,
+};
+
+const Column kResourceSliceColumns[] = {
+    kNameColumn,
+    {"Node", "string", "", "The node providing the devices of this slice.", 0},
+    {"Driver", "string", "", "The driver providing the devices of this slice.", 0},
+    {"Pool", "string", "", "The pool of the devices of this slice.", 0},
+    kAgeColumn,
+};
+
 const Column kDefaultColumns[] = {kNameColumn, kAgeColumn};
 
 std::span<const Column> ColumnsOf(const Resource& r) {
@@ -622,7 +638,11 @@ std::span<const Column> ColumnsOf(const Resource& r) {
   }
   if (r.group == "admissionregistration.k8s.io") return kWebhookConfigurationColumns;
   if (r.group == "scheduling.k8s.io") return kPriorityClassColumns;
-  return kDefaultColumns;
+  if (r.group == "resource.k8s.io") {
+    if (r.plural == "resourceclaims") return kResourceClaimColumns;
+    if (r.plural == "resourceslices") return kResourceSliceColumns;
+  }
+  return kDefaultColumns;  // deviceclasses, resourceclaimtemplates: Name, Age
 }
 
 // kubectl's translateTimestampSince: the age of a timestamp field, "<unknown>" when absent.
@@ -1019,6 +1039,28 @@ json RoleBindingCells(const json& b, hami::kube::WallTime now) {
                       Joined(groups), Joined(accounts)});
 }
 
+// A ResourceClaim's State cell: "deleted" while being deleted, then "pending" (not allocated)
+// or "allocated" with ",reserved" (reserved for a consumer) or ",deallocating" (being deleted).
+std::string ClaimState(const json& claim) {
+  std::vector<std::string> states;
+  const bool deleting = Path(claim, {"metadata", "deletionTimestamp"}) != nullptr;
+  if (deleting) states.push_back("deleted");
+  const json* allocation = Path(claim, {"status", "allocation"});
+  if (allocation == nullptr || allocation->is_null()) {
+    if (!deleting) states.push_back("pending");
+  } else {
+    states.push_back("allocated");
+    if (!Array(claim, {"status", "reservedFor"}).empty()) {
+      states.push_back("reserved");
+    } else if (deleting) {
+      states.push_back("deallocating");
+    }
+  }
+  std::string out;
+  for (const std::string& s : states) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
 json Cells(const Resource& r, const json& obj, hami::kube::WallTime now) {
   std::span<const Column> columns = ColumnsOf(r);
   if (columns.data() == kPodColumns) return PodCells(obj, now);
@@ -1061,6 +1103,11 @@ json Cells(const Resource& r, const json& obj, hami::kube::WallTime now) {
   if (columns.data() == kPriorityClassColumns) {
     return json::array({json(name), json(Int(obj, {"value"})), json(Bool(obj, {"globalDefault"})),
                         json(age), json(Str(obj, {"preemptionPolicy"}))});
+  }
+  if (columns.data() == kResourceClaimColumns) return json::array({name, ClaimState(obj), age});
+  if (columns.data() == kResourceSliceColumns) {
+    return json::array({name, OrNone(Str(obj, {"spec", "nodeName"})), Str(obj, {"spec", "driver"}),
+                        Str(obj, {"spec", "pool", "name"}), age});
   }
   return json::array({name, age});
 }

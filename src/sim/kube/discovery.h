@@ -55,6 +55,8 @@ bool WantsTable(std::string_view accept);
 // daemonsets: Name, Desired, Current, Ready, Up-to-date, Available, Node Selector, Age, and
 // Containers, Images, Selector; clusterroles and roles: Name, Created At; bindings: Name, Role,
 // Age, and Users, Groups, ServiceAccounts; mutatingwebhookconfigurations: Name, Webhooks, Age;
+// priorityclasses: Name, Value, Global-Default, Age, PreemptionPolicy; resourceclaims: Name,
+// State (pending, allocated,reserved, ...), Age; resourceslices: Name, Node, Driver, Pool, Age;
 // any other: Name, Age), each row carrying what `row_object` says (the request's includeObject):
 // a PartialObjectMetadata with the object's whole metadata (namespace included; the default),
 // the whole object with its kind and apiVersion (kubectl asks for it to --sort-by a field), or

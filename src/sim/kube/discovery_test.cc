@@ -125,7 +125,7 @@ TEST(DiscoveryAggregated, V2Beta1WhenThatIsAllTheClientOffers) {
             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList");
   json body = Body(r);
   EXPECT_EQ(body["apiVersion"], "apidiscovery.k8s.io/v2beta1");
-  ASSERT_EQ(body["items"].size(), 5u);
+  ASSERT_EQ(body["items"].size(), 6u);
   EXPECT_EQ(body["items"][0]["metadata"]["name"], "coordination.k8s.io");
   EXPECT_NE(FindBy(body["items"][0]["versions"][0]["resources"], "resource", "leases"), nullptr);
   EXPECT_EQ(body["items"][1]["metadata"]["name"], "apps");
@@ -160,7 +160,7 @@ TEST(DiscoveryLegacy, ApiVersionsWhenAcceptOffersNoAggregatedForm) {
 TEST(DiscoveryLegacy, GroupListAndGroupNameThePreferredVersion) {
   json list = Body(Discover("/apis"));
   EXPECT_EQ(list["kind"], "APIGroupList");
-  ASSERT_EQ(list["groups"].size(), 5u);
+  ASSERT_EQ(list["groups"].size(), 6u);
   json expected_version = {{"groupVersion", "coordination.k8s.io/v1"}, {"version", "v1"}};
   EXPECT_EQ(list["groups"][0]["name"], "coordination.k8s.io");
   EXPECT_EQ(list["groups"][0]["versions"], json::array({expected_version}));
@@ -230,7 +230,8 @@ TEST(DiscoveryOpenApi, RootNamesEachGroupVersionWithAStableHash) {
   ASSERT_TRUE(root["paths"].contains("apis/rbac.authorization.k8s.io/v1"));
   ASSERT_TRUE(root["paths"].contains("apis/admissionregistration.k8s.io/v1"));
   ASSERT_TRUE(root["paths"].contains("apis/scheduling.k8s.io/v1"));
-  EXPECT_EQ(root["paths"].size(), 6u);
+  ASSERT_TRUE(root["paths"].contains("apis/resource.k8s.io/v1"));
+  EXPECT_EQ(root["paths"].size(), 7u);
   std::string url = root["paths"]["api/v1"]["serverRelativeURL"];
   EXPECT_TRUE(url.starts_with("/openapi/v3/api/v1?hash=")) << url;
   EXPECT_GT(url.size(), std::string("/openapi/v3/api/v1?hash=").size());
@@ -611,6 +612,78 @@ TEST(DiscoveryTable, ControllerServiceSecretRbacAndWebhookColumns) {
   json hooks = {{"metadata", {{"name", "w"}}}, {"webhooks", {{{"name", "a.b.c"}}}}};
   EXPECT_EQ(Cells(hami::kube::kMutatingWebhookConfigurations, hooks),
             json::array({"w", 1, "<unknown>"}));
+}
+
+TEST(DiscoveryLegacy, ResourceGroupServesTheFourDraKindsAndClaimStatus) {
+  json list = Body(Discover("/apis/resource.k8s.io/v1", "application/json, */*"));
+  EXPECT_EQ(list["groupVersion"], "resource.k8s.io/v1");
+  for (const char* name : {"deviceclasses", "resourceslices"}) {
+    const json* r = FindBy(list["resources"], "name", name);
+    ASSERT_NE(r, nullptr) << name;
+    EXPECT_EQ((*r)["namespaced"], false) << name;
+  }
+  for (const char* name : {"resourceclaims", "resourceclaimtemplates"}) {
+    const json* r = FindBy(list["resources"], "name", name);
+    ASSERT_NE(r, nullptr) << name;
+    EXPECT_EQ((*r)["namespaced"], true) << name;
+  }
+  const json* status = FindBy(list["resources"], "name", "resourceclaims/status");
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ((*status)["kind"], "ResourceClaim");
+  EXPECT_EQ(FindBy(list["resources"], "name", "resourceslices/status"), nullptr);
+  json group = Body(Discover("/apis/resource.k8s.io"));
+  EXPECT_EQ(group["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
+
+  json aggregated = Body(Discover("/apis", kKubectlAggregated));
+  const json* item = nullptr;
+  for (const json& i : aggregated["items"]) {
+    if (i["metadata"]["name"] == "resource.k8s.io") item = &i;
+  }
+  ASSERT_NE(item, nullptr);
+  ASSERT_EQ((*item)["metadata"]["name"], "resource.k8s.io");
+  const json* slices = FindBy((*item)["versions"][0]["resources"], "resource", "resourceslices");
+  ASSERT_NE(slices, nullptr);
+  EXPECT_EQ((*slices)["scope"], "Cluster");
+  const json* claims = FindBy((*item)["versions"][0]["resources"], "resource", "resourceclaims");
+  ASSERT_NE(claims, nullptr);
+  EXPECT_EQ((*claims)["subresources"][0]["subresource"], "status");
+}
+
+TEST(DiscoveryTable, ClaimStateAndSliceColumns) {
+  json table = RenderTable(hami::kube::kResourceClaims, {}, "1", true, kNow);
+  std::vector<std::string> names;
+  for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "State", "Age"}));
+  table = RenderTable(hami::kube::kResourceSlices, {}, "1", true, kNow);
+  names.clear();
+  for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Node", "Driver", "Pool", "Age"}));
+
+  json claim = {{"metadata", {{"name", "c"}}}, {"spec", json::object()}};
+  EXPECT_EQ(Cells(hami::kube::kResourceClaims, claim), json::array({"c", "pending", "<unknown>"}));
+  claim["status"]["allocation"] = {{"devices", {{"results", json::array()}}}};
+  EXPECT_EQ(Cells(hami::kube::kResourceClaims, claim)[1], "allocated");
+  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p"}, {"uid", "u"}}};
+  EXPECT_EQ(Cells(hami::kube::kResourceClaims, claim)[1], "allocated,reserved");
+  claim["metadata"]["deletionTimestamp"] = "2026-03-01T11:57:00Z";
+  EXPECT_EQ(Cells(hami::kube::kResourceClaims, claim)[1], "deleted,allocated,reserved");
+  claim["status"].erase("reservedFor");
+  EXPECT_EQ(Cells(hami::kube::kResourceClaims, claim)[1], "deleted,allocated,deallocating");
+  claim["status"].erase("allocation");
+  EXPECT_EQ(Cells(hami::kube::kResourceClaims, claim)[1], "deleted");
+
+  json slice = {{"metadata", {{"name", "n1-gpu"}}},
+                {"spec",
+                 {{"driver", "gpu.example.com"},
+                  {"nodeName", "n1"},
+                  {"pool", {{"name", "n1"}, {"generation", 2}, {"resourceSliceCount", 1}}}}}};
+  EXPECT_EQ(Cells(hami::kube::kResourceSlices, slice),
+            json::array({"n1-gpu", "n1", "gpu.example.com", "n1", "<unknown>"}));
+  slice["spec"].erase("nodeName");
+  slice["spec"]["allNodes"] = true;
+  EXPECT_EQ(Cells(hami::kube::kResourceSlices, slice)[1], "<none>");
+  json cls = {{"metadata", {{"name", "gpu"}}}};
+  EXPECT_EQ(Cells(hami::kube::kDeviceClasses, cls), json::array({"gpu", "<unknown>"}));
 }
 
 TEST(DiscoveryTable, MalformedObjectsRenderDefaultsInsteadOfThrowing) {

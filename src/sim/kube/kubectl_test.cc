@@ -326,6 +326,196 @@ metadata: {name: novalue}
   EXPECT_FALSE(Has(out, "priorityclass.scheduling.k8s.io/batch\n")) << out;
 }
 
+// A DeviceClass, a node's ResourceSlice, a claim template and a claim, as a DRA driver and its
+// user write them.
+constexpr char kDraManifests[] = R"(apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: hami-core-gpu.project-hami.io}
+spec:
+  selectors: [{cel: {expression: "device.driver == 'hami-core-gpu.project-hami.io'"}}]
+  extendedResourceName: nvidia.com/gpu
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-hami-core-gpu}
+spec:
+  driver: hami-core-gpu.project-hami.io
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: hami-gpu-0
+    allowMultipleAllocations: true
+    attributes: {uuid: {string: GPU-1}, index: {int: 0}}
+    capacity:
+      memory: {value: 80Gi, requestPolicy: {default: 80Gi, validRange: {min: 1Mi, max: 80Gi, step: 1Mi}}}
+      cores: {value: "100"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: gpu-share}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: hami-core-gpu.project-hami.io, capacity: {requests: {memory: 3000Mi, cores: "30"}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: trainer-gpu}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: hami-core-gpu.project-hami.io, capacity: {requests: {memory: 3000Mi, cores: "30"}}}
+)";
+
+TEST_F(KubectlTest, DraKindsAreServedWithTablesDescribeAndClaimStatus) {
+  std::string out = KubectlOk({"apply", "-f", Write("dra.yaml", kDraManifests)});
+  for (const char* line : {"deviceclass.resource.k8s.io/hami-core-gpu.project-hami.io created",
+                           "resourceslice.resource.k8s.io/n1-hami-core-gpu created",
+                           "resourceclaimtemplate.resource.k8s.io/gpu-share created",
+                           "resourceclaim.resource.k8s.io/trainer-gpu created"}) {
+    EXPECT_TRUE(Has(out, line)) << line << " in:\n" << out;
+  }
+  out = KubectlOk({"get", "deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates"});
+  for (const char* part : {"deviceclass.resource.k8s.io/hami-core-gpu.project-hami.io",
+                           "resourceslice.resource.k8s.io/n1-hami-core-gpu", "NODE", "DRIVER",
+                           "POOL", "STATE", "resourceclaim.resource.k8s.io/trainer-gpu", "pending",
+                           "resourceclaimtemplate.resource.k8s.io/gpu-share"}) {
+    EXPECT_TRUE(Has(out, part)) << part << " in:\n" << out;
+  }
+  out = KubectlOk({"get", "resourceslices"});
+  EXPECT_TRUE(Has(out, "n1-hami-core-gpu   n1     hami-core-gpu.project-hami.io   n1")) << out;
+
+  json slice = json::parse(KubectlOk({"get", "resourceslice", "n1-hami-core-gpu", "-o", "json"}));
+  EXPECT_EQ(slice["kind"], "ResourceSlice");
+  EXPECT_EQ(slice["apiVersion"], "resource.k8s.io/v1");
+  EXPECT_EQ(slice["metadata"]["generation"], 1);
+  EXPECT_EQ(
+      slice["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"]["validRange"]["step"],
+      "1Mi");
+  json claim = json::parse(KubectlOk({"get", "resourceclaim", "trainer-gpu", "-o", "json"}));
+  EXPECT_EQ(claim["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"], "ExactCount");
+  EXPECT_EQ(claim["spec"]["devices"]["requests"][0]["exactly"]["count"], 1);
+  json list = json::parse(KubectlOk({"get", "resourceclaimtemplates", "-o", "json"}));
+  ASSERT_EQ(list["items"].size(), 1u);
+  EXPECT_EQ(list["items"][0]["spec"]["spec"]["devices"]["requests"][0]["name"], "gpu");
+  out = KubectlOk({"get", "resourceslices", "--field-selector",
+                   "spec.driver=hami-core-gpu.project-hami.io,spec.nodeName=n1", "-o", "name"});
+  EXPECT_EQ(out, "resourceslice.resource.k8s.io/n1-hami-core-gpu\n");
+  out = KubectlOk({"get", "resourceslices", "--field-selector", "spec.nodeName=n2", "-o", "name"});
+  EXPECT_EQ(out, "");
+
+  // describe (kubectl 1.32 has no describer of its own for v1: the generic one, over GET).
+  out = KubectlOk({"describe", "resourceslice", "n1-hami-core-gpu"});
+  for (const char* part : {"Name:         n1-hami-core-gpu", "Kind:         ResourceSlice",
+                           "Node Name:       n1", "Allow Multiple Allocations:  true"}) {
+    EXPECT_TRUE(Has(out, part)) << part << " in:\n" << out;
+  }
+  out = KubectlOk({"describe", "deviceclass", "hami-core-gpu.project-hami.io"});
+  EXPECT_TRUE(Has(out, "Extended Resource Name:  nvidia.com/gpu")) << out;
+  out = KubectlOk({"describe", "resourceclaimtemplate", "gpu-share"});
+  EXPECT_TRUE(Has(out, "Device Class Name:  hami-core-gpu.project-hami.io")) << out;
+  out = KubectlOk({"describe", "resourceclaim", "trainer-gpu"});
+  EXPECT_TRUE(Has(out, "Namespace:    default")) << out;
+  EXPECT_TRUE(Has(out, "Memory:         3000Mi")) << out;
+
+  // The allocation goes through /status; the main resource keeps the status it has.
+  const std::string allocation =
+      R"({"status":{"allocation":{"devices":{"results":[{"request":"gpu",)"
+      R"("driver":"hami-core-gpu.project-hami.io","pool":"n1","device":"hami-gpu-0",)"
+      R"("consumedCapacity":{"memory":"3000Mi","cores":"30"}}]}},)"
+      R"("reservedFor":[{"resource":"pods","name":"trainer","uid":"u1"}]}})";
+  out = KubectlOk({"patch", "resourceclaim", "trainer-gpu", "--type=merge", "-p", allocation});
+  EXPECT_TRUE(Has(out, "patched (no change)")) << out;
+  EXPECT_TRUE(Has(KubectlOk({"get", "resourceclaims"}), "pending"));
+  KubectlOk({"patch", "resourceclaim", "trainer-gpu", "--subresource=status", "--type=merge", "-p",
+             allocation});
+  EXPECT_TRUE(Has(KubectlOk({"get", "resourceclaims"}), "allocated,reserved"));
+  claim = json::parse(KubectlOk({"get", "resourceclaim", "trainer-gpu", "-o", "json"}));
+  EXPECT_EQ(claim["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]["cores"],
+            "30");
+  out = KubectlOk({"describe", "resourceclaim", "trainer-gpu"});
+  EXPECT_TRUE(Has(out, "Reserved For:")) << out;
+
+  // Refusals in the API server's words.
+  Outcome immutable =
+      Kubectl({"patch", "resourceclaim", "trainer-gpu", "--type=json", "-p",
+               R"([{"op":"replace","path":"/spec/devices/requests/0/name","value":"x"}])"});
+  EXPECT_NE(immutable.status, 0);
+  EXPECT_TRUE(Has(immutable.out, "The ResourceClaim \"trainer-gpu\" is invalid: spec:"))
+      << immutable.out;
+  EXPECT_TRUE(Has(immutable.out, "field is immutable")) << immutable.out;
+  Outcome no_driver = Kubectl({"apply", "-f", Write("bad.yaml", R"(apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: bad}
+spec:
+  nodeName: n1
+  pool: {name: n1, resourceSliceCount: 1}
+)")});
+  EXPECT_NE(no_driver.status, 0);
+  EXPECT_TRUE(Has(no_driver.out, "spec.driver: Required value")) << no_driver.out;
+  Outcome two_nodes = Kubectl({"apply", "-f", Write("bad2.yaml", R"(apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: bad}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  allNodes: true
+  pool: {name: n1, resourceSliceCount: 1}
+)")});
+  EXPECT_NE(two_nodes.status, 0);
+  EXPECT_TRUE(Has(two_nodes.out, "but multiple fields are set")) << two_nodes.out;
+
+  out = KubectlOk({"delete", "resourceclaim", "trainer-gpu"});
+  EXPECT_TRUE(Has(out, "resourceclaim.resource.k8s.io \"trainer-gpu\" deleted")) << out;
+  EXPECT_EQ(KubectlOk({"get", "resourceclaims", "-o", "name"}), "");
+}
+
+TEST_F(KubectlTest, PodClaimFieldsRoundTrip) {
+  KubectlOk({"apply", "-f", Write("pod.yaml", R"(apiVersion: v1
+kind: Pod
+metadata: {name: trainer}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimName: trainer-gpu}
+  - {name: scratch, resourceClaimTemplateName: gpu-share}
+  containers:
+  - name: main
+    image: cuda
+    resources:
+      claims: [{name: gpu, request: gpu}, {name: scratch}]
+)")});
+  KubectlOk(
+      {"patch", "pod", "trainer", "--subresource=status", "--type=merge", "-p",
+       R"({"status":{"resourceClaimStatuses":[{"name":"scratch",)"
+       R"("resourceClaimName":"trainer-scratch-x7k2p"}],)"
+       R"("extendedResourceClaimStatus":{"resourceClaimName":"trainer-extended-resources-ab12c",)"
+       R"("requestMappings":[{"containerName":"main","resourceName":"nvidia.com/gpu",)"
+       R"("requestName":"container-0-request-0"}]}}})"});
+  json pod = json::parse(KubectlOk({"get", "pod", "trainer", "-o", "json"}));
+  EXPECT_EQ(pod["spec"]["resourceClaims"],
+            json::parse(R"([{"name":"gpu","resourceClaimName":"trainer-gpu"},)"
+                        R"({"name":"scratch","resourceClaimTemplateName":"gpu-share"}])"));
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["claims"],
+            json::parse(R"([{"name":"gpu","request":"gpu"},{"name":"scratch"}])"));
+  EXPECT_EQ(pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"],
+            "trainer-scratch-x7k2p");
+  EXPECT_EQ(pod["status"]["extendedResourceClaimStatus"]["requestMappings"][0]["requestName"],
+            "container-0-request-0");
+  // A relabel keeps them (the pod's spec.resourceClaims cannot change).
+  KubectlOk({"label", "pod", "trainer", "team=ml"});
+  pod = json::parse(KubectlOk({"get", "pod", "trainer", "-o", "json"}));
+  EXPECT_EQ(pod["spec"]["resourceClaims"].size(), 2u);
+  EXPECT_EQ(pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"],
+            "trainer-extended-resources-ab12c");
+  Outcome changed = Kubectl({"patch", "pod", "trainer", "--type=json", "-p",
+                             R"([{"op":"remove","path":"/spec/resourceClaims/1"}])"});
+  EXPECT_NE(changed.status, 0);
+  EXPECT_TRUE(Has(changed.out, "pod updates may not change fields")) << changed.out;
+}
+
 TEST_F(KubectlTest, ApplyOfAKustomization) {
   std::filesystem::create_directories(dir_.File("base"));
   Write("base/all.yaml", kManifests);

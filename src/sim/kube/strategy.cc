@@ -7,6 +7,7 @@
 #include "kube/base64.h"
 #include "kube/selector.h"
 #include "kube/time.h"
+#include "sim/kube/dra_strategy.h"
 
 namespace hami::sim::kube {
 
@@ -632,6 +633,10 @@ void DefaultTemplate(json& object) {
 
 // The registry's defaulting functions for the resources beyond pods (applied on every write).
 void DefaultObject(const Resource& r, json& object) {
+  if (IsDraResource(r)) {
+    DefaultDraObject(r, object);
+    return;
+  }
   auto spec_of = [&object]() -> json* {
     auto it = object.find("spec");
     return it != object.end() && it->is_object() ? &*it : nullptr;
@@ -743,7 +748,8 @@ void DefaultObject(const Resource& r, json& object) {
 // The resources whose metadata.generation counts changes of their desired state.
 bool HasGeneration(const Resource& r) {
   return Is(r, hami::kube::kDeployments) || Is(r, hami::kube::kDaemonSets) ||
-         Is(r, hami::kube::kMutatingWebhookConfigurations);
+         Is(r, hami::kube::kMutatingWebhookConfigurations) || Is(r, hami::kube::kDeviceClasses) ||
+         Is(r, hami::kube::kResourceSlices);
 }
 
 // The part of an object whose change bumps the generation.
@@ -785,6 +791,7 @@ std::optional<ApiStatus> ValidateImmutable(const Resource& r, const json& old, c
                      "Invalid value: " + at(next, {"roleRef"}).dump() + ": cannot change roleRef");
     }
   }
+  if (IsDraResource(r)) return ValidateDraUpdate(r, old, next);
   if (Is(r, hami::kube::kServices)) {
     const json old_ip = at(old, {"spec", "clusterIP"});
     const json next_ip = at(next, {"spec", "clusterIP"});
@@ -824,6 +831,7 @@ std::optional<ApiStatus> ValidatePriorityClass(const Resource& r, const json& ob
 std::optional<ApiStatus> Validate(const Resource& r, const json& object) {
   if (Is(r, hami::kube::kPods)) return ValidatePod(r, object);
   if (Is(r, hami::kube::kPriorityClasses)) return ValidatePriorityClass(r, object);
+  if (IsDraResource(r)) return ValidateDraObject(r, object);
   if (Is(r, hami::kube::kDeployments) || Is(r, hami::kube::kDaemonSets)) {
     return ValidateController(r, object);
   }
@@ -970,7 +978,8 @@ std::optional<ApiStatus> NormalizeTimeAt(json& node, std::string_view rest, Time
 bool HasStatusSubresource(const Resource& r) {
   return Is(r, hami::kube::kPods) || Is(r, hami::kube::kNodes) || Is(r, hami::kube::kNamespaces) ||
          Is(r, hami::kube::kResourceQuotas) || Is(r, hami::kube::kServices) ||
-         Is(r, hami::kube::kDeployments) || Is(r, hami::kube::kDaemonSets);
+         Is(r, hami::kube::kDeployments) || Is(r, hami::kube::kDaemonSets) ||
+         Is(r, hami::kube::kResourceClaims);
 }
 
 bool AllowsCreateOnUpdate(const Resource& r) {
@@ -997,9 +1006,12 @@ const std::vector<std::string_view>& SupportedFields(const Resource& r) {
                                                              "reason",
                                                              "reportingComponent",
                                                              "type"};
+  static const std::vector<std::string_view> kResourceSliceFields = {
+      "metadata.name", "metadata.namespace", "spec.nodeName", "spec.driver"};
   if (Is(r, hami::kube::kPods)) return kPodFields;
   if (Is(r, hami::kube::kNamespaces)) return kNamespaceFields;
   if (Is(r, hami::kube::kEvents)) return kEventFields;
+  if (Is(r, hami::kube::kResourceSlices)) return kResourceSliceFields;
   return kCommon;
 }
 
@@ -1129,6 +1141,8 @@ ApiResult<json> PrepareForCreate(const Resource& r, json object) {
     object["status"] = json::object();
   } else if (Is(r, hami::kube::kDeployments) || Is(r, hami::kube::kDaemonSets)) {
     object["status"] = json::object();
+  } else if (Is(r, hami::kube::kResourceClaims)) {
+    object["status"] = json::object();  // written through /status only
   } else if (Is(r, hami::kube::kServices)) {
     object["status"] = {{"loadBalancer", json::object()}};
   }
@@ -1147,6 +1161,9 @@ ApiResult<json> PrepareForUpdate(const Resource& r, Subresource sub, const json&
     case Subresource::kStatus:
       CopyOrErase(next, old, "spec");
       CopyOrErase(next, old, "metadata");
+      if (Is(r, hami::kube::kResourceClaims)) {
+        if (auto bad = ValidateClaimStatusUpdate(old, next)) return std::move(*bad);
+      }
       return next;
     case Subresource::kNone:
       break;

@@ -19,7 +19,8 @@ namespace hami::sim::kube {
 // `pods/log` (read only: never written).
 enum class Subresource { kNone, kStatus, kBinding, kLog, kExec };
 
-// pods, nodes, namespaces and resourcequotas have `/status`; their main resource keeps it.
+// pods, nodes, namespaces, resourcequotas, services, deployments, daemonsets and
+// resourceclaims have `/status`; their main resource keeps it.
 bool HasStatusSubresource(const hami::kube::Resource& r);
 // events and leases: a PUT of a missing object creates it (201).
 bool AllowsCreateOnUpdate(const hami::kube::Resource& r);
@@ -45,15 +46,17 @@ std::optional<ApiStatus> ValidateName(const hami::kube::Resource& r, std::string
 void ApplyDefaults(const hami::kube::Resource& r, nlohmann::json& object);
 
 // Create: defaults (pods: schedulerName, restartPolicy, dnsPolicy, priority, container
-// defaults, ...), resets (pod status {"phase":"Pending"}, namespace phase Active, quota status
-// {}), then validation (pods need named containers; events an involvedObject).
+// defaults, ...), resets (pod status {"phase":"Pending"}, namespace phase Active, quota and
+// claim status {}), then validation (pods need named containers; events an involvedObject;
+// resource.k8s.io/v1 as dra_strategy.h says).
 ApiResult<nlohmann::json> PrepareForCreate(const hami::kube::Resource& r, nlohmann::json object);
 
 // Update of `old` to `next` through `sub` (metadata already reconciled by the store): the main
 // resource keeps the old status (and a namespace its finalizers); `/status` keeps the old spec
-// and metadata; pods are defaulted and validated, and their spec may change only where the API
-// server allows (container images, activeDeadlineSeconds, added tolerations,
-// terminationGracePeriodSeconds, removed schedulingGates). kBinding is taken as is.
+// and metadata (a ResourceClaim's status is validated); pods are defaulted and validated, and
+// their spec may change only where the API server allows (container images,
+// activeDeadlineSeconds, added tolerations, terminationGracePeriodSeconds, removed
+// schedulingGates); resource.k8s.io/v1 as dra_strategy.h says. kBinding is taken as is.
 ApiResult<nlohmann::json> PrepareForUpdate(const hami::kube::Resource& r, Subresource sub,
                                            const nlohmann::json& old, nlohmann::json next);
 
