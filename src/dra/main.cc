@@ -24,6 +24,7 @@
 #include "inventory/inventory.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "limits/vocabulary.h"
 #include "log/flags.h"
 #include "log/log.h"
 
@@ -84,8 +85,9 @@ int main(int argc, char** argv) {
                  "the host directory holding vgpulock, bound at /tmp/vgpulock in containers")
       ->capture_default_str();
   app.add_flag("--broker", broker,
-               "mount the host-PID broker's directory and set LIBVGPU_HOSTPID_BROKER=1 (the "
-               "broker itself is served by hami-device-plugin or `hami broker`)");
+               std::string("mount the host-PID broker's directory and set ") +
+                   hami::limits::KeyName(hami::limits::Key::kHostPidBroker) +
+                   "=1 (the broker itself is served by hami-device-plugin or `hami broker`)");
   app.add_flag("--no-health-checks", no_health,
                "do not watch NVML events (as DP_DISABLE_HEALTHCHECKS=all): every GPU keeps the "
                "health it had at start");

@@ -141,10 +141,11 @@ void FollowLimitsFile(Runtime& rt, region::Region* reg, WatchState& w) {
     if (budget != was) {
       reg->SetOwnHostLimit(budget);
       g_log.Log(LogLevel::kInfo,
-                "%s: host budget %llu -> %llu bytes (CUDA_OVERSUBSCRIBE_HOST_LIMIT), held with the "
-                "region's from the next allocation past the device budget",
+                "%s: host budget %llu -> %llu bytes (%s), held with the region's from the next "
+                "allocation past the device budget",
                 kLimitsFilePath, static_cast<unsigned long long>(was),
-                static_cast<unsigned long long>(budget));
+                static_cast<unsigned long long>(budget),
+                limits::KeyName(limits::Key::kOversubscribeHostLimit));
     }
     w.host_budget = budget;
   }
