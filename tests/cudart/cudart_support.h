@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,6 +29,34 @@ inline std::string CudartSkipReason() {
 }
 
 inline std::string CudartProgram(const std::string& name) { return TestProgram(name); }
+
+// Starts `argv` (a program of CudartProgram and its arguments), stdout and stderr together, on
+// the simulated GPU `profile` with the state file `state` and 64 MiB contexts: alone (the
+// simulator's libraries found by LD_LIBRARY_PATH), or with `memory` set under `hami run --sim
+// profile --memory memory`. Variables of the calling environment that would change what the
+// program sees are cleared.
+inline std::unique_ptr<Subprocess> StartOnSim(const std::vector<std::string>& argv,
+                                              const std::string& state, const std::string& profile,
+                                              const std::string& memory = "") {
+  std::vector<std::string> command = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1"};
+  std::map<std::string, std::string> env = {{"HAMI_SIM_STATE", state},
+                                            {"HAMI_SIM_PROFILE", profile},
+                                            {"HAMI_SIM_CONTEXT_SIZE", "64m"},
+                                            {"LD_PRELOAD", ""},
+                                            {"CUDA_VISIBLE_DEVICES", ""},
+                                            {"CUDA_DEVICE_MEMORY_LIMIT", ""},
+                                            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""},
+                                            {"CUDA_MODULE_LOADING", ""}};
+  if (!memory.empty()) {
+    command.insert(command.end(), {std::string(HAMI_BIN_DIR) + "/hami", "run", "--sim", profile,
+                                   "--memory", memory, "--"});
+    env["LD_LIBRARY_PATH"] = "";
+  } else {
+    env["LD_LIBRARY_PATH"] = HAMI_SIM_LIB_DIR;
+  }
+  command.insert(command.end(), argv.begin(), argv.end());
+  return std::make_unique<Subprocess>(command, env);
+}
 
 // Why the multi-process NCCL program cannot run here, or empty.
 inline std::string NcclRanksSkipReason() {

@@ -51,30 +51,9 @@ class MulticastClientTest : public ::testing::TestWithParam<Under> {
   bool libvgpu() const { return GetParam() == Under::kLibvgpu; }
 
   std::unique_ptr<Subprocess> Start() const {
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1"};
-    std::map<std::string, std::string> env = {{"HAMI_SIM_STATE", state_},
-                                              {"HAMI_SIM_PROFILE", "h100-hgx:2"},
-                                              {"HAMI_SIM_CONTEXT_SIZE", "64m"},
-                                              {"LD_PRELOAD", ""},
-                                              {"CUDA_VISIBLE_DEVICES", ""},
-                                              {"CUDA_DEVICE_MEMORY_LIMIT", ""},
-                                              {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""},
-                                              {"CUDA_MODULE_LOADING", ""}};
-    if (libvgpu()) {
-      for (std::string a : {std::string(HAMI_BIN_DIR) + "/hami", std::string("run"),
-                            std::string("--sim"), std::string("h100-hgx:2"),
-                            std::string("--memory"), std::string("1g"), std::string("--")}) {
-        argv.push_back(a);
-      }
-      env["LD_LIBRARY_PATH"] = "";
-    } else {
-      env["LD_LIBRARY_PATH"] = HAMI_SIM_LIB_DIR;
-    }
-    for (std::string a : {CudartProgram("multicast"), std::string("--past"), std::to_string(kPast),
-                          std::string("--deadline"), std::to_string(kDeadlineS)}) {
-      argv.push_back(a);
-    }
-    return std::make_unique<Subprocess>(argv, env);
+    return StartOnSim({CudartProgram("multicast"), "--past", std::to_string(kPast), "--deadline",
+                       std::to_string(kDeadlineS)},
+                      state_, "h100-hgx:2", libvgpu() ? "1g" : "");
   }
 
   // Reads up to the next hold: its step, with the program's line of the step in *line. ""

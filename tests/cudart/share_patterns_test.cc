@@ -54,29 +54,9 @@ class SharePatternsTest : public ::testing::TestWithParam<ShareCase> {
   bool libvgpu() const { return std::get<1>(GetParam()) == Under::kLibvgpu; }
 
   std::unique_ptr<Subprocess> Start() const {
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1"};
-    std::map<std::string, std::string> env = {{"HAMI_SIM_STATE", state_},
-                                              {"HAMI_SIM_PROFILE", "sim-1g:1"},
-                                              {"HAMI_SIM_CONTEXT_SIZE", "64m"},
-                                              {"LD_PRELOAD", ""},
-                                              {"CUDA_VISIBLE_DEVICES", ""},
-                                              {"CUDA_DEVICE_MEMORY_LIMIT", ""},
-                                              {"CUDA_DEVICE_MEMORY_SHARED_CACHE", ""},
-                                              {"CUDA_MODULE_LOADING", ""}};
-    if (libvgpu()) {
-      for (const char* a : {"run", "--sim", "sim-1g:1", "--memory", "512m", "--"}) {
-        if (argv.size() == 3) argv.push_back(std::string(HAMI_BIN_DIR) + "/hami");
-        argv.push_back(a);
-      }
-      env["LD_LIBRARY_PATH"] = "";
-    } else {
-      env["LD_LIBRARY_PATH"] = HAMI_SIM_LIB_DIR;
-    }
-    for (const std::string& a : {CudartProgram("share_patterns"), name(), std::string("--deadline"),
-                                 std::to_string(kDeadlineS)}) {
-      argv.push_back(a);
-    }
-    return std::make_unique<Subprocess>(argv, env);
+    return StartOnSim(
+        {CudartProgram("share_patterns"), name(), "--deadline", std::to_string(kDeadlineS)}, state_,
+        "sim-1g:1", libvgpu() ? "512m" : "");
   }
 
   // Reads up to the next hold: its step, with each process's line of the step by role. ""
