@@ -1136,7 +1136,8 @@ nvmlReturn_t NvLinkOf(const DeviceSpec* d, unsigned link) {
 template <typename Pci>
 void SwitchPci(unsigned link, Pci* pci) {
   *pci = Pci{};
-  const unsigned bus = 0xc0 + link * 4 / kHamiNvLinks;
+  // One byte, as a PCI bus number is (and as the formats below are sized for).
+  const unsigned bus = (0xc0 + link * 4 / kHamiNvLinks) & 0xffu;
   char legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
   std::snprintf(legacy, sizeof(legacy), NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT, 0u, bus, 0u);
   pci->bus = bus;
