@@ -792,6 +792,26 @@ TEST(LimitsFromFile, AnAbsentFileLoosensNothingAndAnUnreadableOneClosesEveryDevi
   EXPECT_THAT(closed.closed, Not(IsEmpty()));
 }
 
+// The host budget a running process follows: the file's value when it sets one, nothing when it
+// does not, and none at all (0, said as closed) when the value or the file cannot be read.
+TEST(LimitsFromFile, TheHostBudgetIsTheFilesAndHeldClosedWhenItCannotBeRead) {
+  FileLimits set = LimitsFromFile(ParseLimitsFile(
+      "CUDA_OVERSUBSCRIBE=true\nCUDA_OVERSUBSCRIBE_HOST_LIMIT=4g\nHAMI_LIMITS_FORMAT=1\n", "/f"));
+  EXPECT_EQ(set.host_limit, std::optional<uint64_t>(4ull << 30));
+  EXPECT_THAT(set.closed, IsEmpty());
+  FileLimits unset =
+      LimitsFromFile(ParseLimitsFile("CUDA_DEVICE_MEMORY_LIMIT=1g\nHAMI_LIMITS_FORMAT=1\n", "/f"));
+  EXPECT_EQ(unset.host_limit, std::nullopt) << "the process's own stands";
+  FileLimits bad = LimitsFromFile(ParseLimitsFile(
+      "CUDA_OVERSUBSCRIBE=true\nCUDA_OVERSUBSCRIBE_HOST_LIMIT=lots\nHAMI_LIMITS_FORMAT=1\n", "/f"));
+  EXPECT_EQ(bad.host_limit, std::optional<uint64_t>(0)) << "malformed: no host memory, never more";
+  EXPECT_THAT(bad.closed, Contains(HasSubstr("CUDA_OVERSUBSCRIBE_HOST_LIMIT")));
+  LimitsFile unreadable;
+  unreadable.path = "/f";
+  unreadable.unreadable = true;
+  EXPECT_EQ(LimitsFromFile(unreadable).host_limit, std::optional<uint64_t>(0));
+}
+
 TEST(LimitsFileState, ChangesExactlyWhenWhatTheFileConfiguresChanges) {
   const std::string a = "CUDA_DEVICE_MEMORY_LIMIT=1g\nHAMI_LIMITS_FORMAT=1\n";
   EXPECT_EQ(LimitsFileState(ParseLimitsFile(a, "/f")), LimitsFileState(ParseLimitsFile(a, "/g")));
