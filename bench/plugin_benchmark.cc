@@ -18,9 +18,12 @@
 //    then GetPreferredAllocation and Allocate for its one container and one replica, as the
 //    kubelet's device manager does, each timed. The node stays full: once every replica is
 //    held, the oldest pod is deleted (outside the timing) before the next one comes. Before
-//    each pod the benchmark waits until the plugin's API client, whose rate limiter has
-//    client-go's defaults (5 requests/s, burst 10; the binary has no flag for them), has the
-//    tokens for the pod's requests again, so that the figures hold no client-side throttling.
+//    each pod the benchmark waits until the plugin's API client, whose rate limiter is given
+//    50 requests/s and a burst of 100 (--kube-qps, --kube-burst: the binary's defaults), has
+//    the tokens for the pod's requests again, so that the figures hold no client-side
+//    throttling. The benchmark's copy of that bucket takes a token at the start of every
+//    request the proxy sees, those between the timed calls included (a request the plugin
+//    sends after answering Allocate costs a token too).
 //    Every answer is checked: the response's memory limit, bind-phase success, the lock gone.
 // 3. Back to back: B more pods without that wait, as a node that receives pods faster than its
 //    plugin's client may send requests. Reported beside the paced figures, without a goal.
@@ -266,6 +269,12 @@ class TimingProxy {
     std::lock_guard lock(mu_);
     return requests_;
   }
+  // The start times of the requests after the first `from` (in the order they began).
+  std::vector<int64_t> StartsFrom(uint64_t from) const {
+    std::lock_guard lock(mu_);
+    if (from >= starts_.size()) return {};
+    return std::vector<int64_t>(starts_.begin() + ptrdiff_t(from), starts_.end());
+  }
   std::string error() const {
     std::lock_guard lock(mu_);
     return error_;
@@ -364,7 +373,10 @@ class TimingProxy {
               if (c->state == Conn::kResponse) done_.push_back(c->open);
               c->open = {now, now, ClassifyRequest(std::string_view(buf.data(), size_t(n)))};
               c->state = Conn::kRequest;
-              if (!c->open.kind.empty()) ++requests_;
+              if (!c->open.kind.empty()) {
+                ++requests_;
+                starts_.push_back(now);
+              }
             }
           }
           const bool ok = WriteAll(to, buf.data(), size_t(n));
@@ -402,6 +414,7 @@ class TimingProxy {
   std::vector<std::unique_ptr<Conn>> conns_;  // guarded by mu_ (the fds used by the loop only)
   std::vector<ApiSpan> done_;
   uint64_t requests_ = 0;
+  std::vector<int64_t> starts_;  // of each request counted in requests_
   std::string error_;
 };
 
@@ -448,17 +461,20 @@ Window Measure(const TimingProxy& proxy, int64_t from_ns, int64_t to_ns) {
 
 // ---- the plugin's client rate limiter, modelled ------------------------------------------------
 
-// hami-device-plugin's API client keeps kube::ClientOptions' defaults (main.cc sets only the
-// user agent): a token bucket of `burst` refilled at `qps`. The benchmark keeps a copy of that
-// bucket from the requests the proxy counted, and waits before a paced pod until the copy
-// holds that pod's requests.
+// hami-device-plugin's API client limits itself with a token bucket of `burst` refilled at
+// `qps`. The benchmark keeps a copy of that bucket, taking one token at the start of each
+// request the proxy saw, and waits before a paced pod until the copy holds as many tokens as
+// the pod before it cost.
 class BucketModel {
  public:
   BucketModel(double qps, double burst) : qps_(qps), burst_(burst), tokens_(burst) {}
   double TokensAt(int64_t t) const {
     return std::min(burst_, tokens_ + double(t - at_ns_) / 1e9 * qps_);
   }
+  // Requests that begin in order; one a little before the last (the proxy's threads) counts
+  // as at the last.
   void Take(double n, int64_t t) {
+    t = std::max(t, at_ns_);
     tokens_ = TokensAt(t) - n;
     at_ns_ = t;
   }
@@ -709,7 +725,7 @@ class Run {
     f_->startup_requests = proxy_->requests();
     run_start_ns_ = MonotonicNs();
     bucket_ = std::make_unique<BucketModel>(kPluginQps, kPluginBurst);
-    bucket_->Take(double(f_->startup_requests), MonotonicNs());
+    AccountRequests();
     return true;
   }
 
@@ -768,9 +784,19 @@ class Run {
     for (const std::string& r : replicas_) {
       if (!in_use_.count(r)) available.push_back(r);
     }
+    // What a pod costs: every request the plugin began from one pod's start to the next's,
+    // those it sends after answering included.
+    const uint64_t requests_now = proxy_->requests();
+    if (pod_start_requests_ > 0) last_pod_requests_ = requests_now - pod_start_requests_;
+    pod_start_requests_ = requests_now;
     if (paced) {
-      const double need = double(std::max(last_requests_, 1)) + 0.25;
-      SleepUntilNs(std::max(MonotonicNs(), bucket_->When(need)));
+      const double need = double(std::max<uint64_t>(last_pod_requests_, 1)) + 0.25;
+      for (;;) {
+        AccountRequests();
+        const int64_t at = bucket_->When(need);
+        if (at <= MonotonicNs()) break;
+        SleepUntilNs(at);
+      }
     }
 
     PodSample s;
@@ -825,8 +851,6 @@ class Run {
       if (!span.kind.empty())
         phase->request_us[span.kind].push_back((span.end_ns - span.start_ns) / 1000);
     }
-    last_requests_ = wp.requests + wa.requests;
-    bucket_->Take(double(last_requests_), t0);
 
     // The answer and the handshake's end.
     const auto& envs = (*allocated)[0].envs;
@@ -928,7 +952,16 @@ class Run {
   std::deque<std::pair<std::string, std::string>> live_;  // pod name, replica; oldest first
   int next_pod_ = 0;
   int64_t run_start_ns_ = 0;
-  int last_requests_ = 7;  // GetPreferredAllocation 2 + Allocate 5 (measured after the first)
+  // Feeds the bucket model every request the proxy saw since the last call.
+  void AccountRequests() {
+    for (int64_t t : proxy_->StartsFrom(accounted_requests_)) {
+      bucket_->Take(1, t);
+      ++accounted_requests_;
+    }
+  }
+  uint64_t accounted_requests_ = 0;
+  uint64_t pod_start_requests_ = 0;  // the proxy's count when the last pod began
+  uint64_t last_pod_requests_ = 7;   // GetPreferredAllocation 2 + Allocate 5, until measured
 };
 
 // Percentiles of one field of the samples, in microseconds.
