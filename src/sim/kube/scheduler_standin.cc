@@ -25,6 +25,8 @@
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "log/log.h"
+#include "sim/kube/dra_claim_controller.h"
+#include "sim/kube/dra_scheduling.h"
 
 namespace hami::sim::kube {
 namespace {
@@ -808,6 +810,8 @@ struct SchedulerStandin::Impl {
   std::shared_ptr<hami::kube::Informer> pod_informer;
   std::unique_ptr<hami::kube::EventRecorder> recorder;
   std::string recorder_component;  // the events' source
+  std::unique_ptr<DraScheduler> dra;
+  std::unique_ptr<ResourceClaimController> claim_controller;
 
   struct Entry {
     int attempts = 0;
@@ -982,7 +986,7 @@ struct SchedulerStandin::Impl {
 
   void Worker(std::stop_token stop) {
     auto far = [] { return Now() + std::chrono::hours(24); };
-    while (!node_informer->WaitForSync(far(), stop) || !pod_informer->WaitForSync(far(), stop)) {
+    while (!factory->WaitForSync(far(), stop)) {
       if (stop.stop_requested()) return;
     }
     for (;;) {
@@ -1229,6 +1233,15 @@ struct SchedulerStandin::Impl {
 
     std::vector<NodeInfoPtr> all = NodeSnapshot();
     const int32_t n = int32_t(all.size());
+    auto claims = dra->PreFilter(pod);
+    if (!claims.ok()) {
+      // kube-scheduler's FitError with a PreFilter message: the same for every node.
+      a.outcome = ScheduleAttempt::Outcome::kUnschedulable;
+      a.message = n == 0 ? FitErrorMessage(0, {})
+                         : "0/" + std::to_string(n) +
+                               " nodes are available: " + claims.error().message() + ".";
+      return Finish(std::move(a), pod);
+    }
     std::map<std::string, std::string> reasons;
     std::set<std::string> might_help;  // failed by an extender, not unresolvably
     std::vector<NodeInfoPtr> feasible;
@@ -1245,6 +1258,7 @@ struct SchedulerStandin::Impl {
         const NodeInfoPtr& node = all[(start + size_t(i)) % size_t(n)];
         ++processed;
         std::string why = OwnFilter(*node, selector);
+        if (why.empty() && claims->active) why = dra->Filter(*claims, *node->object);
         if (why.empty()) {
           feasible.push_back(node);
         } else {
@@ -1319,19 +1333,34 @@ struct SchedulerStandin::Impl {
     }
     const std::string node = feasible[chosen]->name;
 
+    if (claims->active) {
+      std::string why = dra->Reserve(*claims, *feasible[chosen]->object);
+      if (!why.empty()) {
+        a.outcome = ScheduleAttempt::Outcome::kUnschedulable;
+        a.message = FitErrorMessage(n, {{node, why}});
+        return Finish(std::move(a), pod);
+      }
+    }
     {
       std::lock_guard lock(mu);
       AssumeLocked(key, node);
     }
-    Status bound = Bind(pod, node, stop);
-    if (!bound.ok()) {
+    auto fail_bind = [&](std::string message) {
       {
         std::lock_guard lock(mu);
         ForgetAssumedLocked(key);
       }
-      a.message = "Binding rejected: " + bound.error().message();
+      dra->Unreserve(*claims);
+      a.message = std::move(message);
       return Finish(std::move(a), pod);
+    };
+    Status prebound = dra->PreBind(*claims, pod, node);
+    if (!prebound.ok()) {
+      return fail_bind("running PreBind plugin \"DynamicResources\": " +
+                       prebound.error().message());
     }
+    Status bound = Bind(pod, node, stop);
+    if (!bound.ok()) return fail_bind("Binding rejected: " + bound.error().message());
     a.outcome = ScheduleAttempt::Outcome::kScheduled;
     a.node = node;
     a.message = "Successfully assigned " + key + " to " + node;
@@ -1651,6 +1680,9 @@ Result<std::unique_ptr<SchedulerStandin>> SchedulerStandin::Create(hami::kube::C
   impl->factory = std::make_unique<hami::kube::InformerFactory>(client);
   impl->node_informer = impl->factory->Get(hami::kube::kNodes);
   impl->pod_informer = impl->factory->Get(hami::kube::kPods);
+  impl->dra = std::make_unique<DraScheduler>(client, *impl->factory);
+  impl->claim_controller =
+      std::make_unique<ResourceClaimController>(client, *impl->factory, impl->names);
   Impl* raw = impl.get();
   impl->node_informer->AddHandler({
       .on_add = [raw](const ObjectPtr& o) { raw->ObserveNode(o, false); },
@@ -1673,6 +1705,7 @@ void SchedulerStandin::Start() {
   if (impl_->started) return;
   impl_->started = true;
   impl_->factory->Start();
+  impl_->claim_controller->Start();
   Impl* raw = impl_.get();
   for (int i = 0; i < impl_->options.parallelism; ++i) {
     impl_->workers.emplace_back([raw](std::stop_token stop) { raw->Worker(stop); });
@@ -1684,6 +1717,7 @@ void SchedulerStandin::Stop() {
   impl_->stopped = true;
   for (std::jthread& w : impl_->workers) w.request_stop();
   impl_->workers.clear();  // joins
+  impl_->claim_controller->Stop();
   impl_->factory->StopAll();
   impl_->recorder.reset();
 }
