@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -157,7 +158,7 @@ class DraStandinTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.error().message();
   }
 
-  void StartStandin(int parallelism = 1) {
+  void StartStandin(int parallelism = 1, std::chrono::milliseconds backoff = 10ms) {
     auto config = ParseSchedulerConfig(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
         "profiles:\n- schedulerName: hami-scheduler\n",
@@ -166,8 +167,8 @@ class DraStandinTest : public ::testing::Test {
     StandinOptions options;
     options.seed = 1;
     options.parallelism = parallelism;
-    options.initial_backoff = 10ms;
-    options.max_backoff = 50ms;
+    options.initial_backoff = backoff;
+    options.max_backoff = std::max(backoff, std::chrono::milliseconds(50));
     auto s = SchedulerStandin::Create(*client_, std::move(*config), options);
     ASSERT_TRUE(s.ok()) << s.error().message();
     standin_ = std::move(*s);
@@ -271,6 +272,15 @@ TEST_F(DraStandinTest, TwoTemplateClaimsShareOneGpuWithDistinctShareIds) {
   }
   EXPECT_EQ(share_ids.size(), 2u);
   EXPECT_FALSE(share_ids.contains(""));
+}
+
+TEST_F(DraStandinTest, APodWaitingForItsTemplateClaimIsTriedAgainOnceTheClaimIsRecorded) {
+  Create(hami::kube::kResourceClaimTemplates, Template("share", {{"memory", "1Gi"}}));
+  // A backoff longer than the wait below: only the pod's status change can bring it back.
+  StartStandin(1, 120s);
+  Create(hami::kube::kPods, ClaimPod("eager", "share"));
+  ASSERT_TRUE(WaitBound("eager"));
+  EXPECT_FALSE(GeneratedClaim("eager").empty());
 }
 
 TEST_F(DraStandinTest, AnExtendedResourceGetsTheSpecialClaimWhereTheNodeDoesNotListIt) {

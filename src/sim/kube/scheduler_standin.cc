@@ -862,6 +862,14 @@ struct SchedulerStandin::Impl {
     return true;
   }
 
+  // status.resourceClaimStatuses changed between the two versions of a pod.
+  static bool ClaimsRecorded(const json& old_pod, const json& new_pod) {
+    const json* before = Path(old_pod, {"status", "resourceClaimStatuses"});
+    const json* after = Path(new_pod, {"status", "resourceClaimStatuses"});
+    if (after == nullptr) return false;
+    return before == nullptr || *before != *after;
+  }
+
   // The node a pod occupies: bound and not terminated; "" otherwise.
   static std::string_view OccupiedNode(const json& pod) {
     std::string_view phase = StringAt(pod, {"status", "phase"});
@@ -891,7 +899,16 @@ struct SchedulerStandin::Impl {
       ForgetAssumedLocked(key);
     }
     if (new_object != nullptr && PendingForUs(*new_object)) {
-      if (!assumed.contains(key) && !pending.contains(key)) EnqueueLocked(key, Now());
+      if (!assumed.contains(key) && !pending.contains(key)) {
+        EnqueueLocked(key, Now());
+      } else if (old_object != nullptr && ClaimsRecorded(*old_object, *new_object)) {
+        // The pod's template claims now exist: try again at once rather than after the backoff.
+        auto it = pending.find(key);
+        if (it != pending.end() && !it->second.in_flight) {
+          ready.erase({it->second.not_before, key});
+          EnqueueLocked(key, Now());
+        }
+      }
     } else {
       DropLocked(key);
     }

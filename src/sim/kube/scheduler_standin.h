@@ -63,7 +63,8 @@
 //     status.resourceClaimStatuses gives it, owned by the pod), none is being deleted, every
 //     DeviceClass named exists and its CEL selectors are in the subset dra_cel.h evaluates;
 //     otherwise the attempt is unschedulable with "0/N nodes are available: <why>." (a selector
-//     outside the subset is named with its class and column);
+//     outside the subset is named with its class and column); a pod waiting in its backoff is
+//     tried again at once when its status.resourceClaimStatuses changes;
 //   - Filter, part of step 1 for each node: allocated claims must fit the node's nodeSelector;
 //     the others, and the special claim of mapped extended resources on a node whose
 //     status.allocatable does not list them, are allocated together from the ResourceSlices
