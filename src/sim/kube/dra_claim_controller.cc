@@ -346,6 +346,7 @@ Status ResourceClaimController::ReconcileClaim(const std::string& ns, const std:
     auto it = std::find(finalizers->begin(), finalizers->end(), kDraFinalizer);
     if (it != finalizers->end()) {
       finalizers->erase(it);
+      if (finalizers->empty()) claim["metadata"].erase("finalizers");
       auto updated = client_.Update(hami::kube::kResourceClaims, claim);
       if (!updated.ok()) {
         if (updated.error().code() == ErrorCode::kNotFound) return OkStatus();

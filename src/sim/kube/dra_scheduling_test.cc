@@ -283,6 +283,40 @@ TEST_F(DraStandinTest, APodWaitingForItsTemplateClaimIsTriedAgainOnceTheClaimIsR
   EXPECT_FALSE(GeneratedClaim("eager").empty());
 }
 
+TEST_F(DraStandinTest, AFinishedPodLosesItsGeneratedClaimAndANamedClaimIsReleasedButKept) {
+  Create(hami::kube::kResourceClaimTemplates, Template("share", {{"memory", "1Gi"}}));
+  Create(hami::kube::kResourceClaims,
+         json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceClaim"},
+              {"metadata", {{"name", "mine"}, {"namespace", "default"}}},
+              {"spec", ClaimSpec({{"memory", "2Gi"}})}});
+  StartStandin();
+  Create(hami::kube::kPods, ClaimPod("done", "share"));
+  Create(hami::kube::kPods, ClaimPod("named", "", "mine"));
+  ASSERT_TRUE(WaitBound("done"));
+  ASSERT_TRUE(WaitBound("named"));
+  const std::string generated = GeneratedClaim("done");
+  ASSERT_TRUE(Claim(generated)["status"].contains("allocation"));
+  ASSERT_TRUE(Claim("mine")["status"].contains("allocation"));
+
+  auto finished =
+      client_->Patch(hami::kube::kPods, "default", "done", hami::kube::PatchType::kMerge,
+                     json{{"status", {{"phase", "Succeeded"}}}}, "status");
+  ASSERT_TRUE(finished.ok()) << finished.error().message();
+  EXPECT_TRUE(WaitUntil([&] { return Claim(generated).is_null(); }, 20s));
+
+  ASSERT_TRUE(server_->DeleteObject(hami::kube::kPods, "default", "named").ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        json c = Claim("mine");
+        return !c.is_null() && !c["status"].contains("allocation") &&
+               !c["metadata"].contains("finalizers");
+      },
+      20s))
+      << Claim("mine").dump();
+  EXPECT_FALSE(Claim("mine")["status"].contains("reservedFor"));
+}
+
 TEST_F(DraStandinTest, AnExtendedResourceGetsTheSpecialClaimWhereTheNodeDoesNotListIt) {
   Create(hami::kube::kNodes, Node("n2", {{"nvidia.com/gpu", "2"}}));  // the device plugin's
   StartStandin();
