@@ -25,6 +25,8 @@
 #include "kube/resource.h"
 #include "kube/time.h"
 #include "log/log.h"
+#include "sim/kube/dra_claim_controller.h"
+#include "sim/kube/dra_scheduling.h"
 
 namespace hami::sim::kube {
 namespace {
@@ -808,6 +810,8 @@ struct SchedulerStandin::Impl {
   std::shared_ptr<hami::kube::Informer> pod_informer;
   std::unique_ptr<hami::kube::EventRecorder> recorder;
   std::string recorder_component;  // the events' source
+  std::unique_ptr<DraScheduler> dra;
+  std::unique_ptr<ResourceClaimController> claim_controller;
 
   struct Entry {
     int attempts = 0;
@@ -858,6 +862,14 @@ struct SchedulerStandin::Impl {
     return true;
   }
 
+  // status.resourceClaimStatuses changed between the two versions of a pod.
+  static bool ClaimsRecorded(const json& old_pod, const json& new_pod) {
+    const json* before = Path(old_pod, {"status", "resourceClaimStatuses"});
+    const json* after = Path(new_pod, {"status", "resourceClaimStatuses"});
+    if (after == nullptr) return false;
+    return before == nullptr || *before != *after;
+  }
+
   // The node a pod occupies: bound and not terminated; "" otherwise.
   static std::string_view OccupiedNode(const json& pod) {
     std::string_view phase = StringAt(pod, {"status", "phase"});
@@ -887,7 +899,16 @@ struct SchedulerStandin::Impl {
       ForgetAssumedLocked(key);
     }
     if (new_object != nullptr && PendingForUs(*new_object)) {
-      if (!assumed.contains(key) && !pending.contains(key)) EnqueueLocked(key, Now());
+      if (!assumed.contains(key) && !pending.contains(key)) {
+        EnqueueLocked(key, Now());
+      } else if (old_object != nullptr && ClaimsRecorded(*old_object, *new_object)) {
+        // The pod's template claims now exist: try again at once rather than after the backoff.
+        auto it = pending.find(key);
+        if (it != pending.end() && !it->second.in_flight) {
+          ready.erase({it->second.not_before, key});
+          EnqueueLocked(key, Now());
+        }
+      }
     } else {
       DropLocked(key);
     }
@@ -982,7 +1003,7 @@ struct SchedulerStandin::Impl {
 
   void Worker(std::stop_token stop) {
     auto far = [] { return Now() + std::chrono::hours(24); };
-    while (!node_informer->WaitForSync(far(), stop) || !pod_informer->WaitForSync(far(), stop)) {
+    while (!factory->WaitForSync(far(), stop)) {
       if (stop.stop_requested()) return;
     }
     for (;;) {
@@ -1229,6 +1250,15 @@ struct SchedulerStandin::Impl {
 
     std::vector<NodeInfoPtr> all = NodeSnapshot();
     const int32_t n = int32_t(all.size());
+    auto claims = dra->PreFilter(pod);
+    if (!claims.ok()) {
+      // kube-scheduler's FitError with a PreFilter message: the same for every node.
+      a.outcome = ScheduleAttempt::Outcome::kUnschedulable;
+      a.message = n == 0 ? FitErrorMessage(0, {})
+                         : "0/" + std::to_string(n) +
+                               " nodes are available: " + claims.error().message() + ".";
+      return Finish(std::move(a), pod);
+    }
     std::map<std::string, std::string> reasons;
     std::set<std::string> might_help;  // failed by an extender, not unresolvably
     std::vector<NodeInfoPtr> feasible;
@@ -1245,6 +1275,7 @@ struct SchedulerStandin::Impl {
         const NodeInfoPtr& node = all[(start + size_t(i)) % size_t(n)];
         ++processed;
         std::string why = OwnFilter(*node, selector);
+        if (why.empty() && claims->active) why = dra->Filter(*claims, *node->object);
         if (why.empty()) {
           feasible.push_back(node);
         } else {
@@ -1319,19 +1350,34 @@ struct SchedulerStandin::Impl {
     }
     const std::string node = feasible[chosen]->name;
 
+    if (claims->active) {
+      std::string why = dra->Reserve(*claims, *feasible[chosen]->object);
+      if (!why.empty()) {
+        a.outcome = ScheduleAttempt::Outcome::kUnschedulable;
+        a.message = FitErrorMessage(n, {{node, why}});
+        return Finish(std::move(a), pod);
+      }
+    }
     {
       std::lock_guard lock(mu);
       AssumeLocked(key, node);
     }
-    Status bound = Bind(pod, node, stop);
-    if (!bound.ok()) {
+    auto fail_bind = [&](std::string message) {
       {
         std::lock_guard lock(mu);
         ForgetAssumedLocked(key);
       }
-      a.message = "Binding rejected: " + bound.error().message();
+      dra->Unreserve(*claims);
+      a.message = std::move(message);
       return Finish(std::move(a), pod);
+    };
+    Status prebound = dra->PreBind(*claims, pod, node);
+    if (!prebound.ok()) {
+      return fail_bind("running PreBind plugin \"DynamicResources\": " +
+                       prebound.error().message());
     }
+    Status bound = Bind(pod, node, stop);
+    if (!bound.ok()) return fail_bind("Binding rejected: " + bound.error().message());
     a.outcome = ScheduleAttempt::Outcome::kScheduled;
     a.node = node;
     a.message = "Successfully assigned " + key + " to " + node;
@@ -1651,6 +1697,9 @@ Result<std::unique_ptr<SchedulerStandin>> SchedulerStandin::Create(hami::kube::C
   impl->factory = std::make_unique<hami::kube::InformerFactory>(client);
   impl->node_informer = impl->factory->Get(hami::kube::kNodes);
   impl->pod_informer = impl->factory->Get(hami::kube::kPods);
+  impl->dra = std::make_unique<DraScheduler>(client, *impl->factory);
+  impl->claim_controller =
+      std::make_unique<ResourceClaimController>(client, *impl->factory, impl->names);
   Impl* raw = impl.get();
   impl->node_informer->AddHandler({
       .on_add = [raw](const ObjectPtr& o) { raw->ObserveNode(o, false); },
@@ -1673,6 +1722,7 @@ void SchedulerStandin::Start() {
   if (impl_->started) return;
   impl_->started = true;
   impl_->factory->Start();
+  impl_->claim_controller->Start();
   Impl* raw = impl_.get();
   for (int i = 0; i < impl_->options.parallelism; ++i) {
     impl_->workers.emplace_back([raw](std::stop_token stop) { raw->Worker(stop); });
@@ -1684,6 +1734,7 @@ void SchedulerStandin::Stop() {
   impl_->stopped = true;
   for (std::jthread& w : impl_->workers) w.request_stop();
   impl_->workers.clear();  // joins
+  impl_->claim_controller->Stop();
   impl_->factory->StopAll();
   impl_->recorder.reset();
 }

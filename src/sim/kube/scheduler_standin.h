@@ -57,6 +57,31 @@
 //      nominated to the node lose their nomination; the pod's status.nominatedNodeName is set.
 //      The attempt stays unschedulable (the pod is retried after its backoff); when nothing
 //      was preempted its message ends with " preemption: " and why.
+// Dynamic Resource Allocation (dra_scheduling.h, dra_allocator.h, dra_cel.h), for a pod with
+// spec.resourceClaims or an extended resource that a DeviceClass maps (KEP-5004):
+//   - PreFilter, before step 1: every claim exists (a template claim by the name
+//     status.resourceClaimStatuses gives it, owned by the pod), none is being deleted, every
+//     DeviceClass named exists and its CEL selectors are in the subset dra_cel.h evaluates;
+//     otherwise the attempt is unschedulable with "0/N nodes are available: <why>." (a selector
+//     outside the subset is named with its class and column); a pod waiting in its backoff is
+//     tried again at once when its status.resourceClaimStatuses changes;
+//   - Filter, part of step 1 for each node: allocated claims must fit the node's nodeSelector;
+//     the others, and the special claim of mapped extended resources on a node whose
+//     status.allocatable does not list them, are allocated together from the ResourceSlices
+//     (structured parameters, consumable capacity shared across every allocated and
+//     in-flight claim); a node where they do not fit fails with the allocator's reason
+//     ("cannot allocate all claims: claim ns/c, request gpu: hami-gpu-0: capacity cores: 200
+//     is outside its request policy (validRange min 0, max 100, step 1)");
+//   - before step 5: the allocation is computed again under a lock and kept in flight
+//     (Reserve), then written to each claim (finalizer, then status.allocation and
+//     reservedFor through /status) and the special claim is created and recorded in the pod's
+//     status.extendedResourceClaimStatus (PreBind); a failure there or in bind drops the
+//     in-flight allocation and the special claim it created.
+// Extenders run as above for the pods they are interested in. Beside the workers, a
+// ResourceClaimController (dra_claim_controller.h) does kube-controller-manager's part: claims
+// from templates for this stand-in's pods, and released, deallocated and deleted claims when
+// pods go.
+//
 // A failed attempt records a Warning "FailedScheduling" event with the message, sets the pod's
 // PodScheduled condition (status False, reason "Unschedulable" or "SchedulerError", the
 // message; a strategic merge patch of pods/status, only when it changes), and retries the pod
@@ -69,8 +94,9 @@
 // calls in flight.
 //
 // Not modelled: kube-scheduler's own resource fit (and so the reprieve of victims), affinity,
-// taints and spreading, PodDisruptionBudgets (NumPDBViolations is 0), the graceful
-// termination period (the API server deletes at once), and trying a nominated node first.
+// taints and spreading, PodDisruptionBudgets (NumPDBViolations is 0), the graceful termination
+// period (the API server deletes at once), trying a nominated node first, and DRA's PostFilter
+// (deallocating a claim to retry elsewhere).
 //
 // Thread safety: the parsers and decision functions are pure. A SchedulerStandin is started
 // and stopped from one thread; stats() from any thread.
@@ -323,8 +349,9 @@ class SchedulerStandin {
   SchedulerStandin(const SchedulerStandin&) = delete;
   SchedulerStandin& operator=(const SchedulerStandin&) = delete;
 
-  // Starts the informers (nodes; pods of every namespace) and the workers, which schedule once
-  // the informers have synced. Called once.
+  // Starts the informers (nodes; pods of every namespace; resourceslices, deviceclasses and
+  // resourceclaims), the resource-claim controller and the workers, which schedule once the
+  // informers have synced. Called once.
   void Start();
   // Ends the workers (extender calls in flight are aborted), then the informers; idempotent.
   // Events still queued are dropped.
