@@ -5,7 +5,35 @@
 #include "scheduler/webhook.h"
 
 namespace hami::scheduler {
-namespace {}  // namespace
+namespace {
+
+// The webhook's ensure_claim_template: the template read, created when absent (a create that
+// loses a race to another replica reads the winner's), and checked to serve what is wanted.
+Status EnsureClaimTemplate(kube::Client& client, const nlohmann::json& wanted) {
+  const std::string ns = wanted["metadata"]["namespace"].get<std::string>();
+  const std::string name = wanted["metadata"]["name"].get<std::string>();
+  auto check = [&](const nlohmann::json& stored) -> Status {
+    if (webhook::ClaimTemplateServes(stored, wanted)) return OkStatus();
+    return Error(ErrorCode::kConflict,
+                 "it exists with another spec (the webhook would write " +
+                     wanted["spec"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                     "); delete it so that the webhook writes it again");
+  };
+  auto got = client.Get(kube::kResourceClaimTemplates, ns, name);
+  if (got.ok()) return check(*got);
+  if (got.error().code() != ErrorCode::kNotFound) return std::move(got).error();
+  auto created = client.Create(kube::kResourceClaimTemplates, ns, wanted);
+  if (created.ok()) {
+    HAMI_LOG(kInfo, "event=claim_template_created namespace=%s name=%s", ns.c_str(), name.c_str());
+    return OkStatus();
+  }
+  if (created.error().code() != ErrorCode::kConflict) return std::move(created).error();
+  auto again = client.Get(kube::kResourceClaimTemplates, ns, name);
+  if (!again.ok()) return std::move(again).error();
+  return check(*again);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions options) {
   std::unique_ptr<Daemon> d(new Daemon());
@@ -32,7 +60,13 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
     webhook::WebhookContext ctx;
     ctx.device_config = o.scheduler.device_config;
     ctx.scheduler_name = o.scheduler.scheduler_name;
+    ctx.mode = o.webhook_mode;
     kube::Client* client = d->client_.get();
+    if (o.webhook_mode == webhook::WebhookMode::kDra) {
+      ctx.ensure_claim_template = [client](const nlohmann::json& t) {
+        return EnsureClaimTemplate(*client, t);
+      };
+    }
     const ClusterState* state = &d->scheduler_->state();
     ctx.lookup_namespace = [client, state](std::string_view ns) -> Result<webhook::NamespaceView> {
       webhook::NamespaceView view;
@@ -105,12 +139,13 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(kube::Config config, DaemonOptions
   }
   HAMI_LOG(kInfo,
            "event=start http=%s port=%d tls=%d metrics_port=%d leader_elect=%d "
-           "gpu_policy=%s node_policy=%s single_node_filter=%d",
+           "gpu_policy=%s node_policy=%s single_node_filter=%d webhook_mode=%s",
            o.server.http_bind.c_str(), d->server_->port(), d->server_->tls() ? 1 : 0,
            d->server_->metrics_port(), o.leader_elect ? 1 : 0,
            d->scheduler_->options().gpu_policy.text.c_str(),
            std::string(NodePolicyName(o.scheduler.node_policy)).c_str(),
-           o.scheduler.single_node_filter ? 1 : 0);
+           o.scheduler.single_node_filter ? 1 : 0,
+           std::string(webhook::WebhookModeName(o.webhook_mode)).c_str());
   return d;
 }
 

@@ -27,6 +27,7 @@
 #include "scheduler/resize.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/server.h"
+#include "scheduler/webhook.h"
 
 namespace hami::scheduler {
 
@@ -41,7 +42,8 @@ struct DaemonOptions {
   std::string lease_name = "hami-scheduler";
   std::string leader_identity;  // empty: "<hostname>_<pid>"
   bool webhook = true;          // serve POST /webhook
-  ResizeOptions resize;         // resizing running pods (scheduler/resize.h)
+  webhook::WebhookMode webhook_mode = webhook::WebhookMode::kDevicePlugin;
+  ResizeOptions resize;  // resizing running pods (scheduler/resize.h)
 };
 
 class Daemon {

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   std::string device_config_file;
   std::string gpu_policy = "spread";
   std::string node_policy = "binpack";
+  std::string webhook_mode = "device-plugin";
   int64_t lock_timeout_ms = 5 * 60 * 1000;
   int64_t lock_wait_ms = 10000;
   int64_t handshake_interval_ms = 15000;
@@ -54,6 +55,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gpu-scheduler-policy", gpu_policy,
                  "a chain of binpack, spread, topology-aware, mutex, numa (e.g. binpack,numa)")
+      ->capture_default_str();
+  app.add_option("--webhook-mode", webhook_mode,
+                 "device-plugin (pods keep their GPU resources) or dra (GPU shares become "
+                 "ResourceClaims of hami-core-gpu.project-hami.io)")
       ->capture_default_str();
   app.add_option("--device-config-file", device_config_file,
                  "HAMi's device-config.yaml (resource names, defaults)");
@@ -98,6 +103,9 @@ int main(int argc, char** argv) {
   if (!gpu.ok()) return Fail(gpu.error().message());
   auto node = hami::scheduler::ParseNodePolicy(node_policy, "--node-scheduler-policy");
   if (!node.ok()) return Fail(node.error().message());
+  auto mode = hami::scheduler::webhook::ParseWebhookMode(webhook_mode, "--webhook-mode");
+  if (!mode.ok()) return Fail(mode.error().message());
+  o.webhook_mode = *mode;
   o.scheduler.gpu_policy = *gpu;
   o.scheduler.node_policy = *node;
   if (!device_config_file.empty()) {

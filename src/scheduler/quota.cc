@@ -1,7 +1,9 @@
 #include "scheduler/quota.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace hami::scheduler {
 namespace {
@@ -19,7 +21,102 @@ void Tighten(const kube::QuantityMap& hard, const std::string& resource, const s
   }
 }
 
+Error BadRecord(const std::string& field, const std::string& what) {
+  std::string msg(kDraRequestAnnotation);
+  msg += ": ";
+  if (!field.empty()) msg += field + ": ";
+  msg += what;
+  return Error(ErrorCode::kInvalidArgument, std::move(msg));
+}
+
+// A whole number member of a record entry in [min, max].
+Result<int64_t> RecordNumber(const nlohmann::json& entry, const char* key, const std::string& field,
+                             int64_t min, int64_t max) {
+  auto it = entry.find(key);
+  const std::string name = field + "." + key;
+  if (it == entry.end()) return BadRecord(name, "missing");
+  if (!it->is_number_integer()) return BadRecord(name, "not a whole number");
+  const bool in_range = it->is_number_unsigned()
+                            ? it->get<uint64_t>() >= static_cast<uint64_t>(min) &&
+                                  it->get<uint64_t>() <= static_cast<uint64_t>(max)
+                            : it->get<int64_t>() >= min && it->get<int64_t>() <= max;
+  if (!in_range) {
+    return BadRecord(
+        name, it->dump() + " is out of range " + std::to_string(min) + ".." + std::to_string(max));
+  }
+  return it->get<int64_t>();
+}
+
+Status DecodeRecordList(const nlohmann::json& record, const char* key,
+                        std::vector<ContainerRequest>& into) {
+  auto it = record.find(key);
+  if (it == record.end()) return OkStatus();
+  if (!it->is_array()) return BadRecord(key, "not a list");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& e = (*it)[i];
+    const std::string field = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!e.is_object()) return BadRecord(field, "not an object");
+    for (const auto& [k, v] : e.items()) {
+      if (k != "name" && k != "count" && k != "memory" && k != "cores") {
+        return BadRecord(field, "unknown key \"" + k + "\"");
+      }
+    }
+    ContainerRequest c;
+    auto name = e.find("name");
+    if (name == e.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+      return BadRecord(field + ".name", "missing or not a string");
+    }
+    c.name = name->get<std::string>();
+    c.count = static_cast<int32_t>(HAMI_TRY(RecordNumber(e, "count", field, 1, 1024)));
+    c.mem_mib = static_cast<int32_t>(
+        HAMI_TRY(RecordNumber(e, "memory", field, 0, std::numeric_limits<int32_t>::max())));
+    c.cores = static_cast<int32_t>(HAMI_TRY(RecordNumber(e, "cores", field, 0, 100)));
+    into.push_back(std::move(c));
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+std::string EncodeDraRequest(const PodRequest& request) {
+  auto list = [](const std::vector<ContainerRequest>& containers) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ContainerRequest& c : containers) {
+      if (!c.requests_gpus()) continue;
+      out.push_back(
+          {{"name", c.name}, {"count", c.count}, {"memory", c.mem_mib}, {"cores", c.cores}});
+    }
+    return out;
+  };
+  nlohmann::json record = {{"initContainers", list(request.init_containers)},
+                           {"containers", list(request.containers)}};
+  return record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<PodRequest> DecodeDraRequest(std::string_view text) {
+  const nlohmann::json record = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (record.is_discarded()) return BadRecord("", "not JSON");
+  if (!record.is_object()) return BadRecord("", "not a JSON object");
+  for (const auto& [k, v] : record.items()) {
+    if (k != "initContainers" && k != "containers")
+      return BadRecord("", "unknown key \"" + k + "\"");
+  }
+  PodRequest out;
+  HAMI_TRY(DecodeRecordList(record, "initContainers", out.init_containers));
+  HAMI_TRY(DecodeRecordList(record, "containers", out.containers));
+  return out;
+}
+
+Result<std::optional<QuotaAmounts>> DraRequestAmounts(const kube::Pod& pod) {
+  auto label = pod.metadata.labels.find(kDraLabel);
+  if (label == pod.metadata.labels.end() || label->second != "true") {
+    return std::optional<QuotaAmounts>();
+  }
+  const std::string* record = pod.metadata.Annotation(kDraRequestAnnotation);
+  if (record == nullptr || pod.IsTerminated()) return std::optional<QuotaAmounts>();
+  PodRequest request = HAMI_TRY(DecodeDraRequest(*record));
+  return std::optional<QuotaAmounts>(RequestAmounts(request));
+}
 
 NamespaceQuota QuotaFromResourceQuotas(const std::vector<kube::ResourceQuota>& quotas,
                                        const config::DeviceConfig& config) {

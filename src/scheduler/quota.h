@@ -16,6 +16,18 @@
 // placement that would pass a limit; the webhook refuses a pod whose fixed request alone
 // already would.
 //
+// Pods the webhook rewrote for DRA (label hami.io/dra: "true") hold no hami.io/vgpu-devices-*:
+// their devices are allocated through ResourceClaims. The webhook records what such a pod
+// asked for in the annotation hami.io/dra-request, and from its creation until it ends the pod
+// takes RequestAmounts of that record (DraRequestAmounts). The record, compact JSON:
+//
+//   {"containers":[{"cores":30,"count":1,"memory":3000,"name":"main"}],"initContainers":[]}
+//
+// one entry per container whose GPUs come from the webhook's claim: count (1..1024 GPUs),
+// memory (MiB per GPU, 0..2^31-1; 0: the device's default, the whole memory, not known before a
+// device is chosen) and cores (percent per GPU, 0..100). A missing list is empty; any other
+// key, type or value is refused with an error naming the annotation and the field.
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -74,6 +86,21 @@ QuotaAmounts AllocationAmounts(const kube::PodDevices& devices, size_t init_cont
 // with the init-container peak as above. A percentage of memory counts 0 here (it depends on
 // the device); AllocationAmounts counts it once the devices are known.
 QuotaAmounts RequestAmounts(const PodRequest& request);
+
+// The label and the annotation of a pod the webhook rewrote for DRA.
+inline constexpr std::string_view kDraLabel = "hami.io/dra";
+inline constexpr std::string_view kDraRequestAnnotation = "hami.io/dra-request";
+
+// The record of `request` (its containers that request GPUs; the others are left out), as the
+// annotation holds it.
+std::string EncodeDraRequest(const PodRequest& request);
+// The record read back; kInvalidArgument naming the annotation and the field otherwise
+// ("hami.io/dra-request: containers[0].cores: 150 is out of range 0..100").
+Result<PodRequest> DecodeDraRequest(std::string_view text);
+// What a pod takes from its namespace's quota by its DRA record: nullopt when it is not
+// labelled hami.io/dra "true", carries no record, or has ended; an error when the record does
+// not decode.
+Result<std::optional<QuotaAmounts>> DraRequestAmounts(const kube::Pod& pod);
 
 // Whether `request` fits the namespace's quota given what its pods use already. nullopt when
 // it fits; else the reason, naming the namespace, the limit and its ResourceQuota:

@@ -77,5 +77,96 @@ TEST(Quota, RequestAmountsCountFixedMemoryWithThePeak) {
   EXPECT_EQ(RequestAmounts(r), (QuotaAmounts{8000, 40}));
 }
 
+TEST(DraRecord, RoundTripsTheContainersThatRequestGpus) {
+  PodRequest r;
+  ContainerRequest init;
+  init.name = "setup";
+  init.count = 1;
+  init.mem_mib = 500;
+  r.init_containers.push_back(init);
+  ContainerRequest main;
+  main.name = "main";
+  main.count = 2;
+  main.mem_mib = 3000;
+  main.cores = 30;
+  r.containers.push_back(main);
+  ContainerRequest none;
+  none.name = "sidecar";
+  r.containers.push_back(none);
+  const std::string text = EncodeDraRequest(r);
+  EXPECT_EQ(text, R"({"containers":[{"cores":30,"count":2,"memory":3000,"name":"main"}],)"
+                  R"("initContainers":[{"cores":0,"count":1,"memory":500,"name":"setup"}]})");
+  auto back = DecodeDraRequest(text);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  r.containers.pop_back();  // requests nothing: not recorded
+  EXPECT_EQ(*back, r);
+  EXPECT_EQ(RequestAmounts(*back), (QuotaAmounts{6000, 60}));
+  EXPECT_TRUE(DecodeDraRequest("{}").ok());
+}
+
+TEST(DraRecord, RefusesEveryMalformedRecordNamingTheField) {
+  struct Case {
+    const char* text;
+    const char* message;
+  } cases[] = {
+      {"", "hami.io/dra-request: not JSON"},
+      {"[]", "hami.io/dra-request: not a JSON object"},
+      {R"({"pods":[]})", "hami.io/dra-request: unknown key \"pods\""},
+      {R"({"containers":{}})", "hami.io/dra-request: containers: not a list"},
+      {R"({"containers":[1]})", "hami.io/dra-request: containers[0]: not an object"},
+      {R"({"containers":[{"name":"a","count":1,"memory":0,"cores":0,"x":1}]})",
+       "hami.io/dra-request: containers[0]: unknown key \"x\""},
+      {R"({"containers":[{"count":1,"memory":0,"cores":0}]})",
+       "hami.io/dra-request: containers[0].name: missing or not a string"},
+      {R"({"initContainers":[{"name":"a","memory":0,"cores":0}]})",
+       "hami.io/dra-request: initContainers[0].count: missing"},
+      {R"({"containers":[{"name":"a","count":0,"memory":0,"cores":0}]})",
+       "hami.io/dra-request: containers[0].count: 0 is out of range 1..1024"},
+      {R"({"containers":[{"name":"a","count":1,"memory":-1,"cores":0}]})",
+       "hami.io/dra-request: containers[0].memory: -1 is out of range 0..2147483647"},
+      {R"({"containers":[{"name":"a","count":1,"memory":1.5,"cores":0}]})",
+       "hami.io/dra-request: containers[0].memory: not a whole number"},
+      {R"({"containers":[{"name":"a","count":1,"memory":0,"cores":101}]})",
+       "hami.io/dra-request: containers[0].cores: 101 is out of range 0..100"},
+      {R"({"containers":[{"name":"a","count":1,"memory":0,"cores":"5"}]})",
+       "hami.io/dra-request: containers[0].cores: not a whole number"},
+  };
+  for (const Case& c : cases) {
+    auto r = DecodeDraRequest(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().message(), c.message) << c.text;
+  }
+}
+
+TEST(DraRecord, OnlyALabelledLivePodTakesItsRecord) {
+  json pod = {{"metadata",
+               {{"name", "p"},
+                {"namespace", "team-a"},
+                {"labels", {{"hami.io/dra", "true"}}},
+                {"annotations",
+                 {{"hami.io/dra-request",
+                   R"({"containers":[{"name":"a","count":1,"memory":1000,"cores":10}]})"}}}}},
+              {"spec", {{"containers", json::array({{{"name", "a"}}})}}}};
+  auto amounts = [](const json& j) {
+    auto p = kube::ParsePod(j);
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    return DraRequestAmounts(*p);
+  };
+  auto got = amounts(pod);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, (QuotaAmounts{1000, 10}));
+  json unlabelled = pod;
+  unlabelled["metadata"]["labels"]["hami.io/dra"] = "false";
+  EXPECT_FALSE(amounts(unlabelled)->has_value());
+  json ended = pod;
+  ended["status"] = {{"phase", "Succeeded"}};
+  EXPECT_FALSE(amounts(ended)->has_value());
+  json bad = pod;
+  bad["metadata"]["annotations"]["hami.io/dra-request"] = "{";
+  EXPECT_FALSE(amounts(bad).ok());
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -1214,6 +1214,93 @@ TEST_F(SchedulerIntegration, WebhookIsServedWithTheNamespacesLabelsAndQuotaFromT
   EXPECT_NE(bad.Json().value("Error", "").find("AdmissionReview"), std::string::npos) << bad.body;
 }
 
+TEST_F(SchedulerIntegration, DraWebhookRewritesPodsThroughTheApiServerAndKeepsTheQuota) {
+  ASSERT_TRUE(api_->CreateObject(kube::kResourceQuotas,
+                                 {{"metadata", {{"name", "gpu-quota"}, {"namespace", "default"}}},
+                                  {"spec", {{"hard", {{"limits.nvidia.com/gpumem", "7000"}}}}}})
+                  .ok());
+  DaemonOptions o = Options();
+  o.webhook_mode = webhook::WebhookMode::kDra;
+  Daemon* d = StartDaemon(o);
+  ASSERT_NE(d, nullptr);
+  json hook = {
+      {"name", "webhook.hami.io"},
+      {"clientConfig", {{"url", "http://127.0.0.1:" + std::to_string(d->port()) + "/webhook"}}},
+      {"rules", json::array({{{"operations", {"CREATE"}},
+                              {"apiGroups", {""}},
+                              {"apiVersions", {"v1"}},
+                              {"resources", {"pods"}}}})},
+      {"sideEffects", "NoneOnDryRun"},
+      {"admissionReviewVersions", {"v1"}},
+      {"failurePolicy", "Fail"},
+      {"timeoutSeconds", 10}};
+  ASSERT_TRUE(api_->CreateObject(
+                      kube::kMutatingWebhookConfigurations,
+                      {{"metadata", {{"name", "hami-webhook"}}}, {"webhooks", json::array({hook})}})
+                  .ok());
+  auto pod = [](const std::string& memory) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"generateName", "train-"}, {"namespace", "default"}}},
+                {"spec",
+                 {{"containers", json::array({{{"name", "main"},
+                                               {"image", "cuda:12"},
+                                               {"resources",
+                                                {{"limits",
+                                                  {{"nvidia.com/gpumem", memory},
+                                                   {"nvidia.com/gpucores", "30"}}}}}}})}}}};
+  };
+  // A generateName pod: rewritten by the webhook as the API server calls it.
+  auto created = client_->Create(kube::kPods, "default", pod("3000"));
+  ASSERT_TRUE(created.ok()) << created.error().message();
+  const json& stored = *created;
+  EXPECT_EQ(stored["metadata"]["labels"]["hami.io/dra"], "true");
+  const json& ctr = stored["spec"]["containers"][0];
+  EXPECT_FALSE(ctr["resources"].contains("limits") &&
+               ctr["resources"]["limits"].contains("nvidia.com/gpumem"))
+      << ctr.dump();
+  EXPECT_EQ(ctr["resources"]["claims"], json::array({{{"name", "hami-main"}}}));
+  ASSERT_EQ(stored["spec"]["resourceClaims"].size(), 1u);
+  const std::string name = stored["spec"]["resourceClaims"][0]["resourceClaimTemplateName"];
+  EXPECT_EQ(name, webhook::ClaimTemplate("default", 1, 3000, 30, {})["metadata"]["name"]);
+  // The template exists, with the request's shape.
+  auto tmpl = client_->Get(kube::kResourceClaimTemplates, "default", name);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.error().message();
+  EXPECT_EQ((*tmpl)["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"],
+            json({{"memory", "3000Mi"}, {"cores", "30"}}));
+
+  // A second pod of the same shape shares the template (found, not created again).
+  auto same = client_->Create(kube::kPods, "default", pod("3000"));
+  ASSERT_TRUE(same.ok()) << same.error().message();
+  EXPECT_EQ((*same)["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], name);
+
+  // The scheduler's view counts the DRA pods against the quota: a third 3000 MiB is refused.
+  ASSERT_TRUE(ViewWait(
+      d, [&] { return d->scheduler().state().QuotaFor("default").second.memory_mib == 6000; },
+      std::chrono::seconds(10)));
+  auto over = client_->Create(kube::kPods, "default", pod("3000"));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message().find("GPU quota exceeded: namespace default: "
+                                        "limits.nvidia.com/gpumem of ResourceQuota gpu-quota is "
+                                        "7000 MiB, 6000 are used and the pod needs 3000"),
+            std::string::npos)
+      << over.error().message();
+
+  // A template of that name holding another spec: the pod is refused, naming it.
+  json other = webhook::ClaimTemplate("default", 1, 500, 30, {});
+  const std::string other_name = other["metadata"]["name"];
+  other["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] =
+      "600Mi";
+  ASSERT_TRUE(api_->CreateObject(kube::kResourceClaimTemplates, other).ok());
+  auto refused = client_->Create(kube::kPods, "default", pod("500"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("ResourceClaimTemplate default/" + other_name),
+            std::string::npos)
+      << refused.error().message();
+  EXPECT_NE(refused.error().message().find("exists with another spec"), std::string::npos)
+      << refused.error().message();
+}
+
 // ---- handshake -------------------------------------------------------------------------------
 
 TEST_F(SchedulerIntegration, HandshakeRequestsRenewsAndMarksANodeWithoutGpusDeleted) {

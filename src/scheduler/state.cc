@@ -373,8 +373,33 @@ bool ClusterState::WaitFor(const std::function<bool()>& condition,
   return true;
 }
 
+void ClusterState::SetDraUsedLocked(const std::string& key, const std::string& ns,
+                                    const std::optional<QuotaAmounts>& amounts) {
+  auto it = dra_used_.find(key);
+  if (it != dra_used_.end()) {
+    if (amounts && it->second.first == ns && it->second.second == *amounts) return;
+    ns_used_[it->second.first] -= it->second.second;
+    dra_used_.erase(it);
+    ++generation_;
+  }
+  if (!amounts) return;
+  dra_used_[key] = {ns, *amounts};
+  ns_used_[ns] += *amounts;
+  ++generation_;
+}
+
 void ClusterState::UpsertPod(const kube::ObjectPtr& object) {
   auto parsed = kube::ParsePod(*object);
+  std::optional<QuotaAmounts> dra;
+  std::optional<Error> bad_dra;
+  if (parsed.ok()) {
+    auto amounts = DraRequestAmounts(*parsed);
+    if (amounts.ok()) {
+      dra = *amounts;
+    } else {
+      bad_dra = std::move(amounts).error();
+    }
+  }
   std::unique_lock lock(mu_);
   NotePodVersion(*object);
   if (!parsed.ok()) {
@@ -391,6 +416,12 @@ void ClusterState::UpsertPod(const kube::ObjectPtr& object) {
     HAMI_LOG(kWarn, "event=bad_annotation pod=%s error=%s", key.c_str(),
              QuoteInput(bad->message(), 300).c_str());
   }
+  if (bad_dra) {
+    ++stats_.bad_pod_annotations;
+    HAMI_LOG(kWarn, "event=bad_annotation pod=%s error=%s", key.c_str(),
+             QuoteInput(bad_dra->message(), 300).c_str());
+  }
+  SetDraUsedLocked(key, pod.metadata.ns, dra);
   if (share) {
     // The informer has caught up with a reservation for this pod: the allocation replaces it.
     if (auto r = reservations_.find(key);
@@ -415,6 +446,7 @@ void ClusterState::RemovePod(const kube::ObjectPtr& object) {
     NotePodVersion(*object);
     allocations_.erase(key);
     reservations_.erase(key);
+    SetDraUsedLocked(key, "", std::nullopt);
     Refresh(key);
   }
   Notify();

@@ -4,7 +4,8 @@
 //           allocatable GPU count;
 //   pods    what every live pod holds: hami.io/vgpu-devices-allocated on hami.io/vgpu-node; a pod
 //           that succeeded, failed or was deleted holds nothing;
-//   quotas  the namespaces' ResourceQuotas, and what each namespace's pods hold;
+//   quotas  the namespaces' ResourceQuotas, and what each namespace's pods hold: their
+//           allocations, and for pods rewritten for DRA their hami.io/dra-request (quota.h);
 //   nominees pods kube-scheduler nominated to a node after preempting there (Nominate, fed by
 //           the scheduler, which decodes their requests): until a nominee holds a share, fits
 //           of pods of lower or equal priority on its node count the room it needs as taken
@@ -258,6 +259,9 @@ class ClusterState {
   void Refresh(const std::string& key);
   void Apply(const std::string& key, const PodShare& share);
   void Unapply(const std::string& key);
+  // Counts (or, with nullopt, stops counting) the DRA record of pod `key` in `ns`. mu_ held.
+  void SetDraUsedLocked(const std::string& key, const std::string& ns,
+                        const std::optional<QuotaAmounts>& amounts);
   void RecomputeNode(NodeEntry& entry);
   // The GPUs of `entry` (node `node`) with the usage FitNodeFresh and NodeGpusFresh count, pod
   // `skip_key` left out ("" for none). Needs mu_, shared.
@@ -291,6 +295,8 @@ class ClusterState {
   std::unordered_map<std::string, const Applied*> applied_by_uid_;  // uid -> applied_ entry
   std::map<std::string, std::map<std::string, kube::ResourceQuota>> quotas_;  // ns -> name ->
   std::unordered_map<std::string, QuotaAmounts> ns_used_;
+  // Pods rewritten for DRA, by key: their namespace and what their record takes (in ns_used_).
+  std::unordered_map<std::string, std::pair<std::string, QuotaAmounts>> dra_used_;
   struct Nomination {
     std::string node;
     uint64_t order = 0;  // first come: ties of priority among one node's nominees

@@ -258,5 +258,39 @@ TEST(StatePreemption, FindsVictimsByUidOnTheirOwnNodeOnly) {
   EXPECT_EQ(chosen[1].uids, (std::vector<std::string>{"uid-early", "uid-moved"}));
 }
 
+TEST(StateQuota, PodsRewrittenForDraCountTheirRecordUntilTheyEndOrGo) {
+  ClusterState state(config::DeviceConfig{}, std::chrono::seconds(300));
+  auto dra_pod = [](const std::string& name, int memory, const std::string& phase) {
+    return json{{"metadata",
+                 {{"name", name},
+                  {"namespace", "team-a"},
+                  {"uid", "uid-" + name},
+                  {"resourceVersion", "5"},
+                  {"labels", {{"hami.io/dra", "true"}}},
+                  {"annotations",
+                   {{"hami.io/dra-request", R"({"containers":[{"name":"main","count":2,"memory":)" +
+                                                std::to_string(memory) + R"(,"cores":25}]})"}}}}},
+                {"spec", {{"containers", json::array({{{"name", "main"}}})}}},
+                {"status", {{"phase", phase}}}};
+  };
+  state.UpsertPod(Ptr(dra_pod("a", 1000, "Pending")));
+  state.UpsertPod(Ptr(dra_pod("b", 500, "Running")));
+  EXPECT_EQ(state.QuotaFor("team-a").second, (QuotaAmounts{3000, 100}));
+  EXPECT_EQ(state.QuotaFor("other").second, (QuotaAmounts{}));
+  // An update replaces the pod's amounts; the end of a pod and its removal release them.
+  state.UpsertPod(Ptr(dra_pod("a", 2000, "Running")));
+  EXPECT_EQ(state.QuotaFor("team-a").second, (QuotaAmounts{5000, 100}));
+  state.UpsertPod(Ptr(dra_pod("b", 500, "Succeeded")));
+  EXPECT_EQ(state.QuotaFor("team-a").second, (QuotaAmounts{4000, 50}));
+  state.RemovePod(Ptr(dra_pod("a", 2000, "Running")));
+  EXPECT_EQ(state.QuotaFor("team-a").second, (QuotaAmounts{}));
+  // A record that does not decode counts nothing and is counted as a bad annotation.
+  json bad = dra_pod("c", 100, "Running");
+  bad["metadata"]["annotations"]["hami.io/dra-request"] = "{\"containers\":7}";
+  state.UpsertPod(Ptr(bad));
+  EXPECT_EQ(state.QuotaFor("team-a").second, (QuotaAmounts{}));
+  EXPECT_EQ(state.stats().bad_pod_annotations, 1u);
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -1,15 +1,21 @@
 #include "scheduler/webhook.h"
 
+#include <array>
+#include <cctype>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "common/quote.h"
+#include "kube/annotations.h"
 #include "kube/base64.h"
 #include "kube/patch.h"
 #include "kube/quantity.h"
 #include "limits/vocabulary.h"
+#include "scheduler/node_annotations.h"
 #include "scheduler/request.h"
 
 namespace hami::scheduler::webhook {
@@ -88,7 +94,7 @@ Decision Deny(int code, std::string message) {
   Decision d;
   d.allowed = false;
   d.code = code;
-  d.reason = code == 400 ? "BadRequest" : "Forbidden";
+  d.reason = code == 400 ? "BadRequest" : code == 500 ? "InternalError" : "Forbidden";
   d.message = std::move(message);
   return d;
 }
@@ -244,7 +250,328 @@ bool LabelledIgnore(const kube::StringMap& labels) {
   return it != labels.end() && it->second == kWebhookIgnore;
 }
 
-Result<Decision> DecidePod(const json& pod, const std::string& ns, const WebhookContext& ctx) {
+// Removes each of `names` the container's limits or requests hold.
+void RemoveResources(const json& container, const std::string& base,
+                     const std::vector<const std::string*>& names, json& patch) {
+  for (std::string_view section : {"limits", "requests"}) {
+    const json* s = Section(container, section);
+    if (s == nullptr) continue;
+    for (const std::string* name : names) {
+      if (!s->contains(*name)) continue;
+      patch.push_back({{"op", "remove"},
+                       {"path", base + "/resources/" + std::string(section) + "/" +
+                                    EscapeJsonPointerToken(*name)}});
+    }
+  }
+}
+
+// Sets metadata.<map>[key] = value for each of `entries` ({map, key, value}; map is labels or
+// annotations).
+void SetMetadataEntries(const json& pod, const std::vector<std::array<std::string, 3>>& entries,
+                        json& patch) {
+  auto meta = pod.find("metadata");
+  if (meta == pod.end() || !meta->is_object()) {
+    json value = json::object();
+    for (const auto& [map, key, v] : entries) value[map][key] = v;
+    patch.push_back({{"op", "add"}, {"path", "/metadata"}, {"value", std::move(value)}});
+    return;
+  }
+  json added = json::object();  // maps the pod lacks, added whole
+  for (const auto& [map, key, v] : entries) {
+    auto m = meta->find(map);
+    if (m == meta->end() || !m->is_object()) {
+      added[map][key] = v;
+      continue;
+    }
+    patch.push_back({{"op", "add"},
+                     {"path", "/metadata/" + map + "/" + EscapeJsonPointerToken(key)},
+                     {"value", v}});
+  }
+  for (auto& [map, value] : added.items()) {
+    patch.push_back({{"op", "add"}, {"path", "/metadata/" + map}, {"value", value}});
+  }
+}
+
+// The runtime class GPU pods run under, unless they name one.
+void AddRuntimeClass(const json& pod, const config::DeviceConfig& config, json& patch) {
+  if (config.runtime_class_name.empty()) return;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return;
+  auto rc = spec->find("runtimeClassName");
+  if (rc == spec->end() || !rc->is_string() || rc->get_ref<const std::string&>().empty()) {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/spec/runtimeClassName"}, {"value", config.runtime_class_name}});
+  }
+}
+
+uint64_t Fnv1a64(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// Whether `value` can stand between the double quotes of a CEL string literal as it is:
+// printable ASCII without '"' and '\'.
+bool CelLiteralSafe(std::string_view value) {
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
+std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i != 0) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
+// The CEL selectors of the pod's use-/nouse- annotations; kInvalidArgument naming the
+// annotation for a value that cannot be put in a CEL string.
+Result<std::vector<std::string>> DraSelectors(const kube::ObjectMeta& meta) {
+  const std::string attrs = "device.attributes[\"" + std::string(kDraDriver) + "\"]";
+  struct Rule {
+    std::string_view annotation;
+    bool type;  // productName, lowered, contains; else uuid, equal
+    bool use;   // any of the values; else none of them
+  };
+  const Rule rules[] = {{kube::kUseGpuUuidAnnotation, false, true},
+                        {kube::kNoUseGpuUuidAnnotation, false, false},
+                        {kube::kUseGpuTypeAnnotation, true, true},
+                        {kube::kNoUseGpuTypeAnnotation, true, false}};
+  std::vector<std::string> out;
+  for (const Rule& r : rules) {
+    const std::string* value = meta.Annotation(r.annotation);
+    if (value == nullptr) continue;
+    std::vector<std::string> terms;
+    for (std::string item : DecodeCordonList(*value)) {
+      if (!CelLiteralSafe(item)) {
+        return Error(ErrorCode::kInvalidArgument,
+                     DescribePod(meta) + ": annotation " + std::string(r.annotation) + ": " +
+                         QuoteInput(item) +
+                         " holds a character that a DRA selector cannot carry (a quote, a "
+                         "backslash, or one outside printable ASCII)");
+      }
+      if (r.type) {
+        for (char& c : item) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::string term = attrs + ".productName.lowerAscii().contains(\"" + item + "\")";
+        terms.push_back(r.use ? term : "!" + term);
+      } else {
+        terms.push_back(attrs + ".uuid " + (r.use ? "==" : "!=") + " \"" + item + "\"");
+      }
+    }
+    if (!terms.empty()) out.push_back(Join(terms, r.use ? " || " : " && "));
+  }
+  return out;
+}
+
+// Whether `got` holds every field of `want` with the same value; strings that differ still
+// match when both are quantities of the same value ("1Gi" and "1024Mi").
+bool Holds(const json& got, const json& want) {
+  if (want.is_object()) {
+    if (!got.is_object()) return false;
+    for (const auto& [key, value] : want.items()) {
+      auto it = got.find(key);
+      if (it == got.end() || !Holds(*it, value)) return false;
+    }
+    return true;
+  }
+  if (want.is_array()) {
+    if (!got.is_array() || got.size() != want.size()) return false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!Holds(got[i], want[i])) return false;
+    }
+    return true;
+  }
+  if (want.is_string() && got.is_string() && want != got) {
+    auto a = kube::ParseQuantity(want.get<std::string>(), "");
+    auto b = kube::ParseQuantity(got.get<std::string>(), "");
+    return a.ok() && b.ok() && *a == *b;
+  }
+  return got == want;
+}
+
+// One container rewritten into a claim.
+struct DraRewrite {
+  const ContainerRef* ref;
+  const ContainerRequest* request;
+  std::string claim;  // the pod's claim name
+  json claim_template;
+};
+
+// DRA mode, once the pod has been read (DecidePod): the rewrite of its shares into claims.
+Result<Decision> DecideDra(const json& pod, const std::string& ns, const kube::Pod& typed,
+                           const PodRequest& request, const std::vector<ContainerRef>& containers,
+                           const NamespaceView& view, const WebhookContext& ctx, bool dry_run,
+                           json patch) {
+  const config::DeviceConfig& config = ctx.device_config;
+  const std::string pod_name = DescribePod(typed.metadata);
+  auto what = [&](const ContainerRef& c, const ContainerRequest& r) {
+    return pod_name + ": container \"" + r.name + "\" (" + c.field + ")";
+  };
+  const std::vector<const std::string*> hami_names = {
+      &config.resource_count_name, &config.resource_memory_name,
+      &config.resource_memory_percentage_name, &config.resource_core_name,
+      &config.resource_priority_name};
+
+  std::set<std::string> claim_names;
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    if (auto rc = spec->find("resourceClaims"); rc != spec->end() && rc->is_array()) {
+      for (const json& e : *rc) {
+        if (e.is_object() && e.contains("name") && e["name"].is_string())
+          claim_names.insert(e["name"].get<std::string>());
+      }
+    }
+  }
+
+  std::vector<DraRewrite> rewrites;
+  PodRequest recorded;  // the rewritten containers: the record and what the quota counts
+  std::vector<std::string> unsized;  // containers whose memory is the device's default
+  size_t position = 0;
+  for (const ContainerRef& c : containers) {
+    const size_t index = position++;
+    const std::vector<ContainerRequest>& list =
+        c.init ? request.init_containers : request.containers;
+    if (c.index >= list.size()) continue;
+    const ContainerRequest& r = list[c.index];
+    const bool share = Names(*c.container, config.resource_memory_name) ||
+                       Names(*c.container, config.resource_memory_percentage_name) ||
+                       Names(*c.container, config.resource_core_name);
+    if (!r.requests_gpus() || !share) {
+      if (r.requests_gpus())
+        unsized.push_back(what(c, r) + " asks only for " + config.resource_count_name);
+      if (r.priority.has_value()) {
+        RemoveResources(*c.container, c.pointer, {&config.resource_priority_name}, patch);
+      }
+      continue;
+    }
+    if (r.mem_mib == 0 && r.mem_percentage != 100) {
+      const char* section =
+          Section(*c.container, "limits") != nullptr &&
+                  Section(*c.container, "limits")->contains(config.resource_memory_percentage_name)
+              ? "limits"
+              : "requests";
+      return Deny(400, what(c, r) + ": resources." + section + "." +
+                           config.resource_memory_percentage_name + ": " +
+                           std::to_string(r.mem_percentage) +
+                           " cannot be carried by a DRA claim: a claim asks for an amount, and a "
+                           "device's memory is not known before one is chosen; ask for " +
+                           config.resource_memory_name +
+                           " in MiB (100 percent asks for the "
+                           "whole memory)");
+    }
+    if (r.mem_mib == 0) {
+      unsized.push_back(what(c, r) + " asks for the whole memory of its GPUs");
+    }
+    std::string claim = "hami-" + r.name;
+    if (claim.size() > 63) claim = "hami-gpu-" + std::to_string(index);
+    if (!claim_names.insert(claim).second) {
+      return Deny(400, what(c, r) + ": the pod claim name " + QuoteInput(claim) +
+                           " that DRA mode gives this container is already in spec.resourceClaims");
+    }
+    rewrites.push_back({&c, &r, std::move(claim), json()});
+    (c.init ? recorded.init_containers : recorded.containers).push_back(r);
+  }
+
+  for (const ContainerRef& c : containers) {
+    const std::vector<ContainerRequest>& list =
+        c.init ? request.init_containers : request.containers;
+    if (c.index < list.size() && list[c.index].requests_gpus() && Privileged(*c.container)) {
+      return Deny(403, "container \"" + list[c.index].name + "\" (" + c.field +
+                           ") is privileged and requests GPUs: a privileged container sees every "
+                           "GPU of its node, outside HAMi's limits");
+    }
+  }
+  if (!typed.node_name.empty()) {
+    return Deny(403, "spec.nodeName is already set (\"" + typed.node_name +
+                         "\"): a pod whose GPUs come from ResourceClaims must be placed by the "
+                         "scheduler, which allocates its claims");
+  }
+  if (view.quota.memory_mib.has_value() && !unsized.empty()) {
+    return Deny(403, "GPU quota: namespace " + ns + " limits " + config.resource_memory_name +
+                         " (ResourceQuota " + view.quota.memory_source + "), and " + unsized[0] +
+                         ": in DRA mode that memory is not known before a device is chosen, so "
+                         "it cannot be counted; ask for " +
+                         config.resource_memory_name + " in MiB");
+  }
+  if (rewrites.empty()) {
+    AddRuntimeClass(pod, config, patch);
+    Decision allow;
+    allow.patch = std::move(patch);
+    return allow;
+  }
+  auto selectors = DraSelectors(typed.metadata);
+  if (!selectors.ok()) return Deny(400, selectors.error().message());
+  if (auto exceeded = QuotaExceeded(ns, view.quota, view.used, RequestAmounts(recorded), config)) {
+    return Deny(403, "GPU quota exceeded: " + *exceeded);
+  }
+
+  // Every check passed: the templates, then the patch.
+  std::set<std::string> ensured;
+  for (DraRewrite& w : rewrites) {
+    w.claim_template =
+        ClaimTemplate(ns, w.request->count, w.request->mem_mib, w.request->cores, *selectors);
+    const std::string name = w.claim_template["metadata"]["name"].get<std::string>();
+    if (dry_run || !ensured.insert(name).second) continue;
+    const std::string which = "ResourceClaimTemplate " + ns + "/" + name;
+    if (!ctx.ensure_claim_template) {
+      return Deny(500, which + " cannot be created: this webhook has no API access configured");
+    }
+    if (auto st = ctx.ensure_claim_template(w.claim_template); !st.ok()) {
+      return Deny(500, which + " for " + what(*w.ref, *w.request) +
+                           " could not be made sure of: " + st.error().message());
+    }
+  }
+  json pod_claims = json::array();
+  for (const DraRewrite& w : rewrites) {
+    const json& ctr = *w.ref->container;
+    RemoveResources(ctr, w.ref->pointer, hami_names, patch);
+    const json ref = {{"name", w.claim}};
+    auto res = ctr.find("resources");
+    auto claims = res != ctr.end() && res->is_object() ? res->find("claims") : ctr.end();
+    if (res == ctr.end() || !res->is_object()) {
+      patch.push_back({{"op", "add"},
+                       {"path", w.ref->pointer + "/resources"},
+                       {"value", {{"claims", json::array({ref})}}}});
+    } else if (claims == res->end() || !claims->is_array()) {
+      patch.push_back({{"op", "add"},
+                       {"path", w.ref->pointer + "/resources/claims"},
+                       {"value", json::array({ref})}});
+    } else {
+      patch.push_back(
+          {{"op", "add"}, {"path", w.ref->pointer + "/resources/claims/-"}, {"value", ref}});
+    }
+    pod_claims.push_back(
+        {{"name", w.claim}, {"resourceClaimTemplateName", w.claim_template["metadata"]["name"]}});
+  }
+  // The pod has a spec: it has the containers just rewritten.
+  const json& spec = *pod.find("spec");
+  auto existing = spec.find("resourceClaims");
+  if (existing == spec.end() || !existing->is_array()) {
+    patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims"}, {"value", pod_claims}});
+  } else {
+    for (const json& e : pod_claims) {
+      patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims/-"}, {"value", e}});
+    }
+  }
+  SetMetadataEntries(
+      pod,
+      {{"labels", std::string(kDraLabel), "true"},
+       {"annotations", std::string(kDraRequestAnnotation), EncodeDraRequest(recorded)}},
+      patch);
+  AddRuntimeClass(pod, config, patch);
+  Decision allow;
+  allow.patch = std::move(patch);
+  return allow;
+}
+
+Result<Decision> DecidePod(const json& pod, const std::string& ns, const WebhookContext& ctx,
+                           bool dry_run) {
   const config::DeviceConfig& config = ctx.device_config;
   Decision allow;
 
@@ -300,8 +627,10 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
     return allow;
   }
 
-  // Resources: the count a share implies, the cores a whole GPU implies.
+  // Resources: the count a share implies, the cores a whole GPU implies (the device plugin's
+  // way; in DRA mode the claim carries the count, and a count alone is KEP-5004's).
   for (const ContainerRef& c : containers) {
+    if (ctx.mode == WebhookMode::kDra) break;
     const json& ctr = *c.container;
     std::vector<std::pair<std::string, std::string>> additions;
     const bool share = Names(ctr, config.resource_memory_name) ||
@@ -368,6 +697,9 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
     SetEnv(*c.container, c.pointer, priority.first, priority.second, patch);
   }
 
+  if (ctx.mode == WebhookMode::kDra) {
+    return DecideDra(pod, ns, *typed, *request, containers, view, ctx, dry_run, std::move(patch));
+  }
   if (!request->RequestsGpus()) {
     allow.patch = std::move(patch);
     return allow;
@@ -394,17 +726,7 @@ Result<Decision> DecidePod(const json& pod, const std::string& ns, const Webhook
         {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", ctx.scheduler_name}});
   }
   // runtimeClassName: GPU pods run under the configured runtime class unless they name one.
-  if (!config.runtime_class_name.empty()) {
-    const json* spec = nullptr;
-    if (auto sp = pod.find("spec"); sp != pod.end() && sp->is_object()) spec = &*sp;
-    auto rc = spec != nullptr ? spec->find("runtimeClassName") : json::const_iterator{};
-    if (spec != nullptr &&
-        (rc == spec->end() || !rc->is_string() || rc->get_ref<const std::string&>().empty())) {
-      patch.push_back({{"op", "add"},
-                       {"path", "/spec/runtimeClassName"},
-                       {"value", config.runtime_class_name}});
-    }
-  }
+  AddRuntimeClass(pod, config, patch);
   allow.patch = std::move(patch);
   return allow;
 }
@@ -424,6 +746,52 @@ std::string EscapeJsonPointerToken(std::string_view token) {
     }
   }
   return out;
+}
+
+Result<WebhookMode> ParseWebhookMode(std::string_view text, std::string_view what) {
+  if (text == "device-plugin") return WebhookMode::kDevicePlugin;
+  if (text == "dra") return WebhookMode::kDra;
+  return Error(ErrorCode::kInvalidArgument,
+               std::string(what) + ": " + QuoteInput(text) + " is not device-plugin or dra");
+}
+
+std::string_view WebhookModeName(WebhookMode mode) {
+  return mode == WebhookMode::kDra ? "dra" : "device-plugin";
+}
+
+json ClaimTemplate(std::string_view ns, int32_t count, int32_t mem_mib, int32_t cores,
+                   const std::vector<std::string>& selectors) {
+  json exactly = {
+      {"deviceClassName", kDraDriver}, {"allocationMode", "ExactCount"}, {"count", count}};
+  if (!selectors.empty()) {
+    json list = json::array();
+    for (const std::string& e : selectors) list.push_back({{"cel", {{"expression", e}}}});
+    exactly["selectors"] = std::move(list);
+  }
+  json capacity = {{"cores", std::to_string(cores)}};
+  if (mem_mib > 0) {
+    capacity["memory"] =
+        kube::Quantity::FromInt(int64_t{mem_mib} << 20, kube::QuantityFormat::kBinarySI).ToString();
+  }
+  exactly["capacity"] = {{"requests", std::move(capacity)}};
+  json request = {{"name", kDraRequestName}, {"exactly", std::move(exactly)}};
+  json spec = {{"spec", {{"devices", {{"requests", json::array({std::move(request)})}}}}}};
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016llx",
+                static_cast<unsigned long long>(Fnv1a64(spec.dump())));
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaimTemplate"},
+          {"metadata",
+           {{"name", "hami-" + std::string(hash)},
+            {"namespace", ns},
+            {"labels", {{std::string(kDraLabel), "true"}}}}},
+          {"spec", std::move(spec)}};
+}
+
+bool ClaimTemplateServes(const json& stored, const json& wanted) {
+  auto got = stored.find("spec");
+  auto want = wanted.find("spec");
+  return got != stored.end() && want != wanted.end() && Holds(*got, *want);
 }
 
 Result<std::string> Review(std::string_view admission_review_json, const WebhookContext& ctx) {
@@ -477,7 +845,12 @@ Result<std::string> Review(std::string_view admission_review_json, const Webhook
     }
   }
   if (ns.empty()) return Malformed("request.namespace", "missing for a pod");
-  Decision d = HAMI_TRY(DecidePod(pod, ns, ctx));
+  bool dry_run = false;
+  if (auto dr = request.find("dryRun"); dr != request.end() && !dr->is_null()) {
+    if (!dr->is_boolean()) return Malformed("request.dryRun", "not a boolean");
+    dry_run = dr->get<bool>();
+  }
+  Decision d = HAMI_TRY(DecidePod(pod, ns, ctx, dry_run));
   return Respond(uid, d);
 }
 

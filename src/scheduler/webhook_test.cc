@@ -534,5 +534,341 @@ TEST_F(WebhookTest, NamespaceComesFromTheObjectWhenTheRequestLacksIt) {
   EXPECT_EQ(seen, "team-a");
 }
 
+// ---- DRA mode ----------------------------------------------------------------------------------
+
+class WebhookDraTest : public ::testing::Test {
+ protected:
+  WebhookDraTest() {
+    ctx_.mode = WebhookMode::kDra;
+    ctx_.ensure_claim_template = [this](const json& t) -> Status {
+      ensured_.push_back(t);
+      if (!fail_ensure_.empty()) return Error(ErrorCode::kUnavailable, fail_ensure_);
+      return OkStatus();
+    };
+  }
+  // The expression of selector `i` of a template's one request.
+  static std::string Selector(const json& t, size_t i) {
+    return t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"][i]["cel"]
+            ["expression"];
+  }
+  WebhookContext ctx_;
+  std::vector<json> ensured_;
+  std::string fail_ensure_;
+};
+
+TEST_F(WebhookDraTest, ASharedContainerBecomesAClaimFromATemplateAndThePodIsLabelledAndRecorded) {
+  json pod = Pod({Container("main",
+                            {{"nvidia.com/gpu", "2"},
+                             {"nvidia.com/gpumem", "3000"},
+                             {"nvidia.com/gpucores", "30"},
+                             {"cpu", "1"}},
+                            {{"resources",
+                              {{"limits",
+                                {{"nvidia.com/gpu", "2"},
+                                 {"nvidia.com/gpumem", "3000"},
+                                 {"nvidia.com/gpucores", "30"},
+                                 {"cpu", "1"}}},
+                               {"requests", {{"nvidia.com/gpumem", "3000"}, {"cpu", "1"}}}}}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a)) << DenialMessage(a);
+  ASSERT_EQ(ensured_.size(), 1u);
+  const json& t = ensured_[0];
+  const std::string name = t["metadata"]["name"];
+  EXPECT_EQ(name.rfind("hami-", 0), 0u);
+  EXPECT_EQ(name.size(), 5u + 16u);
+  EXPECT_EQ(t["apiVersion"], "resource.k8s.io/v1");
+  EXPECT_EQ(t["kind"], "ResourceClaimTemplate");
+  EXPECT_EQ(t["metadata"]["namespace"], "default");
+  EXPECT_EQ(t["spec"], json::parse(R"({"spec":{"devices":{"requests":[{"name":"gpu","exactly":{
+              "deviceClassName":"hami-core-gpu.project-hami.io","allocationMode":"ExactCount",
+              "count":2,"capacity":{"requests":{"memory":"3000Mi","cores":"30"}}}}]}}})"));
+
+  json want = pod;
+  json& ctr = want["spec"]["containers"][0];
+  ctr["resources"]["limits"] = {{"cpu", "1"}};
+  ctr["resources"]["requests"] = {{"cpu", "1"}};
+  ctr["resources"]["claims"] = json::array({{{"name", "hami-main"}}});
+  want["spec"]["resourceClaims"] =
+      json::array({{{"name", "hami-main"}, {"resourceClaimTemplateName", name}}});
+  want["metadata"]["labels"]["hami.io/dra"] = "true";
+  want["metadata"]["annotations"]["hami.io/dra-request"] =
+      R"({"containers":[{"cores":30,"count":2,"memory":3000,"name":"main"}],"initContainers":[]})";
+  // No schedulerName: the scheduler's DRA allocation places the pod.
+  EXPECT_EQ(a.patched, want);
+  EXPECT_FALSE(a.patched["spec"].contains("schedulerName"));
+}
+
+TEST_F(WebhookDraTest, PodsOfTheSameShapeShareOneTemplateAndAnotherShapeGetsAnother) {
+  Admit(Pod({Container("a", {{"nvidia.com/gpumem", "1024"}, {"nvidia.com/gpucores", "10"}})}),
+        ctx_);
+  Admit(Pod({Container("b", {{"nvidia.com/gpumem", "1024"}, {"nvidia.com/gpucores", "10"}})}),
+        ctx_);
+  Admit(Pod({Container("c", {{"nvidia.com/gpumem", "1024"}, {"nvidia.com/gpucores", "11"}})}),
+        ctx_);
+  ASSERT_EQ(ensured_.size(), 3u);
+  EXPECT_EQ(ensured_[0], ensured_[1]);
+  EXPECT_NE(ensured_[0]["metadata"]["name"], ensured_[2]["metadata"]["name"]);
+  // Memory is written in canonical form, as the API server stores it.
+  EXPECT_EQ(ensured_[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]
+                    ["memory"],
+            "1Gi");
+  // No count: the default GPU number, written into the claim.
+  EXPECT_EQ(ensured_[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"], 1);
+}
+
+TEST_F(WebhookDraTest, InitContainersAndSeveralContainersEachGetTheirClaim) {
+  json pod =
+      Pod({Container("one", {{"nvidia.com/gpumem", "1000"}}), Container("cpu-only", {{"cpu", "1"}}),
+           Container("two", {{"nvidia.com/gpumem", "2000"}, {"nvidia.com/gpucores", "20"}},
+                     {{"resources",
+                       {{"limits", {{"nvidia.com/gpumem", "2000"}}},
+                        {"claims", json::array({{{"name", "own"}}})}}}})},
+          {{"initContainers", json::array({Container("setup", {{"nvidia.com/gpumem", "500"}})})},
+           {"resourceClaims", json::array({{{"name", "own"}, {"resourceClaimName", "mine"}}})}});
+  pod["spec"]["containers"][2]["resources"]["limits"]["nvidia.com/gpucores"] = "20";
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a)) << DenialMessage(a);
+  const json& spec = a.patched["spec"];
+  EXPECT_EQ(spec["initContainers"][0]["resources"]["claims"],
+            json::array({{{"name", "hami-setup"}}}));
+  EXPECT_EQ(spec["initContainers"][0]["resources"]["limits"], json::object());
+  EXPECT_EQ(spec["containers"][0]["resources"]["claims"], json::array({{{"name", "hami-one"}}}));
+  EXPECT_FALSE(spec["containers"][1]["resources"].contains("claims"));
+  EXPECT_EQ(spec["containers"][2]["resources"]["claims"],
+            json::array({{{"name", "own"}}, {{"name", "hami-two"}}}));
+  ASSERT_EQ(spec["resourceClaims"].size(), 4u);
+  EXPECT_EQ(spec["resourceClaims"][0]["name"], "own");
+  EXPECT_EQ(spec["resourceClaims"][1]["name"], "hami-setup");
+  EXPECT_EQ(spec["resourceClaims"][2]["name"], "hami-one");
+  EXPECT_EQ(spec["resourceClaims"][3]["name"], "hami-two");
+  EXPECT_EQ(ensured_.size(), 3u);
+  auto record = DecodeDraRequest(
+      a.patched["metadata"]["annotations"]["hami.io/dra-request"].get<std::string>());
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  ASSERT_EQ(record->init_containers.size(), 1u);
+  EXPECT_EQ(record->init_containers[0].mem_mib, 500);
+  ASSERT_EQ(record->containers.size(), 2u);
+  EXPECT_EQ(record->containers[1].name, "two");
+  EXPECT_EQ(record->containers[1].cores, 20);
+  // The init container runs first, alone: the pod takes max(500, 1000 + 2000).
+  EXPECT_EQ(RequestAmounts(*record).memory_mib, 3000);
+}
+
+TEST_F(WebhookDraTest, AGenerateNamePodIsRewrittenAndItsTemplateDoesNotDependOnTheName) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  pod["metadata"].erase("name");
+  pod["metadata"]["generateName"] = "train-";
+  pod["metadata"].erase("labels");
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a)) << DenialMessage(a);
+  EXPECT_EQ(a.patched["metadata"]["labels"], json({{"hami.io/dra", "true"}}));
+  EXPECT_EQ(a.patched["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
+            ensured_.at(0)["metadata"]["name"]);
+  json named = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  Admit(named, ctx_);
+  EXPECT_EQ(ensured_.at(1), ensured_.at(0));
+  // Without metadata at all, the label and the record arrive together.
+  json bare = named;
+  bare.erase("metadata");
+  a = Admit(bare, ctx_);
+  ASSERT_TRUE(Allowed(a)) << DenialMessage(a);
+  EXPECT_EQ(a.patched["metadata"]["labels"], json({{"hami.io/dra", "true"}}));
+  EXPECT_TRUE(a.patched["metadata"]["annotations"].contains("hami.io/dra-request"));
+}
+
+TEST_F(WebhookDraTest, UseAndNouseAnnotationsBecomeCelSelectors) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  pod["metadata"]["annotations"] = {{"nvidia.com/use-gpuuuid", "GPU-a,GPU-b"},
+                                    {"nvidia.com/nouse-gpuuuid", "GPU-c"},
+                                    {"nvidia.com/use-gputype", "A100"},
+                                    {"nvidia.com/nouse-gputype", "MIG,pcie"}};
+  ASSERT_TRUE(Allowed(Admit(pod, ctx_)));
+  ASSERT_EQ(ensured_.size(), 1u);
+  const std::string d = R"(device.attributes["hami-core-gpu.project-hami.io"])";
+  EXPECT_EQ(Selector(ensured_[0], 0), d + R"(.uuid == "GPU-a" || )" + d + R"(.uuid == "GPU-b")");
+  EXPECT_EQ(Selector(ensured_[0], 1), d + R"(.uuid != "GPU-c")");
+  EXPECT_EQ(Selector(ensured_[0], 2), d + R"(.productName.lowerAscii().contains("a100"))");
+  EXPECT_EQ(Selector(ensured_[0], 3), "!" + d +
+                                          R"(.productName.lowerAscii().contains("mig") && !)" + d +
+                                          R"(.productName.lowerAscii().contains("pcie"))");
+  EXPECT_EQ(ensured_[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"].size(),
+            4u);
+
+  pod["metadata"]["annotations"] = {{"nvidia.com/use-gpuuuid", "GPU-\"x"}};
+  Answer bad = Admit(pod, ctx_);
+  EXPECT_EQ(bad.response["status"]["code"], 400);
+  EXPECT_EQ(DenialMessage(bad),
+            "Pod default/train: annotation nvidia.com/use-gpuuuid: 'GPU-\"x' holds a character "
+            "that a DRA selector cannot carry (a quote, a backslash, or one outside printable "
+            "ASCII)");
+  EXPECT_EQ(ensured_.size(), 1u);
+}
+
+TEST_F(WebhookDraTest, ACountOnlyContainerIsLeftToTheExtendedResourceMapping) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}})});
+  Answer a = Admit(pod, ctx_);
+  // No cores 100, no schedulerName, no claim: KEP-5004 serves nvidia.com/gpu as it is.
+  EXPECT_TRUE(Unchanged(a)) << a.patch.dump();
+  EXPECT_TRUE(ensured_.empty());
+  // Beside a rewritten container it stays as it is too.
+  json mixed = Pod({Container("whole", {{"nvidia.com/gpu", "1"}}),
+                    Container("share", {{"nvidia.com/gpumem", "100"}})});
+  a = Admit(mixed, ctx_);
+  ASSERT_TRUE(Allowed(a));
+  EXPECT_EQ(a.patched["spec"]["containers"][0], mixed["spec"]["containers"][0]);
+  EXPECT_EQ(a.patched["spec"]["resourceClaims"].size(), 1u);
+}
+
+TEST_F(WebhookDraTest, PercentageOtherThan100IsDeniedAnd100AsksForTheDevicesDefaultMemory) {
+  Answer a = Admit(Pod({Container("main", {{"nvidia.com/gpumem-percentage", "50"}})}), ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 400);
+  EXPECT_EQ(DenialMessage(a),
+            "Pod default/train: container \"main\" (spec.containers[0]): "
+            "resources.limits.nvidia.com/gpumem-percentage: 50 cannot be carried by a DRA claim: "
+            "a claim asks for an amount, and a device's memory is not known before one is "
+            "chosen; ask for nvidia.com/gpumem in MiB (100 percent asks for the whole memory)");
+  EXPECT_TRUE(ensured_.empty());
+  a = Admit(Pod({Container(
+                "main", {{"nvidia.com/gpumem-percentage", "100"}, {"nvidia.com/gpucores", "40"}})}),
+            ctx_);
+  ASSERT_TRUE(Allowed(a)) << DenialMessage(a);
+  EXPECT_EQ(ensured_.at(0)["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"],
+            json({{"requests", {{"cores", "40"}}}}));
+  EXPECT_EQ(a.patched["spec"]["containers"][0]["resources"]["limits"], json::object());
+}
+
+TEST_F(WebhookDraTest, MalformedValuesAreDeniedNamingTheContainerAndResource) {
+  Answer a = Admit(Pod({Container("main", {{"nvidia.com/gpumem", "1000"}}),
+                        Container("bad", {{"nvidia.com/gpucores", "150"}})}),
+                   ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 400);
+  EXPECT_EQ(DenialMessage(a),
+            "Pod default/train: container \"bad\" (spec.containers[1]): "
+            "resources.limits.nvidia.com/gpucores: 150 is out of range 0..100");
+  a = Admit(Pod({Container("main", {{"nvidia.com/gpumem", "2Gi"}})}), ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 400);
+  EXPECT_NE(DenialMessage(a).find("container \"main\""), std::string::npos) << DenialMessage(a);
+  EXPECT_NE(DenialMessage(a).find("nvidia.com/gpumem"), std::string::npos) << DenialMessage(a);
+  EXPECT_TRUE(ensured_.empty());
+}
+
+TEST_F(WebhookDraTest, QuotaCountsTheRequestAndDeniesWhatWouldPassIt) {
+  ctx_.lookup_namespace = [](std::string_view) -> Result<NamespaceView> {
+    return QuotaOf(4000, 3000);
+  };
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}})});
+  Answer a = Admit(pod, ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 403);
+  EXPECT_EQ(DenialMessage(a),
+            "GPU quota exceeded: namespace default: limits.nvidia.com/gpumem of ResourceQuota "
+            "gpu-quota is 4000 MiB, 3000 are used and the pod needs 2000");
+  EXPECT_TRUE(ensured_.empty());  // nothing is created for a denied pod
+  pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  EXPECT_TRUE(Allowed(Admit(pod, ctx_)));
+  // Memory that is only known once a device is chosen cannot be counted: denied under a
+  // memory quota, whether asked by percentage, by cores alone or by a bare count.
+  for (const json& limits : {json{{"nvidia.com/gpumem-percentage", "100"}},
+                             json{{"nvidia.com/gpucores", "10"}}, json{{"nvidia.com/gpu", "1"}}}) {
+    a = Admit(Pod({Container("main", limits)}), ctx_);
+    EXPECT_EQ(a.response["status"]["code"], 403) << limits.dump();
+    EXPECT_NE(DenialMessage(a).find("namespace default limits nvidia.com/gpumem (ResourceQuota "
+                                    "gpu-quota), and Pod default/train: container \"main\""),
+              std::string::npos)
+        << DenialMessage(a);
+  }
+}
+
+TEST_F(WebhookDraTest, ATemplateThatCannotBeMadeSureOfDeniesThePodNamingIt) {
+  fail_ensure_ = "create: connection refused";
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_EQ(ensured_.size(), 1u);
+  EXPECT_FALSE(Allowed(a));
+  EXPECT_EQ(a.response["status"]["code"], 500);
+  EXPECT_EQ(a.response["status"]["reason"], "InternalError");
+  EXPECT_EQ(DenialMessage(a), "ResourceClaimTemplate default/" +
+                                  ensured_[0]["metadata"]["name"].get<std::string>() +
+                                  " for Pod default/train: container \"main\" "
+                                  "(spec.containers[0]) could not be made sure of: create: "
+                                  "connection refused");
+  // Without API access at all: denied too, never admitted without its limits.
+  ctx_.ensure_claim_template = nullptr;
+  a = Admit(pod, ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 500);
+  EXPECT_NE(DenialMessage(a).find("no API access"), std::string::npos) << DenialMessage(a);
+}
+
+TEST_F(WebhookDraTest, ADryRunCreatesNothingButAnswersTheSamePatch) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  json review = Review(pod);
+  review["request"]["dryRun"] = true;
+  auto out = webhook::Review(review.dump(), ctx_);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_TRUE(ensured_.empty());
+  Answer real = Admit(pod, ctx_);
+  EXPECT_EQ(json::parse(*out)["response"]["patch"], real.response["patch"]);
+  review["request"]["dryRun"] = "yes";
+  auto bad = webhook::Review(review.dump(), ctx_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "AdmissionReview: request.dryRun: not a boolean");
+}
+
+TEST_F(WebhookDraTest, PriorityGoesToTheEnvAndLeavesTheResources) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}, {"nvidia.com/priority", "0"}}),
+                  Container("whole", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "1"}})});
+  Answer a = Admit(pod, ctx_);
+  ASSERT_TRUE(Allowed(a)) << DenialMessage(a);
+  const json& c = a.patched["spec"]["containers"];
+  EXPECT_EQ(c[0]["resources"]["limits"], json::object());
+  EXPECT_EQ(c[0]["env"], json::array({{{"name", "CUDA_TASK_PRIORITY"}, {"value", "0"}}}));
+  EXPECT_EQ(c[1]["resources"]["limits"], json({{"nvidia.com/gpu", "1"}}));
+  EXPECT_EQ(c[1]["env"], json::array({{{"name", "CUDA_TASK_PRIORITY"}, {"value", "1"}}}));
+}
+
+TEST_F(WebhookDraTest, PrivilegedAndPresetNodeNameAndTakenClaimNamesAreDenied) {
+  json priv = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}},
+                             {{"securityContext", {{"privileged", true}}}})});
+  EXPECT_EQ(Admit(priv, ctx_).response["status"]["code"], 403);
+  json placed = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})}, {{"nodeName", "n1"}});
+  EXPECT_NE(DenialMessage(Admit(placed, ctx_)).find("spec.nodeName is already set"),
+            std::string::npos);
+  json taken =
+      Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})},
+          {{"resourceClaims", json::array({{{"name", "hami-main"}, {"resourceClaimName", "x"}}})}});
+  Answer a = Admit(taken, ctx_);
+  EXPECT_EQ(a.response["status"]["code"], 400);
+  EXPECT_EQ(DenialMessage(a),
+            "Pod default/train: container \"main\" (spec.containers[0]): the pod claim name "
+            "'hami-main' that DRA mode gives this container is already in spec.resourceClaims");
+  EXPECT_TRUE(ensured_.empty());
+}
+
+TEST(WebhookDra, ATemplateServesWhenTheStoredSpecHoldsEveryWantedField) {
+  const json want = ClaimTemplate("default", 1, 1024, 30, {});
+  json stored = want;
+  stored["metadata"]["uid"] = "u";
+  stored["spec"]["metadata"] = {{"creationTimestamp", nullptr}};  // added by the server
+  EXPECT_TRUE(ClaimTemplateServes(stored, want));
+  stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] =
+      "1024Mi";  // the same quantity
+  EXPECT_TRUE(ClaimTemplateServes(stored, want));
+  stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] =
+      "2Gi";
+  EXPECT_FALSE(ClaimTemplateServes(stored, want));
+  json more = want;
+  more["spec"]["spec"]["devices"]["requests"].push_back(
+      more["spec"]["spec"]["devices"]["requests"][0]);
+  EXPECT_FALSE(ClaimTemplateServes(more, want));
+  EXPECT_FALSE(ClaimTemplateServes(json::object(), want));
+}
+
+TEST(WebhookDra, ParsesTheModeNamingTheFlag) {
+  EXPECT_EQ(*ParseWebhookMode("dra", "--webhook-mode"), WebhookMode::kDra);
+  EXPECT_EQ(*ParseWebhookMode("device-plugin", "--webhook-mode"), WebhookMode::kDevicePlugin);
+  auto bad = ParseWebhookMode("DRA", "--webhook-mode");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "--webhook-mode: 'DRA' is not device-plugin or dra");
+}
+
 }  // namespace
 }  // namespace hami::scheduler::webhook

@@ -217,7 +217,7 @@ class ManifestsTest(unittest.TestCase):
         self.assertEqual(len(w["webhooks"]), 1)
         h = w["webhooks"][0]
         self.assertEqual(h["admissionReviewVersions"], ["v1"])
-        self.assertEqual(h["sideEffects"], "None")
+        self.assertEqual(h["sideEffects"], "NoneOnDryRun")
         self.assertIn(h["failurePolicy"], ("Ignore", "Fail"))
         self.assertEqual(h["clientConfig"]["service"],
                          {"name": "hami-scheduler", "namespace": NAMESPACE, "path": "/webhook",
