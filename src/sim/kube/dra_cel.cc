@@ -450,16 +450,21 @@ class Parser {
               "compareTo", "isGreaterThan", "isLessThan", "startsWith", "endsWith", "contains"};
           bool known = false;
           for (std::string_view m : kMethods) known = known || m == name;
-          if (!known) return Fail(t.column, "unsupported function " + QuoteInput(name));
+          // lowerAscii() (CEL's strings extension) is the one method without an argument.
+          const size_t arity = name == "lowerAscii" ? 0 : 1;
+          if (!known && arity != 0) {
+            return Fail(t.column, "unsupported function " + QuoteInput(name));
+          }
           std::vector<Node> args = HAMI_TRY(Arguments(depth));
-          if (args.size() != 1) {
-            return Fail(t.column, QuoteInput(name) + " takes one argument");
+          if (args.size() != arity) {
+            return Fail(t.column, QuoteInput(name) +
+                                      (arity == 0 ? " takes no argument" : " takes one argument"));
           }
           Node m;
           m.kind = Node::Kind::kMethod;
           m.name = std::move(name);
           m.children.push_back(std::move(n));
-          m.children.push_back(std::move(args[0]));
+          for (Node& a : args) m.children.push_back(std::move(a));
           n = std::move(m);
         } else {
           Node s;
@@ -676,6 +681,18 @@ class Evaluator {
 
   Result<Value> Method(const Node& n) {
     Value receiver = HAMI_TRY(Eval(n.children[0]));
+    if (n.name == "lowerAscii") {
+      const std::string* s = std::get_if<std::string>(&receiver);
+      if (s == nullptr) {
+        return RuntimeError("no such overload: " + std::string(KindName(receiver)) +
+                            ".lowerAscii()");
+      }
+      std::string lower = *s;
+      for (char& ch : lower) {
+        if (ch >= 'A' && ch <= 'Z') ch = char(ch - 'A' + 'a');
+      }
+      return Value(std::move(lower));
+    }
     Value arg = HAMI_TRY(Eval(n.children[1]));
     auto overload = [&] {
       return RuntimeError("no such overload: " + std::string(KindName(receiver)) + "." + n.name +

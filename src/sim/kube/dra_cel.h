@@ -12,7 +12,8 @@
 // true, false. Operators: ! && || == != < <= > >= (ints, strings, quantities and versions of
 // the same kind), `in` (key in a map: 'id' in device.attributes["domain"]), parentheses.
 // Functions: quantity("10Gi") and semver("1.2.3"), with q.compareTo(q2) (-1, 0, 1),
-// q.isGreaterThan(q2), q.isLessThan(q2); s.startsWith(p), s.endsWith(p), s.contains(p).
+// q.isGreaterThan(q2), q.isLessThan(q2); s.startsWith(p), s.endsWith(p), s.contains(p),
+// s.lowerAscii() (A-Z to a-z, the rest kept).
 // && and || are commutative about errors as CEL's are: `false && <error>` is false.
 //
 // What is not in the subset (cel.bind, macros such as has() and exists(), lists, arithmetic,

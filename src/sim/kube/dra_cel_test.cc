@@ -50,6 +50,9 @@ TEST(DraCel, EvaluatesTheSubsetDriversAndExamplesUse) {
       R"(device.attributes["hami-core-gpu.project-hami.io"].driverVersion.compareTo(semver("550.0.0")) > 0)",
       R"(device.attributes["hami-core-gpu.project-hami.io"].productName.startsWith('NVIDIA H100'))",
       R"(device.attributes["hami-core-gpu.project-hami.io"].index >= -1)",
+      // The webhook's use-gputype selector: a case-insensitive substring.
+      R"(device.attributes["hami-core-gpu.project-hami.io"].productName.lowerAscii().contains("h100"))",
+      R"(!device.attributes["hami-core-gpu.project-hami.io"].productName.lowerAscii().contains("a100"))",
   };
   for (const char* e : truths) {
     auto r = Eval(e);
@@ -118,6 +121,8 @@ TEST(DraCel, RefusesWhatIsOutsideTheSubsetNamingTheExpression) {
       {"device.driver ==", "unexpected end of expression"},
       {"quantity('ten') == quantity('1')", "quantity 'ten'"},
       {"semver('1.2') == semver('1.2.0')", "not major.minor.patch"},
+      {"device.driver.lowerAscii('x') == 'a'", "'lowerAscii' takes no argument"},
+      {"device.driver.upperAscii() == 'A'", "unsupported function 'upperAscii'"},
       {"", "unexpected end of expression"},
       {std::string(70, '(') + "true" + std::string(70, ')'), "nested more than 64 levels"},
   };
