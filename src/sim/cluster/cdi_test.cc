@@ -190,13 +190,16 @@ TEST_F(CdiTest, RefusesUnknownFieldsAndMalformedValuesNamingTheField) {
 }
 
 TEST_F(CdiTest, ParsesQualifiedNamesAndRefusesMalformedOnes) {
+  auto unqualified = ParseCdiQualifiedName("vendor/class");
+  ASSERT_FALSE(unqualified.ok());
+  EXPECT_EQ(unqualified.error().message(),
+            "CDI device 'vendor/class' is not a qualified name <vendor>/<class>=<name>");
   auto q = ParseCdiQualifiedName("k8s.hami-core-gpu.project-hami.io/claim=0c1d-hami-gpu-0-s:1");
   ASSERT_TRUE(q.ok()) << q.error().message();
   EXPECT_EQ(q->vendor, "k8s.hami-core-gpu.project-hami.io");
   EXPECT_EQ(q->cls, "claim");
   EXPECT_EQ(q->name, "0c1d-hami-gpu-0-s:1");
   for (const auto& [id, error] : std::vector<std::pair<std::string, std::string>>{
-           {"vendor/class", "is not a qualified name <vendor>/<class>=<name>"},
            {"1vendor/class=d", "vendor does not start with a letter"},
            {"vendor/cl@ss=d", "class holds '@'"},
            {"vendor/class=d-", "name does not end with a letter or digit"},
