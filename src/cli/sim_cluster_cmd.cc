@@ -42,6 +42,8 @@ struct NodeFlags {
   std::string pause_program;
   std::string containerd_log_level = "info";
   std::vector<std::string> resources = {"nvidia.com/gpu"};
+  std::string dra_registry_dir;
+  std::vector<std::string> cdi_dirs;
 };
 
 int RunNode(const NodeFlags& f) {
@@ -77,6 +79,8 @@ int RunNode(const NodeFlags& f) {
     if (const char* value = getenv(v); value != nullptr) o.image_env[v] = value;
   }
   o.resources = f.resources;
+  o.dra_registry_dir = f.dra_registry_dir;
+  if (!f.cdi_dirs.empty()) o.cdi_dirs = f.cdi_dirs;
   for (const std::string& d : {o.device_plugin_dir, o.pod_log_dir}) {
     std::error_code ec;
     std::filesystem::create_directories(d, ec);
@@ -111,6 +115,7 @@ int RunNode(const NodeFlags& f) {
 }
 
 struct ClusterFlags {
+  std::string mode = "device-plugin";
   int nodes = 2;
   std::string gpus = "h100-80g:2";
   std::string dir;
@@ -147,6 +152,12 @@ int ClusterUp(const ClusterFlags& f) {
   o.log_args = SimLogArgs();
   o.dir = AbsoluteDir("up", f.dir);
   if (o.dir.empty()) return kExitFailure;
+  auto mode = cl::ParseClusterMode(f.mode);
+  if (!mode.ok()) {
+    std::fprintf(stderr, "hami sim cluster up: %s\n", mode.error().message().c_str());
+    return ExitStatusOf(mode.error());
+  }
+  o.mode = *mode;
   o.nodes = f.nodes;
   o.gpus = f.gpus;
   o.broker = f.broker;
@@ -266,6 +277,12 @@ void AddSimClusterCommands(CLI::App& sim) {
       ->capture_default_str();
   n->add_option("--resource", node.resources, "a device-plugin resource to manage (repeatable)")
       ->capture_default_str();
+  n->add_option("--dra-plugins-registry-dir", node.dra_registry_dir,
+                "run the kubelet's DRA manager on this plugins-registry directory (default: "
+                "none, no DRA)");
+  n->add_option("--cdi-dir", node.cdi_dirs,
+                "a CDI spec directory, lowest priority first (repeatable; default /etc/cdi "
+                "then /var/run/cdi)");
   n->callback([] { std::exit(RunNode(node)); });
 
   CLI::App* cluster =
@@ -276,6 +293,11 @@ void AddSimClusterCommands(CLI::App& sim) {
       "up",
       "Start the API server, per node a simulated GPU, kubelet, hami-device-plugin and "
       "hami-monitor, then hami-scheduler with the kube-scheduler stand-in (root)");
+  u->add_option("--mode", up.mode,
+                "how nodes serve GPUs: device-plugin (hami-device-plugin) or dra "
+                "(hami-dra-plugin, the kubelet's DRA manager, DeviceClass "
+                "hami-core-gpu.project-hami.io)")
+      ->capture_default_str();
   u->add_option("--nodes", up.nodes, "number of nodes")->capture_default_str();
   u->add_option("--gpus", up.gpus, "each node's GPUs (a HAMI_SIM_PROFILE)")->capture_default_str();
   u->add_option("--dir", up.dir,

@@ -279,6 +279,11 @@ class Starter {
   Status Certificate();
   Status StartApiServer();
   Status StartNode(int index);
+  Status StartDevicePlugin(const NodeInfo& n, const std::string& dp_dir,
+                           const std::map<std::string, std::string>& gpu_env);
+  Status StartDraPlugin(const NodeInfo& n, const std::string& registry_dir,
+                        const std::map<std::string, std::string>& gpu_env);
+  Status CreateDeviceClass();
   Status StartScheduler();
   Status RegisterWebhook();
   Status WaitForNodes();
@@ -394,18 +399,79 @@ Status Starter::StartNode(int index) {
   const std::map<std::string, std::string> gpu_env = {
       {"HAMI_SIM_STATE", n.sim_state}, {"HAMI_SIM_PROFILE", o_.gpus}, {"HAMI_SIM_NODE", n.name}};
   const std::string nvml = o_.sim_lib_dir + "/libnvidia-ml.so.1";
-  const std::string cuda = o_.sim_lib_dir + "/libcuda.so.1";
 
-  HAMI_TRY(
-      Start("node/" + n.name,
-            {o_.bin_dir + "/hami-sim", "node", "--name", n.name, "--kubeconfig", info_.kubeconfig,
-             "--dir", n.dir, "--gpus", o_.gpus, "--pod-log-dir", info_.dir + "/logs/pods",
-             "--bin-dir", o_.bin_dir, "--sim-lib-dir", o_.sim_lib_dir},
-            gpu_env));
+  std::vector<std::string> node_argv = {o_.bin_dir + "/hami-sim",
+                                        "node",
+                                        "--name",
+                                        n.name,
+                                        "--kubeconfig",
+                                        info_.kubeconfig,
+                                        "--dir",
+                                        n.dir,
+                                        "--gpus",
+                                        o_.gpus,
+                                        "--pod-log-dir",
+                                        info_.dir + "/logs/pods",
+                                        "--bin-dir",
+                                        o_.bin_dir,
+                                        "--sim-lib-dir",
+                                        o_.sim_lib_dir};
+  const std::string registry_dir = n.dir + "/plugins_registry";
+  if (o_.mode == ClusterMode::kDra) {
+    n.cdi_dir = n.dir + "/cdi";
+    HAMI_TRY(MakeDirs(registry_dir));
+    HAMI_TRY(MakeDirs(n.cdi_dir));
+    HAMI_TRY(MakeDirs(n.dir + "/plugins"));
+    node_argv.insert(node_argv.end(),
+                     {"--dra-plugins-registry-dir", registry_dir, "--cdi-dir", n.cdi_dir});
+  }
+  HAMI_TRY(Start("node/" + n.name, node_argv, gpu_env));
   const std::string node_log = info_.components.back().log;
   HAMI_TRY(WaitFor("the simulated kubelet of " + n.name, node_log,
                    [&] { return Exists(dp_dir + "/kubelet.sock"); }));
+  if (o_.mode == ClusterMode::kDra) {
+    HAMI_TRY(StartDraPlugin(n, registry_dir, gpu_env));
+  } else {
+    HAMI_TRY(StartDevicePlugin(n, dp_dir, gpu_env));
+  }
 
+  const std::string monitor = o_.bin_dir + "/hami-monitor";
+  if (Exists(monitor)) {
+    const int port = HAMI_TRY(FreePort());
+    n.monitor_url = "http://127.0.0.1:" + std::to_string(port);
+    std::map<std::string, std::string> env = gpu_env;
+    env["NODE_NAME"] = n.name;
+    HAMI_TRY(Start("monitor/" + n.name,
+                   {monitor, "--node-name", n.name, "--hook-path", n.hook_path, "--kubeconfig",
+                    info_.kubeconfig, "--metrics-bind-address", "127.0.0.1:" + std::to_string(port),
+                    "--resync-interval", o_.monitor_resync_interval, "--feedback-interval",
+                    o_.monitor_feedback_interval, "--nvml-library", nvml},
+                   env));
+  } else {
+    Say(out_, "  (no " + monitor + ": node " + n.name + " runs without hami-monitor)");
+  }
+  info_.nodes.push_back(n);
+  return Save();
+}
+
+Status Starter::StartDraPlugin(const NodeInfo& n, const std::string& registry_dir,
+                               const std::map<std::string, std::string>& gpu_env) {
+  std::map<std::string, std::string> env = gpu_env;
+  env["NODE_NAME"] = n.name;
+  HAMI_TRY(Start(
+      "dra-plugin/" + n.name,
+      {o_.bin_dir + "/hami-dra-plugin", "--node-name", n.name, "--kubeconfig", info_.kubeconfig,
+       "--plugins-registry-dir", registry_dir, "--plugins-dir", n.dir + "/plugins", "--cdi-dir",
+       n.cdi_dir, "--hook-path", n.hook_path, "--vgpu-library", o_.vgpu_library, "--nvml-library",
+       o_.sim_lib_dir + "/libnvidia-ml.so.1", "--cuda-library", o_.sim_lib_dir + "/libcuda.so.1"},
+      env));
+  return OkStatus();
+}
+
+Status Starter::StartDevicePlugin(const NodeInfo& n, const std::string& dp_dir,
+                                  const std::map<std::string, std::string>& gpu_env) {
+  const std::string nvml = o_.sim_lib_dir + "/libnvidia-ml.so.1";
+  const std::string cuda = o_.sim_lib_dir + "/libcuda.so.1";
   std::vector<std::string> plugin = {o_.bin_dir + "/hami-device-plugin",
                                      "--node-name",
                                      n.name,
@@ -431,24 +497,7 @@ Status Starter::StartNode(int index) {
   plugin_env["NODE_NAME"] = n.name;
   plugin_env["LIBVGPU_HOSTPID_BROKER"] = o_.broker ? "1" : "";
   HAMI_TRY(Start("device-plugin/" + n.name, plugin, plugin_env));
-
-  const std::string monitor = o_.bin_dir + "/hami-monitor";
-  if (Exists(monitor)) {
-    const int port = HAMI_TRY(FreePort());
-    n.monitor_url = "http://127.0.0.1:" + std::to_string(port);
-    std::map<std::string, std::string> env = gpu_env;
-    env["NODE_NAME"] = n.name;
-    HAMI_TRY(Start("monitor/" + n.name,
-                   {monitor, "--node-name", n.name, "--hook-path", n.hook_path, "--kubeconfig",
-                    info_.kubeconfig, "--metrics-bind-address", "127.0.0.1:" + std::to_string(port),
-                    "--resync-interval", o_.monitor_resync_interval, "--feedback-interval",
-                    o_.monitor_feedback_interval, "--nvml-library", nvml},
-                   env));
-  } else {
-    Say(out_, "  (no " + monitor + ": node " + n.name + " runs without hami-monitor)");
-  }
-  info_.nodes.push_back(n);
-  return Save();
+  return OkStatus();
 }
 
 Status Starter::StartScheduler() {
@@ -466,6 +515,10 @@ Status Starter::StartScheduler() {
       std::string("--leader-elect-namespace=") + kSystemNamespace,
       "--leader-elect-name=hami-scheduler"};
   if (!device_config_.empty()) argv.insert(argv.end(), {"--device-config-file", device_config_});
+  if (o_.mode == ClusterMode::kDra) {
+    // ---- DRA mode: hami-scheduler's flags for the webhook's DRA admission (rewriting
+    // gpumem/gpucores pods into ResourceClaims) go here, and only here. ----
+  }
   HAMI_TRY(Start("hami-scheduler", argv, {}));
   HAMI_TRY(WaitFor("hami-scheduler", info_.components.back().log,
                    [&] { return HttpStatus(info_.scheduler + "/readyz", ca_pem_) == 200; }));
@@ -534,11 +587,46 @@ Status Starter::RegisterWebhook() {
   return Save();
 }
 
+Status Starter::CreateDeviceClass() {
+  auto created = client_->Create(hami::kube::kDeviceClasses, "", DraDeviceClass());
+  if (!created.ok() && created.error().code() != ErrorCode::kConflict) {
+    return std::move(created).error().Context(std::string("creating DeviceClass ") +
+                                              kDraDriverName);
+  }
+  Say(out_, std::string("  created DeviceClass ") + kDraDriverName +
+                " (extendedResourceName nvidia.com/gpu)");
+  return OkStatus();
+}
+
 Status Starter::WaitForNodes() {
   for (const NodeInfo& n : info_.nodes) {
-    std::string plugin_log;
+    std::string plugin_log, node_log;
     for (const Component& c : info_.components) {
-      if (c.name == "device-plugin/" + n.name) plugin_log = c.log;
+      if (c.name == "device-plugin/" + n.name || c.name == "dra-plugin/" + n.name) {
+        plugin_log = c.log;
+      }
+      if (c.name == "node/" + n.name) node_log = c.log;
+    }
+    if (o_.mode == ClusterMode::kDra) {
+      const std::string registered = std::string("event=dra_registered driver=") + kDraDriverName;
+      HAMI_TRY(WaitFor(
+          "node " + n.name + " (Ready, hami-dra-plugin registered, its ResourceSlice published)",
+          plugin_log, [&] {
+            auto node = client_->Get(hami::kube::kNodes, "", n.name);
+            if (!node.ok()) return false;
+            bool ready = false;
+            for (const json& c :
+                 (*node).value("status", json::object()).value("conditions", json::array())) {
+              if (c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
+            }
+            auto log = ReadFileToString(node_log, 64 << 20);
+            if (!ready || !log.ok() || log->find(registered) == std::string::npos) return false;
+            hami::kube::ListOptions lo;
+            lo.field_selector = "spec.nodeName=" + n.name;
+            auto slices = client_->List(hami::kube::kResourceSlices, "", lo);
+            return slices.ok() && !(*slices).value("items", json::array()).empty();
+          }));
+      continue;
     }
     HAMI_TRY(WaitFor("node " + n.name + " (Ready with its GPUs registered)", plugin_log, [&] {
       auto node = client_->Get(hami::kube::kNodes, "", n.name);
@@ -574,7 +662,9 @@ Result<ClusterInfo> Starter::Run() {
         "needs root: the nodes run containerd, which makes namespaces, mounts and cgroups, "
         "and the device plugin prepares the root-owned /tmp/vgpulock (run it with sudo)");
   }
-  for (const char* tool : {"hami-sim", "hami-device-plugin", "hami-scheduler"}) {
+  info_.mode = ClusterModeName(o_.mode);
+  const char* plugin_tool = o_.mode == ClusterMode::kDra ? "hami-dra-plugin" : "hami-device-plugin";
+  for (const char* tool : {"hami-sim", plugin_tool, "hami-scheduler"}) {
     if (!Exists(o_.bin_dir + "/" + tool)) {
       return Error(ErrorCode::kNotFound, std::string(tool) + " not found in " + o_.bin_dir +
                                              " (build it: cmake --build BUILD --target " + tool +
@@ -612,10 +702,11 @@ Result<ClusterInfo> Starter::Run() {
   HAMI_TRY(WriteText(o_.dir + "/" + kMarkerFile, "hami sim cluster\n"));
   HAMI_TRY(Save());
   Say(out_, "starting a simulated cluster in " + o_.dir + ": " + std::to_string(o_.nodes) +
-                " node(s) with " + o_.gpus + " each");
+                " node(s) with " + o_.gpus + " each, mode " + info_.mode);
   HAMI_TRY(ConfigFiles());
   HAMI_TRY(Certificate());
   HAMI_TRY(StartApiServer());
+  if (o_.mode == ClusterMode::kDra) HAMI_TRY(CreateDeviceClass());
   for (int i = 1; i <= o_.nodes; ++i) HAMI_TRY(StartNode(i));
   HAMI_TRY(StartScheduler());
   HAMI_TRY(RegisterWebhook());
@@ -625,7 +716,34 @@ Result<ClusterInfo> Starter::Run() {
 
 }  // namespace
 
+Result<ClusterMode> ParseClusterMode(std::string_view text) {
+  if (text == "device-plugin") return ClusterMode::kDevicePlugin;
+  if (text == "dra") return ClusterMode::kDra;
+  return Error(ErrorCode::kInvalidArgument,
+               "--mode '" + std::string(text) + "': must be device-plugin or dra");
+}
+
+const char* ClusterModeName(ClusterMode mode) {
+  return mode == ClusterMode::kDra ? "dra" : "device-plugin";
+}
+
+json DraDeviceClass() {
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "DeviceClass"},
+          {"metadata", {{"name", kDraDriverName}}},
+          {"spec",
+           {{"selectors", json::array({{{"cel",
+                                         {{"expression", std::string("device.driver == \"") +
+                                                             kDraDriverName + "\""}}}}})},
+            {"extendedResourceName", "nvidia.com/gpu"}}}};
+}
+
 Status ValidateOptions(const ClusterOptions& o) {
+  if (o.mode == ClusterMode::kDra && o.broker) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--broker: not with --mode dra (hami-dra-plugin mounts the broker's directory "
+                 "but serves no broker, and no device plugin runs there to serve it)");
+  }
   if (o.dir.empty() || o.dir[0] != '/') {
     return Error(ErrorCode::kInvalidArgument, "--dir '" + o.dir + "': must be an absolute path");
   }
@@ -672,7 +790,8 @@ json ClusterInfoToJson(const ClusterInfo& info) {
                      {"dir", n.dir},
                      {"hook_path", n.hook_path},
                      {"sim_state", n.sim_state},
-                     {"monitor_url", n.monitor_url}});
+                     {"monitor_url", n.monitor_url},
+                     {"cdi_dir", n.cdi_dir}});
   }
   for (const Component& c : info.components) {
     components.push_back({{"name", c.name},
@@ -689,6 +808,7 @@ json ClusterInfoToJson(const ClusterInfo& info) {
           {"ca_file", info.ca_file},
           {"webhook", info.webhook},
           {"pod_logs", info.pod_logs},
+          {"mode", info.mode},
           {"nodes", nodes},
           {"components", components}};
 }
@@ -704,10 +824,11 @@ Result<ClusterInfo> ClusterInfoFromJson(const json& j, const std::string& source
     info.ca_file = j.value("ca_file", "");
     info.webhook = j.value("webhook", false);
     info.pod_logs = j.value("pod_logs", false);
+    info.mode = j.value("mode", "device-plugin");
     for (const json& n : j.value("nodes", json::array())) {
       info.nodes.push_back({n.at("name").get<std::string>(), n.value("dir", ""),
                             n.value("hook_path", ""), n.value("sim_state", ""),
-                            n.value("monitor_url", "")});
+                            n.value("monitor_url", ""), n.value("cdi_dir", "")});
     }
     for (const json& c : j.value("components", json::array())) {
       info.components.push_back({c.at("name").get<std::string>(), c.at("pid").get<pid_t>(),

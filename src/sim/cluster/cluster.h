@@ -8,7 +8,13 @@
 //                           so UUIDs differ, HAMI_SIM_PROFILE=--gpus), then
 //     node/N                `hami-sim node` (the simulated kubelet, node_agent.h)
 //     device-plugin/N       the real hami-device-plugin (hook <dir>/nodes/N/hook, kubelet socket
-//                           in <dir>/nodes/N/device-plugins, broker dir <dir>/nodes/N/hostpid)
+//                           in <dir>/nodes/N/device-plugins, broker dir <dir>/nodes/N/hostpid);
+//                           with --mode dra instead:
+//     dra-plugin/N          the real hami-dra-plugin (hook <dir>/nodes/N/hook, plugins-registry
+//                           dir <dir>/nodes/N/plugins_registry, plugins dir
+//                           <dir>/nodes/N/plugins, CDI dir <dir>/nodes/N/cdi), whose
+//                           registry dir the node's DRA manager watches and whose CDI dir it
+//                           reads (node_agent.h)
 //     monitor/N             the real hami-monitor, when it is built (metrics on a port of its own)
 //   hami-scheduler          the real scheduler over HTTPS with a certificate made by openssl
 //   kube-scheduler          `hami-sim kube-scheduler` with the deployment's
@@ -16,7 +22,10 @@
 //   default-scheduler       a second stand-in, without extenders, for pods of default-scheduler
 //   then the MutatingWebhookConfiguration hami-webhook pointing at the scheduler's /webhook
 //   (when the API server serves the resource), and waits until every node is Ready with its
-//   GPUs registered (hami.io/node-nvidia-register), the scheduler and the monitors ready.
+//   GPUs registered (hami.io/node-nvidia-register), the scheduler and the monitors ready. With
+//   --mode dra, the DeviceClass of deploy/dra/deviceclass.yaml (DraDeviceClass) is created
+//   before the nodes start, and a node is ready once it is Ready, its DRA manager registered
+//   hami-dra-plugin and the plugin published the node's ResourceSlice.
 // The deployment's configuration (device-config.yaml, config.json, kube-scheduler-config.yaml)
 // comes from options.config_dir when it has the files, else equivalent defaults are written to
 // <dir>/config. A failure stops what was started, keeps <dir> (its logs) and names the component
@@ -39,6 +48,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -49,8 +59,21 @@ inline constexpr char kClusterFile[] = "cluster.json";
 inline constexpr char kMarkerFile[] = ".hami-sim-cluster";
 inline constexpr char kClusterEnv[] = "HAMI_SIM_CLUSTER";
 
+// How the nodes serve GPUs: the device plugin (the default) or the DRA driver.
+enum class ClusterMode { kDevicePlugin, kDra };
+
+// "device-plugin" or "dra"; kInvalidArgument naming --mode otherwise.
+Result<ClusterMode> ParseClusterMode(std::string_view text);
+const char* ClusterModeName(ClusterMode mode);
+
+// The DRA driver's name, and the DeviceClass that --mode dra creates: the same object as
+// deploy/dra/deviceclass.yaml (a test compares them).
+inline constexpr char kDraDriverName[] = "hami-core-gpu.project-hami.io";
+nlohmann::json DraDeviceClass();
+
 struct ClusterOptions {
-  std::string dir;                  // absolute; created
+  std::string dir;  // absolute; created
+  ClusterMode mode = ClusterMode::kDevicePlugin;
   int nodes = 2;                    // 1..16
   std::string gpus = "h100-80g:2";  // HAMI_SIM_PROFILE of every node
   bool broker = false;              // LIBVGPU_HOSTPID_BROKER=1 for the plugins
@@ -82,17 +105,19 @@ struct NodeInfo {
   std::string hook_path;  // its hami-device-plugin's and hami-monitor's hook path
   std::string sim_state;
   std::string monitor_url;  // "http://127.0.0.1:PORT" ("" without a monitor)
+  std::string cdi_dir;      // its hami-dra-plugin's CDI dir (--mode dra; else "")
 };
 
 struct ClusterInfo {
   std::string dir;
   std::string kubeconfig;
-  std::string api_server;         // URL
-  std::string scheduler;          // https URL of the extender and webhook
-  std::string scheduler_metrics;  // http URL of its metrics listener
-  std::string ca_file;            // the scheduler's certificate (its own CA)
-  bool webhook = false;           // the MutatingWebhookConfiguration was registered
-  bool pod_logs = false;          // the API server serves pods/log from <dir>/logs/pods
+  std::string api_server;              // URL
+  std::string scheduler;               // https URL of the extender and webhook
+  std::string scheduler_metrics;       // http URL of its metrics listener
+  std::string ca_file;                 // the scheduler's certificate (its own CA)
+  bool webhook = false;                // the MutatingWebhookConfiguration was registered
+  bool pod_logs = false;               // the API server serves pods/log from <dir>/logs/pods
+  std::string mode = "device-plugin";  // ClusterModeName
   std::vector<NodeInfo> nodes;
   std::vector<Component> components;
 };
@@ -113,9 +138,9 @@ Result<std::string> RewriteSchedulerConfig(const std::string& yaml, const std::s
                                            const std::string& url, const std::string& ca_pem);
 
 // Checks every option a user gives `up` (--dir absolute, --nodes, --gpus as HAMI_SIM_PROFILE
-// with at least one GPU, --monitor-resync-interval and --monitor-feedback-interval as
-// hami-monitor reads them, --timeout), so
-// that a bad one is refused before anything starts. kInvalidArgument naming the flag.
+// with at least one GPU, --broker not with --mode dra (no broker is served there yet),
+// --monitor-resync-interval and --monitor-feedback-interval as hami-monitor reads them, --timeout),
+// so that a bad one is refused before anything starts. kInvalidArgument naming the flag.
 Status ValidateOptions(const ClusterOptions& options);
 
 // Validates the options first (ValidateOptions), then starts the cluster. Progress lines go to

@@ -60,12 +60,16 @@ TEST(ClusterInfo, RoundTripsThroughItsJson) {
   info.dir = "/tmp/c";
   info.kubeconfig = "/tmp/c/kubeconfig";
   info.webhook = true;
+  info.mode = "dra";
   info.nodes.push_back({"node-1", "/tmp/c/nodes/node-1", "/tmp/c/nodes/node-1/hook",
-                        "/tmp/c/nodes/node-1/sim.state", "http://127.0.0.1:9"});
+                        "/tmp/c/nodes/node-1/sim.state", "http://127.0.0.1:9",
+                        "/tmp/c/nodes/node-1/cdi"});
   info.components.push_back({"apiserver", 42, 7, "/tmp/c/logs/apiserver.log", {"hami-sim"}});
   auto back = ClusterInfoFromJson(ClusterInfoToJson(info), "cluster.json");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->nodes[0].monitor_url, "http://127.0.0.1:9");
+  EXPECT_EQ(back->nodes[0].cdi_dir, "/tmp/c/nodes/node-1/cdi");
+  EXPECT_EQ(back->mode, "dra");
   EXPECT_EQ(back->components[0].pid, 42);
   EXPECT_EQ(back->components[0].start_ticks, 7u);
   EXPECT_TRUE(back->webhook);
@@ -149,10 +153,48 @@ INSTANTIATE_TEST_SUITE_P(
         BadOption{"FeedbackInSeconds", "--monitor-feedback-interval",
                   [](ClusterOptions& o) { o.monitor_feedback_interval = "1sec"; },
                   "--monitor-feedback-interval '1sec': not a duration"},
+        BadOption{"BrokerInDraMode", "--broker",
+                  [](ClusterOptions& o) {
+                    o.mode = ClusterMode::kDra;
+                    o.broker = true;
+                  },
+                  "--broker: not with --mode dra"},
         BadOption{"ZeroTimeout", "--timeout",
                   [](ClusterOptions& o) { o.ready_timeout = std::chrono::seconds(0); },
                   "--timeout 0: must be from 1 to 3600 seconds"}),
     [](const ::testing::TestParamInfo<BadOption>& p) { return std::string(p.param.name); });
+
+TEST(ClusterMode, ParsesBothModesAndRefusesOthersNamingTheFlag) {
+  EXPECT_EQ(*ParseClusterMode("dra"), ClusterMode::kDra);
+  EXPECT_EQ(*ParseClusterMode("device-plugin"), ClusterMode::kDevicePlugin);
+  EXPECT_STREQ(ClusterModeName(ClusterMode::kDra), "dra");
+  auto bad = ParseClusterMode("DRA");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "--mode 'DRA': must be device-plugin or dra");
+}
+
+// YAML as JSON, every scalar a string (the manifest has no other kind).
+nlohmann::json AsJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& kv : n) out[kv.first.as<std::string>()] = AsJson(kv.second);
+    return out;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : n) out.push_back(AsJson(e));
+    return out;
+  }
+  return n.as<std::string>();
+}
+
+TEST(DraDeviceClass, IsTheDeploymentsDeviceClass) {
+  YAML::Node manifest =
+      YAML::LoadFile(std::string(HAMI_SOURCE_DIR) + "/deploy/dra/deviceclass.yaml");
+  EXPECT_EQ(DraDeviceClass(), AsJson(manifest));
+  EXPECT_EQ(DraDeviceClass()["spec"]["selectors"][0]["cel"]["expression"],
+            "device.driver == \"hami-core-gpu.project-hami.io\"");
+}
 
 TEST(Up, RefusesABadFlagBeforeMakingTheDirectoryOrStartingAnything) {
   char dir[] = "/tmp/hami-cluster-test-XXXXXX";

@@ -21,6 +21,7 @@
 #include "kube/objects.h"
 #include "kube/resource.h"
 #include "kube/time.h"
+#include "sim/cluster/cdi.h"
 #include "sim/cluster/cri_config.h"
 #include "sim/cluster/gpu_toolkit.h"
 #include "sim/cluster/kubelet_server.h"
@@ -188,6 +189,15 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
       plan.volumes[name] = vp;
     }
   }
+  std::set<std::string> pod_claims;
+  if (const json* rc = Find(pod, {"spec", "resourceClaims"}); rc != nullptr && rc->is_array()) {
+    for (const json& c : *rc) {
+      if (c.is_object()) pod_claims.insert(c.value("name", ""));
+    }
+  }
+  plan.uses_claims =
+      !pod_claims.empty() ||
+      !StringAt(pod, {"status", "extendedResourceClaimStatus", "resourceClaimName"}).empty();
   const json* containers = Find(pod, {"spec", "containers"});
   if (containers == nullptr || !containers->is_array() || containers->empty()) {
     return Error(ErrorCode::kInvalidArgument, pod_ref + ": spec.containers is empty");
@@ -259,6 +269,21 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
         }
       }
     }
+    if (const json* claims = Find(c, {"resources", "claims"});
+        claims != nullptr && claims->is_array()) {
+      for (size_t k = 0; k < claims->size(); ++k) {
+        const json& rc = (*claims)[k];
+        ContainerClaimPlan cc;
+        cc.name = rc.is_object() ? rc.value("name", "") : "";
+        cc.request = rc.is_object() ? rc.value("request", "") : "";
+        if (!pod_claims.contains(cc.name)) {
+          return Error(ErrorCode::kInvalidArgument, at + ".resources.claims[" + std::to_string(k) +
+                                                        "].name '" + cc.name +
+                                                        "' is not in spec.resourceClaims");
+        }
+        cp.claims.push_back(std::move(cc));
+      }
+    }
     if (const json* limits = Find(c, {"resources", "limits"}); limits != nullptr) {
       for (const std::string& r : resources) {
         auto it = limits->find(r);
@@ -270,6 +295,149 @@ Result<PodPlan> PlanPod(const json& pod, const std::string& host_ip,
     plan.containers.push_back(std::move(cp));
   }
   return plan;
+}
+
+Result<std::vector<PodClaimRef>> PodClaimRefs(const json& pod) {
+  std::vector<PodClaimRef> out;
+  const std::string pod_ref =
+      "pod " + StringAt(pod, {"metadata", "namespace"}) + "/" + StringAt(pod, {"metadata", "name"});
+  const json* statuses = Find(pod, {"status", "resourceClaimStatuses"});
+  if (const json* rc = Find(pod, {"spec", "resourceClaims"}); rc != nullptr && rc->is_array()) {
+    for (size_t i = 0; i < rc->size(); ++i) {
+      const json& c = (*rc)[i];
+      const std::string at = pod_ref + ": spec.resourceClaims[" + std::to_string(i) + "]";
+      const std::string name = c.is_object() ? c.value("name", "") : "";
+      const std::string claim = StringAt(c, {"resourceClaimName"});
+      const std::string tmpl = StringAt(c, {"resourceClaimTemplateName"});
+      if (name.empty()) return Error(ErrorCode::kInvalidArgument, at + ".name is empty");
+      if (claim.empty() == tmpl.empty()) {
+        return Error(ErrorCode::kInvalidArgument,
+                     at + " (" + name +
+                         "): exactly one of resourceClaimName and resourceClaimTemplateName "
+                         "must be set");
+      }
+      if (!claim.empty()) {
+        out.push_back({name, claim});
+        continue;
+      }
+      const json* entry = nullptr;
+      if (statuses != nullptr && statuses->is_array()) {
+        for (const json& s : *statuses) {
+          if (s.is_object() && s.value("name", "") == name) entry = &s;
+        }
+      }
+      if (entry == nullptr) {
+        return Error(ErrorCode::kUnavailable,
+                     at + " (" + name + "): the claim of template " + tmpl +
+                         " is not named in status.resourceClaimStatuses yet");
+      }
+      const std::string generated = StringAt(*entry, {"resourceClaimName"});
+      if (!generated.empty()) out.push_back({name, generated});
+    }
+  }
+  const std::string extended =
+      StringAt(pod, {"status", "extendedResourceClaimStatus", "resourceClaimName"});
+  if (!extended.empty()) out.push_back({"", extended});
+  return out;
+}
+
+Result<kubelet::DraClaim> CheckedClaim(const json& claim, const std::string& pod_uid) {
+  kubelet::DraClaim out;
+  out.ns = StringAt(claim, {"metadata", "namespace"});
+  out.name = StringAt(claim, {"metadata", "name"});
+  out.uid = StringAt(claim, {"metadata", "uid"});
+  const std::string ref = "ResourceClaim " + out.ns + "/" + out.name;
+  if (out.uid.empty()) return Error(ErrorCode::kInvalidArgument, ref + " has no metadata.uid");
+  const json* allocation = Find(claim, {"status", "allocation"});
+  if (allocation == nullptr || allocation->is_null()) {
+    return Error(ErrorCode::kUnavailable, ref + " is not allocated yet (no status.allocation)");
+  }
+  bool reserved = false;
+  std::string holders;
+  if (const json* r = Find(claim, {"status", "reservedFor"}); r != nullptr && r->is_array()) {
+    for (const json& e : *r) {
+      const std::string uid = StringAt(e, {"uid"});
+      holders += (holders.empty() ? "" : ", ") + StringAt(e, {"name"}) + " (" + uid + ")";
+      reserved = reserved || uid == pod_uid;
+    }
+  }
+  if (!reserved) {
+    return Error(ErrorCode::kUnavailable, ref + " is not reserved for pod UID " + pod_uid +
+                                              " (status.reservedFor: [" + holders + "])");
+  }
+  if (const json* results = Find(*allocation, {"devices", "results"});
+      results != nullptr && results->is_array()) {
+    for (size_t i = 0; i < results->size(); ++i) {
+      const std::string driver = StringAt((*results)[i], {"driver"});
+      if (driver.empty()) {
+        return Error(ErrorCode::kInvalidArgument, ref + ": status.allocation.devices.results[" +
+                                                      std::to_string(i) + "] has no driver");
+      }
+      if (std::find(out.drivers.begin(), out.drivers.end(), driver) == out.drivers.end()) {
+        out.drivers.push_back(driver);
+      }
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> ContainerCdiIds(
+    const json& pod, const std::vector<PodClaimRef>& refs,
+    const std::map<std::string, std::vector<kubelet::DraDevice>>& devices) {
+  std::map<std::string, std::vector<std::string>> out;
+  auto devices_of = [&](const std::string& claim) -> const std::vector<kubelet::DraDevice>* {
+    auto it = devices.find(claim);
+    return it == devices.end() ? nullptr : &it->second;
+  };
+  auto add = [](std::vector<std::string>& ids, const kubelet::DraDevice& d) {
+    for (const std::string& id : d.cdi_device_ids) {
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  };
+  // A device without request names serves every request of its claim, as the kubelet reads it.
+  auto has_request = [](const kubelet::DraDevice& d, const std::string& request) {
+    return d.request_names.empty() || std::find(d.request_names.begin(), d.request_names.end(),
+                                                request) != d.request_names.end();
+  };
+  std::string extended;
+  for (const PodClaimRef& r : refs) {
+    if (r.pod_claim.empty()) extended = r.claim;
+  }
+  const json* containers = Find(pod, {"spec", "containers"});
+  if (containers == nullptr || !containers->is_array()) return out;
+  for (const json& c : *containers) {
+    if (!c.is_object()) continue;
+    const std::string name = c.value("name", "");
+    std::vector<std::string>& ids = out[name];
+    if (const json* claims = Find(c, {"resources", "claims"});
+        claims != nullptr && claims->is_array()) {
+      for (const json& cc : *claims) {
+        const std::string pod_claim = StringAt(cc, {"name"});
+        const std::string request = StringAt(cc, {"request"});
+        for (const PodClaimRef& r : refs) {
+          if (r.pod_claim.empty() || r.pod_claim != pod_claim) continue;
+          if (const auto* list = devices_of(r.claim)) {
+            for (const kubelet::DraDevice& d : *list) {
+              if (request.empty() || has_request(d, request)) add(ids, d);
+            }
+          }
+        }
+      }
+    }
+    const json* mappings = Find(pod, {"status", "extendedResourceClaimStatus", "requestMappings"});
+    if (!extended.empty() && mappings != nullptr && mappings->is_array()) {
+      if (const auto* list = devices_of(extended)) {
+        for (const json& m : *mappings) {
+          if (StringAt(m, {"containerName"}) != name) continue;
+          const std::string request = StringAt(m, {"requestName"});
+          for (const kubelet::DraDevice& d : *list) {
+            if (has_request(d, request)) add(ids, d);
+          }
+        }
+      }
+    }
+  }
+  return out;
 }
 
 std::string PodCgroupPath(const PodPlan& plan) {
@@ -434,6 +602,7 @@ struct NodeAgent::Impl {
   std::unique_ptr<hami::kube::Client> client;
   std::unique_ptr<hami::kube::EventRecorder> events;
   std::unique_ptr<kubelet::Kubelet> kubelet;
+  std::unique_ptr<kubelet::DraManager> dra;  // with options.dra_registry_dir
   std::unique_ptr<cri::Containerd> containerd;
   std::unique_ptr<KubeletServer> kubelet_server;  // exec; started once the runtime is up
   std::unique_ptr<GpuToolkit> toolkit;
@@ -530,6 +699,10 @@ class PodWorker {
  private:
   void Run();
   void RunContainer(size_t i, const kubelet::ContainerAllocation& response, bool gpu);
+  // The pod's claims prepared (see node_agent.h), cdi_ids_ set; an error says why not yet.
+  Status PrepareClaims();
+  // The claims no other pod uses, unprepared once the pod's containers are gone.
+  void UnprepareClaims();
   // Waits until the PLEG sees container `id` exited, or the pod is terminating: true for an
   // exit.
   bool WaitForExit(const std::string& id);
@@ -577,6 +750,7 @@ class PodWorker {
   cri::v1::PodSandboxConfig sandbox_config_;
   std::string sandbox_id_;
   std::map<std::string, std::string> volume_paths_;  // volume name -> host path
+  std::vector<std::vector<std::string>> cdi_ids_;    // per container, once prepared
   int64_t admit_ms_ = 0;                             // the device manager's allocations
   int64_t sandbox_ms_ = 0;                           // the last RunPodSandbox
   // The containers created and not removed, per container, oldest first, with their attempt;
@@ -680,6 +854,59 @@ void PodWorker::RemoveSandbox() {
   }
 }
 
+Status PodWorker::PrepareClaims() {
+  if (!agent_->dra) {
+    return Error(ErrorCode::kUnsupported,
+                 "the pod uses resource claims and this node runs no DRA manager (it was "
+                 "started without a plugins-registry directory)");
+  }
+  // The pod as it is now: the status names template and KEP-5004 claims.
+  auto pod = agent_->client->Get(hami::kube::kPods, plan_.ns, plan_.name);
+  if (!pod.ok()) return std::move(pod).error().Context("reading the pod");
+  if (hami::kube::MetadataString(*pod, "uid") != plan_.uid) {
+    return Error(ErrorCode::kConflict, "the pod was replaced by another of the same name");
+  }
+  const std::vector<PodClaimRef> refs = HAMI_TRY(PodClaimRefs(*pod));
+  std::vector<kubelet::DraClaim> claims;
+  for (const PodClaimRef& r : refs) {
+    auto claim = agent_->client->Get(hami::kube::kResourceClaims, plan_.ns, r.claim);
+    if (!claim.ok()) {
+      return std::move(claim).error().Context("ResourceClaim " + plan_.ns + "/" + r.claim);
+    }
+    claims.push_back(HAMI_TRY(CheckedClaim(*claim, plan_.uid)));
+  }
+  const auto prepared = agent_->dra->Prepare(plan_.uid, claims);
+  std::string errors;
+  std::map<std::string, std::vector<kubelet::DraDevice>> devices;  // by claim name
+  for (const kubelet::DraClaim& c : claims) {
+    auto it = prepared.find(c.uid);
+    if (it == prepared.end()) continue;
+    if (!it->second.error.empty()) {
+      errors += (errors.empty() ? "" : "; ") + ("claim " + c.name + ": " + it->second.error);
+      continue;
+    }
+    devices[c.name] = it->second.devices;
+  }
+  if (!errors.empty()) return Error(ErrorCode::kUnavailable, errors);
+  const auto ids = ContainerCdiIds(*pod, refs, devices);
+  for (size_t i = 0; i < plan_.containers.size(); ++i) {
+    auto it = ids.find(plan_.containers[i].name);
+    if (it != ids.end()) cdi_ids_[i] = it->second;
+  }
+  Log("event=claims_prepared pod=" + plan_.ns + "/" + plan_.name +
+      " claims=" + std::to_string(claims.size()));
+  return OkStatus();
+}
+
+void PodWorker::UnprepareClaims() {
+  if (!agent_->dra) return;
+  for (const auto& [uid, error] : agent_->dra->Unprepare(plan_.uid)) {
+    // The node's heartbeat tries it again (NodeLoop).
+    Log("event=unprepare_failed pod=" + plan_.ns + "/" + plan_.name + " claim_uid=" + uid +
+        " error=" + Quote(error));
+  }
+}
+
 void PodWorker::Run() {
   const std::string ref = plan_.ns + "/" + plan_.name;
   {
@@ -691,6 +918,13 @@ void PodWorker::Run() {
   std::vector<kubelet::ContainerAllocation> responses(plan_.containers.size());
   for (size_t i = 0; i < plan_.containers.size(); ++i) {
     for (const auto& [resource, count] : plan_.containers[i].devices) {
+      // A DRA node's allocatable lists no resource that no device plugin registered: the
+      // kubelet drops such a request at admission (KEP-5004 serves it through a claim).
+      if (agent_->dra && !agent_->kubelet->Plugin(resource).has_value()) {
+        Log("event=extended_resource_dropped pod=" + ref +
+            " container=" + plan_.containers[i].name + " resource=" + resource);
+        continue;
+      }
       auto allocated = agent_->kubelet->AllocateContainer(plan_.uid, plan_.containers[i].name,
                                                           resource, int(count));
       if (!allocated.ok()) {
@@ -730,8 +964,22 @@ void PodWorker::Run() {
     }
   }
   admit_ms_ = MsSince(admit_from);
+  // The pod's claims, prepared before its sandbox; retried until they are or the pod ends.
+  cdi_ids_.assign(plan_.containers.size(), {});
+  bool prepared = !plan_.uses_claims;
+  for (int attempt = 1; !prepared && !terminating(); ++attempt) {
+    Status s = PrepareClaims();
+    if (s.ok()) {
+      prepared = true;
+      break;
+    }
+    Log("event=prepare_failed pod=" + ref + " error=" + Quote(s.error().message()));
+    Event(hami::kube::EventType::kWarning, "FailedPrepareDynamicResources",
+          "Failed to prepare dynamic resources: " + s.error().message());
+    if (!Backoff(RestartBackoff(attempt))) break;
+  }
   // The sandbox, retried with the containers' backoff until it runs or the pod ends.
-  for (int attempt = 1;; ++attempt) {
+  for (int attempt = 1; prepared; ++attempt) {
     if (terminating()) break;
     if (Status v = PrepareVolumes(); !v.ok()) {
       Log("event=volumes_failed pod=" + ref + " error=" + Quote(v.error().message()));
@@ -752,7 +1000,7 @@ void PodWorker::Run() {
   if (!sandbox_id_.empty()) {
     for (size_t i = 0; i < plan_.containers.size(); ++i) {
       runners_.emplace_back([this, i, response = responses[i]] {
-        RunContainer(i, response, GetsGpu(plan_.containers[i]));
+        RunContainer(i, response, GetsGpu(plan_.containers[i]) || !cdi_ids_[i].empty());
       });
     }
     for (std::jthread& t : runners_) t.join();
@@ -767,8 +1015,10 @@ void PodWorker::Run() {
     ended = terminating_;
     delete_object = delete_object_ && !deleted_;
   }
-  // The device manager frees the devices of a pod whose containers have all ended.
+  // The device manager frees the devices of a pod whose containers have all ended, and the
+  // DRA manager its claims.
   agent_->kubelet->ReleasePod(plan_.uid);
+  if (plan_.uses_claims) UnprepareClaims();
   if (ended) {
     Log("event=pod_ended pod=" + ref + " devices=released");
     // The kubelet removes a gracefully deleted pod once its containers are gone.
@@ -821,12 +1071,29 @@ void PodWorker::RunContainer(size_t i, const kubelet::ContainerAllocation& respo
     for (const VolumeMountPlan& vm : c.volume_mounts) {
       volumes.push_back({vm.mount_path, volume_paths_.at(vm.volume), vm.read_only});
     }
+    // The container's CDI devices, resolved here as a runtime with CDI would (cdi.h): their
+    // edits join the device plugin's answer; a failure fails the create.
+    kubelet::ContainerAllocation effective = response;
+    Result<std::string> device_nodes = std::string();
+    if (!cdi_ids_[i].empty()) {
+      auto edits = ResolveCdiDevices(agent_->options.cdi_dirs, cdi_ids_[i]);
+      if (edits.ok()) {
+        for (const auto& [k, v] : edits->env) effective.envs[k] = v;
+        effective.mounts.insert(effective.mounts.end(), edits->mounts.begin(), edits->mounts.end());
+        effective.devices.insert(effective.devices.end(), edits->devices.begin(),
+                                 edits->devices.end());
+        effective.cdi_devices = cdi_ids_[i];
+      } else {
+        device_nodes = std::move(edits).error().Context("resolving the container's CDI devices");
+      }
+    }
     // A GPU container's device nodes, from the toolkit: its failure fails the create, as the
     // toolkit's hook fails a real one.
-    Result<std::string> device_nodes = std::string();
-    if (gpu) device_nodes = agent_->toolkit->WriteDeviceNodes(plan_.uid, c, response);
+    if (gpu && device_nodes.ok()) {
+      device_nodes = agent_->toolkit->WriteDeviceNodes(plan_.uid, c, effective);
+    }
     cri::v1::ContainerConfig config =
-        ContainerConfigFor(plan_, c, response, agent_->additions,
+        ContainerConfigFor(plan_, c, effective, agent_->additions,
                            device_nodes.ok() ? *device_nodes : "", attempt, volumes);
     std::error_code ec;
     std::filesystem::create_directories(sandbox_config_.log_directory() + "/" + c.name, ec);
@@ -1077,6 +1344,12 @@ void NodeAgent::Impl::NodeLoop(std::stop_token stop) {
       }
       PublishNodeStatus(now);
       last = now;
+      if (dra && Clock::now() >= next_heartbeat) {
+        // Claims whose unprepare failed (no pod uses them): sent again.
+        for (const auto& [uid, error] : dra->Unprepare("")) {
+          Log("event=unprepare_failed claim_uid=" + uid + " error=" + Quote(error));
+        }
+      }
       next_heartbeat = Clock::now() + options.heartbeat;
     }
   }
@@ -1228,6 +1501,14 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   if (Status s = m.kubelet->Start(); !s.ok()) {
     return std::move(s).error().Context("device manager on " + ko.dir);
   }
+  if (!m.options.dra_registry_dir.empty()) {
+    kubelet::DraManagerOptions dro;
+    dro.registry_dir = m.options.dra_registry_dir;
+    m.dra = std::make_unique<kubelet::DraManager>(dro);
+    if (Status s = m.dra->Start(); !s.ok()) {
+      return std::move(s).error().Context("DRA manager on " + dro.registry_dir);
+    }
+  }
   m.node_thread = std::jthread([&m](std::stop_token stop) { m.NodeLoop(stop); });
   m.pleg_thread = std::jthread([&m](std::stop_token stop) { m.PlegLoop(stop); });
   m.runtime_thread = std::jthread([&m](std::stop_token stop) { m.RuntimeLoop(stop); });
@@ -1242,7 +1523,9 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
        .on_delete = [&m](const hami::kube::ObjectPtr& p) { m.OnPodDeleted(p); }});
   m.informer->Start();
   Log("event=start node=" + m.options.name + " device_plugin_dir=" + m.options.device_plugin_dir +
-      " pod_log_dir=" + m.options.pod_log_dir);
+      " pod_log_dir=" + m.options.pod_log_dir +
+      (m.options.dra_registry_dir.empty() ? ""
+                                          : " dra_registry_dir=" + m.options.dra_registry_dir));
   return std::unique_ptr<NodeAgent>(new NodeAgent(std::move(impl)));
 }
 
@@ -1274,6 +1557,12 @@ void NodeAgent::Stop() {
   m.runtime_thread.request_stop();
   if (m.runtime_thread.joinable()) m.runtime_thread.join();
   m.kubelet->Stop();
+  if (m.dra) {
+    for (const auto& [uid, error] : m.dra->Unprepare("")) {
+      Log("event=unprepare_failed claim_uid=" + uid + " error=" + Quote(error));
+    }
+    m.dra->Stop();
+  }
   m.StopRuntime();
   m.events->Flush(Clock::now() + std::chrono::seconds(2));
   Log("event=stop node=" + m.options.name);

@@ -35,10 +35,39 @@
 //            pods/<name>/status.
 //   logs     <pod_log_dir>/<namespace>_<name>_<uid>/<container>/<attempt>.log, written by
 //            containerd in the CRI log format; kept after the pod ends.
+//   DRA      with options.dra_registry_dir set, the DRA manager (sim/kubelet/dra.h) watches
+//            that plugins-registry directory. A pod with spec.resourceClaims or
+//            status.extendedResourceClaimStatus has its claims prepared after admission and
+//            before its sandbox, as the kubelet's SyncPod does: each claim's name is resolved
+//            (resourceClaimName; for a template, the pod's status.resourceClaimStatuses, read
+//            afresh from the API server at each try; the KEP-5004 claim of
+//            extendedResourceClaimStatus), the ResourceClaim read and checked (allocated, and
+//            reserved for this pod's UID), and the claims sent to the drivers of their
+//            allocation's results (DraManager::Prepare: one call per driver; a claim another
+//            pod on the node prepared is not sent again). Any failure, a claim not allocated
+//            or not reserved yet included, is a Warning event FailedPrepareDynamicResources
+//            ("Failed to prepare dynamic resources: <error>") and a try again after the
+//            backoff; no container starts before every claim is prepared. Each container
+//            gets the CDI IDs of the devices whose request_names hold the request its
+//            resources.claims[] names (every device of the claim when it names none) and,
+//            for KEP-5004, those whose request_names hold the requestName its
+//            extendedResourceClaimStatus.requestMappings map to it. The node resolves them
+//            itself against options.cdi_dirs (sim/cluster/cdi.h: containerd 1.6 has no CDI)
+//            before each CreateContainer, into envs, mounts and device nodes added to the
+//            container's config as a device plugin's answer would be (cri_config.h); a
+//            failure to resolve is a CreateContainerError, retried after the backoff. Such a
+//            container is a GPU container (the toolkit's NVIDIA_VISIBLE_DEVICES comes from
+//            its CDI edits). On a DRA node, an extended resource in a container's limits
+//            that no device plugin registered is not given to the device manager (the
+//            kubelet drops what the node's allocatable does not list). Once the pod's
+//            containers and sandbox are gone (deletion or end), the claims no other pod on
+//            the node uses are unprepared (DraManager::Unprepare); a failed unprepare is
+//            logged and tried again at every heartbeat.
 //   deletion a DELETED event, or a deletionTimestamp, stops the pod's containers
 //            (StopContainer with terminationGracePeriodSeconds, 30 by default, at most
 //            max_grace_period), removes them and the sandbox, and releases its devices
-//            (ReleasePod). Stop() does the same for every pod, then stops containerd.
+//            (ReleasePod) and its claims (above). Stop() does the same for every pod, then
+//            stops containerd.
 //   runtime  containerd is watched: when it exits, the Node's Ready condition goes False
 //            (KubeletNotReady, "container runtime is down: containerd exited with status N
 //            (its log: ...)") and running pods' Ready and ContainersReady False (reason
@@ -70,6 +99,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "sim/kubelet/dra.h"
 
 namespace hami::sim::cluster {
 
@@ -98,6 +128,10 @@ struct NodeAgentOptions {
   int64_t max_pods = 110;
   std::chrono::milliseconds heartbeat{10000};
   std::chrono::seconds max_grace_period{30};
+  // DRA: the plugins-registry directory the DRA manager watches ("": no DRA manager), and the
+  // CDI spec directories in priority order, lowest first (sim/cluster/cdi.h).
+  std::string dra_registry_dir;
+  std::vector<std::string> cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // ---- pure parts (tested without a cluster) ----
@@ -118,8 +152,15 @@ struct VolumeMountPlan {
   bool read_only = false;
 };
 
+// A container's resources.claims[] entry: the pod's claim and, optionally, one request of it.
+struct ContainerClaimPlan {
+  std::string name;     // a spec.resourceClaims[].name
+  std::string request;  // "": every request of the claim
+};
+
 struct ContainerPlan {
   std::string name;
+  std::vector<ContainerClaimPlan> claims;  // resources.claims
   std::vector<VolumeMountPlan> volume_mounts;
   std::string image;                       // as written in the pod
   std::vector<std::string> command;        // empty: the image's entrypoint
@@ -141,17 +182,48 @@ struct PodPlan {
   RestartPolicy restart_policy = RestartPolicy::kAlways;
   std::chrono::seconds grace_period{30};
   std::vector<ContainerPlan> containers;
+  // spec.resourceClaims is not empty, or status.extendedResourceClaimStatus names a claim.
+  bool uses_claims = false;
 };
 
 // The plan for `pod` (the API's JSON) on node `node` (host IP `host_ip`): kInvalidArgument
 // naming the field for a volume of another kind than hostPath or emptyDir (or a hostPath type
-// other than "" and DirectoryOrCreate), a volumeMount of no such volume, a pod without
+// other than "" and DirectoryOrCreate), a volumeMount of no such volume, a container's
+// resources.claims entry naming no spec.resourceClaims entry, a pod without
 // containers, a container without a name or command (an
 // image entrypoint cannot be known here), an unknown restartPolicy, a fieldRef other than those
 // listed above, env valueFrom of other kinds, or a device count that is not a whole number.
 // `resources` are the device-plugin resources (others in limits are ignored).
 Result<PodPlan> PlanPod(const nlohmann::json& pod, const std::string& host_ip,
                         const std::vector<std::string>& resources);
+
+// One claim of a pod, resolved to the ResourceClaim's name.
+struct PodClaimRef {
+  std::string pod_claim;  // the spec.resourceClaims[].name; "" for the KEP-5004 claim
+  std::string claim;      // the ResourceClaim's name, in the pod's namespace
+};
+
+// The pod's claims (the pod's JSON, its status as current as the caller has it):
+// spec.resourceClaims in order, then status.extendedResourceClaimStatus.resourceClaimName. A
+// template's claim is the one status.resourceClaimStatuses names; an entry there without a
+// name means the pod needs no claim for it (skipped). kUnavailable while a template's claim
+// is not yet named in the status; kInvalidArgument naming the field for an entry with neither
+// or both of resourceClaimName and resourceClaimTemplateName.
+Result<std::vector<PodClaimRef>> PodClaimRefs(const nlohmann::json& pod);
+
+// The kubelet's checks of a ResourceClaim (the API's JSON) before it prepares it for pod
+// `pod_uid`: allocated (status.allocation), and reserved for the pod (status.reservedFor holds
+// its UID). kUnavailable naming the claim and what it lacks (the kubelet waits for the
+// scheduler); kInvalidArgument for a result without a driver. The drivers come from
+// status.allocation.devices.results, each once, in order.
+Result<kubelet::DraClaim> CheckedClaim(const nlohmann::json& claim, const std::string& pod_uid);
+
+// The CDI device IDs of each container of `pod` (by name), as the kubelet hands them to the
+// runtime (see the top of this file), from the prepared devices of each ResourceClaim (by
+// claim name) of `refs`. Each ID once, in the order found.
+std::map<std::string, std::vector<std::string>> ContainerCdiIds(
+    const nlohmann::json& pod, const std::vector<PodClaimRef>& refs,
+    const std::map<std::string, std::vector<kubelet::DraDevice>>& devices);
 
 // The pod's cgroup under the node's parent, as the kubelet's cgroupfs driver names it:
 // "kubepods/besteffort/pod<uid>" (every simulated pod is BestEffort).

@@ -201,5 +201,131 @@ TEST(NodeStatusJson, ListsCapacityWithTheDeviceCountsAndIsReady) {
   EXPECT_EQ(s["addresses"][1]["address"], "node-1");
 }
 
+// A pod with two claims (one direct, one from a template) and a KEP-5004 claim.
+json ClaimPod() {
+  json pod = Pod(
+      {{{"name", "a"},
+        {"command", {"x"}},
+        {"resources", {{"claims", {{{"name", "gpu"}}, {{"name", "tmpl"}, {"request", "big"}}}}}}},
+       {{"name", "b"}, {"command", {"y"}}}});
+  pod["spec"]["resourceClaims"] = {{{"name", "gpu"}, {"resourceClaimName", "shared"}},
+                                   {{"name", "tmpl"}, {"resourceClaimTemplateName", "t"}}};
+  pod["status"]["resourceClaimStatuses"] = {{{"name", "tmpl"}, {"resourceClaimName", "p-tmpl-x1"}}};
+  pod["status"]["extendedResourceClaimStatus"] = {{"resourceClaimName", "p-extended-resources-9"},
+                                                  {"requestMappings",
+                                                   {{{"containerName", "b"},
+                                                     {"resourceName", "nvidia.com/gpu"},
+                                                     {"requestName", "container-1-request-0"}}}}};
+  return pod;
+}
+
+TEST(PlanPod, TakesTheContainersClaimsAndRefusesOneThePodDoesNotList) {
+  auto plan = PlanPod(ClaimPod(), "127.0.0.1", {});
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_TRUE(plan->uses_claims);
+  ASSERT_EQ(plan->containers[0].claims.size(), 2u);
+  EXPECT_EQ(plan->containers[0].claims[1].name, "tmpl");
+  EXPECT_EQ(plan->containers[0].claims[1].request, "big");
+  EXPECT_FALSE(PlanPod(Pod({{{"name", "m"}, {"command", {"x"}}}}), "127.0.0.1", {})->uses_claims);
+
+  json pod = ClaimPod();
+  pod["spec"]["containers"][0]["resources"]["claims"][0]["name"] = "other";
+  auto refused = PlanPod(pod, "127.0.0.1", {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(),
+              HasSubstr("spec.containers[0].resources.claims[0].name 'other' is not in "
+                        "spec.resourceClaims"));
+}
+
+TEST(PodClaimRefs, ResolvesDirectTemplateAndExtendedClaimsAndWaitsForATemplatesClaim) {
+  auto refs = PodClaimRefs(ClaimPod());
+  ASSERT_TRUE(refs.ok()) << refs.error().message();
+  ASSERT_EQ(refs->size(), 3u);
+  EXPECT_EQ((*refs)[0].pod_claim, "gpu");
+  EXPECT_EQ((*refs)[0].claim, "shared");
+  EXPECT_EQ((*refs)[1].claim, "p-tmpl-x1");
+  EXPECT_EQ((*refs)[2].pod_claim, "");
+  EXPECT_EQ((*refs)[2].claim, "p-extended-resources-9");
+
+  json pod = ClaimPod();
+  pod["status"].erase("resourceClaimStatuses");
+  auto waiting = PodClaimRefs(pod);
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_EQ(waiting.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(waiting.error().message(),
+              HasSubstr("spec.resourceClaims[1] (tmpl): the claim of template t is not named in "
+                        "status.resourceClaimStatuses yet"));
+  pod["status"]["resourceClaimStatuses"] = {{{"name", "tmpl"}}};
+  auto skipped = PodClaimRefs(pod);
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(skipped->size(), 2u) << "an entry without a name: no claim is needed";
+
+  pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "also";
+  auto both = PodClaimRefs(pod);
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.error().message(), HasSubstr("exactly one of resourceClaimName and "
+                                                "resourceClaimTemplateName must be set"));
+}
+
+json AllocatedClaim(json reserved_for) {
+  return {
+      {"metadata", {{"namespace", "ns"}, {"name", "shared"}, {"uid", "c-1"}}},
+      {"status",
+       {{"allocation",
+         {{"devices",
+           {{"results",
+             {{{"request", "gpu"}, {"driver", "b.example"}, {"pool", "n"}, {"device", "d0"}},
+              {{"request", "gpu"}, {"driver", "a.example"}, {"pool", "n"}, {"device", "d1"}},
+              {{"request", "gpu"}, {"driver", "b.example"}, {"pool", "n"}, {"device", "d2"}}}}}}}},
+        {"reservedFor", std::move(reserved_for)}}}};
+}
+
+TEST(CheckedClaim, NeedsAnAllocationReservedForThePodAndListsItsDriversOnce) {
+  auto claim =
+      CheckedClaim(AllocatedClaim({{{"resource", "pods"}, {"name", "p"}, {"uid", "u-1"}}}), "u-1");
+  ASSERT_TRUE(claim.ok()) << claim.error().message();
+  EXPECT_EQ(claim->uid, "c-1");
+  EXPECT_EQ(claim->ns, "ns");
+  EXPECT_EQ(claim->drivers, (std::vector<std::string>{"b.example", "a.example"}));
+
+  auto other =
+      CheckedClaim(AllocatedClaim({{{"resource", "pods"}, {"name", "q"}, {"uid", "u-2"}}}), "u-1");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(other.error().message(),
+              HasSubstr("ResourceClaim ns/shared is not reserved for pod UID u-1 "
+                        "(status.reservedFor: [q (u-2)])"));
+  json pending = AllocatedClaim(json::array());
+  pending["status"].erase("allocation");
+  auto unallocated = CheckedClaim(pending, "u-1");
+  ASSERT_FALSE(unallocated.ok());
+  EXPECT_THAT(unallocated.error().message(),
+              HasSubstr("ResourceClaim ns/shared is not allocated yet"));
+}
+
+kubelet::DraDevice Dev(std::vector<std::string> requests, std::vector<std::string> ids) {
+  kubelet::DraDevice d;
+  d.request_names = std::move(requests);
+  d.cdi_device_ids = std::move(ids);
+  return d;
+}
+
+TEST(ContainerCdiIds, GivesEachContainerTheDevicesOfItsRequestsAndItsExtendedMapping) {
+  const json pod = ClaimPod();
+  auto refs = PodClaimRefs(pod);
+  ASSERT_TRUE(refs.ok());
+  const std::map<std::string, std::vector<kubelet::DraDevice>> devices = {
+      {"shared", {Dev({"gpu"}, {"v/c=s0", "v/c=common"}), Dev({"gpu"}, {"v/c=s1", "v/c=common"})}},
+      {"p-tmpl-x1", {Dev({"small"}, {"v/c=t0"}), Dev({"big"}, {"v/c=t1"}), Dev({}, {"v/c=t2"})}},
+      {"p-extended-resources-9",
+       {Dev({"container-0-request-0"}, {"v/c=e0"}), Dev({"container-1-request-0"}, {"v/c=e1"})}}};
+  auto ids = ContainerCdiIds(pod, *refs, devices);
+  EXPECT_EQ(ids["a"],
+            (std::vector<std::string>{"v/c=s0", "v/c=common", "v/c=s1", "v/c=t1", "v/c=t2"}))
+      << "all of claim gpu (each ID once), and of tmpl request big and the device that names "
+         "no request";
+  EXPECT_EQ(ids["b"], (std::vector<std::string>{"v/c=e1"})) << "the mapped request only";
+}
+
 }  // namespace
 }  // namespace hami::sim::cluster
