@@ -351,8 +351,9 @@ class ManifestsTest(unittest.TestCase):
 
     def test_every_flag_in_the_manifests_is_one_the_program_takes(self):
         helps = {}
-        overlays = ["base"] + [os.path.join("overlays", o) for o in
-                               sorted(os.listdir(os.path.join(self.deploy, "overlays")))]
+        overlays = ["base", "dra", "dra-all-nodes"] + [
+            os.path.join("overlays", o)
+            for o in sorted(os.listdir(os.path.join(self.deploy, "overlays")))]
         for overlay in overlays:
             for o in render(os.path.join(self.deploy, overlay)):
                 if o["kind"] not in ("Deployment", "DaemonSet"):
@@ -369,7 +370,29 @@ class ManifestsTest(unittest.TestCase):
                     for arg in c["command"][1:] + c.get("args", []):
                         flag = arg.split("=", 1)[0]
                         self.assertIn(flag, helps[prog], f"{overlay}: {prog} has no flag {flag}")
-        self.assertEqual(sorted(helps), ["hami-device-plugin", "hami-monitor", "hami-scheduler"])
+        self.assertEqual(sorted(helps),
+                         ["hami-device-plugin", "hami-dra-plugin", "hami-monitor", "hami-scheduler"])
+
+    def test_dra_overlays_add_the_driver_and_switch_the_webhook_only_when_asked(self):
+        def scheduler_command(objs):
+            d = [o for o in objs if o["kind"] == "Deployment" and
+                 o["metadata"]["name"] == "hami-scheduler"]
+            self.assertEqual(len(d), 1)
+            return containers(d[0])["hami-scheduler"]["command"]
+
+        dra = render(os.path.join(self.deploy, "dra"))
+        classes = [o for o in dra if o["kind"] == "DeviceClass"]
+        self.assertEqual([c["metadata"]["name"] for c in classes],
+                         ["hami-core-gpu.project-hami.io"])
+        self.assertEqual(classes[0]["apiVersion"], "resource.k8s.io/v1")
+        self.assertEqual(classes[0]["spec"]["extendedResourceName"], "nvidia.com/gpu")
+        self.assertIn("hami-dra-plugin", [o["metadata"]["name"] for o in dra
+                                           if o["kind"] == "DaemonSet"])
+        # While nodes migrate, pods asking for gpumem keep the device plugin's path.
+        self.assertFalse([a for a in scheduler_command(dra) if a.startswith("--webhook-mode")])
+        everywhere = render(os.path.join(self.deploy, "dra-all-nodes"))
+        self.assertIn("--webhook-mode=dra", scheduler_command(everywhere))
+        self.assertEqual(len([o for o in everywhere if o["kind"] == "DeviceClass"]), 1)
 
     def test_configuration_files_are_read_by_the_programs(self):
         cfg = os.path.join(DEPLOY, "base", "config")

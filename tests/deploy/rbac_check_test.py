@@ -42,6 +42,11 @@ SCHEDULER = [
         namespace="hami-system", name="hami-scheduler"),
     req("hami-scheduler", "update", "leases", group="coordination.k8s.io",
         namespace="hami-system", name="hami-scheduler"),
+    # The webhook in DRA mode: the claim template a rewritten pod names.
+    req("hami-scheduler", "get", "resourceclaimtemplates", group="resource.k8s.io",
+        namespace="default", name="hami-0123456789abcdef"),
+    req("hami-scheduler", "create", "resourceclaimtemplates", group="resource.k8s.io",
+        namespace="default"),
 ]
 PLUGIN = [
     req("hami-device-plugin", "get", "nodes", name="node-1"),

@@ -516,8 +516,9 @@ Status Starter::StartScheduler() {
       "--leader-elect-name=hami-scheduler"};
   if (!device_config_.empty()) argv.insert(argv.end(), {"--device-config-file", device_config_});
   if (o_.mode == ClusterMode::kDra) {
-    // ---- DRA mode: hami-scheduler's flags for the webhook's DRA admission (rewriting
-    // gpumem/gpucores pods into ResourceClaims) go here, and only here. ----
+    // The webhook rewrites gpumem/gpucores pods into claims (docs/webhook.md, "DRA mode"), as
+    // deploy/dra runs it.
+    argv.push_back("--webhook-mode=dra");
   }
   HAMI_TRY(Start("hami-scheduler", argv, {}));
   HAMI_TRY(WaitFor("hami-scheduler", info_.components.back().log,
