@@ -22,7 +22,7 @@ std::string JoinDevices(const std::vector<PreparedDevice>& devices) {
   return out.empty() ? "-" : out;
 }
 
-// Makes the CDI directory (0755) when it is missing.
+// Makes a directory (the CDI directory, the containers directory) when it is missing.
 Status EnsureDirectory(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -263,6 +263,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
       return std::move(s).error().Context("preparing " + lock_host_dir_);
     }
     // The claim record first: the directory is never there without it (node/claim_record.h).
+    HAMI_TRY(EnsureDirectory(std::filesystem::path(share.container_dir).parent_path().string()));
     HAMI_TRY(WriteFileAtomically(node::ClaimRecordPath(share.container_dir),
                                  node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644));
     HAMI_TRY(plugin::RecreateContainerDirectory(share.container_dir));
