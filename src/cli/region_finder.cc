@@ -13,6 +13,7 @@
 #include "cli/region_report.h"
 #include "limits/limits_file.h"
 #include "limits/vocabulary.h"
+#include "node/claim_record.h"
 #include "node/paths.h"
 #include "node/pod_record.h"
 #include "vgpu/config.h"
@@ -111,6 +112,13 @@ std::vector<VisibleRegion> ListVisibleRegions(const std::string& hook_path) {
       base.pod_namespace = record->ns;
       base.pod_name = record->name;
     }
+    if (base.container == node::kClaimContainerName) {
+      auto claim = node::ReadClaimRecord(node::ClaimRecordPath(dir));
+      if (claim.ok() && claim->uid == base.pod_uid) {
+        base.claim_namespace = claim->ns;
+        base.claim_name = claim->name;
+      }
+    }
     for (const std::string& file : Entries(dir, /*want_dirs=*/false)) {
       if (file.size() > 6 && file.ends_with(".cache")) AddIfRegion(dir + "/" + file, base, &out);
     }
@@ -122,7 +130,10 @@ std::vector<VisibleRegion> ListVisibleRegions(const std::string& hook_path) {
 
 std::string DescribeVisibleRegion(const VisibleRegion& r) {
   std::string line = Printable(r.path) + "  owner " + Printable(r.owner);
-  if (!r.pod_uid.empty()) {
+  if (!r.claim_name.empty()) {
+    line += "  claim " + Printable(r.claim_namespace) + "/" + Printable(r.claim_name) +
+            " (claim UID " + Printable(r.pod_uid) + ")";
+  } else if (!r.pod_uid.empty()) {
     if (!r.pod_name.empty()) {
       line += "  pod " + Printable(r.pod_namespace) + "/" + Printable(r.pod_name) + " (container " +
               Printable(r.container) + ", pod UID " + Printable(r.pod_uid) + ")";

@@ -8,7 +8,9 @@
 //      are: the default region, each `hami run`'s region (/tmp/hami-run-*/usage.cache, those
 //      this user may see), and every region in the device plugin's container directories
 //      (<hook>/vgpu/containers/<podUID>_<container>/*.cache), with the pod's namespace and
-//      name from the directory's pod record (node/pod_record.h) when it has one.
+//      name from the directory's pod record (node/pod_record.h) when it has one, and a DRA
+//      claim's directory (<claimUID>_claim) with the claim's namespace and name from its claim
+//      record (node/claim_record.h).
 //
 // Thread safety: the functions only read the file system and the environment.
 #pragma once
@@ -38,6 +40,9 @@ struct VisibleRegion {
   std::string container;      //   layout
   std::string pod_namespace;  // from the pod record; empty without one
   std::string pod_name;
+  // A DRA claim's directory (pod_uid is then the claim's UID): from its claim record.
+  std::string claim_namespace;
+  std::string claim_name;
 };
 
 // Every region file the host shows to this user, sorted by path (see above).
@@ -50,7 +55,7 @@ std::string NoRegionGivenMessage(std::string_view command, const std::string& pr
                                  const std::string& hook_path);
 
 // One line describing a visible region: "/x/usage.cache  owner alice  pod team-a/train
-// (container main, UID ...)".
+// (container main, UID ...)", or for a claim's "... claim ml/shared-gpu (claim UID ...)".
 std::string DescribeVisibleRegion(const VisibleRegion& region);
 
 }  // namespace hami::cli

@@ -9,8 +9,12 @@
 #include <filesystem>
 #include <utility>
 
+#include "node/claim_record.h"
+
 namespace hami::dra {
 namespace {
+
+static_assert(std::string_view(kClaimContainerName) == node::kClaimContainerName);
 
 std::string JoinDevices(const std::vector<PreparedDevice>& devices) {
   std::string out;
@@ -18,7 +22,7 @@ std::string JoinDevices(const std::vector<PreparedDevice>& devices) {
   return out.empty() ? "-" : out;
 }
 
-// Makes the CDI directory (0755) when it is missing.
+// Makes a directory (the CDI directory, the containers directory) when it is missing.
 Status EnsureDirectory(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -72,6 +76,9 @@ Status RemovePreparedFiles(const PreparedClaim& claim) {
       first = Error(ErrorCode::kIo, "removing " + claim.container_dir + ": " + ec.message(),
                     ec.value());
     }
+    // The claim record last: it marks the directory as a claim's while the directory is there.
+    Status record = RemoveFile(node::ClaimRecordPath(claim.container_dir));
+    if (first.ok() && !ec && !record.ok()) first = std::move(record);
   }
   return first;
 }
@@ -151,6 +158,17 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
       if (FilesPresent(it->second)) {
         if (Status s = broker::PrepareLockDirectory(options_.lock_dir); !s.ok()) {
           return std::move(s).error().Context(who + ": preparing " + lock_host_dir_);
+        }
+        // Prepared by a driver that wrote no claim record: it gets one now.
+        const PreparedClaim& done = it->second;
+        const std::string record_path = node::ClaimRecordPath(done.container_dir);
+        struct stat st {};
+        if (!done.container_dir.empty() && lstat(record_path.c_str(), &st) != 0) {
+          if (Status s = WriteFileAtomically(
+                  record_path, node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644);
+              !s.ok()) {
+            Log("dra event=prepare_warning " + who + ": " + s.error().message());
+          }
         }
         return it->second.devices;
       }
@@ -244,6 +262,10 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     if (Status s = broker::PrepareLockDirectory(options_.lock_dir); !s.ok()) {
       return std::move(s).error().Context("preparing " + lock_host_dir_);
     }
+    // The claim record first: the directory is never there without it (node/claim_record.h).
+    HAMI_TRY(EnsureDirectory(std::filesystem::path(share.container_dir).parent_path().string()));
+    HAMI_TRY(WriteFileAtomically(node::ClaimRecordPath(share.container_dir),
+                                 node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644));
     HAMI_TRY(plugin::RecreateContainerDirectory(share.container_dir));
     if (!share.limits_path.empty()) {
       HAMI_TRY(limits::PublishLimitsFile(share.limits_path, share.limits, options_.publish));

@@ -3,7 +3,8 @@
 //
 // Prepare, per claim:
 //   1. a claim the checkpoint holds as prepared gets the recorded answer again (the kubelet
-//      calls again after its own restart and on retries), /tmp/vgpulock prepared again, while
+//      calls again after its own restart and on retries), /tmp/vgpulock prepared again (and a
+//      missing claim record written), while
 //      its CDI spec, limits file and directory are there; when one is gone (a node reboot
 //      empties /var/run/cdi) and for a claim recorded as preparing (the plugin died midway),
 //      its files are removed and it is prepared from the start;
@@ -20,14 +21,17 @@
 //      the limits file <claimUID>_claim.limits beside it, /tmp/vgpulock prepared as seed 000
 //      says, the broker mount when the broker is enabled;
 //   4. the checkpoint records the claim as preparing with every path it is about to make; then
-//      the lock directory, the container directory, the limits file, a check that the hook
+//      the lock directory, the claim record <claimUID>_claim.claim naming the claim
+//      (node/claim_record.h; hami-monitor and `hami top` read it), the container directory,
+//      the limits file, a check that the hook
 //      files are files, and last the CDI spec (cdi.h) in the CDI directory (made 0755 when
 //      missing). Any failure removes what was made and fails the claim: a container never gets
 //      a CDI device without its limits file;
 //   5. the checkpoint records the claim as prepared with its answer: one Device per result,
 //      request name, pool, device, share ID, and the CDI device ID of the result.
 // Unprepare, per claim: the checkpoint's record names what to remove (the CDI spec, the limits
-// file, the container directory); the claim object is never read. A claim the checkpoint does
+// file, the container directory, then the claim record beside it); the claim object is never
+// read. A claim the checkpoint does
 // not hold succeeds (already unprepared, or never prepared here). A failure to remove keeps the
 // record and fails the claim, so the kubelet's retry finishes the job.
 //
@@ -128,8 +132,9 @@ class Driver {
   Checkpoint checkpoint_;  // guarded by mu_
 };
 
-// Removes what a record names: the CDI spec, the limits file, the container directory (each
-// may already be gone). The first failure is returned after trying all three.
+// Removes what a record names: the CDI spec, the limits file, the container directory and,
+// once the directory is gone, its claim record (each may already be gone). The first failure
+// is returned after trying them all.
 Status RemovePreparedFiles(const PreparedClaim& claim);
 
 }  // namespace hami::dra

@@ -18,6 +18,7 @@
 
 #include "common/file.h"
 #include "common/temp_dir.h"
+#include "node/claim_record.h"
 
 namespace hami::dra {
 namespace {
@@ -84,6 +85,7 @@ class DriverTest : public ::testing::Test {
 
   std::string Dir(const std::string& uid) { return hook_ + "/vgpu/containers/" + uid + "_claim"; }
   std::string Limits(const std::string& uid) { return Dir(uid) + ".limits"; }
+  std::string Record(const std::string& uid) { return Dir(uid) + ".claim"; }
   std::string Spec(const std::string& uid) {
     return cdi_ + "/k8s.hami-core-gpu.project-hami.io-claim_" + uid + ".json";
   }
@@ -122,6 +124,10 @@ TEST_F(DriverTest, PreparesTheShareAsAllocateWouldAndAnswersCdiIds) {
   EXPECT_THAT(limits, HasSubstr("CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/usage.cache\n"));
   EXPECT_THAT(limits, HasSubstr("HAMI_LIMITS_FORMAT=1\n"));
   EXPECT_THAT(limits, Not(HasSubstr("NVIDIA_VISIBLE_DEVICES")));
+  // Beside them, the claim record naming the claim (node/claim_record.h).
+  auto record = node::ReadClaimRecord(Record("u-1"));
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  EXPECT_EQ(*record, (node::ClaimRecord{"ml", "c", "u-1"}));
   // /tmp/vgpulock as seed 000 says: a directory, mode 01777.
   ASSERT_EQ(lstat(root_.File("vgpulock").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 01777u);
@@ -188,6 +194,20 @@ TEST_F(DriverTest, ARepeatAfterTheFilesWereLostPreparesThemAgain) {
   EXPECT_EQ(restarted->Prepared().count("u-1"), 0u);
 }
 
+TEST_F(DriverTest, ARepeatWritesTheClaimRecordWhenItIsMissing) {
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "2Gi"}})}));
+  auto driver = NewDriver();
+  auto first = driver->Prepare({{"ml", "u-1", "c"}});
+  ASSERT_THAT(first["u-1"].error, IsEmpty());
+  // As a claim prepared by a driver that wrote no record leaves it.
+  ASSERT_EQ(unlink(Record("u-1").c_str()), 0);
+  auto again = driver->Prepare({{"ml", "u-1", "c"}});
+  EXPECT_EQ(again["u-1"], first["u-1"]);
+  auto record = node::ReadClaimRecord(Record("u-1"));
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  EXPECT_EQ(*record, (node::ClaimRecord{"ml", "c", "u-1"}));
+}
+
 TEST_F(DriverTest, ConcurrentPreparesOfOneClaimGetOneAnswer) {
   source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "s", {{"memory", "1Gi"}})}));
   auto driver = NewDriver();
@@ -221,10 +241,12 @@ TEST_F(DriverTest, UnprepareRemovesExactlyWhatPrepareMadeEvenWhenTheClaimIsGone)
   EXPECT_FALSE(Exists(Dir("u-1")));
   EXPECT_FALSE(Exists(Limits("u-1")));
   EXPECT_FALSE(Exists(Spec("u-1")));
+  EXPECT_FALSE(Exists(Record("u-1")));
   // The other claim's files, the lock directory and the hook files stay.
   EXPECT_TRUE(Exists(Dir("u-2")));
   EXPECT_TRUE(Exists(Limits("u-2")));
   EXPECT_TRUE(Exists(Spec("u-2")));
+  EXPECT_TRUE(Exists(Record("u-2")));
   EXPECT_TRUE(Exists(root_.File("vgpulock")));
   EXPECT_TRUE(Exists(hook_ + "/vgpu/libvgpu.so"));
   EXPECT_EQ(driver->Prepared().count("u-1"), 0u);
@@ -269,6 +291,7 @@ TEST_F(DriverTest, AnUnwritableCdiDirectoryFailsThePrepareAndLeavesNoLimitsBehin
   EXPECT_TRUE(answers["u-1"].devices.empty());
   EXPECT_FALSE(Exists(Dir("u-1")));
   EXPECT_FALSE(Exists(Limits("u-1")));
+  EXPECT_FALSE(Exists(Record("u-1")));
   EXPECT_TRUE(driver->Prepared().empty());
 }
 
@@ -424,6 +447,7 @@ TEST_F(DriverTest, AFailedLimitsFileIsRolledBack) {
   EXPECT_FALSE(Exists(Dir("u-1")));
   EXPECT_FALSE(Exists(Limits("u-1")));
   EXPECT_FALSE(Exists(Spec("u-1")));
+  EXPECT_FALSE(Exists(Record("u-1")));
   EXPECT_TRUE(driver->Prepared().empty());
 }
 

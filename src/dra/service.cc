@@ -1,12 +1,7 @@
 #include "dra/service.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <utility>
 
 namespace hami::dra {
@@ -250,75 +245,6 @@ grpc::Status RegistrationService::NotifyRegistrationStatus(
 RegistrationState RegistrationService::state() const {
   std::lock_guard lock(mu_);
   return state_;
-}
-
-Result<std::unique_ptr<SocketServer>> SocketServer::Start(
-    const std::string& socket_path, const std::vector<grpc::Service*>& services,
-    std::function<void()> before_shutdown) {
-  if (socket_path.empty() || socket_path[0] != '/') {
-    return Error(ErrorCode::kInvalidArgument,
-                 "gRPC socket path '" + socket_path + "' is not an absolute path");
-  }
-  struct stat st {};
-  if (lstat(socket_path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "gRPC socket path " + socket_path + " exists and is not a socket");
-    }
-    if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
-      return Error::FromErrno("removing the stale socket " + socket_path);
-    }
-  } else if (errno != ENOENT) {
-    return Error::FromErrno("gRPC socket path " + socket_path);
-  }
-  std::unique_ptr<grpc::Server> server;
-  try {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
-    for (grpc::Service* s : services) builder.RegisterService(s);
-    server = builder.BuildAndStart();
-  } catch (const std::exception& e) {
-    return Error(ErrorCode::kInternal, "serving gRPC on unix:" + socket_path + ": " + e.what());
-  }
-  if (!server) {
-    return Error(ErrorCode::kIo, "serving gRPC on unix:" + socket_path +
-                                     " failed (gRPC could not bind it; see its log line)");
-  }
-  if (lstat(socket_path.c_str(), &st) != 0) {
-    const int err = errno;
-    server->Shutdown();
-    return Error::FromErrno("gRPC socket " + socket_path + " after bind", err);
-  }
-  return std::unique_ptr<SocketServer>(new SocketServer(socket_path, std::move(server), st.st_dev,
-                                                        st.st_ino, std::move(before_shutdown)));
-}
-
-SocketServer::SocketServer(std::string path, std::unique_ptr<grpc::Server> server, dev_t dev,
-                           ino_t ino, std::function<void()> before_shutdown)
-    : path_(std::move(path)),
-      dev_(dev),
-      ino_(ino),
-      before_shutdown_(std::move(before_shutdown)),
-      server_(std::move(server)) {}
-
-SocketServer::~SocketServer() { Stop(); }
-
-void SocketServer::Stop(int64_t grace_ms) {
-  std::unique_ptr<grpc::Server> server;
-  {
-    std::lock_guard lock(mu_);
-    server = std::move(server_);
-  }
-  if (!server) return;
-  auto ours = [&] {
-    struct stat st {};
-    return lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
-  };
-  const bool was_ours = ours();
-  if (before_shutdown_) before_shutdown_();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
-  server->Wait();
-  if (was_ours && ours()) unlink(path_.c_str());
 }
 
 }  // namespace hami::dra

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unix_grpc_server.h"
 #include "dra/driver.h"
 #include "draapi/dra_health_v1alpha1.grpc.pb.h"
 #include "draapi/dra_v1.grpc.pb.h"
@@ -167,30 +168,10 @@ class RegistrationService final : public ::pluginregistration::Registration::Ser
   RegistrationState state_;  // guarded by mu_
 };
 
-// A gRPC server on one Unix socket (an absolute path in an existing directory). A stale socket
-// at the path is removed first; anything else there is refused, naming it. Stop() (idempotent,
-// run by the destructor) runs `before_shutdown` (a HealthService's EndStreams), shuts down
-// with a deadline and removes the socket while it is still the one this server bound.
-class SocketServer {
- public:
-  static Result<std::unique_ptr<SocketServer>> Start(const std::string& socket_path,
-                                                     const std::vector<grpc::Service*>& services,
-                                                     std::function<void()> before_shutdown = {});
-  ~SocketServer();
-  SocketServer(const SocketServer&) = delete;
-  SocketServer& operator=(const SocketServer&) = delete;
-  void Stop(int64_t grace_ms = 1000);
-  const std::string& path() const { return path_; }
-
- private:
-  SocketServer(std::string path, std::unique_ptr<grpc::Server> server, dev_t dev, ino_t ino,
-               std::function<void()> before_shutdown);
-  const std::string path_;
-  const dev_t dev_;
-  const ino_t ino_;
-  const std::function<void()> before_shutdown_;
-  std::mutex mu_;
-  std::unique_ptr<grpc::Server> server_;  // guarded by mu_
-};
+// A gRPC server on one Unix socket (common/unix_grpc_server.h): a stale socket at the path is
+// removed first, anything else there is refused; Stop() runs `before_shutdown` (a
+// HealthService's EndStreams), shuts down with a deadline and removes the socket while it is
+// still the one this server bound.
+using SocketServer = UnixGrpcServer;
 
 }  // namespace hami::dra

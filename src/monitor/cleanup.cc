@@ -12,6 +12,7 @@
 
 #include "common/file.h"
 #include "common/ofd_lock.h"
+#include "node/claim_record.h"
 #include "node/paths.h"
 #include "region/region.h"
 
@@ -46,9 +47,10 @@ Result<DirPtr> OpenDirAt(int parent_fd, const char* name, const std::string& pat
 
 // One container's names in the containers directory.
 struct Entry {
-  std::string name;         // "<uid>_<container>", present or not
-  bool has_main = false;    // an entry of that name exists (a directory, a link, a file)
-  bool has_limits = false;  // "<name>.limits" exists
+  std::string name;               // "<uid>_<container>", present or not
+  bool has_main = false;          // an entry of that name exists (a directory, a link, a file)
+  bool has_limits = false;        // "<name>.limits" exists
+  bool has_claim_record = false;  // "<uid>_claim.claim" exists: a DRA claim's, never touched
 };
 
 // Removes `name` below `parent_fd` (`path` names it in errors): a directory recursively, any
@@ -201,6 +203,17 @@ CleanupReport Cleaner::Pass(const std::function<Result<std::vector<std::string>>
               limits
                   ? name.substr(0, name.size() - std::string_view(node::kLimitsFileSuffix).size())
                   : name;
+          if (!limits && EndsWith(name, node::kClaimRecordSuffix)) {
+            std::string_view stem =
+                name.substr(0, name.size() - std::string_view(node::kClaimRecordSuffix).size());
+            auto claim = ParseContainerDirName(stem);
+            if (claim.ok() && claim->container == node::kClaimContainerName) {
+              Entry& entry = seen[*claim];
+              entry.name = std::string(stem);
+              entry.has_claim_record = true;
+              continue;
+            }
+          }
           auto key = ParseContainerDirName(base);
           if (!key.ok()) continue;  // not the plugin's: never touched
           Entry& entry = seen[*key];
@@ -222,6 +235,8 @@ CleanupReport Cleaner::Pass(const std::function<Result<std::vector<std::string>>
   // 3. The marks, and what is due.
   std::map<ContainerKey, std::chrono::steady_clock::time_point> marks;
   for (const auto& [key, entry] : seen) {
+    // A DRA claim's files are the driver's: NodeUnprepareResources removes them.
+    if (entry.has_claim_record) continue;
     if (live.count(key.pod_uid) != 0) continue;
     auto it = absent_since_.find(key);
     const auto since = it == absent_since_.end() ? now : it->second;

@@ -9,6 +9,10 @@
 // - An entry is a directory named <podUID>_<container> (ParseContainerDirName), or a limits
 //   file <podUID>_<container>.limits whose directory is gone, or a symlink or other file under
 //   either name; names starting with '.', and names that do not parse, are never touched.
+// - A DRA claim's entry, <claimUID>_claim with its claim record <claimUID>_claim.claim beside
+//   it (node/claim_record.h), is never touched either, nor counted: the DRA driver removes
+//   the directory, its limits file and the record at NodeUnprepareResources, and a claim's
+//   UID is no pod's, so the pod list cannot judge it.
 // - A successful list that lacks the entry's pod marks it (with the pass's `now`) if unmarked;
 //   one that has the pod clears the mark. A failed list clears every mark: nothing is deleted
 //   until the pod list has been resynced. So an entry is *due* when its pod was absent from two

@@ -106,6 +106,23 @@ TEST_F(CleanupTest, ADeletedPodsDirectoryAndLimitsGoAfterTwoListsAnIntervalApart
   EXPECT_EQ(r.waiting, 0);
 }
 
+TEST_F(CleanupTest, AClaimsDirectoryLimitsAndRecordAreNeverTouched) {
+  const std::string claim = MakeContainer("claim-uid", "claim");
+  WriteFile(claim + ".claim", "{\"name\":\"c\",\"namespace\":\"ml\",\"uid\":\"claim-uid\"}\n");
+  // Without its record, the same name is a pod's container called "claim": cleaned up.
+  const std::string pods_claim = MakeContainer("gone", "claim");
+  pods_ = {};
+  for (int i = 0; i < 3; ++i) Pass(i * kInterval);
+  EXPECT_TRUE(Exists(claim + "/usage.cache"));
+  EXPECT_TRUE(Exists(claim + ".limits"));
+  EXPECT_TRUE(Exists(claim + ".claim"));
+  EXPECT_FALSE(Exists(pods_claim));
+  EXPECT_FALSE(Exists(pods_claim + ".limits"));
+  CleanupReport r = Pass(3 * kInterval);
+  EXPECT_EQ(r.waiting, 0);
+  EXPECT_EQ(r.candidates, 0);
+}
+
 TEST_F(CleanupTest, ALivePodsFilesAreNeverTouched) {
   const std::string live = MakeContainer("live");
   pods_ = {"live"};

@@ -63,6 +63,12 @@ Result<std::vector<std::string>> ListRegionFiles(const std::string& dir) {
 
 }  // namespace
 
+bool IsClaimDir(const ContainerKey& key, const std::string& dir) {
+  if (key.container != node::kClaimContainerName) return false;
+  struct stat st;
+  return lstat(node::ClaimRecordPath(dir).c_str(), &st) == 0;
+}
+
 Result<ContainerKey> ParseContainerDirName(std::string_view name) {
   auto bad = [&](std::string_view why) {
     return Error(ErrorCode::kInvalidArgument,
@@ -108,7 +114,10 @@ Result<std::vector<ContainerDir>> ListContainerDirs(const std::string& hook_path
       continue;
     }
     if (!S_ISDIR(st.st_mode)) {
-      if (S_ISREG(st.st_mode) && EndsWith(name, node::kLimitsFileSuffix)) continue;
+      if (S_ISREG(st.st_mode) &&
+          (EndsWith(name, node::kLimitsFileSuffix) || EndsWith(name, node::kClaimRecordSuffix))) {
+        continue;
+      }
       skip(
           Error(ErrorCode::kInvalidArgument,
                 "container entry " + path +
@@ -126,8 +135,29 @@ Result<std::vector<ContainerDir>> ListContainerDirs(const std::string& hook_path
       if (regions.error().sys_errno() != ENOENT) skip(std::move(regions).error());
       continue;
     }
-    dirs.push_back(
-        ContainerDir{std::move(*key), path, path + node::kLimitsFileSuffix, std::move(*regions)});
+    ContainerDir dir;
+    dir.key = std::move(*key);
+    dir.dir = path;
+    dir.limits_file = path + node::kLimitsFileSuffix;
+    dir.region_files = std::move(*regions);
+    if (IsClaimDir(dir.key, path)) {
+      dir.is_claim = true;
+      auto record = node::ReadClaimRecord(node::ClaimRecordPath(path));
+      if (!record.ok()) {
+        if (record.error().sys_errno() != ENOENT) {
+          skip(Error(record.error().code(), "claim directory " + path + ": " +
+                                                record.error().message() +
+                                                " (its series are not exported)"));
+        }
+      } else if (record->uid != dir.key.pod_uid) {
+        skip(Error(ErrorCode::kInvalidArgument,
+                   "claim directory " + path + ": its claim record names uid " + record->uid +
+                       ", not " + dir.key.pod_uid + " (its series are not exported)"));
+      } else {
+        dir.claim = std::move(record).value();
+      }
+    }
+    dirs.push_back(std::move(dir));
   }
   std::sort(dirs.begin(), dirs.end(),
             [](const ContainerDir& a, const ContainerDir& b) { return a.key < b.key; });

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <string>
 
 #include "common/temp_dir.h"
@@ -107,6 +109,58 @@ TEST_F(ListContainerDirsTest, SkipsBadEntriesNamingThemAndIgnoresDotNames) {
   EXPECT_NE(all.find(root_ + "/stray_file: not a directory"), std::string::npos) << all;
   EXPECT_NE(all.find(root_ + "/linked_dir: is a symlink"), std::string::npos) << all;
   EXPECT_EQ(all.find(".hidden"), std::string::npos) << all;
+}
+
+TEST_F(ListContainerDirsTest, AClaimsDirectoryCarriesItsRecordAndAPodsContainerNamedClaimDoesNot) {
+  MakeDir("u-1_claim");
+  Touch(root_ + "/u-1_claim/usage.cache");
+  Touch(root_ + "/u-1_claim.limits");
+  ASSERT_TRUE(std::ofstream(root_ + "/u-1_claim.claim")
+              << node::ClaimRecordText({"ml", "trainer-gpu", "u-1"}));
+  MakeDir("pod-2_claim");  // a device-plugin container that happens to be named "claim"
+  Touch(root_ + "/pod-2_claim.limits");
+  std::vector<Error> skipped;
+  auto dirs = ListContainerDirs(hook_.path(), &skipped);
+  ASSERT_TRUE(dirs.ok()) << dirs.error().message();
+  EXPECT_TRUE(skipped.empty()) << skipped[0].message();
+  ASSERT_EQ(dirs->size(), 2u);
+  const ContainerDir& pod = (*dirs)[0];
+  EXPECT_EQ(pod.key.pod_uid, "pod-2");
+  EXPECT_FALSE(pod.is_claim);
+  EXPECT_FALSE(pod.claim.has_value());
+  const ContainerDir& claim = (*dirs)[1];
+  EXPECT_EQ(claim.key.pod_uid, "u-1");
+  EXPECT_EQ(claim.key.container, "claim");
+  EXPECT_TRUE(claim.is_claim);
+  ASSERT_TRUE(claim.claim.has_value());
+  EXPECT_EQ(*claim.claim, (node::ClaimRecord{"ml", "trainer-gpu", "u-1"}));
+  EXPECT_EQ(claim.region_files, std::vector<std::string>{claim.dir + "/usage.cache"});
+}
+
+TEST_F(ListContainerDirsTest, AClaimRecordThatIsBadOrNamesAnotherUidIsReportedAndNotUsed) {
+  MakeDir("u-1_claim");
+  ASSERT_TRUE(std::ofstream(root_ + "/u-1_claim.claim") << "{\"name\":1}");
+  MakeDir("u-2_claim");
+  ASSERT_TRUE(std::ofstream(root_ + "/u-2_claim.claim")
+              << node::ClaimRecordText({"ml", "other", "u-3"}));
+  std::vector<Error> skipped;
+  auto dirs = ListContainerDirs(hook_.path(), &skipped);
+  ASSERT_TRUE(dirs.ok()) << dirs.error().message();
+  ASSERT_EQ(dirs->size(), 2u);
+  for (const ContainerDir& d : *dirs) {
+    EXPECT_TRUE(d.is_claim) << d.dir;
+    EXPECT_FALSE(d.claim.has_value()) << d.dir;
+  }
+  std::vector<std::string> messages;
+  for (const Error& e : skipped) messages.push_back(e.message());
+  std::sort(messages.begin(), messages.end());  // readdir's order is the file system's
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0], "claim directory " + root_ + "/u-1_claim: " + root_ +
+                             "/u-1_claim.claim: claim record: no namespace (its series "
+                             "are not exported)");
+  EXPECT_EQ(messages[1], "claim directory " + root_ +
+                             "/u-2_claim: its claim record names uid u-3, not u-2 (its "
+                             "series are not exported)");
 }
 
 TEST_F(ListContainerDirsTest, NullSkippedIsAllowed) {

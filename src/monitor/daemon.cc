@@ -26,6 +26,7 @@
 #include "kube/resource.h"
 #include "log/log.h"
 #include "monitor/attribution.h"
+#include "monitor/claims.h"
 #include "monitor/cleanup.h"
 #include "monitor/feedback.h"
 #include "monitor/metrics.h"
@@ -108,6 +109,11 @@ struct Daemon::Impl {
     return out;
   }
 
+  // The pods of the informer's store (the last-known pods).
+  std::vector<kube::ObjectPtr> PodObjects() const {
+    return pods == nullptr ? std::vector<kube::ObjectPtr>{} : pods->store().List();
+  }
+
   Result<std::vector<std::string>> ListPodUids() {
     kube::ListOptions lo;
     lo.field_selector = "spec.nodeName=" + options.node_name;
@@ -182,7 +188,19 @@ struct Daemon::Impl {
       found = std::move(confirmed);
     }
     std::map<std::string, PodRef> pods_by_uid;
-    if (!found.empty()) pods_by_uid = PodsByUid();
+    if (!found.empty()) {
+      pods_by_uid = PodsByUid();
+      // A process attributed to a DRA claim's directory belongs to the claim's first user.
+      const auto claims = regions.claims();
+      std::vector<kube::ObjectPtr> objects;
+      if (!claims.empty()) objects = PodObjects();
+      for (UnaccountedProcess& u : found) {
+        auto c = claims.find(u.attribution.key);
+        if (c == claims.end() || !c->second) continue;
+        const std::vector<ClaimUser> users = ClaimUsers(objects, *c->second);
+        if (!users.empty()) u.attribution.key = {users[0].pod_uid, users[0].container};
+      }
+    }
 
     CleanupReport cleanup_report;
     bool cleaned = false;
@@ -325,8 +343,35 @@ struct Daemon::Impl {
     in.scans = regions.scans();
     in.region_errors = regions.errors();
     const int64_t now = MonotonicNs();
+    // DRA claims' directories: their users among the node's pods (claims.h).
+    const auto claims = regions.claims();
+    std::map<ContainerKey, std::vector<ClaimUser>> claim_users;
+    if (!claims.empty()) {
+      const std::vector<kube::ObjectPtr> objects = PodObjects();
+      for (const auto& [key, record] : claims) {
+        std::vector<ClaimUser>& users = claim_users[key];
+        if (!record) continue;  // unreadable: no pod can be named
+        users = ClaimUsers(objects, *record);
+        for (const ClaimUser& u : users) {
+          in.claim_uses.push_back({record->ns, record->name, record->uid, u.pod, u.container});
+        }
+      }
+    }
     std::set<ContainerKey> without_pod;
     for (const RegionPtr& r : regions.regions()) {
+      if (auto c = claim_users.find(r->key); c != claim_users.end()) {
+        if (c->second.empty()) {
+          without_pod.insert(r->key);
+          continue;
+        }
+        const node::ClaimRecord& record = *claims.at(r->key);
+        RegionView v = ReadRegion(*r, s.get(), now);
+        v.ns = record.ns;
+        v.pod = c->second[0].pod;
+        v.claim = ClaimView{record.name, record.uid, c->second[0].container};
+        in.regions.push_back(std::move(v));
+        continue;
+      }
       auto pod = in.pods_by_uid.find(r->key.pod_uid);
       if (pod == in.pods_by_uid.end()) {
         without_pod.insert(r->key);
@@ -339,7 +384,11 @@ struct Daemon::Impl {
     }
     for (const ContainerKey& k : regions.containers()) {
       // A directory without a region yet counts by its pod too.
-      if (!in.pods_by_uid.contains(k.pod_uid)) without_pod.insert(k);
+      if (auto c = claim_users.find(k); c != claim_users.end()) {
+        if (c->second.empty()) without_pod.insert(k);
+      } else if (!in.pods_by_uid.contains(k.pod_uid)) {
+        without_pod.insert(k);
+      }
     }
     in.containers_without_pod = int(without_pod.size());
     std::string out = RenderMetrics(in);

@@ -75,7 +75,11 @@ std::string ContainerLabels(const RegionView& r) {
   std::string l;
   Label(l, "namespace", r.ns);
   Label(l, "pod", r.pod);
-  Label(l, "container", r.key.container);
+  Label(l, "container", r.claim ? r.claim->container : r.key.container);
+  if (r.claim) {
+    Label(l, "claim", r.claim->name);
+    Label(l, "claim_uid", r.claim->uid);
+  }
   return l;
 }
 
@@ -148,6 +152,8 @@ void DeclareAll(Exposition& e) {
             "Other processes' memory the container's processes map (never charged to it).");
   e.Declare("hami_container_unaccounted_memory_bytes", "gauge",
             "Device memory NVML shows a process holding that no region accounts for.");
+  e.Declare("hami_claim_container_info", "gauge",
+            "A container using a DRA claim's region (value 1; one series per container).");
   e.Declare("hami_monitor_containers", "gauge", "Container directories by state.");
   e.Declare("hami_monitor_region_errors", "gauge",
             "Region files the monitor refuses (value 1 per file and reason).");
@@ -298,6 +304,16 @@ std::string RenderMetrics(const MetricsInput& in) {
     Label(l, "reason", UnaccountedReasonName(u.reason));
     Label(l, "attribution", AttributionSourceName(u.attribution.source));
     e.Add("hami_container_unaccounted_memory_bytes", l, double(u.unaccounted_bytes));
+  }
+
+  for (const ClaimUseView& c : in.claim_uses) {
+    std::string l;
+    Label(l, "namespace", c.ns);
+    Label(l, "pod", c.pod);
+    Label(l, "container", c.container);
+    Label(l, "claim", c.claim);
+    Label(l, "claim_uid", c.claim_uid);
+    e.Add("hami_claim_container_info", l, 1);
   }
 
   {

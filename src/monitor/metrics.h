@@ -48,10 +48,19 @@ struct ProcessView {
   region::layout::IdentitySource identity = region::layout::IdentitySource::kUnknown;
 };
 
+// The DRA claim a region belongs to (a claim's directory, containers.h), labelled with the
+// pod (RegionView::pod) and container of its first user (claims.h).
+struct ClaimView {
+  std::string name;
+  std::string uid;
+  std::string container;  // the label's value (the directory's own is "claim")
+};
+
 struct RegionView {
   ContainerKey key;
-  std::string ns;  // from the pod informer
+  std::string ns;  // from the pod informer (a claim's: its namespace, which is its pods')
   std::string pod;
+  std::optional<ClaimView> claim;  // absent: a device-plugin container's region
   std::string path;
   bool writable = false;
   std::vector<DeviceView> devices;
@@ -87,6 +96,15 @@ struct PodRef {
   std::string pod;
 };
 
+// One container using a DRA claim's region (claims.h), for hami_claim_container_info.
+struct ClaimUseView {
+  std::string ns;
+  std::string claim;
+  std::string claim_uid;
+  std::string pod;
+  std::string container;
+};
+
 struct CleanupView {
   bool enabled = false;
   uint64_t passes = 0;
@@ -117,6 +135,7 @@ struct MetricsInput {
   int containers_without_pod = 0;                 // of those, no pod known with their UID
   std::vector<UnaccountedProcess> unaccounted;
   std::map<std::string, PodRef> pods_by_uid;  // for the unaccounted processes' labels
+  std::vector<ClaimUseView> claim_uses;       // every user of every claim with a region
   std::vector<RegionErrorView> region_errors;
   CleanupView cleanup;
   FeedbackView feedback;
@@ -130,7 +149,8 @@ struct MetricsInput {
 // The exposition of everything in `in` (without the scrape-duration histogram, which the
 // daemon appends). Containers whose pod is unknown have no series of their own (they are
 // counted in hami_monitor_containers{state="no_pod"}); a device reported by two region files
-// of one container is exported from the first (usage.cache first).
+// of one container is exported from the first (usage.cache first). A claim's region carries
+// the labels claim and claim_uid after container.
 std::string RenderMetrics(const MetricsInput& in);
 
 }  // namespace hami::monitor

@@ -126,6 +126,46 @@ TEST(RenderMetrics, EverySeriesCarriesTheZoneAndLabelsAreEscaped) {
       std::string::npos);
 }
 
+TEST(RenderMetrics, AClaimsRegionCarriesTheClaimAndItsFirstUserAndEveryUserHasAnInfoSeries) {
+  MetricsInput in;
+  in.node = "n";
+  RegionView r;
+  r.key = {"c-uid", "claim"};
+  r.ns = "ml";
+  r.pod = "trainer-0";
+  r.claim = ClaimView{"shared-gpu", "c-uid", "main"};
+  DeviceView d;
+  d.uuid = "GPU-0000";
+  d.used_bytes = 1000 * kMiB;
+  d.limit_bytes = 3000 * kMiB;
+  r.devices.push_back(d);
+  in.regions.push_back(r);
+  in.claim_uses = {{"ml", "shared-gpu", "c-uid", "trainer-0", "main"},
+                   {"ml", "shared-gpu", "c-uid", "trainer-1", "main"}};
+  const std::string text = RenderMetrics(in);
+  const std::string labels =
+      "namespace=\"ml\",pod=\"trainer-0\",container=\"main\",claim=\"shared-gpu\","
+      "claim_uid=\"c-uid\"";
+  EXPECT_NE(text.find("hami_vgpu_memory_used_bytes{" + labels +
+                      ",vdevice_index=\"0\",device_uuid=\"GPU-0000\",zone=\"vGPU\"} 1048576000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_container_processes{" + labels + ",zone=\"vGPU\"} 0\n"),
+            std::string::npos)
+      << text;
+  // One series per claim: the directory's own container name ("claim") labels nothing.
+  EXPECT_EQ(text.find("container=\"claim\""), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE hami_claim_container_info gauge\n"
+                      "hami_claim_container_info{" +
+                      labels +
+                      ",zone=\"vGPU\"} 1\n"
+                      "hami_claim_container_info{namespace=\"ml\",pod=\"trainer-1\","
+                      "container=\"main\",claim=\"shared-gpu\",claim_uid=\"c-uid\","
+                      "zone=\"vGPU\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(RenderMetrics, NoSampleMeansNoHostSeries) {
   MetricsInput in;
   in.node = "n";

@@ -3,7 +3,8 @@
 // skipped while another container's metrics continue, the API server stopped with last-known
 // metrics still served, a process holding GPU memory with no region (unaccounted series and a
 // Warning event on its pod), a CUDA program under libvgpu.so accounted to the byte, and a second
-// monitor on the node serving without cleanup.
+// monitor on the node serving without cleanup; a DRA claim's region labelled with its first
+// user and its claim, never cleaned up.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -98,18 +100,36 @@ class MonitorIntegration : public ::testing::Test {
 
   // A region with this process registered in it, holding `used` bytes on GPU 0.
   void MakeRegion(const std::string& uid, uint64_t limit, uint64_t used) {
+    MakeRegionIn(ContainerDir(uid), limit, used);
+  }
+
+  void MakeRegionIn(const std::string& dir, uint64_t limit, uint64_t used) {
     region::PolicySpec spec;
     spec.device_count = 1;
     spec.memory_limit[0] = limit;
     spec.sm_limit[0] = 30;
     spec.uuid[0] = gpu0_;
-    auto r = region::Region::Open(ContainerDir(uid) + "/usage.cache", &spec,
-                                  region::Create::kIfMissing, nullptr);
+    auto r = region::Region::Open(dir + "/usage.cache", &spec, region::Create::kIfMissing, nullptr);
     ASSERT_TRUE(r.ok()) << r.error().message();
     ASSERT_TRUE((*r)->Register().ok());
     (*r)->SetHostPid(getpid(), region::IdentitySource::kSameNamespace);
     ASSERT_EQ((*r)->Reserve(0, used, region::UsageKind::kData), region::Admission::kOk);
     regions_.push_back(std::move(r).value());
+  }
+
+  // promtool's verdict on `text` ("" when it passes), or nullopt without promtool.
+  std::optional<std::string> PromtoolProblems(const std::string& text) {
+    if (access("/usr/bin/promtool", X_OK) != 0 &&
+        std::system("command -v promtool >/dev/null") != 0) {
+      return std::nullopt;
+    }
+    const std::string file = dir_.path() + "/promtool-input.txt";
+    std::ofstream(file) << text;
+    const std::string cmd = "promtool check metrics < " + file + " > " + dir_.path() + "/out 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream out(dir_.path() + "/out");
+    std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    return WIFEXITED(rc) && WEXITSTATUS(rc) == 0 ? "" : "promtool failed: " + report;
   }
 
   // Starts hami-monitor and returns its metrics port (from its start line).
@@ -373,6 +393,77 @@ TEST_F(MonitorIntegration, AProcessUnderLibvgpuIsAccountedToTheByteAndNotUnaccou
   EXPECT_EQ(body.find("pid=\"" + pid + "\",reason="), std::string::npos) << body;
   worker.CloseStdin();
   EXPECT_EQ(worker.Wait(20000), 0);
+}
+
+TEST_F(MonitorIntegration, AClaimsRegionIsLabelledWithItsFirstUserAndClaimAndNeverCleanedUp) {
+  // Two pods share the ResourceClaim default/shared-gpu, as the DRA driver prepared it: the
+  // directory <claimUID>_claim with its region, the limits file and the claim record.
+  for (const char* name : {"user-a", "user-b"}) {
+    nlohmann::json pod = {
+        {"metadata", {{"name", name}, {"namespace", "default"}}},
+        {"spec",
+         {{"nodeName", kNode},
+          {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", "shared-gpu"}}}},
+          {"containers",
+           {{{"name", "main"}, {"image", "x"}, {"resources", {{"claims", {{{"name", "gpu"}}}}}}},
+            {{"name", "log"}, {"image", "x"}}}}}}};
+    auto made = client_->Create(kube::kPods, "default", pod);
+    ASSERT_TRUE(made.ok()) << made.error().message();
+  }
+  const std::string claim_dir = hook_ + "/vgpu/containers/claim-uid-1_claim";
+  ASSERT_EQ(mkdir(claim_dir.c_str(), 0777), 0);
+  MakeRegionIn(claim_dir, 3000 * kMiB, 200 * kMiB);
+  std::ofstream(claim_dir + ".limits") << "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n";
+  std::ofstream(claim_dir + ".claim")
+      << R"({"name":"shared-gpu","namespace":"default","uid":"claim-uid-1"})"
+      << "\n";
+
+  const int port = StartMonitor(monitor_);
+  ASSERT_GT(port, 0) << log_;
+  // One series per claim, with the pod and container of its first user (the oldest pod,
+  // user-a), and one info series per container using it.
+  const std::string labels =
+      "namespace=\"default\",pod=\"user-a\",container=\"main\",claim=\"shared-gpu\","
+      "claim_uid=\"claim-uid-1\"";
+  std::string body = ScrapeUntil(
+      port, "hami_vgpu_memory_used_bytes{" + labels + ",vdevice_index=\"0\",device_uuid=\"" +
+                gpu0_ + "\",zone=\"vGPU\"} " + std::to_string(200 * kMiB) + "\n");
+  EXPECT_NE(
+      body.find("hami_vgpu_memory_limit_bytes{" + labels + ",vdevice_index=\"0\",device_uuid=\"" +
+                gpu0_ + "\",zone=\"vGPU\"} " + std::to_string(3000 * kMiB) + "\n"),
+      std::string::npos)
+      << body;
+  EXPECT_NE(body.find("hami_claim_container_info{" + labels + ",zone=\"vGPU\"} 1\n"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("hami_claim_container_info{namespace=\"default\",pod=\"user-b\","
+                      "container=\"main\",claim=\"shared-gpu\",claim_uid=\"claim-uid-1\","
+                      "zone=\"vGPU\"} 1\n"),
+            std::string::npos)
+      << body;
+  EXPECT_EQ(body.find("container=\"log\""), std::string::npos) << body;
+  EXPECT_NE(body.find("hami_monitor_containers{state=\"with_pod\",zone=\"vGPU\"} 1\n"),
+            std::string::npos)
+      << body;
+  if (auto problems = PromtoolProblems(body)) {
+    EXPECT_EQ(*problems, "");
+  }
+
+  // The claim's UID is no pod's, yet cleanup passes (every 2 s here) leave its files alone: the
+  // DRA driver removes them at NodeUnprepareResources.
+  // Nor is it a candidate kept for its attached process (this one holds the region): it is
+  // not judged at all.
+  body = ScrapeUntil(port, "hami_monitor_cleanup_passes_total{zone=\"vGPU\"} 4\n");
+  for (const char* zero : {"hami_monitor_cleanup_candidates", "hami_monitor_cleanup_kept_attached",
+                           "hami_monitor_cleanup_removed_total"}) {
+    EXPECT_NE(body.find(std::string(zero) + "{zone=\"vGPU\"} 0\n"), std::string::npos)
+        << zero << " in:\n"
+        << body;
+  }
+  struct stat st {};
+  EXPECT_EQ(stat((claim_dir + "/usage.cache").c_str(), &st), 0);
+  EXPECT_EQ(stat((claim_dir + ".limits").c_str(), &st), 0);
+  EXPECT_EQ(stat((claim_dir + ".claim").c_str(), &st), 0);
 }
 
 TEST_F(MonitorIntegration, ASecondMonitorOnTheNodeServesMetricsWithoutCleanup) {

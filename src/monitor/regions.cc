@@ -76,8 +76,10 @@ RegionSet::ScanReport RegionSet::Scan(const std::string& hook_path) {
   std::map<std::string, RegionPtr> next;
   std::map<std::string, RegionErrorView> next_errors;
   containers_.clear();
+  claims_.clear();
   for (const ContainerDir& d : *dirs) {
     containers_.push_back(d.key);
+    if (d.is_claim) claims_[d.key] = d.claim;
     for (const std::string& path : d.region_files) {
       struct stat st;
       if (lstat(path.c_str(), &st) != 0) continue;  // gone since the listing
@@ -131,6 +133,11 @@ std::vector<RegionPtr> RegionSet::regions() const {
 std::vector<ContainerKey> RegionSet::containers() const {
   std::lock_guard lock(mu_);
   return containers_;
+}
+
+std::map<ContainerKey, std::optional<node::ClaimRecord>> RegionSet::claims() const {
+  std::lock_guard lock(mu_);
+  return claims_;
 }
 
 std::vector<RegionErrorView> RegionSet::errors() const {

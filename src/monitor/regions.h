@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,9 @@ class RegionSet {
 
   std::vector<RegionPtr> regions() const;  // by key, then path
   std::vector<ContainerKey> containers() const;
+  // The DRA claims' directories of the latest scan: their claim records (nullopt: the record
+  // could not be read or names another UID; the scan reported it).
+  std::map<ContainerKey, std::optional<node::ClaimRecord>> claims() const;
   std::vector<RegionErrorView> errors() const;  // by path
   uint64_t scans() const;
 
@@ -70,6 +74,7 @@ class RegionSet {
   mutable std::mutex mu_;
   std::map<std::string, RegionPtr> by_path_;
   std::vector<ContainerKey> containers_;
+  std::map<ContainerKey, std::optional<node::ClaimRecord>> claims_;
   std::map<std::string, RegionErrorView> errors_;  // by path
   std::map<std::string, std::string> skipped_;     // entry message -> (logged once)
   uint64_t scans_ = 0;

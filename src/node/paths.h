@@ -7,6 +7,9 @@
 //   the host     <hook path>/vgpu/containers/<podUID>_<container>/usage.cache   (the region)
 //                <hook path>/vgpu/containers/<podUID>_<container>/pod.json      (node/pod_record.h)
 //                <hook path>/vgpu/containers/<podUID>_<container>.limits        (limits file)
+//                <hook path>/vgpu/containers/<claimUID>_claim(.limits|.claim)  (a DRA claim's
+//                                                 directory, limits file and claim record:
+//                                                 node/claim_record.h)
 //                /var/run/hami/hostpid/broker.sock                  (the host-PID broker)
 //   a container  /overrideEnv                    (the limits file, bound read-only)
 //                /tmp/vgpulock                   (root-owned, 01777: node-wide locks)

@@ -1,9 +1,5 @@
 #include "plugin/api.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -518,7 +514,7 @@ grpc::Status DevicePluginService::PreStartContainer(
 
 // ---- UnixServer ----
 
-std::string UnixTarget(std::string_view socket_path) { return "unix:" + std::string(socket_path); }
+std::string UnixTarget(std::string_view socket_path) { return UnixGrpcTarget(socket_path); }
 
 std::shared_ptr<grpc::Channel> UnixChannel(std::string_view socket_path) {
   grpc::ChannelArguments args;
@@ -527,88 +523,10 @@ std::shared_ptr<grpc::Channel> UnixChannel(std::string_view socket_path) {
                                    args);
 }
 
-Result<std::unique_ptr<UnixServer>> UnixServer::Start(const std::string& socket_path,
+Result<std::unique_ptr<UnixServer>> ServeDevicePlugin(const std::string& socket_path,
                                                       DevicePluginService* service) {
   service->AcceptStreams();
-  return Start(socket_path, {service}, [service] { service->RefuseStreams(); });
-}
-
-Result<std::unique_ptr<UnixServer>> UnixServer::Start(const std::string& socket_path,
-                                                      const std::vector<grpc::Service*>& services,
-                                                      std::function<void()> before_shutdown) {
-  if (socket_path.empty() || socket_path[0] != '/') {
-    return Error(ErrorCode::kInvalidArgument,
-                 "gRPC socket path '" + socket_path + "' is not an absolute path");
-  }
-  const std::string dir = socket_path.substr(0, socket_path.rfind('/') + 1);
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return Error::FromErrno("gRPC socket directory " + dir);
-  if (!S_ISDIR(st.st_mode)) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "gRPC socket directory " + dir + " is not a directory");
-  }
-  if (lstat(socket_path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "gRPC socket path " + socket_path + " exists and is not a socket");
-    }
-    if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
-      return Error::FromErrno("removing the stale socket " + socket_path);
-    }
-  } else if (errno != ENOENT) {
-    return Error::FromErrno("gRPC socket path " + socket_path);
-  }
-
-  std::unique_ptr<grpc::Server> server;
-  try {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(UnixTarget(socket_path), grpc::InsecureServerCredentials());
-    for (grpc::Service* s : services) builder.RegisterService(s);
-    server = builder.BuildAndStart();
-  } catch (const std::exception& e) {
-    return Error(ErrorCode::kInternal,
-                 "serving gRPC on " + UnixTarget(socket_path) + ": " + e.what());
-  }
-  if (!server) {
-    return Error(ErrorCode::kIo, "serving gRPC on " + UnixTarget(socket_path) +
-                                     " failed (gRPC could not bind it; see its log line)");
-  }
-  if (lstat(socket_path.c_str(), &st) != 0) {
-    const int err = errno;
-    server->Shutdown();
-    return Error::FromErrno("gRPC socket " + socket_path + " after bind", err);
-  }
-  return std::unique_ptr<UnixServer>(new UnixServer(socket_path, std::move(server), st.st_dev,
-                                                    st.st_ino, std::move(before_shutdown)));
-}
-
-UnixServer::UnixServer(std::string path, std::unique_ptr<grpc::Server> server, dev_t dev, ino_t ino,
-                       std::function<void()> before_shutdown)
-    : path_(std::move(path)),
-      dev_(dev),
-      ino_(ino),
-      before_shutdown_(std::move(before_shutdown)),
-      server_(std::move(server)) {}
-
-UnixServer::~UnixServer() { Stop(); }
-
-bool UnixServer::SocketIntact() const {
-  struct stat st;
-  return lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
-}
-
-void UnixServer::Stop(int64_t grace_ms) {
-  std::unique_ptr<grpc::Server> server;
-  {
-    MutexLock lock(&mu_);
-    server = std::move(server_);
-  }
-  if (!server) return;
-  const bool ours = SocketIntact();
-  if (before_shutdown_) before_shutdown_();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
-  server->Wait();
-  if (ours && SocketIntact()) unlink(path_.c_str());
+  return UnixServer::Start(socket_path, {service}, [service] { service->RefuseStreams(); });
 }
 
 }  // namespace hami::plugin

@@ -5,7 +5,7 @@
 
 hami_cc_library(NAME hami_plugin_api
   SRCS api.cc
-  DEPS hami::kubelet_api_proto hami::common Threads::Threads)
+  DEPS hami::kubelet_api_proto hami::unix_grpc_server hami::common Threads::Threads)
 
 # The service over a real Unix socket with a grpc++ client, and the conversions.
 # Not CONCURRENT (the ThreadSanitizer subset): gRPC synchronizes inside Debian's libgrpc,

@@ -53,6 +53,7 @@
 
 #include "common/mutex.h"
 #include "common/result.h"
+#include "common/unix_grpc_server.h"
 #include "kubeletapi/api.grpc.pb.h"
 #include "plugin/types.h"
 
@@ -193,7 +194,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   void EndStreams();
   // For a server's shutdown: ends the open streams and every stream opened until
   // AcceptStreams() (one a client opens while the server shuts down would otherwise hold the
-  // shutdown until its deadline). UnixServer::Start(path, service) calls both.
+  // shutdown until its deadline). ServeDevicePlugin(path, service) calls both.
   void RefuseStreams();
   void AcceptStreams();
 
@@ -234,49 +235,16 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
 
 // ---- a gRPC server on one Unix socket ----
 
-// Serves `services` on `socket_path` (an absolute path; its directory must exist).
-// Start() removes a stale socket at the path first (anything else there is refused, naming
-// it) and records the inode it bound. Stop() runs `before_shutdown` (for the device plugin:
-// the service's EndStreams, since gRPC waits for open streams and tells them nothing), then
-// shuts down with a deadline of `grace_ms`: calls still running then are cancelled
-// (ListAndWatch streams end at once on cancellation). The socket file goes with the server;
-// Stop() removes it itself only while it is still the one Start() bound (gRPC also unlinks
-// the path it listened on when it shuts down).
-//
-// Thread safety: Stop() and the accessors may be called from any thread; Stop() is
-// idempotent and run by the destructor.
-class UnixServer {
- public:
-  static Result<std::unique_ptr<UnixServer>> Start(const std::string& socket_path,
-                                                   const std::vector<grpc::Service*>& services,
-                                                   std::function<void()> before_shutdown = {});
-  // Serves one DevicePluginService: AcceptStreams() before serving, RefuseStreams() before
-  // the shutdown.
-  static Result<std::unique_ptr<UnixServer>> Start(const std::string& socket_path,
-                                                   DevicePluginService* service);
-  ~UnixServer();
-  UnixServer(const UnixServer&) = delete;
-  UnixServer& operator=(const UnixServer&) = delete;
+// The device plugin's gRPC server on its Unix socket (common/unix_grpc_server.h).
+using UnixServer = UnixGrpcServer;
 
-  void Stop(int64_t grace_ms = 1000);
-  const std::string& path() const { return path_; }
-  // Whether the path still names the socket Start() bound (false once it was removed or
-  // replaced).
-  bool SocketIntact() const;
+// Serves one DevicePluginService on `socket_path`: AcceptStreams() before serving,
+// RefuseStreams() before the shutdown (gRPC waits for open ListAndWatch streams and tells
+// them nothing).
+Result<std::unique_ptr<UnixServer>> ServeDevicePlugin(const std::string& socket_path,
+                                                      DevicePluginService* service);
 
- private:
-  UnixServer(std::string path, std::unique_ptr<grpc::Server> server, dev_t dev, ino_t ino,
-             std::function<void()> before_shutdown);
-
-  const std::string path_;
-  const dev_t dev_;
-  const ino_t ino_;
-  const std::function<void()> before_shutdown_;
-  Mutex mu_;
-  std::unique_ptr<grpc::Server> server_ GUARDED_BY(mu_);
-};
-
-// "unix:<path>" for grpc::CreateChannel and ServerBuilder.
+// "unix:<path>" for grpc::CreateChannel and ServerBuilder (UnixGrpcTarget).
 std::string UnixTarget(std::string_view socket_path);
 // An insecure channel to a Unix socket with a subchannel pool of its own: a new channel
 // connects at once instead of sharing another channel's reconnect backoff (gRPC's global

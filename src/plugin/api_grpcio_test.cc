@@ -51,7 +51,7 @@ TEST(PluginApiGrpcio, APythonKubeletAgreesWithTheServer) {
   };
   DevicePluginService service(std::move(options));
   service.SetDevices({{"GPU-1111-0", true, 1}, {"GPU-1111-1", false, -1}});
-  auto server = UnixServer::Start(dir.File("hami-nvidia.sock"), &service);
+  auto server = ServeDevicePlugin(dir.File("hami-nvidia.sock"), &service);
   ASSERT_TRUE(server.ok()) << server.error().message();
 
   TempDir out("hami-pgrpcio-stubs");

@@ -177,7 +177,7 @@ class PluginApiServer : public ::testing::Test {
       return out;
     };
     service_ = std::make_unique<DevicePluginService>(std::move(options));
-    auto server = UnixServer::Start(dir_.File("hami-nvidia.sock"), service_.get());
+    auto server = ServeDevicePlugin(dir_.File("hami-nvidia.sock"), service_.get());
     ASSERT_TRUE(server.ok()) << server.error().message();
     server_ = std::move(*server);
     stub_ = v1beta1::DevicePlugin::NewStub(
@@ -384,7 +384,7 @@ TEST_F(PluginApiServer, PreferredAllocationNotOfferedIsUnimplemented) {
 TEST_F(PluginApiServer, TheSameServiceServesAgainAfterAStop) {
   service_->SetDevices(TwoDevices());
   server_->Stop();
-  auto server = UnixServer::Start(dir_.File("hami-nvidia.sock"), service_.get());
+  auto server = ServeDevicePlugin(dir_.File("hami-nvidia.sock"), service_.get());
   ASSERT_TRUE(server.ok()) << server.error().message();
   server_ = std::move(*server);
   auto stub = v1beta1::DevicePlugin::NewStub(
@@ -403,10 +403,10 @@ TEST(PluginApiUnixServer, RefusesAPathThatIsNotASocket) {
   const std::string path = dir.File("plain");
   ASSERT_EQ(close(creat(path.c_str(), 0600)), 0);
   DevicePluginService service(ServiceOptions{});
-  auto server = UnixServer::Start(path, &service);
+  auto server = ServeDevicePlugin(path, &service);
   ASSERT_FALSE(server.ok());
   EXPECT_THAT(server.error().message(), HasSubstr(path + " exists and is not a socket"));
-  auto missing = UnixServer::Start(dir.File("no/such/dir.sock"), &service);
+  auto missing = ServeDevicePlugin(dir.File("no/such/dir.sock"), &service);
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.error().message(), HasSubstr("No such file or directory"));
 }

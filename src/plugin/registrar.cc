@@ -114,7 +114,7 @@ void Registrar::Failed(const std::string& what, const Error& error) {
 }
 
 bool Registrar::Serve() {
-  auto server = UnixServer::Start(plugin_socket(), service_);
+  auto server = ServeDevicePlugin(plugin_socket(), service_);
   if (!server.ok()) {
     Failed("serve", server.error());
     return false;

@@ -690,6 +690,41 @@ TEST_F(RegionCliTest, WithoutAPathOrARegionOfTheirOwnTopAndInspectListRegionsAnd
                                       "/no-hook/vgpu/containers\\)|regions on this host"));
 }
 
+TEST_F(RegionCliTest, InspectReadsADraClaimsRegionAsAnyOtherAndTheListNamesTheClaim) {
+  // The DRA driver's layout for a prepared claim: <claimUID>_claim with its region, the limits
+  // file and the claim record beside it.
+  const std::string hook = dir_ + "/hook";
+  const std::string containers = hook + "/vgpu/containers";
+  const std::string uid = "0b6f8c2e-6d1a-4f0e-9a55-3c2d1e7f9a10";
+  const std::string claim_dir = containers + "/" + uid + "_claim";
+  const std::string region_path = claim_dir + "/usage.cache";
+  auto r = Make(region_path);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->Register().ok());
+  ASSERT_EQ(r->Reserve(0, 48 * kMiB, UsageKind::kData), Admission::kOk);
+  WriteFile(claim_dir + ".limits", "CUDA_DEVICE_MEMORY_LIMIT_0=1024m\nHAMI_LIMITS_FORMAT=1\n");
+  WriteFile(claim_dir + ".claim",
+            R"({"name":"shared-gpu","namespace":"ml","uid":")" + uid + "\"}\n");
+
+  Outcome o = Hami({"inspect", "--no-nvml", region_path});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("file     " + region_path + " (opened read-write)"));
+  EXPECT_THAT(o.out, ContainsRegex(std::string("0 +") + kUuid0 + " +1.0 GiB +30%"));
+  EXPECT_THAT(
+      o.out, ContainsRegex(std::to_string(r->slot()) + " +live +yes +" + std::to_string(getpid())));
+  EXPECT_THAT(o.out, HasSubstr("check: the region's own records are consistent"));
+  Outcome j = Hami({"inspect", "--no-nvml", "--json", region_path});
+  EXPECT_EQ(j.status, 0) << j.out;
+  EXPECT_EQ(Json(j)["file"], region_path);
+
+  Outcome list = Hami({"inspect", "--no-nvml", "--hook-path", hook});
+  EXPECT_EQ(list.status, 2) << list.out;
+  struct passwd* me = getpwuid(geteuid());
+  ASSERT_NE(me, nullptr);
+  EXPECT_THAT(list.out, HasSubstr("  " + region_path + "  owner " + me->pw_name +
+                                  "  claim ml/shared-gpu (claim UID " + uid + ")\n"));
+}
+
 TEST_F(RegionCliTest, TopRejectsABadIntervalAndAMissingPathNamingThem) {
   ASSERT_NE(Make(path_), nullptr);
   for (const char* bad : {"0", "-1", "abc", "1s", "", " 1", "1e3", "inf", "0.5.5"}) {
