@@ -1,10 +1,15 @@
-// The simulated cluster in DRA mode (`hami sim cluster up --mode dra`, one node, one simulated
-// GPU): the real hami-dra-plugin registered with the node's DRA manager, the DeviceClass
+// The simulated cluster in DRA mode (`hami sim cluster up --mode dra`, one node, two simulated
+// GPUs): the real hami-dra-plugin registered with the node's DRA manager, the DeviceClass
 // created, and a pod bound to the node whose ResourceClaim the test allocates itself (status
 // written through the API, as the scheduler would): the kubelet stand-in waits for the
 // allocation (a FailedPrepareDynamicResources event says why), prepares the claim through the
 // plugin, gives the container the CDI spec's env and mounts (its limits file at /overrideEnv),
 // and on the pod's deletion unprepares it, after which every file the plugin made is gone.
+// Then the examples of examples/dra, end to end: two pods with claims from one template share
+// a GPU, a pod asking `nvidia.com/gpu: 1` is served through the DeviceClass's extended
+// resource, a pod written for the device plugin is rewritten by the webhook into a claim; each
+// container and its `env -i` process are held to their share by libvgpu; deleting the pods
+// deletes their claims and every file.
 //
 // Root only (the container runtime's namespaces); kubectl needed.
 #include <gmock/gmock.h>
@@ -16,7 +21,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -74,7 +81,7 @@ class DraClusterTest : public ::testing::Test {
     base_ = new TempDir("hami-dra-cluster");
     dir_ = base_->path() + "/cluster";
     Ran up = RunCommand({Bin("hami"), "sim", "cluster", "up", "--mode", "dra", "--dir", dir_,
-                         "--nodes", "1", "--gpus", "h100-80g:1"},
+                         "--nodes", "1", "--gpus", "h100-80g:2"},
                         {}, 150000);
     up_output_ = up.out;
     up_code_ = up.code;
@@ -285,6 +292,127 @@ spec:
     ADD_FAILURE() << "left in the CDI directory: " << it->path();
   }
   Kubectl({"delete", "resourceclaim", "shared-gpu", "--wait=false"});
+}
+
+// The claim a pod's status names for its pod claim `name` (a template's), or its KEP-5004 claim
+// when `name` is empty; "" while it names none.
+std::string ClaimOf(const json& pod, const std::string& name) {
+  const json& st = pod["status"];
+  if (name.empty()) {
+    if (!st.contains("extendedResourceClaimStatus")) return "";
+    return st["extendedResourceClaimStatus"].value("resourceClaimName", "");
+  }
+  for (const json& c : st.value("resourceClaimStatuses", json::array())) {
+    if (c.value("name", "") == name) return c.value("resourceClaimName", "");
+  }
+  return "";
+}
+
+TEST_F(DraClusterTest, TheExamplesShareAGpuHeldByLibvgpuAndLeaveNothingBehind) {
+  const std::string examples = std::string(HAMI_EXAMPLES_DIR) + "/dra/";
+  const std::vector<std::string> pods = {"dra-share-a", "dra-share-b", "dra-gpu-extended",
+                                         "dra-vgpu-webhook"};
+  for (const char* f : {"claim-template-3000m-30.yaml", "share-a.yaml", "share-b.yaml",
+                        "gpu-extended.yaml", "vgpu-webhook.yaml"}) {
+    Ran applied = Kubectl({"apply", "-f", examples + f});
+    ASSERT_EQ(applied.code, 0) << f << ": " << applied.out;
+  }
+  for (const std::string& pod : pods) {
+    Ran ready = Kubectl({"wait", "--for=condition=Ready", "--timeout=120s", "pod/" + pod}, 150000);
+    ASSERT_EQ(ready.code, 0) << pod << ": " << ready.out
+                             << Kubectl({"get", "pods", "-o", "wide"}).out
+                             << Kubectl({"get", "events"}).out << PodLog(pod, "cuda");
+  }
+
+  // The allocations: the two template claims and the webhook's share one GPU with shares of
+  // their own; the extended resource's claim takes a whole GPU, the other one.
+  std::map<std::string, json> result_of;
+  std::map<std::string, std::string> claim_of;
+  for (const std::string& pod : pods) {
+    const json p = Get({"pod", pod});
+    ASSERT_TRUE(p.is_object()) << pod;
+    std::string claim;
+    if (pod == "dra-gpu-extended") {
+      claim = ClaimOf(p, "");
+    } else if (pod == "dra-vgpu-webhook") {
+      ASSERT_EQ(p["spec"]["resourceClaims"].size(), 1u) << p["spec"].dump();
+      claim = ClaimOf(p, p["spec"]["resourceClaims"][0].value("name", ""));
+      EXPECT_FALSE(p["spec"]["containers"][0]["resources"]
+                       .value("limits", json::object())
+                       .contains("nvidia.com/gpumem"))
+          << "the webhook keeps no gpumem limit in DRA mode";
+    } else {
+      claim = ClaimOf(p, "gpu");
+    }
+    ASSERT_FALSE(claim.empty()) << pod << " has no claim in its status: " << p["status"].dump();
+    claim_of[pod] = claim;
+    const json c = Get({"resourceclaim", claim});
+    ASSERT_TRUE(c.is_object()) << claim;
+    const json& results = c["status"]["allocation"]["devices"]["results"];
+    ASSERT_EQ(results.size(), 1u) << claim << ": " << c["status"].dump();
+    result_of[pod] = results[0];
+    ASSERT_EQ(c["status"]["reservedFor"].size(), 1u);
+    EXPECT_EQ(c["status"]["reservedFor"][0]["name"], pod);
+  }
+  EXPECT_EQ(result_of["dra-share-a"]["device"], result_of["dra-share-b"]["device"]);
+  EXPECT_EQ(result_of["dra-share-a"]["device"], result_of["dra-vgpu-webhook"]["device"]);
+  EXPECT_NE(result_of["dra-share-a"]["shareID"], result_of["dra-share-b"]["shareID"]);
+  EXPECT_NE(result_of["dra-gpu-extended"]["device"], result_of["dra-share-a"]["device"]);
+  for (const char* pod : {"dra-share-a", "dra-share-b", "dra-vgpu-webhook"}) {
+    EXPECT_EQ(result_of[pod]["consumedCapacity"]["memory"], "3000Mi") << pod;
+    EXPECT_EQ(result_of[pod]["consumedCapacity"]["cores"], "30") << pod;
+  }
+
+  // Each container and its env -i process are held to the share by libvgpu.
+  auto held_log = [&](const std::string& pod) {
+    std::string log;
+    ::hami::testing::PollUntil(
+        [&] {
+          log = PodLog(pod, "cuda");
+          return log.find("\nholding ") != std::string::npos;
+        },
+        60000, 100'000);
+    return log;
+  };
+  const std::regex refused("ok: +an allocation past the limit is refused");
+  for (const std::string& pod : pods) {
+    const std::string log = held_log(pod);
+    EXPECT_THAT(log, Not(HasSubstr("FAILED"))) << pod << ":\n" << log;
+    const auto n = std::distance(std::sregex_iterator(log.begin(), log.end(), refused),
+                                 std::sregex_iterator());
+    EXPECT_EQ(n, pod == "dra-gpu-extended" ? 0 : 2)
+        << pod << ": every process of the pod is held:\n"
+        << log;
+  }
+  EXPECT_THAT(PodLog("dra-share-a", "cuda"), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=3000m"));
+  // The extended resource's claim: a whole GPU, its memory (81559 MiB) as the limit.
+  EXPECT_THAT(PodLog("dra-gpu-extended", "cuda"), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=81559m"));
+  EXPECT_THAT(PodLog("dra-vgpu-webhook", "cuda"), HasSubstr("cuMemGetInfo: total 3000 MiB"));
+
+  // Deleting the pods deletes their claims and every file the plugin made for them.
+  const std::string cdi_dir = info_["nodes"][0]["cdi_dir"];
+  Ran deleted = Kubectl({"delete", "-f", examples, "--timeout=90s"}, 120000);
+  ASSERT_EQ(deleted.code, 0) << deleted.out;
+  for (const auto& [pod, claim] : claim_of) {
+    EXPECT_TRUE(::hami::testing::PollUntil(
+        [&] {
+          return Kubectl({"get", "resourceclaim", claim}).code != 0;
+        },
+        60000, 200'000))
+        << pod << "'s claim " << claim << " is still there";
+  }
+  EXPECT_TRUE(::hami::testing::PollUntil([&] { return std::filesystem::is_empty(cdi_dir); }, 60000,
+                                         200'000))
+      << "CDI specs left in " << cdi_dir;
+  const std::string containers =
+      info_["nodes"][0]["hook_path"].get<std::string>() + "/vgpu/containers";
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(containers, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->path().filename().string().find("_claim") != std::string::npos) {
+      ADD_FAILURE() << "left behind: " << it->path();
+    }
+  }
 }
 
 }  // namespace

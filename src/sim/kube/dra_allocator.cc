@@ -33,8 +33,9 @@ Error Bad(std::string what) { return Error(ErrorCode::kInvalidArgument, std::mov
 
 Result<Quantity> QuantityAt(const json& parent, std::string_view key, const std::string& field) {
   const json* v = Find(parent, key);
-  if (v == nullptr || !v->is_string()) return Bad(field + ": not a quantity string");
-  auto q = hami::kube::ParseQuantity(v->get_ref<const std::string&>(), "");
+  const std::string text = v == nullptr ? std::string() : QuantityText(*v);
+  if (text.empty()) return Bad(field + ": not a quantity");
+  auto q = hami::kube::ParseQuantity(text, "");
   if (!q.ok()) return Bad(field + ": " + q.error().message());
   return *q;
 }
@@ -71,6 +72,12 @@ std::string MilliText(int64_t milli, QuantityFormat format) {
 }
 
 }  // namespace
+
+std::string QuantityText(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return v.dump();
+  return std::string();
+}
 
 bool NodeSelectorMatches(const json& selector, const NodeView& node) {
   const json* terms = Find(selector, "nodeSelectorTerms");
@@ -150,8 +157,7 @@ Result<CandidateDevice> ReadDevice(const std::string& driver, const std::string&
         } else if (const json* values = Find(*p, "validValues")) {
           if (!values->is_array()) return Bad(at + ".requestPolicy.validValues: not a list");
           for (size_t i = 0; i < values->size(); ++i) {
-            auto q = hami::kube::ParseQuantity(
-                (*values)[i].is_string() ? (*values)[i].get<std::string>() : std::string(), "");
+            auto q = hami::kube::ParseQuantity(QuantityText((*values)[i]), "");
             if (!q.ok()) {
               return Bad(at + ".requestPolicy.validValues[" + std::to_string(i) +
                          "]: " + q.error().message());

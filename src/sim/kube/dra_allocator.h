@@ -61,6 +61,11 @@ inline constexpr char kExtendedResourceClaimAnnotation[] =
     "resource.kubernetes.io/extended-resource-claim";
 inline constexpr char kImplicitExtendedResourcePrefix[] = "deviceclass.resource.kubernetes.io/";
 
+// A quantity as JSON carries it: a string ("3000Mi"), or a number as a client may send one
+// (kubectl sends `cores: 30` from YAML as 30; the API server's answer would be "30"). Empty
+// for anything else.
+std::string QuantityText(const nlohmann::json& v);
+
 // What a node selector is matched against.
 struct NodeView {
   std::string name;

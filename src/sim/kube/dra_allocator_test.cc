@@ -108,6 +108,14 @@ class Allocator : public ::testing::Test {
 
 const json& Result0(const json& allocation) { return allocation["devices"]["results"][0]; }
 
+TEST(QuantityText, TakesStringsAndTheIntegersClientsSendFromYaml) {
+  EXPECT_EQ(QuantityText(json("3000Mi")), "3000Mi");
+  EXPECT_EQ(QuantityText(json(30)), "30");
+  EXPECT_EQ(QuantityText(json(1.5)), "");
+  EXPECT_EQ(QuantityText(json::object()), "");
+  EXPECT_EQ(QuantityText(json(nullptr)), "");
+}
+
 TEST_F(Allocator, TwoSharesOfOneGpuThenTheNextGpuWhenMemoryRunsOut) {
   const json share = {{"memory", "3000Mi"}, {"cores", "30"}};
   json a = AllocateOne(OneRequest("a", share));

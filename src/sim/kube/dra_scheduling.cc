@@ -85,8 +85,8 @@ NodeView ViewOf(const json& node) {
 // The node serves `resource` itself (a device plugin): status.allocatable lists it above 0.
 bool NodeAllocates(const json& node, const std::string& resource) {
   const json* q = At(node, {"status", "allocatable", resource});
-  if (q == nullptr || !q->is_string()) return false;
-  auto parsed = hami::kube::ParseQuantity(q->get_ref<const std::string&>(), "");
+  if (q == nullptr) return false;
+  auto parsed = hami::kube::ParseQuantity(QuantityText(*q), "");
   return parsed.ok() && parsed->Sign() > 0;
 }
 
@@ -151,9 +151,9 @@ std::vector<DraScheduler::ExtendedRequest> DraScheduler::ExtendedRequests(
         std::sort(keys.begin(), keys.end());
         for (size_t j = 0; j < keys.size(); ++j) {
           const std::string cls = class_of(keys[j]);
-          const json& q = (*requests)[keys[j]];
-          if (cls.empty() || !q.is_string()) continue;
-          auto count = hami::kube::ParseQuantity(q.get_ref<const std::string&>(), "");
+          const std::string q = QuantityText((*requests)[keys[j]]);
+          if (cls.empty() || q.empty()) continue;
+          auto count = hami::kube::ParseQuantity(q, "");
           if (!count.ok() || count->Value() <= 0) continue;
           out.push_back({StringAt(c, {"name"}), keys[j],
                          "container-" + std::to_string(i) + "-request-" + std::to_string(j), cls,
