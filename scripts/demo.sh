@@ -18,9 +18,14 @@
 #   8. on the same cluster, compute shares: two pods at 30% sharing a GPU are each held to
 #      their share, a pod at 25% under GPU_CORE_UTILIZATION_POLICY=force alone on a GPU is
 #      capped, one at 25% under the default policy alone on a GPU is not; then
-#      `hami sim cluster down` (skipped with step 7, or when its cluster did not come up).
+#      `hami sim cluster down` (skipped with step 7, or when its cluster did not come up);
+#   9. a simulated cluster in DRA mode (`hami sim cluster up --mode dra`, one node with two
+#      GPUs, hami-dra-plugin on it): the examples of examples/dra — two pods whose claims share
+#      a GPU, a pod asking nvidia.com/gpu served through the DeviceClass, a pod written for the
+#      device plugin rewritten by the webhook — their claims, limits and cleanup (skipped with
+#      step 7).
 # Exit status 0 when every step that ran passed. Usage: scripts/demo.sh [BUILD_DIR] [--cluster]
-# --cluster runs steps 7 and 8 alone (the CTest demo.cluster); then 77 when they were skipped.
+# --cluster runs steps 7 to 9 alone (the CTest demo.cluster); then 77 when they were skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -40,7 +45,9 @@ done
 
 work=$(mktemp -d /tmp/hami-demo-XXXXXX) || exit 1
 # Steps 7 and 8 share a simulated cluster in $work/cluster; whatever way the demo ends, it goes.
+# Step 9's is $work/dra-cluster.
 trap '[[ -e $work/cluster ]] && "$hami" sim cluster down --dir "$work/cluster" >/dev/null 2>&1
+  [[ -e $work/dra-cluster ]] && "$hami" sim cluster down --dir "$work/dra-cluster" >/dev/null 2>&1
   rm -rf "$work"' EXIT
 # A simulated machine of the demo's own (a real driver ignores this).
 export HAMI_SIM_STATE=$work/sim.state
@@ -390,6 +397,65 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
   [[ ! -e $dir ]] || { echo "-> $dir was left behind"; ok=1; }
   return $ok
 }
+# 9. DRA: a cluster of one node with two simulated GPUs served by hami-dra-plugin, the
+# DeviceClass, the examples of examples/dra applied with kubectl, their claims (device, share,
+# consumed capacity), what each container's CUDA program and login-style process were held to,
+# and, after the pods are deleted, their claims and every file the driver made gone.
+dra_demo() {
+  local dir=$work/dra-cluster ok=0 pod log n left
+  "$hami" sim cluster up --mode dra --dir "$dir" --nodes 1 --gpus h100-80g:2 |
+    grep -v '^  started ' || return 1
+  export KUBECONFIG=$dir/kubeconfig
+  echo "\$ kubectl get deviceclasses,resourceslices"
+  kubectl get deviceclasses,resourceslices
+  local -a pods=(dra-share-a dra-share-b dra-gpu-extended dra-vgpu-webhook)
+  echo "\$ kubectl apply -f examples/dra/"
+  kubectl apply -f examples/dra/ || return 1
+  for pod in "${pods[@]}"; do
+    kubectl wait --for=condition=Ready --timeout=120s "pod/$pod" >/dev/null || {
+      kubectl get pods -o wide
+      kubectl get events | grep -v Normal
+      return 1
+    }
+  done
+  echo "\$ kubectl get resourceclaims  (device, share and consumed capacity from status.allocation)"
+  kubectl get resourceclaims -o custom-columns='CLAIM:.metadata.name,STATE:.status.reservedFor[0].name,DEVICE:.status.allocation.devices.results[0].device,SHARE:.status.allocation.devices.results[0].shareID,MEMORY:.status.allocation.devices.results[0].consumedCapacity.memory,CORES:.status.allocation.devices.results[0].consumedCapacity.cores'
+  for pod in "${pods[@]}"; do
+    echo "\$ kubectl logs $pod   (excerpt)"
+    for _ in $(seq 300); do
+      log=$(kubectl logs "$pod" 2>/dev/null || pod_output "$dir" "$pod")
+      grep -q '^holding ' <<<"$log" && break
+      sleep 0.2
+    done
+    grep -E '^pod |^cuMemGetInfo|past the limit|login-style|^FAILED' <<<"$log" | sed 's/^/  /'
+    grep -q '^FAILED' <<<"$log" && ok=1
+    if [[ $pod != dra-gpu-extended ]]; then
+      n=$(grep -c 'ok: .*an allocation past the limit is refused' <<<"$log")
+      [[ $n -eq 2 ]] || { echo "  -> expected the process and the env -i session refused"; ok=1; }
+    fi
+  done
+  echo "\$ kubectl delete -f examples/dra/"
+  kubectl delete -f examples/dra/ --timeout=90s >/dev/null || return 1
+  for _ in $(seq 300); do
+    left=$(($(kubectl get resourceclaims --no-headers 2>/dev/null | wc -l) +
+      $(find "$dir"/nodes/*/cdi "$dir"/nodes/*/hook/vgpu/containers -mindepth 1 -maxdepth 1 \
+        2>/dev/null | wc -l)))
+    [[ $left -eq 0 ]] && break
+    sleep 0.2
+  done
+  if [[ $left -eq 0 ]]; then
+    echo "the pods' claims are deleted, and every claim's CDI spec, directory and limits file is gone"
+  else
+    echo "-> $left claims or files left after 60 s:"
+    kubectl get resourceclaims
+    find "$dir"/nodes/*/cdi "$dir"/nodes/*/hook/vgpu/containers -mindepth 1 -maxdepth 1
+    ok=1
+  fi
+  echo "\$ hami sim cluster down"
+  "$hami" sim cluster down --dir "$dir" | tail -1 || ok=1
+  return $ok
+}
+
 if [[ $(id -u) -ne 0 ]]; then
   echo
   echo "== 7. A simulated cluster: hami sim cluster up, kubectl apply -f examples/"
@@ -411,6 +477,16 @@ else
   echo
   echo "== 8. Compute shares on the cluster: a pair sharing a GPU, force and default pods alone"
   echo "    skipped: step 7's cluster is not up"
+  skipped=$((skipped + 1))
+fi
+
+if [[ $(id -u) -eq 0 ]] && command -v kubectl >/dev/null; then
+  step "9. DRA: hami sim cluster up --mode dra, kubectl apply -f examples/dra/, claims, limits, cleanup" \
+    dra_demo
+else
+  echo
+  echo "== 9. DRA: hami sim cluster up --mode dra, kubectl apply -f examples/dra/"
+  echo "    skipped: as step 7 (root and kubectl needed)"
   skipped=$((skipped + 1))
 fi
 
