@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/quote.h"
+#include "kube/objects.h"
 
 namespace hami::sim::kube {
 
@@ -72,6 +73,26 @@ std::string MilliText(int64_t milli, QuantityFormat format) {
 }
 
 }  // namespace
+
+const json* JsonAt(const json& object, std::initializer_list<std::string_view> path) {
+  const json* at = &object;
+  for (std::string_view key : path) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end() || it->is_null()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+std::string JsonStringAt(const json& object, std::initializer_list<std::string_view> path) {
+  const json* v = JsonAt(object, path);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+std::string MetaOf(const json& object, std::string_view field) {
+  return std::string(hami::kube::MetadataString(object, field));
+}
 
 std::string QuantityText(const json& v) {
   if (v.is_string()) return v.get<std::string>();

@@ -39,6 +39,7 @@
 #include <compare>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,14 @@ inline constexpr char kPodClaimNameAnnotation[] = "resource.kubernetes.io/pod-cl
 inline constexpr char kExtendedResourceClaimAnnotation[] =
     "resource.kubernetes.io/extended-resource-claim";
 inline constexpr char kImplicitExtendedResourcePrefix[] = "deviceclass.resource.kubernetes.io/";
+
+// The value at `path` below `object` (null and absent alike: nullptr), and the same as a string
+// ("" unless it is one); the object's metadata.<field>.
+const nlohmann::json* JsonAt(const nlohmann::json& object,
+                             std::initializer_list<std::string_view> path);
+std::string JsonStringAt(const nlohmann::json& object,
+                         std::initializer_list<std::string_view> path);
+std::string MetaOf(const nlohmann::json& object, std::string_view field);
 
 // A quantity as JSON carries it: a string ("3000Mi"), or a number as a client may send one
 // (kubectl sends `cores: 30` from YAML as 30; the API server's answer would be "30"). Empty

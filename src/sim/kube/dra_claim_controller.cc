@@ -19,47 +19,28 @@ constexpr std::chrono::milliseconds kBackoffBase{100};
 constexpr std::chrono::milliseconds kBackoffCap{5000};
 constexpr size_t kMaxGenerateBase = 57;
 
-const json* At(const json& object, std::initializer_list<std::string_view> path) {
-  const json* at = &object;
-  for (std::string_view key : path) {
-    if (!at->is_object()) return nullptr;
-    auto it = at->find(key);
-    if (it == at->end() || it->is_null()) return nullptr;
-    at = &*it;
-  }
-  return at;
-}
-
-std::string StringAt(const json& object, std::initializer_list<std::string_view> path) {
-  const json* v = At(object, path);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-std::string Meta(const json& object, std::string_view field) {
-  return std::string(hami::kube::MetadataString(object, field));
-}
-
 bool Done(const json& pod) {
-  const std::string phase = StringAt(pod, {"status", "phase"});
+  const std::string phase = JsonStringAt(pod, {"status", "phase"});
   return phase == "Succeeded" || phase == "Failed";
 }
 
 // The controller owner reference's {name, uid}, or empty strings.
 std::pair<std::string, std::string> Controller(const json& object) {
-  const json* owners = At(object, {"metadata", "ownerReferences"});
+  const json* owners = JsonAt(object, {"metadata", "ownerReferences"});
   if (owners == nullptr || !owners->is_array()) return {};
   for (const json& o : *owners) {
-    const json* c = At(o, {"controller"});
-    if (c != nullptr && c->is_boolean() && c->get<bool>() && StringAt(o, {"kind"}) == "Pod") {
-      return {StringAt(o, {"name"}), StringAt(o, {"uid"})};
+    const json* c = JsonAt(o, {"controller"});
+    if (c != nullptr && c->is_boolean() && c->get<bool>() && JsonStringAt(o, {"kind"}) == "Pod") {
+      return {JsonStringAt(o, {"name"}), JsonStringAt(o, {"uid"})};
     }
   }
   return {};
 }
 
 bool Generated(const json& claim) {
-  return At(claim, {"metadata", "annotations", kPodClaimNameAnnotation}) != nullptr ||
-         StringAt(claim, {"metadata", "annotations", kExtendedResourceClaimAnnotation}) == "true";
+  return JsonAt(claim, {"metadata", "annotations", kPodClaimNameAnnotation}) != nullptr ||
+         JsonStringAt(claim, {"metadata", "annotations", kExtendedResourceClaimAnnotation}) ==
+             "true";
 }
 
 }  // namespace
@@ -78,10 +59,12 @@ ResourceClaimController::ResourceClaimController(hami::kube::Client& client,
       .on_update =
           [this, now](const ObjectPtr&, const ObjectPtr& o) {
             Enqueue("pod/" + hami::kube::ObjectKey(*o), now());
-            if (Done(*o)) EnqueueClaimsOf(Meta(*o, "namespace"), Meta(*o, "uid"));
+            if (Done(*o)) EnqueueClaimsOf(MetaOf(*o, "namespace"), MetaOf(*o, "uid"));
           },
       .on_delete =
-          [this](const ObjectPtr& o) { EnqueueClaimsOf(Meta(*o, "namespace"), Meta(*o, "uid")); },
+          [this](const ObjectPtr& o) {
+            EnqueueClaimsOf(MetaOf(*o, "namespace"), MetaOf(*o, "uid"));
+          },
   });
   claims_->AddHandler({
       .on_add = [this,
@@ -122,11 +105,11 @@ void ResourceClaimController::Enqueue(const std::string& key, SteadyTime when) {
 void ResourceClaimController::EnqueueClaimsOf(const std::string& ns, const std::string& pod_uid) {
   const auto now = std::chrono::steady_clock::now();
   for (const ObjectPtr& claim : claims_->store().List()) {
-    if (Meta(*claim, "namespace") != ns) continue;
+    if (MetaOf(*claim, "namespace") != ns) continue;
     bool related = Controller(*claim).second == pod_uid;
-    if (const json* reserved = At(*claim, {"status", "reservedFor"});
+    if (const json* reserved = JsonAt(*claim, {"status", "reservedFor"});
         reserved != nullptr && reserved->is_array()) {
-      for (const json& r : *reserved) related = related || StringAt(r, {"uid"}) == pod_uid;
+      for (const json& r : *reserved) related = related || JsonStringAt(r, {"uid"}) == pod_uid;
     }
     if (related) Enqueue("claim/" + hami::kube::ObjectKey(*claim), now);
   }
@@ -194,32 +177,32 @@ Status ResourceClaimController::Reconcile(const std::string& key) {
 bool ResourceClaimController::PodAlive(const std::string& ns, const std::string& name,
                                        const std::string& uid) const {
   ObjectPtr pod = pods_->store().Get(ns, name);
-  return pod != nullptr && Meta(*pod, "uid") == uid && !Done(*pod);
+  return pod != nullptr && MetaOf(*pod, "uid") == uid && !Done(*pod);
 }
 
 Status ResourceClaimController::ReconcilePod(const std::string& ns, const std::string& name) {
   ObjectPtr pod = pods_->store().Get(ns, name);
-  if (pod == nullptr || Done(*pod) || At(*pod, {"metadata", "deletionTimestamp"}) != nullptr) {
+  if (pod == nullptr || Done(*pod) || JsonAt(*pod, {"metadata", "deletionTimestamp"}) != nullptr) {
     return OkStatus();
   }
-  std::string scheduler = StringAt(*pod, {"spec", "schedulerName"});
+  std::string scheduler = JsonStringAt(*pod, {"spec", "schedulerName"});
   if (scheduler.empty()) scheduler = "default-scheduler";
   if (std::find(names_.begin(), names_.end(), scheduler) == names_.end()) return OkStatus();
-  const json* pod_claims = At(*pod, {"spec", "resourceClaims"});
+  const json* pod_claims = JsonAt(*pod, {"spec", "resourceClaims"});
   if (pod_claims == nullptr || !pod_claims->is_array()) return OkStatus();
-  const std::string uid = Meta(*pod, "uid");
+  const std::string uid = MetaOf(*pod, "uid");
 
   json statuses = json::array();
   std::set<std::string> recorded;
-  if (const json* s = At(*pod, {"status", "resourceClaimStatuses"});
+  if (const json* s = JsonAt(*pod, {"status", "resourceClaimStatuses"});
       s != nullptr && s->is_array()) {
     statuses = *s;
-    for (const json& e : *s) recorded.insert(StringAt(e, {"name"}));
+    for (const json& e : *s) recorded.insert(JsonStringAt(e, {"name"}));
   }
   bool changed = false;
   for (const json& pc : *pod_claims) {
-    const std::string pod_claim = StringAt(pc, {"name"});
-    const std::string tmpl = StringAt(pc, {"resourceClaimTemplateName"});
+    const std::string pod_claim = JsonStringAt(pc, {"name"});
+    const std::string tmpl = JsonStringAt(pc, {"resourceClaimTemplateName"});
     if (tmpl.empty() || recorded.contains(pod_claim)) continue;
     std::string claim_name;
     {
@@ -230,9 +213,9 @@ Status ResourceClaimController::ReconcilePod(const std::string& ns, const std::s
     }
     for (const ObjectPtr& c : claims_->store().List()) {
       if (!claim_name.empty()) break;
-      if (Meta(*c, "namespace") == ns && Controller(*c).second == uid &&
-          StringAt(*c, {"metadata", "annotations", kPodClaimNameAnnotation}) == pod_claim) {
-        claim_name = Meta(*c, "name");
+      if (MetaOf(*c, "namespace") == ns && Controller(*c).second == uid &&
+          JsonStringAt(*c, {"metadata", "annotations", kPodClaimNameAnnotation}) == pod_claim) {
+        claim_name = MetaOf(*c, "name");
       }
     }
     if (claim_name.empty()) {
@@ -252,24 +235,24 @@ Status ResourceClaimController::ReconcilePod(const std::string& ns, const std::s
                                                      {"uid", uid},
                                                      {"controller", true},
                                                      {"blockOwnerDeletion", true}}})}};
-      if (const json* labels = At(*t, {"spec", "metadata", "labels"});
+      if (const json* labels = JsonAt(*t, {"spec", "metadata", "labels"});
           labels && labels->is_object()) {
         meta["labels"] = *labels;
       }
       json annotations = json::object();
-      if (const json* a = At(*t, {"spec", "metadata", "annotations"}); a && a->is_object()) {
+      if (const json* a = JsonAt(*t, {"spec", "metadata", "annotations"}); a && a->is_object()) {
         annotations = *a;
       }
       annotations[kPodClaimNameAnnotation] = pod_claim;
       meta["annotations"] = std::move(annotations);
-      const json* spec = At(*t, {"spec", "spec"});
+      const json* spec = JsonAt(*t, {"spec", "spec"});
       json claim = {{"apiVersion", "resource.k8s.io/v1"},
                     {"kind", "ResourceClaim"},
                     {"metadata", std::move(meta)},
                     {"spec", spec != nullptr ? *spec : json::object()}};
       auto created = client_.Create(hami::kube::kResourceClaims, ns, claim);
       if (!created.ok()) return std::move(created).error();
-      claim_name = Meta(*created, "name");
+      claim_name = MetaOf(*created, "name");
       HAMI_LOG(kInfo, "event=dra_claim_created pod=%s/%s pod_claim=%s claim=%s", ns.c_str(),
                name.c_str(), pod_claim.c_str(), claim_name.c_str());
       std::lock_guard lock(mu_);
@@ -296,18 +279,18 @@ Status ResourceClaimController::ReconcileClaim(const std::string& ns, const std:
   json claim = *current;
   json kept = json::array();
   size_t dropped = 0;
-  if (const json* reserved = At(claim, {"status", "reservedFor"});
+  if (const json* reserved = JsonAt(claim, {"status", "reservedFor"});
       reserved != nullptr && reserved->is_array()) {
     for (const json& r : *reserved) {
-      if (StringAt(r, {"resource"}) == "pods" &&
-          !PodAlive(ns, StringAt(r, {"name"}), StringAt(r, {"uid"}))) {
+      if (JsonStringAt(r, {"resource"}) == "pods" &&
+          !PodAlive(ns, JsonStringAt(r, {"name"}), JsonStringAt(r, {"uid"}))) {
         ++dropped;
       } else {
         kept.push_back(r);
       }
     }
   }
-  const bool allocated = At(claim, {"status", "allocation"}) != nullptr;
+  const bool allocated = JsonAt(claim, {"status", "allocation"}) != nullptr;
   const bool deallocate = allocated && kept.empty();
   if (dropped > 0 || deallocate) {
     json& status = claim["status"];
@@ -332,7 +315,7 @@ Status ResourceClaimController::ReconcileClaim(const std::string& ns, const std:
     stats_.reservations_dropped += dropped;
     if (deallocate) ++stats_.deallocations;
   }
-  const bool unallocated = At(claim, {"status", "allocation"}) == nullptr;
+  const bool unallocated = JsonAt(claim, {"status", "allocation"}) == nullptr;
   const auto [owner, owner_uid] = Controller(claim);
   const bool orphan = Generated(claim) && !owner_uid.empty() && !PodAlive(ns, owner, owner_uid);
   json* finalizers = claim["metadata"].is_object() && claim["metadata"].contains("finalizers")
@@ -341,7 +324,7 @@ Status ResourceClaimController::ReconcileClaim(const std::string& ns, const std:
   // The finalizer goes with a deallocation, or from a claim nobody will allocate again; never
   // from a claim the scheduler is allocating right now (finalizer first, then the status).
   const bool release =
-      deallocate || orphan || At(claim, {"metadata", "deletionTimestamp"}) != nullptr;
+      deallocate || orphan || JsonAt(claim, {"metadata", "deletionTimestamp"}) != nullptr;
   if (release && unallocated && finalizers != nullptr && finalizers->is_array()) {
     auto it = std::find(finalizers->begin(), finalizers->end(), kDraFinalizer);
     if (it != finalizers->end()) {
@@ -355,7 +338,7 @@ Status ResourceClaimController::ReconcileClaim(const std::string& ns, const std:
       claim = std::move(*updated);
     }
   }
-  if (orphan && unallocated && At(claim, {"metadata", "deletionTimestamp"}) == nullptr) {
+  if (orphan && unallocated && JsonAt(claim, {"metadata", "deletionTimestamp"}) == nullptr) {
     auto deleted = client_.Delete(hami::kube::kResourceClaims, ns, name);
     if (!deleted.ok()) {
       if (deleted.error().code() == ErrorCode::kNotFound) return OkStatus();

@@ -20,48 +20,28 @@ namespace {
 constexpr size_t kMaxReservations = 256;
 constexpr int kWriteTries = 5;
 
-const json* At(const json& object, std::initializer_list<std::string_view> path) {
-  const json* at = &object;
-  for (std::string_view key : path) {
-    if (!at->is_object()) return nullptr;
-    auto it = at->find(key);
-    if (it == at->end() || it->is_null()) return nullptr;
-    at = &*it;
-  }
-  return at;
-}
-
-std::string StringAt(const json& object, std::initializer_list<std::string_view> path) {
-  const json* v = At(object, path);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-std::string Meta(const json& object, std::string_view field) {
-  return std::string(hami::kube::MetadataString(object, field));
-}
-
 Error Unschedulable(std::string why) { return Error(ErrorCode::kInvalidArgument, std::move(why)); }
 
 bool ReservedFor(const json& claim, std::string_view pod_uid) {
-  const json* reserved = At(claim, {"status", "reservedFor"});
+  const json* reserved = JsonAt(claim, {"status", "reservedFor"});
   if (reserved == nullptr || !reserved->is_array()) return false;
   for (const json& r : *reserved) {
-    if (StringAt(r, {"uid"}) == pod_uid) return true;
+    if (JsonStringAt(r, {"uid"}) == pod_uid) return true;
   }
   return false;
 }
 
 size_t Reservations(const json& claim) {
-  const json* reserved = At(claim, {"status", "reservedFor"});
+  const json* reserved = JsonAt(claim, {"status", "reservedFor"});
   return reserved != nullptr && reserved->is_array() ? reserved->size() : 0;
 }
 
 bool ControlledBy(const json& object, std::string_view uid) {
-  const json* owners = At(object, {"metadata", "ownerReferences"});
+  const json* owners = JsonAt(object, {"metadata", "ownerReferences"});
   if (owners == nullptr || !owners->is_array()) return false;
   for (const json& o : *owners) {
-    const json* controller = At(o, {"controller"});
-    if (StringAt(o, {"uid"}) == uid && controller != nullptr && controller->is_boolean() &&
+    const json* controller = JsonAt(o, {"controller"});
+    if (JsonStringAt(o, {"uid"}) == uid && controller != nullptr && controller->is_boolean() &&
         controller->get<bool>()) {
       return true;
     }
@@ -69,12 +49,12 @@ bool ControlledBy(const json& object, std::string_view uid) {
   return false;
 }
 
-bool Deleting(const json& object) { return At(object, {"metadata", "deletionTimestamp"}); }
+bool Deleting(const json& object) { return JsonAt(object, {"metadata", "deletionTimestamp"}); }
 
 NodeView ViewOf(const json& node) {
   NodeView v;
-  v.name = Meta(node, "name");
-  if (const json* labels = At(node, {"metadata", "labels"}); labels && labels->is_object()) {
+  v.name = MetaOf(node, "name");
+  if (const json* labels = JsonAt(node, {"metadata", "labels"}); labels && labels->is_object()) {
     for (auto it = labels->begin(); it != labels->end(); ++it) {
       if (it->is_string()) v.labels[it.key()] = it->get<std::string>();
     }
@@ -84,7 +64,7 @@ NodeView ViewOf(const json& node) {
 
 // The node serves `resource` itself (a device plugin): status.allocatable lists it above 0.
 bool NodeAllocates(const json& node, const std::string& resource) {
-  const json* q = At(node, {"status", "allocatable", resource});
+  const json* q = JsonAt(node, {"status", "allocatable", resource});
   if (q == nullptr) return false;
   auto parsed = hami::kube::ParseQuantity(QuantityText(*q), "");
   return parsed.ok() && parsed->Sign() > 0;
@@ -107,9 +87,9 @@ DraScheduler::DraScheduler(hami::kube::Client& client, hami::kube::InformerFacto
 }
 
 void DraScheduler::ObserveClaim(const ObjectPtr& claim, bool deleted) {
-  if (!deleted && At(*claim, {"status", "allocation"}) == nullptr) return;
+  if (!deleted && JsonAt(*claim, {"status", "allocation"}) == nullptr) return;
   std::lock_guard lock(mu_);
-  in_flight_.erase(Meta(*claim, "uid"));
+  in_flight_.erase(MetaOf(*claim, "uid"));
 }
 
 std::vector<DraScheduler::ExtendedRequest> DraScheduler::ExtendedRequests(
@@ -118,11 +98,11 @@ std::vector<DraScheduler::ExtendedRequest> DraScheduler::ExtendedRequests(
   std::map<std::string, std::pair<std::string, std::string>> mapped;  // -> (created, name)
   std::set<std::string> names;
   for (const ObjectPtr& c : device_classes) {
-    const std::string name = Meta(*c, "name");
+    const std::string name = MetaOf(*c, "name");
     names.insert(name);
-    const std::string resource = StringAt(*c, {"spec", "extendedResourceName"});
+    const std::string resource = JsonStringAt(*c, {"spec", "extendedResourceName"});
     if (resource.empty()) continue;
-    const std::string created = Meta(*c, "creationTimestamp");
+    const std::string created = MetaOf(*c, "creationTimestamp");
     auto [it, fresh] = mapped.try_emplace(resource, created, name);
     if (!fresh &&
         (created > it->second.first || (created == it->second.first && name < it->second.second))) {
@@ -141,10 +121,10 @@ std::vector<DraScheduler::ExtendedRequest> DraScheduler::ExtendedRequests(
   std::vector<ExtendedRequest> out;
   size_t i = 0;
   for (const char* list : {"initContainers", "containers"}) {
-    const json* containers = At(pod, {"spec", list});
+    const json* containers = JsonAt(pod, {"spec", list});
     if (containers == nullptr || !containers->is_array()) continue;
     for (const json& c : *containers) {
-      const json* requests = At(c, {"resources", "requests"});
+      const json* requests = JsonAt(c, {"resources", "requests"});
       if (requests != nullptr && requests->is_object()) {
         std::vector<std::string> keys;
         for (auto it = requests->begin(); it != requests->end(); ++it) keys.push_back(it.key());
@@ -155,7 +135,7 @@ std::vector<DraScheduler::ExtendedRequest> DraScheduler::ExtendedRequests(
           if (cls.empty() || q.empty()) continue;
           auto count = hami::kube::ParseQuantity(q, "");
           if (!count.ok() || count->Value() <= 0) continue;
-          out.push_back({StringAt(c, {"name"}), keys[j],
+          out.push_back({JsonStringAt(c, {"name"}), keys[j],
                          "container-" + std::to_string(i) + "-request-" + std::to_string(j), cls,
                          count->Value()});
         }
@@ -171,31 +151,31 @@ std::vector<DraScheduler::ExtendedRequest> DraScheduler::ExtendedRequests(
 
 Result<DraScheduler::Attempt> DraScheduler::PreFilter(const json& pod) {
   Attempt a;
-  a.pod_name = Meta(pod, "name");
-  a.pod_namespace = Meta(pod, "namespace");
-  a.pod_uid = Meta(pod, "uid");
+  a.pod_name = MetaOf(pod, "name");
+  a.pod_namespace = MetaOf(pod, "namespace");
+  a.pod_uid = MetaOf(pod, "uid");
   a.pod_key = a.pod_namespace + "/" + a.pod_name;
   const std::vector<ObjectPtr> device_classes = classes_->store().List();
   a.extended = ExtendedRequests(pod, device_classes);
-  const json* pod_claims = At(pod, {"spec", "resourceClaims"});
+  const json* pod_claims = JsonAt(pod, {"spec", "resourceClaims"});
   const bool has_claims = pod_claims != nullptr && pod_claims->is_array() && !pod_claims->empty();
   if (!has_claims && a.extended.empty()) return a;
   a.active = true;
 
   std::map<std::string, std::string> generated;  // pod claim name -> claim name
-  if (const json* statuses = At(pod, {"status", "resourceClaimStatuses"});
+  if (const json* statuses = JsonAt(pod, {"status", "resourceClaimStatuses"});
       statuses != nullptr && statuses->is_array()) {
     for (const json& s : *statuses)
-      generated[StringAt(s, {"name"})] = StringAt(s, {"resourceClaimName"});
+      generated[JsonStringAt(s, {"name"})] = JsonStringAt(s, {"resourceClaimName"});
   }
   std::set<std::string> seen;
   for (size_t i = 0; has_claims && i < pod_claims->size(); ++i) {
     const json& pc = (*pod_claims)[i];
-    const std::string pod_claim = StringAt(pc, {"name"});
-    std::string name = StringAt(pc, {"resourceClaimName"});
+    const std::string pod_claim = JsonStringAt(pc, {"name"});
+    std::string name = JsonStringAt(pc, {"resourceClaimName"});
     const bool from_template = name.empty();
     if (from_template) {
-      if (StringAt(pc, {"resourceClaimTemplateName"}).empty()) {
+      if (JsonStringAt(pc, {"resourceClaimTemplateName"}).empty()) {
         return Unschedulable("pod claim " + QuoteInput(pod_claim) +
                              " names neither resourceClaimName nor resourceClaimTemplateName");
       }
@@ -220,13 +200,13 @@ Result<DraScheduler::Attempt> DraScheduler::PreFilter(const json& pod) {
       return Unschedulable("resourceclaim \"" + name + "\" is reserved for " +
                            std::to_string(kMaxReservations) + " pods already");
     }
-    if (At(*claim, {"status", "allocation"}) != nullptr) {
+    if (JsonAt(*claim, {"status", "allocation"}) != nullptr) {
       a.allocated.push_back(claim);
       continue;
     }
     {
       std::lock_guard lock(mu_);
-      if (in_flight_.contains(Meta(*claim, "uid"))) {
+      if (in_flight_.contains(MetaOf(*claim, "uid"))) {
         return Unschedulable("resourceclaim \"" + name + "\" is being allocated for another pod");
       }
     }
@@ -239,19 +219,20 @@ Result<DraScheduler::Attempt> DraScheduler::PreFilter(const json& pod) {
   // A special claim from an earlier attempt: kept when it is allocated for the pod, else removed
   // so that a new one is made.
   for (const ObjectPtr& claim : claims_->store().List()) {
-    if (Meta(*claim, "namespace") != a.pod_namespace || !ControlledBy(*claim, a.pod_uid) ||
-        StringAt(*claim, {"metadata", "annotations", kExtendedResourceClaimAnnotation}) != "true") {
+    if (MetaOf(*claim, "namespace") != a.pod_namespace || !ControlledBy(*claim, a.pod_uid) ||
+        JsonStringAt(*claim, {"metadata", "annotations", kExtendedResourceClaimAnnotation}) !=
+            "true") {
       continue;
     }
-    if (At(*claim, {"status", "allocation"}) != nullptr && ReservedFor(*claim, a.pod_uid) &&
+    if (JsonAt(*claim, {"status", "allocation"}) != nullptr && ReservedFor(*claim, a.pod_uid) &&
         !Deleting(*claim)) {
       a.allocated.push_back(claim);
-      a.special_claim_name = Meta(*claim, "name");
+      a.special_claim_name = MetaOf(*claim, "name");
       a.extended.clear();
       continue;
     }
     json stale = *claim;
-    std::string name = Meta(stale, "name");
+    std::string name = MetaOf(stale, "name");
     stale["metadata"].erase("finalizers");
     (void)client_.Update(hami::kube::kResourceClaims, stale);
     auto deleted = client_.Delete(hami::kube::kResourceClaims, a.pod_namespace, name);
@@ -287,10 +268,10 @@ AllocatedState DraScheduler::InUse() {
   std::set<std::string> allocated;
   std::lock_guard lock(mu_);  // held across both reads: see ObserveClaim
   for (const ObjectPtr& claim : claims_->store().List()) {
-    const json* allocation = At(*claim, {"status", "allocation"});
+    const json* allocation = JsonAt(*claim, {"status", "allocation"});
     if (allocation == nullptr) continue;
     state.Add(*allocation);
-    allocated.insert(Meta(*claim, "uid"));
+    allocated.insert(MetaOf(*claim, "uid"));
   }
   for (const auto& [key, allocation] : in_flight_) {
     if (!allocated.contains(key)) state.Add(allocation);
@@ -320,9 +301,9 @@ std::string DraScheduler::Allocate(const Attempt& a, const json& node, const All
                                    std::vector<json>* allocations, bool* special) {
   const NodeView view = ViewOf(node);
   for (const ObjectPtr& claim : a.allocated) {
-    const json* selector = At(*claim, {"status", "allocation", "nodeSelector"});
+    const json* selector = JsonAt(*claim, {"status", "allocation", "nodeSelector"});
     if (selector != nullptr && !NodeSelectorMatches(*selector, view)) {
-      return "resourceclaim " + QuoteInput(Meta(*claim, "name")) + " not available on the node";
+      return "resourceclaim " + QuoteInput(MetaOf(*claim, "name")) + " not available on the node";
     }
   }
   std::vector<ClaimToAllocate> claims = ClaimsFor(a, node, special);
@@ -363,7 +344,7 @@ std::string DraScheduler::Reserve(Attempt& a, const json& node) {
   }
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < a.pending.size(); ++i) {
-    std::string key = Meta(*a.pending[i], "uid");
+    std::string key = MetaOf(*a.pending[i], "uid");
     in_flight_[key] = a.reserved[i];
     a.in_flight_keys.push_back(std::move(key));
   }
@@ -377,8 +358,8 @@ std::string DraScheduler::Reserve(Attempt& a, const json& node) {
 
 Result<json> DraScheduler::WriteClaim(ObjectPtr claim, const json* allocation, const Attempt& a) {
   json obj = *claim;
-  const std::string ns = Meta(obj, "namespace");
-  const std::string name = Meta(obj, "name");
+  const std::string ns = MetaOf(obj, "namespace");
+  const std::string name = MetaOf(obj, "name");
   for (int tries = 0;; ++tries) {
     auto retry = [&](const Error& e) -> Result<bool> {
       if (e.code() != ErrorCode::kConflict || tries + 1 >= kWriteTries) return e;
@@ -387,7 +368,7 @@ Result<json> DraScheduler::WriteClaim(ObjectPtr claim, const json* allocation, c
       obj = std::move(*fresh);
       return true;
     };
-    const json* current = At(obj, {"status", "allocation"});
+    const json* current = JsonAt(obj, {"status", "allocation"});
     if (allocation != nullptr && current != nullptr && *current != *allocation) {
       return Error(ErrorCode::kConflict,
                    "ResourceClaim " + ns + "/" + name + " got allocated elsewhere");
@@ -459,11 +440,11 @@ Status DraScheduler::PreBind(Attempt& a, const json& pod, const std::string& nod
                   {"spec", {{"devices", {{"requests", std::move(requests)}}}}}};
     auto created = client_.Create(hami::kube::kResourceClaims, a.pod_namespace, claim);
     if (!created.ok()) return std::move(created).error();
-    a.special_claim_name = Meta(*created, "name");
+    a.special_claim_name = MetaOf(*created, "name");
     {
       std::lock_guard lock(mu_);
       const std::string old_key = ExtendedKey(a.pod_uid);
-      const std::string new_key = Meta(*created, "uid");
+      const std::string new_key = MetaOf(*created, "uid");
       in_flight_[new_key] = a.reserved.back();
       in_flight_.erase(old_key);
       std::replace(a.in_flight_keys.begin(), a.in_flight_keys.end(), old_key, new_key);
@@ -473,7 +454,7 @@ Status DraScheduler::PreBind(Attempt& a, const json& pod, const std::string& nod
              a.special_claim_name.c_str(), node.c_str());
   }
   if (!a.special_claim_name.empty() &&
-      (a.special_needed || At(pod, {"status", "extendedResourceClaimStatus"}) == nullptr)) {
+      (a.special_needed || JsonAt(pod, {"status", "extendedResourceClaimStatus"}) == nullptr)) {
     if (!a.special_needed) {
       for (const ExtendedRequest& e :
            DraScheduler::ExtendedRequests(pod, classes_->store().List())) {

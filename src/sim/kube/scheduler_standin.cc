@@ -914,6 +914,25 @@ struct SchedulerStandin::Impl {
     }
   }
 
+  // A claim made for a pod (owned by it, from a template or KEP-5004's) that a waiting pod may
+  // have been refused for ("not found", the claim informer behind the pod's status): the pod
+  // is tried again at once, as kube-scheduler's queueing hint for claims does.
+  void ObserveClaimAdded(const ObjectPtr& claim) {
+    const json* owners = Path(*claim, {"metadata", "ownerReferences"});
+    if (owners == nullptr || !owners->is_array()) return;
+    const std::string ns(hami::kube::MetadataString(*claim, "namespace"));
+    std::lock_guard lock(mu);
+    for (const json& o : *owners) {
+      if (!o.is_object() || o.value("kind", "") != "Pod") continue;
+      auto it = pending.find(ns + "/" + o.value("name", ""));
+      if (it != pending.end() && !it->second.in_flight) {
+        const std::string key = it->first;
+        ready.erase({it->second.not_before, key});
+        EnqueueLocked(key, Now());
+      }
+    }
+  }
+
   void ObserveNode(const ObjectPtr& object, bool deleted) {
     std::string name(hami::kube::MetadataString(*object, "name"));
     if (name.empty()) return;
@@ -1711,6 +1730,10 @@ Result<std::unique_ptr<SchedulerStandin>> SchedulerStandin::Create(hami::kube::C
       .on_update = [raw](const ObjectPtr& old, const ObjectPtr& o) { raw->ObservePod(old, o); },
       .on_delete = [raw](const ObjectPtr& o) { raw->ObservePod(o, nullptr); },
   });
+  impl->factory->Get(hami::kube::kResourceClaims)
+      ->AddHandler({
+          .on_add = [raw](const ObjectPtr& o) { raw->ObserveClaimAdded(o); },
+      });
   return std::unique_ptr<SchedulerStandin>(new SchedulerStandin(std::move(impl)));
 }
 
