@@ -10,8 +10,8 @@
 //    ID), before any is prepared.
 // 3. Prepare: one NodePrepareResources per claim, one after another, each timed by the client
 //    from the call to its answer. The plugin reads each claim from the API server (one GET)
-//    through a client with client-go's rate limiter (5 requests/s, burst 10; the binary has no
-//    flag for them): before each call the benchmark waits until a model of that bucket, empty
+//    through a client with a rate limiter (50 requests/s, burst 100: --kube-qps, --kube-burst,
+//    passed to it): before each call the benchmark waits until a model of that bucket, empty
 //    when the plugin became ready, holds a token again, so that no call waits for the limiter.
 //    Every answer is checked: no error, one device, its CDI device ID, the limits file.
 // 4. Repeat: NodePrepareResources again for every claim (the kubelet does after its restart):
@@ -81,9 +81,9 @@ constexpr char kProfile[] = "h100-80g:8";
 constexpr int kGpus = 8;
 constexpr int kGoalClaims = 100;
 constexpr double kGoalP99Ms = 10;
-// The plugin's API client: client-go's defaults (kube::ClientOptions).
-constexpr double kClientQps = 5;
-constexpr double kClientBurst = 10;
+// The plugin's API client rate limit: its defaults (--kube-qps, --kube-burst), passed to it.
+constexpr double kClientQps = 50;
+constexpr double kClientBurst = 100;
 // Requests a slice sync makes at most (list the slices, read the Node, write the slice), with
 // one to spare.
 constexpr double kSyncRequests = 4;
@@ -259,6 +259,8 @@ class Run {
             "--kubeconfig=" + dir_.File("kubeconfig"), "--plugins-registry-dir=" + dir_.File("reg"),
             "--plugins-dir=" + dir_.File("plugins"), "--cdi-dir=" + dir_.File("cdi"),
             "--hook-path=" + dir_.File("hook"), "--lock-parent=" + dir_.File("lock"),
+            "--kube-qps=" + std::to_string(int(kClientQps)),
+            "--kube-burst=" + std::to_string(int(kClientBurst)),
             "--vgpu-library=" + dir_.File("libvgpu.so"),
             "--nvml-library=" + build + "/lib/sim/libnvidia-ml.so.1",
             "--cuda-library=" + build + "/lib/sim/libcuda.so.1"},

@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
                std::string("mount the host-PID broker's directory and set ") +
                    hami::limits::KeyName(hami::limits::Key::kHostPidBroker) +
                    "=1 (the broker itself is served by hami-device-plugin or `hami broker`)");
+  double qps = 50;
+  int burst = 100;
+  app.add_option("--kube-qps", qps,
+                 "API requests per second (<= 0: unlimited); a prepare reads its claim")
+      ->capture_default_str();
+  app.add_option("--kube-burst", burst, "API request burst")->capture_default_str();
   app.add_flag("--no-health-checks", no_health,
                "do not watch NVML events (as DP_DISABLE_HEALTHCHECKS=all): every GPU keeps the "
                "health it had at start");
@@ -121,8 +127,11 @@ int main(int argc, char** argv) {
 
   auto config = hami::kube::LoadConfig(kubeconfig);
   if (!config.ok()) return Fail(config.error().message());
+  if (burst < 1) return Fail("--kube-burst: must be at least 1");
   hami::kube::ClientOptions client_options;
   client_options.user_agent = "hami-dra-plugin";
+  client_options.qps = qps;
+  client_options.burst = burst;
   auto client = hami::kube::Client::Create(std::move(config).value(), client_options);
   if (!client.ok()) return Fail(client.error().message());
   dra::ApiClaimSource source(**client);
