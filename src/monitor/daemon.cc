@@ -88,7 +88,6 @@ struct Daemon::Impl {
   uint64_t nvml_samples = 0;
   uint64_t nvml_failures = 0;
   uint64_t events_recorded = 0;
-  int containers_seen = 0;
 
   // uid -> namespace and name, from the informer's store (the last-known pods).
   std::map<std::string, PodRef> PodsByUid() const {
@@ -232,7 +231,6 @@ struct Daemon::Impl {
     } else {
       ++nvml_failures;
     }
-    containers_seen = scan.listed ? scan.containers : containers_seen;
     ++feedback.passes;
     feedback.regions = fs.regions;
     feedback.active = fs.active;
@@ -334,7 +332,6 @@ struct Daemon::Impl {
       in.nvml_samples = nvml_samples;
       in.nvml_failures = nvml_failures;
       in.events_recorded = events_recorded;
-      in.containers = containers_seen;
     }
     in.cleanup.enabled = cleaner != nullptr;
     in.sample = s.get();
@@ -382,7 +379,10 @@ struct Daemon::Impl {
       v.pod = pod->second.pod;
       in.regions.push_back(std::move(v));
     }
-    for (const ContainerKey& k : regions.containers()) {
+    // Counted from the scan the regions above come from, so that the two always agree.
+    const std::vector<ContainerKey> containers = regions.containers();
+    in.containers = int(containers.size());
+    for (const ContainerKey& k : containers) {
       // A directory without a region yet counts by its pod too.
       if (auto c = claim_users.find(k); c != claim_users.end()) {
         if (c->second.empty()) without_pod.insert(k);

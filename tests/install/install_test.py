@@ -35,8 +35,15 @@ LINKS = {"lib/hami/sim/libcuda.so": "libcuda.so.1",
 
 
 def examples():
-    return {"share/hami/examples/" + f for f in os.listdir(os.path.join(SOURCE_DIR, "examples"))
-            if f.endswith(".yaml")}
+    # Every manifest under examples/, subfolders (examples/dra/) included.
+    root = os.path.join(SOURCE_DIR, "examples")
+    found = set()
+    for folder, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".yaml"):
+                rel = os.path.relpath(os.path.join(folder, f), root)
+                found.add("share/hami/examples/" + rel)
+    return found
 
 
 def install(prefix, component=None, destdir=None):
