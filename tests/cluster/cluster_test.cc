@@ -35,6 +35,7 @@
 #include "common/file.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "support/cri_log.h"
 #include "support/subprocess.h"
 
 namespace hami {
@@ -166,29 +167,9 @@ class ClusterTest : public ::testing::Test {
     }
     return PodLogFile(pod, "cuda");
   }
-  // What `container` of `pod` printed, read from its newest log file as the kubelet lays them
-  // out (<logs>/<ns>_<pod>_<uid>/<container>/<restart>.log, in the CRI log format written by
-  // containerd: "<time> <stream> <F|P> <text>").
+  // What `container` of `pod` printed, from its newest log file (support/cri_log.h).
   static std::string PodLogFile(const std::string& pod, const std::string& container) {
-    Ran found = RunCommand({"/bin/sh", "-c",
-                            "ls \"$0\"/default_\"$1\"_*/\"$2\"/*.log | sort -V | tail -n 1",
-                            dir_ + "/logs/pods", pod, container});
-    std::string file = found.out.substr(0, found.out.find('\n'));
-    auto text = ReadFileToString(file, 1 << 20);
-    if (!text.ok()) return std::string();
-    std::string out;
-    std::istringstream lines(*text);
-    for (std::string line; std::getline(lines, line);) {
-      size_t at = 0;
-      for (int field = 0; field < 3 && at != std::string::npos; ++field) {
-        at = line.find(' ', at);
-        if (at != std::string::npos) ++at;
-      }
-      if (at == std::string::npos) continue;
-      const bool full = line.compare(at - 2, 1, "F") == 0;
-      out += line.substr(at) + (full ? "\n" : "");
-    }
-    return out;
+    return testing::ReadContainerLog(dir_ + "/logs/pods", "default", pod, container);
   }
   static json Node(const std::string& name) {
     for (const json& n : info_["nodes"]) {

@@ -32,6 +32,7 @@
 #include "common/file.h"
 #include "common/temp_dir.h"
 #include "common/unique_fd.h"
+#include "support/cri_log.h"
 #include "support/subprocess.h"
 
 namespace hami {
@@ -120,13 +121,9 @@ class DraClusterTest : public ::testing::Test {
     if (r.code != 0) return json();
     return json::parse(r.out, nullptr, false);
   }
-  // What the pod's container printed, from its log file as the kubelet lays it out.
+  // What the pod's container printed, from its newest log file (support/cri_log.h).
   static std::string PodLog(const std::string& pod, const std::string& container) {
-    Ran found = RunCommand({"/bin/sh", "-c",
-                            "ls \"$0\"/default_\"$1\"_*/\"$2\"/*.log | sort -V | tail -n 1",
-                            dir_ + "/logs/pods", pod, container});
-    auto text = ReadFileToString(found.out.substr(0, found.out.find('\n')), 1 << 20);
-    return text.ok() ? *text : std::string();
+    return ::hami::testing::ReadContainerLog(dir_ + "/logs/pods", "default", pod, container);
   }
 
   static TempDir* base_;
