@@ -92,11 +92,13 @@ Result<Checkpoint> LoadCheckpoint(const std::string& path) {
   return DecodeCheckpoint(*text, "checkpoint " + path);
 }
 
-Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
-  return WriteFileAtomically(path, EncodeCheckpoint(checkpoint), 0600);
+Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint,
+                      Durability durability) {
+  return WriteFileAtomically(path, EncodeCheckpoint(checkpoint), 0600, durability);
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view text, mode_t mode) {
+Status WriteFileAtomically(const std::string& path, std::string_view text, mode_t mode,
+                           Durability durability) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) {
     return Error(ErrorCode::kInvalidArgument, "'" + path + "' is not an absolute path");
@@ -113,8 +115,10 @@ Status WriteFileAtomically(const std::string& path, std::string_view text, mode_
   };
   if (::fchmod(fd->get(), mode) != 0) return fail(Error::FromErrno("chmod " + tmp));
   if (Status s = WriteAll(fd->get(), text); !s.ok()) return fail(std::move(s).error());
-  if (::fsync(fd->get()) != 0) return fail(Error::FromErrno("fsync " + tmp));
+  const bool synced = durability == Durability::kSynced;
+  if (synced && ::fsync(fd->get()) != 0) return fail(Error::FromErrno("fsync " + tmp));
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(Error::FromErrno("rename " + tmp));
+  if (!synced) return OkStatus();
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     UniqueFd guard(dfd);

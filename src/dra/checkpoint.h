@@ -8,7 +8,8 @@
 // the start on the next NodePrepareResources, and removed by NodeUnprepareResources.
 //
 // The file: JSON {"version":1,"claims":{"<uid>":{...}}}, written whole to a temporary file
-// beside it, fsync'd and renamed over it, the directory fsync'd (WriteFileAtomically).
+// beside it and renamed over it (WriteFileAtomically), fsync'd with its directory or not as
+// the driver asks (driver.h says when a rename alone is enough).
 //
 // Thread safety: value types and functions of their arguments; the caller serializes writers.
 #pragma once
@@ -56,10 +57,18 @@ Result<Checkpoint> DecodeCheckpoint(std::string_view text, std::string_view what
 // An absent file is an empty checkpoint; an unreadable or corrupt one is an error (the driver
 // does not start: it would forget claims it must clean up).
 Result<Checkpoint> LoadCheckpoint(const std::string& path);
-Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// What a write must outlive: kSynced, a crash of the node (the file is fsync'd before the
+// rename and its directory after it); kRenamed, the death of the writing process (the whole
+// file is renamed into place and the kernel writes it back in its own time).
+enum class Durability { kSynced, kRenamed };
+
+Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint,
+                      Durability durability = Durability::kSynced);
 
 // Writes `text` at `path` whole or not at all: a temporary file ".<name>.tmp-<pid>" in the same
-// directory (mode `mode`), fsync, rename, fsync of the directory.
-Status WriteFileAtomically(const std::string& path, std::string_view text, mode_t mode);
+// directory (mode `mode`), renamed over `path`, with the fsyncs `durability` asks for.
+Status WriteFileAtomically(const std::string& path, std::string_view text, mode_t mode,
+                           Durability durability = Durability::kSynced);
 
 }  // namespace hami::dra

@@ -58,6 +58,15 @@ TEST(Checkpoint, SavesAtomicallyAndLoadsBack) {
   auto loaded = LoadCheckpoint(path);
   ASSERT_TRUE(loaded.ok()) << loaded.error().message();
   EXPECT_EQ(*loaded, Sample());
+  // Renamed into place only: the same file, whole, with its mode.
+  Checkpoint fewer = Sample();
+  fewer.erase("u-2");
+  ASSERT_TRUE(SaveCheckpoint(path, fewer, Durability::kRenamed).ok());
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  loaded = LoadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(*loaded, fewer);
 }
 
 TEST(Checkpoint, ACorruptFileIsAnError) {

@@ -7,8 +7,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
 
+#include "common/file.h"
 #include "node/claim_record.h"
 
 namespace hami::dra {
@@ -50,6 +54,15 @@ bool FilesPresent(const PreparedClaim& claim) {
   };
   return is(claim.cdi_spec_path, false) && is(claim.limits_path, false) &&
          is(claim.container_dir, true);
+}
+
+// A boot ID from `path` (the kernel's, or the plugin's marker), or "" when it cannot be read.
+std::string ReadBootId(const std::string& path) {
+  auto text = ReadFileToString(path, 256);
+  if (!text.ok()) return "";
+  std::string id = *text;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
 }
 
 }  // namespace
@@ -98,9 +111,39 @@ Result<std::unique_ptr<Driver>> Driver::Create(ClaimSource& source, std::vector<
                  "DRA driver: the CDI directory '" + options.cdi_dir + "' is not an absolute path");
   }
   auto checkpoint = LoadCheckpoint(options.checkpoint_path);
-  if (!checkpoint.ok()) return std::move(checkpoint).error();
-  return std::unique_ptr<Driver>(
-      new Driver(source, std::move(gpus), std::move(options), std::move(checkpoint).value()));
+  const std::string boot = ReadBootId(options.boot_id_path);
+  const std::string marker_path =
+      std::filesystem::path(options.checkpoint_path).parent_path().string() + "/" +
+      kBootMarkerFileName;
+  const std::string marker = boot.empty() ? "" : ReadBootId(marker_path);
+  const bool rebooted = !marker.empty() && marker != boot;
+  if (!checkpoint.ok() && !rebooted) return std::move(checkpoint).error();
+  Checkpoint claims = checkpoint.ok() ? std::move(checkpoint).value() : Checkpoint{};
+  std::unique_ptr<Driver> driver(
+      new Driver(source, std::move(gpus), std::move(options), std::move(claims)));
+  if (boot.empty()) {
+    driver->Log("dra event=boot_id_unknown path=" + driver->options_.boot_id_path +
+                " effect=\"every checkpoint save is fsync'd; nothing is cleaned up at start\"");
+    return driver;
+  }
+  if (rebooted) {
+    if (!checkpoint.ok()) {
+      driver->Log("dra event=checkpoint_unreadable_after_reboot error=\"" +
+                  checkpoint.error().message() +
+                  "\" effect=\"the claims' files are found by name\"");
+    }
+    HAMI_TRY(driver->CleanUpAfterReboot());
+  }
+  if (marker != boot) {
+    if (Status s = WriteFileAtomically(marker_path, boot + "\n", 0644, Durability::kSynced);
+        !s.ok()) {
+      driver->Log("dra event=boot_marker_failed error=\"" + s.error().message() +
+                  "\" effect=\"every checkpoint save is fsync'd\"");
+      return driver;
+    }
+  }
+  driver->save_durability_ = Durability::kRenamed;
+  return driver;
 }
 
 Driver::Driver(ClaimSource& source, std::vector<Gpu> gpus, DriverOptions options,
@@ -110,6 +153,60 @@ Driver::Driver(ClaimSource& source, std::vector<Gpu> gpus, DriverOptions options
       lock_host_dir_(options_.lock_dir.parent + "/" + options_.lock_dir.name),
       gpus_(std::move(gpus)),
       checkpoint_(std::move(checkpoint)) {}
+
+Status Driver::Save() {
+  return SaveCheckpoint(options_.checkpoint_path, checkpoint_, save_durability_);
+}
+
+Status Driver::CleanUpAfterReboot() {
+  // Every claim of the checkpoint, and every claim directory and CDI spec of this driver found
+  // by name (a prepare whose record never reached the disk).
+  std::map<std::string, PreparedClaim> all = checkpoint_;
+  const std::string containers = options_.hook_path + "/" + node::kContainersSubdir;
+  const std::string record_suffix =
+      std::string("_") + kClaimContainerName + node::kClaimRecordSuffix;  // "_claim.claim"
+  const std::string spec_empty = CdiSpecFileName("");                     // "<prefix>.json"
+  const std::string spec_prefix = spec_empty.substr(0, spec_empty.size() - 5);
+  auto found = [&](const std::string& uid) {
+    if (all.contains(uid) || !node::ValidatePathComponent("claim UID", uid).ok()) return;
+    PreparedClaim c;
+    c.container_dir = containers + "/" + uid + "_" + kClaimContainerName;
+    c.limits_path = c.container_dir + node::kLimitsFileSuffix;
+    c.cdi_spec_path = options_.cdi_dir + "/" + CdiSpecFileName(uid);
+    all.emplace(uid, std::move(c));
+  };
+  for (const auto& [dir, prefix, suffix] :
+       {std::tuple{containers, std::string(), record_suffix},
+        std::tuple{options_.cdi_dir, spec_prefix, std::string(".json")}}) {
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) &&
+          name.ends_with(suffix)) {
+        found(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+      }
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return Error(ErrorCode::kIo,
+                   "DRA driver: cleaning up after a reboot: listing " + dir + ": " + ec.message(),
+                   ec.value());
+    }
+  }
+  int removed = 0;
+  for (const auto& [uid, claim] : all) {
+    if (Status s = RemovePreparedFiles(claim); !s.ok()) {
+      return std::move(s).error().Context("DRA driver: cleaning up claim " + uid +
+                                          " after a reboot");
+    }
+    ++removed;
+  }
+  checkpoint_.clear();
+  HAMI_TRY(SaveCheckpoint(options_.checkpoint_path, checkpoint_, Durability::kSynced));
+  Log("dra event=reboot_cleanup claims=" + std::to_string(removed) +
+      " reason=\"no container of an earlier boot runs; the kubelet prepares again what it needs\"");
+  return OkStatus();
+}
 
 void Driver::Log(const std::string& line) const {
   if (options_.log) {
@@ -159,21 +256,22 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
         if (Status s = broker::PrepareLockDirectory(options_.lock_dir); !s.ok()) {
           return std::move(s).error().Context(who + ": preparing " + lock_host_dir_);
         }
-        // Prepared by a driver that wrote no claim record: it gets one now.
+        // Prepared by a driver that wrote no claim record, or the record removed or changed
+        // since: it gets one now.
         const PreparedClaim& done = it->second;
         const std::string record_path = node::ClaimRecordPath(done.container_dir);
-        struct stat st {};
-        if (!done.container_dir.empty() && lstat(record_path.c_str(), &st) != 0) {
-          if (Status s = WriteFileAtomically(
-                  record_path, node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644);
+        const node::ClaimRecord want{ref.ns, ref.name, ref.uid};
+        if (auto have = node::ReadClaimRecord(record_path);
+            !done.container_dir.empty() && (!have.ok() || *have != want)) {
+          if (Status s = WriteFileAtomically(record_path, node::ClaimRecordText(want), 0644,
+                                             Durability::kRenamed);
               !s.ok()) {
             Log("dra event=prepare_warning " + who + ": " + s.error().message());
           }
         }
         return it->second.devices;
       }
-      // Its files are gone (a node reboot empties /var/run/cdi, which is a tmpfs): prepared
-      // again, from the claim.
+      // Its files are gone: prepared again, from the claim.
       Log("dra event=prepare_again claim=" + ref.ns + "/" + ref.name + " uid=" + ref.uid +
           " reason=\"files missing\"");
     }
@@ -181,9 +279,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     if (Status s = RemovePreparedFiles(it->second); !s.ok())
       return std::move(s).error().Context(who);
     checkpoint_.erase(it);
-    if (Status s = SaveCheckpoint(options_.checkpoint_path, checkpoint_); !s.ok()) {
-      return std::move(s).error().Context(who);
-    }
+    if (Status s = Save(); !s.ok()) return std::move(s).error().Context(who);
   }
 
   nlohmann::json claim = HAMI_TRY(source_.Get(ref));
@@ -230,7 +326,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     // Nothing of this driver's in the claim: nothing to make.
     record.state = ClaimState::kPrepared;
     checkpoint_[ref.uid] = record;
-    HAMI_TRY(SaveCheckpoint(options_.checkpoint_path, checkpoint_));
+    HAMI_TRY(Save());
     return record.devices;
   }
 
@@ -253,7 +349,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
   record.container_dir = share.container_dir;
   record.limits_path = share.limits_path;
   checkpoint_[ref.uid] = record;
-  if (Status s = SaveCheckpoint(options_.checkpoint_path, checkpoint_); !s.ok()) {
+  if (Status s = Save(); !s.ok()) {
     checkpoint_.erase(ref.uid);
     return std::move(s).error().Context(who);
   }
@@ -265,7 +361,8 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     // The claim record first: the directory is never there without it (node/claim_record.h).
     HAMI_TRY(EnsureDirectory(std::filesystem::path(share.container_dir).parent_path().string()));
     HAMI_TRY(WriteFileAtomically(node::ClaimRecordPath(share.container_dir),
-                                 node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644));
+                                 node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644,
+                                 Durability::kRenamed));
     HAMI_TRY(plugin::RecreateContainerDirectory(share.container_dir));
     if (!share.limits_path.empty()) {
       HAMI_TRY(limits::PublishLimitsFile(share.limits_path, share.limits, options_.publish));
@@ -273,10 +370,10 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     HAMI_TRY(plugin::CheckHookFiles(share.response, "the claim's containers", "hami-dra-plugin"));
     HAMI_TRY(EnsureDirectory(options_.cdi_dir));
     const std::string spec = CdiSpec(share.response, cdi_devices).dump(2) + "\n";
-    HAMI_TRY(WriteFileAtomically(record.cdi_spec_path, spec, 0644));
+    HAMI_TRY(WriteFileAtomically(record.cdi_spec_path, spec, 0644, Durability::kRenamed));
     record.state = ClaimState::kPrepared;
     checkpoint_[ref.uid] = record;
-    return SaveCheckpoint(options_.checkpoint_path, checkpoint_);
+    return Save();
   };
   if (Status s = make(); !s.ok()) {
     if (Status removed = RemovePreparedFiles(record); !removed.ok()) {
@@ -287,7 +384,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     } else {
       checkpoint_.erase(ref.uid);
     }
-    (void)SaveCheckpoint(options_.checkpoint_path, checkpoint_);
+    (void)Save();
     return std::move(s).error().Context(who);
   }
   return record.devices;
@@ -311,7 +408,7 @@ Status Driver::UnprepareOne(const std::string& uid) {
   HAMI_TRY(RemovePreparedFiles(it->second));
   PreparedClaim removed = std::move(it->second);
   checkpoint_.erase(it);
-  if (Status s = SaveCheckpoint(options_.checkpoint_path, checkpoint_); !s.ok()) {
+  if (Status s = Save(); !s.ok()) {
     checkpoint_.emplace(uid, std::move(removed));
     return s;
   }

@@ -29,6 +29,17 @@
 //      a CDI device without its limits file;
 //   5. the checkpoint records the claim as prepared with its answer: one Device per result,
 //      request name, pool, device, share ID, and the CDI device ID of the result.
+// Durability: within one boot the checkpoint, the claim record and the CDI spec are written
+// whole and renamed into place (no fsync): that outlives the plugin's death, the one failure
+// a boot can see without losing its containers. A crash of the node loses every container
+// with it, and the kubelet prepares again, after its restart, every claim a pod still needs
+// (research/dra.md §5.3). So the plugin records the boot it runs in (the kernel's boot ID in
+// <checkpoint dir>/boot_id, fsync'd once per boot, before the first save), and a start in a
+// later boot removes the files of every claim: those its checkpoint holds and those found by
+// name (claim records in the containers directory, this driver's CDI specs), whatever the
+// checkpoint's state, readable or not (event=reboot_cleanup). The limits file is fsync'd
+// as the device plugin's is (limits::PublishLimitsFile). Without a boot ID (or when the marker
+// cannot be written) every checkpoint save is fsync'd and nothing is cleaned up at start.
 // Unprepare, per claim: the checkpoint's record names what to remove (the CDI spec, the limits
 // file, the container directory, then the claim record beside it); the claim object is never
 // read. A claim the checkpoint does
@@ -63,6 +74,8 @@ namespace hami::dra {
 inline constexpr char kClaimContainerName[] = "claim";
 // The file the checkpoint lives in, in the plugin's directory.
 inline constexpr char kCheckpointFileName[] = "checkpoint.json";
+// Beside it, the boot ID of the boot the plugin last ran in.
+inline constexpr char kBootMarkerFileName[] = "boot_id";
 
 // A GPU of this node as the driver publishes it.
 struct Gpu {
@@ -89,6 +102,9 @@ struct DriverOptions {
   plugin::LimitsFile limits_file = plugin::LimitsFile::kWrite;
   config::DeviceConfig device_config;  // scaling, log level, core policy
   limits::PublishOptions publish;      // tests inject failures
+  // The current boot's ID (tests: a file of their own). Unreadable: every checkpoint save is
+  // fsync'd and nothing is cleaned up at start.
+  std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
   // One structured line per event ("dra event=prepare claim=..."); nullptr: stderr.
   std::function<void(std::string_view line)> log;
 };
@@ -102,7 +118,8 @@ struct PrepareAnswer {
 
 class Driver {
  public:
-  // Loads the checkpoint (a corrupt one is an error: claims to clean up would be forgotten).
+  // Loads the checkpoint (a corrupt one is an error: claims to clean up would be forgotten)
+  // and, in a later boot than the plugin's last, cleans up every claim's files (above).
   // The source must outlive the driver.
   static Result<std::unique_ptr<Driver>> Create(ClaimSource& source, std::vector<Gpu> gpus,
                                                 DriverOptions options);
@@ -122,11 +139,14 @@ class Driver {
   Driver(ClaimSource& source, std::vector<Gpu> gpus, DriverOptions options, Checkpoint checkpoint);
   Result<std::vector<PreparedDevice>> PrepareOne(const ClaimRef& ref);
   Status UnprepareOne(const std::string& uid);
+  Status Save();  // checkpoint_, as save_durability_ says
+  Status CleanUpAfterReboot();
   void Log(const std::string& line) const;
 
   ClaimSource& source_;
   const DriverOptions options_;
   const std::string lock_host_dir_;
+  Durability save_durability_ = Durability::kSynced;  // set once, by Create
   mutable std::mutex mu_;
   std::vector<Gpu> gpus_;  // guarded by mu_
   Checkpoint checkpoint_;  // guarded by mu_

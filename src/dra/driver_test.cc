@@ -208,6 +208,111 @@ TEST_F(DriverTest, ARepeatWritesTheClaimRecordWhenItIsMissing) {
   EXPECT_EQ(*record, (node::ClaimRecord{"ml", "c", "u-1"}));
 }
 
+TEST_F(DriverTest, ARepeatRewritesAClaimRecordThatNoLongerNamesTheClaim) {
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "2Gi"}})}));
+  auto driver = NewDriver();
+  auto first = driver->Prepare({{"ml", "u-1", "c"}});
+  ASSERT_THAT(first["u-1"].error, IsEmpty());
+  for (const char* text : {"", "{\"name\":\"other\",\"namespace\":\"ml\",\"uid\":\"u-9\"}\n"}) {
+    ASSERT_TRUE(std::ofstream(Record("u-1"), std::ios::trunc) << text);
+    EXPECT_EQ(driver->Prepare({{"ml", "u-1", "c"}})["u-1"], first["u-1"]);
+    auto record = node::ReadClaimRecord(Record("u-1"));
+    ASSERT_TRUE(record.ok()) << record.error().message();
+    EXPECT_EQ(*record, (node::ClaimRecord{"ml", "c", "u-1"})) << "after '" << text << "'";
+  }
+  EXPECT_THAT(log_, Not(HasSubstr("prepare_again")));
+}
+
+TEST_F(DriverTest, AStartInALaterBootRemovesEveryClaimsFilesAndTheKubeletsRepeatPreparesAgain) {
+  const std::string boot = root_.File("boot");
+  ASSERT_TRUE(std::ofstream(boot) << "boot-a\n");
+  options_.boot_id_path = boot;
+  const std::string marker = root_.File(kBootMarkerFileName);
+  source_.Put(Claim("kept", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "1Gi"}})}));
+  source_.Put(Claim("lost", "u-2", {Result_("gpu", "hami-gpu-1", "", {{"memory", "1Gi"}})}));
+  auto driver = NewDriver();
+  EXPECT_EQ(Read(marker), "boot-a\n");
+  auto first = driver->Prepare({{"ml", "u-1", "kept"}});
+  ASSERT_THAT(first["u-1"].error, IsEmpty());
+  ASSERT_THAT(driver->Prepare({{"ml", "u-2", "lost"}})["u-2"].error, IsEmpty());
+  driver.reset();
+  // The node goes down before the checkpoint naming u-2 reaches the disk: the one on disk
+  // knows u-1 alone, and u-2's files are there.
+  Checkpoint on_disk = *LoadCheckpoint(options_.checkpoint_path);
+  on_disk.erase("u-2");
+  ASSERT_TRUE(SaveCheckpoint(options_.checkpoint_path, on_disk).ok());
+  // A device plugin's container directory and limits file on the same node are not claims.
+  const std::string pod_dir = hook_ + "/vgpu/containers/pod-9_main";
+  ASSERT_TRUE(std::filesystem::create_directories(pod_dir));
+  ASSERT_TRUE(std::ofstream(pod_dir + ".limits") << "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n");
+
+  // The same boot (the plugin restarted): nothing is removed, a container may use it.
+  driver = NewDriver();
+  EXPECT_TRUE(Exists(Dir("u-1")));
+  EXPECT_TRUE(Exists(Dir("u-2")));
+  EXPECT_THAT(log_, Not(HasSubstr("reboot_cleanup")));
+  driver.reset();
+
+  // A later boot: every claim's directory, limits file, CDI spec and record go, the one the
+  // checkpoint holds and the one it lost; the pod's stay.
+  ASSERT_TRUE(std::ofstream(boot) << "boot-b\n");
+  driver = NewDriver();
+  for (const char* uid : {"u-1", "u-2"}) {
+    for (const std::string& gone : {Dir(uid), Limits(uid), Spec(uid), Record(uid)}) {
+      EXPECT_FALSE(Exists(gone)) << gone;
+    }
+  }
+  EXPECT_TRUE(Exists(pod_dir));
+  EXPECT_TRUE(Exists(pod_dir + ".limits"));
+  EXPECT_THAT(log_, HasSubstr("dra event=reboot_cleanup claims=2"));
+  EXPECT_TRUE(driver->Prepared().empty());
+  EXPECT_TRUE(LoadCheckpoint(options_.checkpoint_path)->empty());
+  EXPECT_EQ(Read(marker), "boot-b\n");
+  // The kubelet, restarted, prepares u-1 again: the same answer, the files made again.
+  EXPECT_EQ(driver->Prepare({{"ml", "u-1", "kept"}})["u-1"], first["u-1"]);
+  EXPECT_TRUE(Exists(Spec("u-1")));
+  EXPECT_THAT(Read(Limits("u-1")), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n"));
+}
+
+TEST_F(DriverTest, AnUnreadableCheckpointAfterARebootIsCleanedUpByName) {
+  const std::string boot = root_.File("boot");
+  ASSERT_TRUE(std::ofstream(boot) << "boot-a\n");
+  options_.boot_id_path = boot;
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "1Gi"}})}));
+  auto driver = NewDriver();
+  ASSERT_THAT(driver->Prepare({{"ml", "u-1", "c"}})["u-1"].error, IsEmpty());
+  driver.reset();
+  // Cut short by the crash.
+  ASSERT_EQ(truncate(options_.checkpoint_path.c_str(), 7), 0);
+  // In the same boot that is corruption, and the driver does not start.
+  EXPECT_FALSE(Driver::Create(source_, gpus_, options_).ok());
+  ASSERT_TRUE(std::ofstream(boot) << "boot-b\n");
+  driver = NewDriver();
+  ASSERT_NE(driver, nullptr);
+  EXPECT_THAT(log_, HasSubstr("dra event=checkpoint_unreadable_after_reboot"));
+  EXPECT_THAT(log_, HasSubstr("dra event=reboot_cleanup claims=1"));
+  for (const std::string& gone : {Dir("u-1"), Limits("u-1"), Spec("u-1"), Record("u-1")}) {
+    EXPECT_FALSE(Exists(gone)) << gone;
+  }
+  auto loaded = LoadCheckpoint(options_.checkpoint_path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_TRUE(loaded->empty());
+}
+
+TEST_F(DriverTest, WithoutABootIdNothingIsCleanedUpAndTheDriverSaysSo) {
+  options_.boot_id_path = root_.File("no-such-boot-id");
+  ASSERT_TRUE(std::ofstream(root_.File(kBootMarkerFileName)) << "boot-a\n");
+  source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "1Gi"}})}));
+  auto driver = NewDriver();
+  ASSERT_THAT(driver->Prepare({{"ml", "u-1", "c"}})["u-1"].error, IsEmpty());
+  driver.reset();
+  driver = NewDriver();
+  EXPECT_THAT(log_, HasSubstr("dra event=boot_id_unknown path=" + options_.boot_id_path));
+  EXPECT_THAT(log_, Not(HasSubstr("reboot_cleanup")));
+  EXPECT_TRUE(Exists(Dir("u-1")));
+  EXPECT_EQ(Read(root_.File(kBootMarkerFileName)), "boot-a\n");
+}
+
 TEST_F(DriverTest, ConcurrentPreparesOfOneClaimGetOneAnswer) {
   source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "s", {{"memory", "1Gi"}})}));
   auto driver = NewDriver();

@@ -26,8 +26,9 @@ std::string CriLogText(const std::string& cri) {
 
 std::string ReadContainerLog(const std::string& pods_dir, const std::string& ns,
                              const std::string& pod, const std::string& container) {
-  Ran found = RunCommand({"/bin/sh", "-c", "ls \"$0\"/\"$1\"_\"$2\"_*/\"$3\"/*.log | sort -V | tail -n 1",
-                          pods_dir, ns, pod, container});
+  Ran found =
+      RunCommand({"/bin/sh", "-c", "ls \"$0\"/\"$1\"_\"$2\"_*/\"$3\"/*.log | sort -V | tail -n 1",
+                  pods_dir, ns, pod, container});
   const std::string file = found.out.substr(0, found.out.find('\n'));
   if (file.empty()) return "";
   auto text = ReadFileToString(file, 1 << 20);
