@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "common/file.h"
@@ -19,29 +21,69 @@ using nlohmann::json;
 
 constexpr int kVersion = 1;
 
+constexpr size_t kMaxCheckpointBytes = 64 << 20;
+
 json Strings(const std::vector<std::string>& v) { return json(v); }
+
+json ClaimJson(const PreparedClaim& c) {
+  json devices = json::array();
+  for (const PreparedDevice& d : c.devices) {
+    devices.push_back({{"requestNames", Strings(d.request_names)},
+                       {"pool", d.pool},
+                       {"device", d.device},
+                       {"shareID", d.share_id},
+                       {"cdiDeviceIDs", Strings(d.cdi_device_ids)}});
+  }
+  return {{"namespace", c.ref.ns},
+          {"name", c.ref.name},
+          {"state", c.state == ClaimState::kPrepared ? "prepared" : "preparing"},
+          {"cdiSpec", c.cdi_spec_path},
+          {"containerDir", c.container_dir},
+          {"limitsFile", c.limits_path},
+          {"devices", std::move(devices)}};
+}
+
+// Throws (json's exceptions, or std::runtime_error) on anything ClaimJson does not write.
+PreparedClaim ClaimFromJson(const std::string& uid, const json& c) {
+  PreparedClaim pc;
+  pc.ref = {c.at("namespace").get<std::string>(), uid, c.at("name").get<std::string>()};
+  const std::string state = c.at("state").get<std::string>();
+  if (state != "prepared" && state != "preparing") {
+    throw std::runtime_error("claim " + uid + ": state '" + state + "'");
+  }
+  pc.state = state == "prepared" ? ClaimState::kPrepared : ClaimState::kPreparing;
+  pc.cdi_spec_path = c.at("cdiSpec").get<std::string>();
+  pc.container_dir = c.at("containerDir").get<std::string>();
+  pc.limits_path = c.at("limitsFile").get<std::string>();
+  for (const json& d : c.at("devices")) {
+    PreparedDevice pd;
+    pd.request_names = d.at("requestNames").get<std::vector<std::string>>();
+    pd.pool = d.at("pool").get<std::string>();
+    pd.device = d.at("device").get<std::string>();
+    pd.share_id = d.at("shareID").get<std::string>();
+    pd.cdi_device_ids = d.at("cdiDeviceIDs").get<std::vector<std::string>>();
+    pc.devices.push_back(std::move(pd));
+  }
+  return pc;
+}
+
+// Reads `path` when it exists: nullopt when absent.
+Result<std::optional<std::string>> ReadIfPresent(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return Error::FromErrno("checkpoint " + path);
+  }
+  auto text = ReadFileToString(path, kMaxCheckpointBytes);
+  if (!text.ok()) return std::move(text).error().Context("checkpoint " + path);
+  return std::optional<std::string>(std::move(text).value());
+}
 
 }  // namespace
 
 std::string EncodeCheckpoint(const Checkpoint& checkpoint) {
   json claims = json::object();
-  for (const auto& [uid, c] : checkpoint) {
-    json devices = json::array();
-    for (const PreparedDevice& d : c.devices) {
-      devices.push_back({{"requestNames", Strings(d.request_names)},
-                         {"pool", d.pool},
-                         {"device", d.device},
-                         {"shareID", d.share_id},
-                         {"cdiDeviceIDs", Strings(d.cdi_device_ids)}});
-    }
-    claims[uid] = {{"namespace", c.ref.ns},
-                   {"name", c.ref.name},
-                   {"state", c.state == ClaimState::kPrepared ? "prepared" : "preparing"},
-                   {"cdiSpec", c.cdi_spec_path},
-                   {"containerDir", c.container_dir},
-                   {"limitsFile", c.limits_path},
-                   {"devices", std::move(devices)}};
-  }
+  for (const auto& [uid, c] : checkpoint) claims[uid] = ClaimJson(c);
   return json{{"version", kVersion}, {"claims", std::move(claims)}}.dump(1) + "\n";
 }
 
@@ -53,43 +95,63 @@ Result<Checkpoint> DecodeCheckpoint(std::string_view text, std::string_view what
       return Error(ErrorCode::kCorrupt, where + ": not a version 1 checkpoint");
     }
     Checkpoint out;
-    for (const auto& [uid, c] : doc.at("claims").items()) {
-      PreparedClaim pc;
-      pc.ref = {c.at("namespace").get<std::string>(), uid, c.at("name").get<std::string>()};
-      const std::string state = c.at("state").get<std::string>();
-      if (state != "prepared" && state != "preparing") {
-        return Error(ErrorCode::kCorrupt, where + ": claim " + uid + ": state '" + state + "'");
-      }
-      pc.state = state == "prepared" ? ClaimState::kPrepared : ClaimState::kPreparing;
-      pc.cdi_spec_path = c.at("cdiSpec").get<std::string>();
-      pc.container_dir = c.at("containerDir").get<std::string>();
-      pc.limits_path = c.at("limitsFile").get<std::string>();
-      for (const json& d : c.at("devices")) {
-        PreparedDevice pd;
-        pd.request_names = d.at("requestNames").get<std::vector<std::string>>();
-        pd.pool = d.at("pool").get<std::string>();
-        pd.device = d.at("device").get<std::string>();
-        pd.share_id = d.at("shareID").get<std::string>();
-        pd.cdi_device_ids = d.at("cdiDeviceIDs").get<std::vector<std::string>>();
-        pc.devices.push_back(std::move(pd));
-      }
-      out.emplace(uid, std::move(pc));
-    }
+    for (const auto& [uid, c] : doc.at("claims").items()) out.emplace(uid, ClaimFromJson(uid, c));
     return out;
   } catch (const std::exception& e) {
     return Error(ErrorCode::kCorrupt, where + ": " + e.what());
   }
 }
 
-Result<Checkpoint> LoadCheckpoint(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Checkpoint{};
-    return Error::FromErrno("checkpoint " + path);
+std::string EncodeCheckpointChange(const Checkpoint& checkpoint, const std::string& uid) {
+  json line = {{"uid", uid}};
+  if (auto it = checkpoint.find(uid); it != checkpoint.end()) {
+    line["claim"] = ClaimJson(it->second);
+  } else {
+    line["removed"] = true;
   }
-  auto text = ReadFileToString(path, 64 << 20);
-  if (!text.ok()) return std::move(text).error().Context("checkpoint " + path);
-  return DecodeCheckpoint(*text, "checkpoint " + path);
+  return line.dump() + "\n";
+}
+
+Status ReplayCheckpointLog(std::string_view text, std::string_view what, Checkpoint& checkpoint) {
+  const std::string where(what);
+  size_t at = 0;
+  for (int line_no = 1; at < text.size(); ++line_no) {
+    const size_t end = text.find('\n', at);
+    // A last line without its newline is a write the plugin died in: it never happened.
+    if (end == std::string_view::npos) break;
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    try {
+      const json change = json::parse(line);
+      const std::string uid = change.at("uid").get<std::string>();
+      if (uid.empty()) throw std::runtime_error("an empty uid");
+      if (change.contains("claim")) {
+        checkpoint[uid] = ClaimFromJson(uid, change.at("claim"));
+      } else if (change.value("removed", false)) {
+        checkpoint.erase(uid);
+      } else {
+        throw std::runtime_error("neither a claim nor a removal");
+      }
+    } catch (const std::exception& e) {
+      return Error(ErrorCode::kCorrupt,
+                   where + ": line " + std::to_string(line_no) + ": " + e.what());
+    }
+  }
+  return OkStatus();
+}
+
+std::string CheckpointLogPath(const std::string& path) { return path + ".log"; }
+
+Result<Checkpoint> LoadCheckpoint(const std::string& path) {
+  auto snapshot = ReadIfPresent(path);
+  if (!snapshot.ok()) return std::move(snapshot).error();
+  Checkpoint out;
+  if (snapshot->has_value()) out = HAMI_TRY(DecodeCheckpoint(**snapshot, "checkpoint " + path));
+  const std::string log_path = CheckpointLogPath(path);
+  auto log = ReadIfPresent(log_path);
+  if (!log.ok()) return std::move(log).error();
+  if (log->has_value()) HAMI_TRY(ReplayCheckpointLog(**log, "checkpoint log " + log_path, out));
+  return out;
 }
 
 Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint,
@@ -123,6 +185,49 @@ Status WriteFileAtomically(const std::string& path, std::string_view text, mode_
   if (dfd >= 0) {
     UniqueFd guard(dfd);
     ::fsync(dfd);
+  }
+  return OkStatus();
+}
+
+Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Start(const std::string& path,
+                                                                  const Checkpoint& checkpoint) {
+  HAMI_TRY(SaveCheckpoint(path, checkpoint, Durability::kSynced));
+  const std::string log_path = CheckpointLogPath(path);
+  auto fd = OpenRegularFile(log_path, O_CREAT | O_WRONLY | O_APPEND, 0600);
+  if (!fd.ok()) return std::move(fd).error().Context("checkpoint log " + log_path);
+  std::unique_ptr<CheckpointWriter> w(new CheckpointWriter(path, std::move(fd).value()));
+  HAMI_TRY(w->Truncate(Durability::kSynced));
+  return w;
+}
+
+CheckpointWriter::CheckpointWriter(std::string path, UniqueFd log)
+    : path_(std::move(path)), log_path_(CheckpointLogPath(path_)), log_(std::move(log)) {}
+
+Status CheckpointWriter::Truncate(Durability durability) {
+  if (::ftruncate(log_.get(), 0) != 0) return Error::FromErrno("emptying " + log_path_);
+  if (durability == Durability::kSynced && ::fsync(log_.get()) != 0) {
+    return Error::FromErrno("fsync " + log_path_);
+  }
+  log_bytes_ = 0;
+  return OkStatus();
+}
+
+Status CheckpointWriter::Record(const Checkpoint& checkpoint, const std::string& uid,
+                                Durability durability) {
+  if (log_bytes_ >= kCompactBytes) {
+    // The snapshot first: a plugin that dies before the log is emptied replays changes the
+    // snapshot already holds, which is harmless (each line is the claim's whole state).
+    HAMI_TRY(SaveCheckpoint(path_, checkpoint, durability));
+    HAMI_TRY(Truncate(durability));
+    return OkStatus();
+  }
+  const std::string line = EncodeCheckpointChange(checkpoint, uid);
+  if (Status s = WriteAll(log_.get(), line); !s.ok()) {
+    return std::move(s).error().Context("appending to " + log_path_);
+  }
+  log_bytes_ += line.size();
+  if (durability == Durability::kSynced && ::fdatasync(log_.get()) != 0) {
+    return Error::FromErrno("fdatasync " + log_path_);
   }
   return OkStatus();
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "common/file.h"
 #include "common/temp_dir.h"
 
@@ -67,6 +69,89 @@ TEST(Checkpoint, SavesAtomicallyAndLoadsBack) {
   loaded = LoadCheckpoint(path);
   ASSERT_TRUE(loaded.ok()) << loaded.error().message();
   EXPECT_EQ(*loaded, fewer);
+}
+
+TEST(Checkpoint, TheLogReplaysOverTheSnapshotAndATornLastLineIsDropped) {
+  TempDir dir("hami-dra-ckpt");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.File("checkpoint.json");
+  Checkpoint want = Sample();
+  ASSERT_TRUE(SaveCheckpoint(path, want).ok());
+  // u-2 prepared, u-1 removed, then a line the plugin died in the middle of.
+  Checkpoint changed = want;
+  changed["u-2"].state = ClaimState::kPrepared;
+  std::string log = EncodeCheckpointChange(changed, "u-2");
+  changed.erase("u-1");
+  log += EncodeCheckpointChange(changed, "u-1");
+  Checkpoint torn = changed;
+  torn["u-3"] = want["u-1"];
+  const std::string last = EncodeCheckpointChange(torn, "u-3");
+  log += last.substr(0, last.size() / 2);
+  ASSERT_TRUE(WriteFileAtomically(CheckpointLogPath(path), log, 0600).ok());
+  auto loaded = LoadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(*loaded, changed);
+}
+
+TEST(Checkpoint, ABadLogLineIsAnErrorNamingTheFileAndLine) {
+  TempDir dir("hami-dra-ckpt");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.File("checkpoint.json");
+  for (const char* bad : {"{\"uid\":\"u-1\"}\n", "{\"uid\":\"\",\"removed\":true}\n", "nope\n",
+                          "{\"uid\":\"u-1\",\"claim\":{\"state\":\"odd\"}}\n"}) {
+    const std::string log = std::string("{\"uid\":\"u-9\",\"removed\":true}\n") + bad;
+    ASSERT_TRUE(WriteFileAtomically(CheckpointLogPath(path), log, 0600).ok());
+    auto r = LoadCheckpoint(path);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code(), ErrorCode::kCorrupt) << bad;
+    EXPECT_THAT(r.error().message(), HasSubstr(CheckpointLogPath(path) + ": line 2")) << bad;
+  }
+}
+
+TEST(Checkpoint, TheWriterAppendsOneLineAChangeAndFoldsTheLogPastItsLimit) {
+  TempDir dir("hami-dra-ckpt");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.File("checkpoint.json");
+  const std::string log_path = CheckpointLogPath(path);
+  // What a dead plugin left: its log ends in a torn line; the start folds it away.
+  ASSERT_TRUE(WriteFileAtomically(log_path, "{\"uid\":\"u-1\",\"remo", 0600).ok());
+  Checkpoint claims = Sample();
+  auto writer = CheckpointWriter::Start(path, claims);
+  ASSERT_TRUE(writer.ok()) << writer.error().message();
+  struct stat st {};
+  ASSERT_EQ(stat(log_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(*LoadCheckpoint(path), claims);
+
+  claims["u-2"].state = ClaimState::kPrepared;
+  ASSERT_TRUE((*writer)->Record(claims, "u-2", Durability::kRenamed).ok());
+  claims.erase("u-1");
+  ASSERT_TRUE((*writer)->Record(claims, "u-1", Durability::kSynced).ok());
+  auto text = ReadFileToString(log_path);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 2) << *text;
+  EXPECT_EQ(*LoadCheckpoint(path), claims);
+
+  // Changes until the log passes its limit: then one more change rewrites the snapshot with
+  // everything and empties the log.
+  PreparedClaim big = Sample()["u-1"];
+  big.devices.assign(8, big.devices[0]);
+  int n = 0;
+  for (size_t bytes = 0; bytes < CheckpointWriter::kCompactBytes; ++n) {
+    const std::string uid = "c-" + std::to_string(n);
+    claims[uid] = big;
+    claims[uid].ref.uid = uid;
+    bytes += EncodeCheckpointChange(claims, uid).size();
+    ASSERT_TRUE((*writer)->Record(claims, uid, Durability::kRenamed).ok());
+  }
+  ASSERT_EQ(stat(log_path.c_str(), &st), 0);
+  EXPECT_GE(size_t(st.st_size), CheckpointWriter::kCompactBytes);
+  claims.erase("c-0");
+  ASSERT_TRUE((*writer)->Record(claims, "c-0", Durability::kRenamed).ok());
+  ASSERT_EQ(stat(log_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(*LoadCheckpoint(path), claims);
+  EXPECT_EQ(LoadCheckpoint(path)->size(), size_t(n));  // u-2 and c-1..c-<n-1>
 }
 
 TEST(Checkpoint, ACorruptFileIsAnError) {

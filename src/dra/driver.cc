@@ -121,11 +121,6 @@ Result<std::unique_ptr<Driver>> Driver::Create(ClaimSource& source, std::vector<
   Checkpoint claims = checkpoint.ok() ? std::move(checkpoint).value() : Checkpoint{};
   std::unique_ptr<Driver> driver(
       new Driver(source, std::move(gpus), std::move(options), std::move(claims)));
-  if (boot.empty()) {
-    driver->Log("dra event=boot_id_unknown path=" + driver->options_.boot_id_path +
-                " effect=\"every checkpoint save is fsync'd; nothing is cleaned up at start\"");
-    return driver;
-  }
   if (rebooted) {
     if (!checkpoint.ok()) {
       driver->Log("dra event=checkpoint_unreadable_after_reboot error=\"" +
@@ -133,6 +128,14 @@ Result<std::unique_ptr<Driver>> Driver::Create(ClaimSource& source, std::vector<
                   "\" effect=\"the claims' files are found by name\"");
     }
     HAMI_TRY(driver->CleanUpAfterReboot());
+  }
+  // What was loaded becomes the snapshot, and the log starts empty.
+  driver->writer_ =
+      HAMI_TRY(CheckpointWriter::Start(driver->options_.checkpoint_path, driver->checkpoint_));
+  if (boot.empty()) {
+    driver->Log("dra event=boot_id_unknown path=" + driver->options_.boot_id_path +
+                " effect=\"every checkpoint save is fsync'd; nothing is cleaned up at start\"");
+    return driver;
   }
   if (marker != boot) {
     if (Status s = WriteFileAtomically(marker_path, boot + "\n", 0644, Durability::kSynced);
@@ -154,8 +157,8 @@ Driver::Driver(ClaimSource& source, std::vector<Gpu> gpus, DriverOptions options
       gpus_(std::move(gpus)),
       checkpoint_(std::move(checkpoint)) {}
 
-Status Driver::Save() {
-  return SaveCheckpoint(options_.checkpoint_path, checkpoint_, save_durability_);
+Status Driver::Save(const std::string& uid) {
+  return writer_->Record(checkpoint_, uid, save_durability_);
 }
 
 Status Driver::CleanUpAfterReboot() {
@@ -201,8 +204,7 @@ Status Driver::CleanUpAfterReboot() {
     }
     ++removed;
   }
-  checkpoint_.clear();
-  HAMI_TRY(SaveCheckpoint(options_.checkpoint_path, checkpoint_, Durability::kSynced));
+  checkpoint_.clear();  // saved by the writer's start
   Log("dra event=reboot_cleanup claims=" + std::to_string(removed) +
       " reason=\"no container of an earlier boot runs; the kubelet prepares again what it needs\"");
   return OkStatus();
@@ -264,7 +266,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
         if (auto have = node::ReadClaimRecord(record_path);
             !done.container_dir.empty() && (!have.ok() || *have != want)) {
           if (Status s = WriteFileAtomically(record_path, node::ClaimRecordText(want), 0644,
-                                             Durability::kRenamed);
+                                             save_durability_);
               !s.ok()) {
             Log("dra event=prepare_warning " + who + ": " + s.error().message());
           }
@@ -279,7 +281,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     if (Status s = RemovePreparedFiles(it->second); !s.ok())
       return std::move(s).error().Context(who);
     checkpoint_.erase(it);
-    if (Status s = Save(); !s.ok()) return std::move(s).error().Context(who);
+    if (Status s = Save(ref.uid); !s.ok()) return std::move(s).error().Context(who);
   }
 
   nlohmann::json claim = HAMI_TRY(source_.Get(ref));
@@ -326,7 +328,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     // Nothing of this driver's in the claim: nothing to make.
     record.state = ClaimState::kPrepared;
     checkpoint_[ref.uid] = record;
-    HAMI_TRY(Save());
+    HAMI_TRY(Save(ref.uid));
     return record.devices;
   }
 
@@ -349,7 +351,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
   record.container_dir = share.container_dir;
   record.limits_path = share.limits_path;
   checkpoint_[ref.uid] = record;
-  if (Status s = Save(); !s.ok()) {
+  if (Status s = Save(ref.uid); !s.ok()) {
     checkpoint_.erase(ref.uid);
     return std::move(s).error().Context(who);
   }
@@ -362,18 +364,20 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     HAMI_TRY(EnsureDirectory(std::filesystem::path(share.container_dir).parent_path().string()));
     HAMI_TRY(WriteFileAtomically(node::ClaimRecordPath(share.container_dir),
                                  node::ClaimRecordText({ref.ns, ref.name, ref.uid}), 0644,
-                                 Durability::kRenamed));
+                                 save_durability_));
     HAMI_TRY(plugin::RecreateContainerDirectory(share.container_dir));
     if (!share.limits_path.empty()) {
-      HAMI_TRY(limits::PublishLimitsFile(share.limits_path, share.limits, options_.publish));
+      limits::PublishOptions publish = options_.publish;
+      publish.sync = save_durability_ == Durability::kSynced;  // see "Durability" in driver.h
+      HAMI_TRY(limits::PublishLimitsFile(share.limits_path, share.limits, publish));
     }
     HAMI_TRY(plugin::CheckHookFiles(share.response, "the claim's containers", "hami-dra-plugin"));
     HAMI_TRY(EnsureDirectory(options_.cdi_dir));
     const std::string spec = CdiSpec(share.response, cdi_devices).dump(2) + "\n";
-    HAMI_TRY(WriteFileAtomically(record.cdi_spec_path, spec, 0644, Durability::kRenamed));
+    HAMI_TRY(WriteFileAtomically(record.cdi_spec_path, spec, 0644, save_durability_));
     record.state = ClaimState::kPrepared;
     checkpoint_[ref.uid] = record;
-    return Save();
+    return Save(ref.uid);
   };
   if (Status s = make(); !s.ok()) {
     if (Status removed = RemovePreparedFiles(record); !removed.ok()) {
@@ -384,7 +388,7 @@ Result<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref) {
     } else {
       checkpoint_.erase(ref.uid);
     }
-    (void)Save();
+    (void)Save(ref.uid);
     return std::move(s).error().Context(who);
   }
   return record.devices;
@@ -408,7 +412,7 @@ Status Driver::UnprepareOne(const std::string& uid) {
   HAMI_TRY(RemovePreparedFiles(it->second));
   PreparedClaim removed = std::move(it->second);
   checkpoint_.erase(it);
-  if (Status s = Save(); !s.ok()) {
+  if (Status s = Save(uid); !s.ok()) {
     checkpoint_.emplace(uid, std::move(removed));
     return s;
   }

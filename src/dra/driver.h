@@ -29,17 +29,19 @@
 //      a CDI device without its limits file;
 //   5. the checkpoint records the claim as prepared with its answer: one Device per result,
 //      request name, pool, device, share ID, and the CDI device ID of the result.
-// Durability: within one boot the checkpoint, the claim record and the CDI spec are written
-// whole and renamed into place (no fsync): that outlives the plugin's death, the one failure
-// a boot can see without losing its containers. A crash of the node loses every container
-// with it, and the kubelet prepares again, after its restart, every claim a pod still needs
-// (research/dra.md §5.3). So the plugin records the boot it runs in (the kernel's boot ID in
-// <checkpoint dir>/boot_id, fsync'd once per boot, before the first save), and a start in a
-// later boot removes the files of every claim: those its checkpoint holds and those found by
-// name (claim records in the containers directory, this driver's CDI specs), whatever the
-// checkpoint's state, readable or not (event=reboot_cleanup). The limits file is fsync'd
-// as the device plugin's is (limits::PublishLimitsFile). Without a boot ID (or when the marker
-// cannot be written) every checkpoint save is fsync'd and nothing is cleaned up at start.
+// Durability: within one boot the checkpoint's changes are appended to its log (checkpoint.h)
+// and the claim record and the CDI spec written whole and renamed into place, none fsync'd:
+// that outlives the plugin's death, the one failure a boot can see without losing its
+// containers. A crash of the node loses every container with it, and the kubelet prepares
+// again, after its restart, every claim a pod still needs (research/dra.md §5.3). So the plugin
+// records the boot it runs in (the kernel's boot ID in <checkpoint dir>/boot_id, fsync'd once
+// per boot, before the first change), and a start in a later boot removes the files of every
+// claim: those its checkpoint holds and those found by name (claim records in the containers
+// directory, this driver's CDI specs), whatever the checkpoint's state, readable or not
+// (event=reboot_cleanup). The limits file is written the same way (PublishOptions::sync
+// false), where the device plugin fsyncs it: the kubelet does not call Allocate again after a
+// reboot. Without a boot ID (or when the marker cannot be written) every change and every
+// limits file is fsync'd and nothing is cleaned up at start.
 // Unprepare, per claim: the checkpoint's record names what to remove (the CDI spec, the limits
 // file, the container directory, then the claim record beside it); the claim object is never
 // read. A claim the checkpoint does
@@ -139,7 +141,7 @@ class Driver {
   Driver(ClaimSource& source, std::vector<Gpu> gpus, DriverOptions options, Checkpoint checkpoint);
   Result<std::vector<PreparedDevice>> PrepareOne(const ClaimRef& ref);
   Status UnprepareOne(const std::string& uid);
-  Status Save();  // checkpoint_, as save_durability_ says
+  Status Save(const std::string& uid);  // uid's state in checkpoint_, as save_durability_ says
   Status CleanUpAfterReboot();
   void Log(const std::string& line) const;
 
@@ -148,8 +150,9 @@ class Driver {
   const std::string lock_host_dir_;
   Durability save_durability_ = Durability::kSynced;  // set once, by Create
   mutable std::mutex mu_;
-  std::vector<Gpu> gpus_;  // guarded by mu_
-  Checkpoint checkpoint_;  // guarded by mu_
+  std::vector<Gpu> gpus_;                     // guarded by mu_
+  Checkpoint checkpoint_;                     // guarded by mu_
+  std::unique_ptr<CheckpointWriter> writer_;  // guarded by mu_
 };
 
 // Removes what a record names: the CDI spec, the limits file, the container directory and,

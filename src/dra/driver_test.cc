@@ -241,6 +241,7 @@ TEST_F(DriverTest, AStartInALaterBootRemovesEveryClaimsFilesAndTheKubeletsRepeat
   Checkpoint on_disk = *LoadCheckpoint(options_.checkpoint_path);
   on_disk.erase("u-2");
   ASSERT_TRUE(SaveCheckpoint(options_.checkpoint_path, on_disk).ok());
+  ASSERT_EQ(unlink(CheckpointLogPath(options_.checkpoint_path).c_str()), 0);
   // A device plugin's container directory and limits file on the same node are not claims.
   const std::string pod_dir = hook_ + "/vgpu/containers/pod-9_main";
   ASSERT_TRUE(std::filesystem::create_directories(pod_dir));
@@ -504,7 +505,7 @@ TEST_F(DriverTest, APluginKilledMidwayLeavesARecordThatUnprepareAndPrepareFinish
   source_.Put(Claim("c", "u-1", {Result_("gpu", "hami-gpu-0", "", {{"memory", "1Gi"}})}));
   // Killed while publishing the limits file: the directory exists, the CDI spec does not.
   options_.publish.inject = [](limits::PublishStep step) {
-    if (step == limits::PublishStep::kSync) raise(SIGKILL);
+    if (step == limits::PublishStep::kChmod) raise(SIGKILL);
     return 0;
   };
   const int status = InChild([&] {
@@ -525,7 +526,7 @@ TEST_F(DriverTest, APluginKilledMidwayLeavesARecordThatUnprepareAndPrepareFinish
   }
   // The same death, then a prepare: it starts again and completes.
   options_.publish.inject = [](limits::PublishStep step) {
-    if (step == limits::PublishStep::kSync) raise(SIGKILL);
+    if (step == limits::PublishStep::kChmod) raise(SIGKILL);
     return 0;
   };
   InChild([&] {

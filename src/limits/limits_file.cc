@@ -258,8 +258,10 @@ Status PublishLimitsFile(const std::string& path, std::span<const Entry> entries
     err = written.ok() ? 0 : written.error().sys_errno();
   }
   if (err != 0) return fail(PublishStep::kWrite, temp_path, err);
-  if ((err = injected(PublishStep::kSync)) == 0 && fsync(file.get()) != 0) err = errno;
-  if (err != 0) return fail(PublishStep::kSync, temp_path, err);
+  if (options.sync) {
+    if ((err = injected(PublishStep::kSync)) == 0 && fsync(file.get()) != 0) err = errno;
+    if (err != 0) return fail(PublishStep::kSync, temp_path, err);
+  }
   if ((err = injected(PublishStep::kChmod)) == 0 && fchmod(file.get(), kFileMode) != 0) {
     err = errno;
   }
@@ -271,6 +273,7 @@ Status PublishLimitsFile(const std::string& path, std::span<const Entry> entries
   }
   if (err != 0) return fail(PublishStep::kRename, temp_path + " to " + path, err);
   remove_temp.Cancel();
+  if (!options.sync) return OkStatus();
   if ((err = injected(PublishStep::kSyncDirectory)) == 0 && fsync(dir.get()) != 0) err = errno;
   if (err != 0) return fail(PublishStep::kSyncDirectory, dir_path, err);
   return OkStatus();

@@ -100,6 +100,10 @@ const char* PublishStepName(PublishStep step);
 struct PublishOptions {
   // Tests only: called before each step; a non-zero return is taken as that step's errno.
   std::function<int(PublishStep)> inject;
+  // false: no fsync of the file or the directory (kSync and kSyncDirectory are skipped). The
+  // file then outlives its writer's death but not necessarily a crash of the node: for a
+  // writer that makes every such file again after a reboot (the DRA driver, driver.h).
+  bool sync = true;
 };
 
 // Writes the file of `entries` at `path` atomically: LimitsText, then a temporary file in

@@ -325,6 +325,21 @@ TEST_F(Publish, ARetriedCollisionOfTemporaryNamesStillPublishes) {
   EXPECT_EQ(Slurp(Path()), text_);
 }
 
+TEST_F(Publish, WithoutSyncTheFsyncStepsAreSkippedAndTheFileIsTheSame) {
+  std::vector<PublishStep> steps;
+  PublishOptions options;
+  options.sync = false;
+  options.inject = [&](PublishStep step) {
+    steps.push_back(step);
+    return 0;
+  };
+  ASSERT_TRUE(PublishLimitsFile(Path(), entries_, options).ok());
+  EXPECT_THAT(steps, ElementsAre(PublishStep::kOpenDirectory, PublishStep::kCreateTemp,
+                                 PublishStep::kWrite, PublishStep::kChmod, PublishStep::kRename));
+  EXPECT_EQ(Slurp(Path()), text_);
+  EXPECT_THAT(Names(dir_.path()), ElementsAre("pod_ctr.limits"));
+}
+
 TEST_F(Publish, AReadOnlyDirectoryRefusesAnUnprivilegedWriter) {
   // Root ignores directory permissions, so the writer drops to an unprivileged user in a
   // child process; without root the test process itself is the unprivileged writer.
