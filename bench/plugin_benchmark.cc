@@ -99,7 +99,7 @@ constexpr char kProfile[] = "h100-80g:2";
 constexpr int kPodMemMiB = 3000;
 constexpr int kPodCores = 30;
 
-// The goals (issue 13; GetPreferredAllocation's, issue 31).
+// The goals.
 constexpr double kGoalOwnP99Ms = 10;
 constexpr double kGoalPreferP99Ms = 10;  // the whole RPC, as the kubelet waits for it
 constexpr double kGoalPeakRssMiB = 50;

@@ -69,10 +69,10 @@ using nlohmann::json;
 
 constexpr char kProgram[] = "hami_bench_scheduler";
 
-// The goals (issue 14).
+// The goals.
 constexpr double kGoalFilterP99Ms = 10;
 constexpr double kGoalPrioritizeP99Ms = 5;
-constexpr double kGoalPreemptP99Ms = 20;  // issue 31
+constexpr double kGoalPreemptP99Ms = 20;
 constexpr double kGoalPodsPerSecond = 100;
 constexpr double kGoalRestartSeconds = 5;
 constexpr double kGoalRssMiB = 200;
