@@ -176,15 +176,27 @@ int ClusterUp(const ClusterFlags& f) {
     std::fprintf(stderr, "hami sim cluster up: %s\n", up.error().message().c_str());
     return ExitStatusOf(up.error());
   }
+  // The first example to try: in DRA mode, two pods sharing a GPU through claims.
+  const bool dra = o.mode == cl::ClusterMode::kDra;
+  const std::string examples = ShareDir("examples", HAMI_EXAMPLES_DIR);
+  const std::string try_it =
+      dra ? "  kubectl get resourceslices,deviceclasses\n"
+            "  kubectl apply -f " +
+                examples + "/dra/claim-template-3000m-30.yaml -f " + examples +
+                "/dra/share-a.yaml -f " + examples +
+                "/dra/share-b.yaml\n"
+                "  kubectl get pods,resourceclaims -o wide; kubectl logs dra-share-a\n"
+          : "  kubectl apply -f " + examples +
+                "/vgpu-3000m-30.yaml\n"
+                "  kubectl get pods -o wide; kubectl logs vgpu-3000m-30\n";
   std::printf(
-      "\nThe simulated cluster is up: %zu node(s), API server %s, hami-scheduler %s.\n"
+      "\nThe simulated cluster is up%s: %zu node(s), API server %s, hami-scheduler %s.\n"
       "  export KUBECONFIG=%s\n"
       "  kubectl get nodes\n"
-      "  kubectl apply -f %s/vgpu-3000m-30.yaml\n"
-      "  kubectl get pods -o wide; kubectl logs vgpu-3000m-30\n"
+      "%s"
       "Logs: %s/logs/ (pods: %s/logs/pods/). Stop it: hami sim cluster down%s%s\n",
-      up->nodes.size(), up->api_server.c_str(), up->scheduler.c_str(), up->kubeconfig.c_str(),
-      ShareDir("examples", HAMI_EXAMPLES_DIR).c_str(), up->dir.c_str(), up->dir.c_str(),
+      dra ? " in DRA mode" : "", up->nodes.size(), up->api_server.c_str(), up->scheduler.c_str(),
+      up->kubeconfig.c_str(), try_it.c_str(), up->dir.c_str(), up->dir.c_str(),
       f.dir.empty() ? "" : " --dir ", f.dir.empty() ? "" : up->dir.c_str());
   if (!up->webhook) {
     std::printf("(No admission webhook: give GPU pods schedulerName: hami-scheduler.)\n");
