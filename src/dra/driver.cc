@@ -78,7 +78,39 @@ std::vector<Gpu> GpusFromInventory(const inventory::Inventory& inventory) {
   return out;
 }
 
+namespace {
+
+// The temporary files a writer killed between creating and renaming them leaves beside
+// `paths` (".<name>.tmp-<suffix>", as WriteFileAtomically and limits::PublishLimitsFile name
+// them), one listing per directory.
+void RemoveTemporaryFilesOf(const std::vector<std::string>& paths) {
+  std::map<std::string, std::vector<std::string>> prefixes;  // directory -> ".<name>.tmp-"
+  for (const std::string& path : paths) {
+    if (path.empty()) continue;
+    const std::filesystem::path p(path);
+    prefixes[p.parent_path().string()].push_back("." + p.filename().string() + ".tmp-");
+  }
+  for (const auto& [dir, wanted] : prefixes) {
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      for (const std::string& prefix : wanted) {
+        if (name.starts_with(prefix)) ::unlink(it->path().c_str());
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Status RemovePreparedFiles(const PreparedClaim& claim) {
+  if (claim.state == ClaimState::kPreparing) {
+    // Left midway: a write may have been cut between its temporary file and the rename.
+    RemoveTemporaryFilesOf(
+        {claim.cdi_spec_path, claim.limits_path,
+         claim.container_dir.empty() ? std::string() : node::ClaimRecordPath(claim.container_dir)});
+  }
   Status first = RemoveFile(claim.cdi_spec_path);
   Status limits = RemoveFile(claim.limits_path);
   if (first.ok() && !limits.ok()) first = std::move(limits);

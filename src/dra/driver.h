@@ -156,8 +156,9 @@ class Driver {
 };
 
 // Removes what a record names: the CDI spec, the limits file, the container directory and,
-// once the directory is gone, its claim record (each may already be gone). The first failure
-// is returned after trying them all.
+// once the directory is gone, its claim record (each may already be gone); for a record left
+// preparing, also the temporary files a killed write left beside them. The first failure is
+// returned after trying them all.
 Status RemovePreparedFiles(const PreparedClaim& claim);
 
 }  // namespace hami::dra

@@ -24,8 +24,10 @@ namespace hami::dra {
 namespace {
 
 using nlohmann::json;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::StartsWith;
 
 constexpr char kNode[] = "n1";
 constexpr uint64_t kMiB = 1 << 20;
@@ -517,12 +519,22 @@ TEST_F(DriverTest, APluginKilledMidwayLeavesARecordThatUnprepareAndPrepareFinish
   options_.publish.inject = nullptr;
   ASSERT_TRUE(Exists(Dir("u-1")));
   ASSERT_FALSE(Exists(Spec("u-1")));
+  // The limits file's temporary copy, written but never renamed.
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(hook_ + "/vgpu/containers")) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  };
+  ASSERT_THAT(entries(), Contains(StartsWith(".u-1_claim.limits.tmp-")));
   {
     auto successor = NewDriver();
     ASSERT_EQ(successor->Prepared().at("u-1").state, ClaimState::kPreparing);
     EXPECT_EQ(successor->Unprepare({{"ml", "u-1", "c"}})["u-1"], "");
     EXPECT_FALSE(Exists(Dir("u-1")));
     EXPECT_FALSE(Exists(Limits("u-1")));
+    EXPECT_THAT(entries(), IsEmpty()) << "nothing of the claim is left, temporary files included";
   }
   // The same death, then a prepare: it starts again and completes.
   options_.publish.inject = [](limits::PublishStep step) {
