@@ -177,7 +177,14 @@ Status ResourceClaimController::Reconcile(const std::string& key) {
 bool ResourceClaimController::PodAlive(const std::string& ns, const std::string& name,
                                        const std::string& uid) const {
   ObjectPtr pod = pods_->store().Get(ns, name);
-  return pod != nullptr && MetaOf(*pod, "uid") == uid && !Done(*pod);
+  if (pod != nullptr && MetaOf(*pod, "uid") == uid && !Done(*pod)) return true;
+  // The informer may lag behind the API server: a pod created a moment ago (whose claim another
+  // controller just made) is not in it yet. Nothing is released or deleted on the informer's
+  // word alone; the API server decides, and when it cannot be asked the pod counts as alive
+  // (the next resync tries again).
+  auto live = client_.Get(hami::kube::kPods, ns, name);
+  if (!live.ok()) return live.error().code() != ErrorCode::kNotFound;
+  return MetaOf(*live, "uid") == uid && !Done(*live);
 }
 
 Status ResourceClaimController::ReconcilePod(const std::string& ns, const std::string& name) {

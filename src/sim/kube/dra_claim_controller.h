@@ -70,6 +70,8 @@ class ResourceClaimController {
   Status Reconcile(const std::string& key);
   Status ReconcilePod(const std::string& ns, const std::string& name);
   Status ReconcileClaim(const std::string& ns, const std::string& name);
+  // Whether the pod ns/name with `uid` exists and has not finished: the informer's view, and
+  // the API server's when the informer says no.
   bool PodAlive(const std::string& ns, const std::string& name, const std::string& uid) const;
 
   hami::kube::Client& client_;

@@ -817,6 +817,9 @@ struct SchedulerStandin::Impl {
     int attempts = 0;
     SteadyTime not_before{};
     bool in_flight = false;
+    // An event that would have woken the pod came while an attempt was running: when the
+    // attempt fails, the pod is tried again at once (kube-scheduler's in-flight events).
+    bool woken_in_flight = false;
   };
   struct Assumed {
     std::string node;
@@ -907,6 +910,8 @@ struct SchedulerStandin::Impl {
         if (it != pending.end() && !it->second.in_flight) {
           ready.erase({it->second.not_before, key});
           EnqueueLocked(key, Now());
+        } else if (it != pending.end()) {
+          it->second.woken_in_flight = true;
         }
       }
     } else {
@@ -929,6 +934,8 @@ struct SchedulerStandin::Impl {
         const std::string key = it->first;
         ready.erase({it->second.not_before, key});
         EnqueueLocked(key, Now());
+      } else if (it != pending.end()) {
+        it->second.woken_in_flight = true;
       }
     }
   }
@@ -1065,7 +1072,8 @@ struct SchedulerStandin::Impl {
       if (it == pending.end()) continue;  // bound or deleted meanwhile
       if (stop.stop_requested()) continue;
       int attempts = ++it->second.attempts;
-      EnqueueLocked(key, Now() + Backoff(attempts));
+      const bool woken = std::exchange(it->second.woken_in_flight, false);
+      EnqueueLocked(key, woken ? Now() : Now() + Backoff(attempts));
     }
   }
 
