@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/kube/dra_test_devices.h"
+
 namespace hami::sim::kube {
 namespace {
 
@@ -15,26 +17,7 @@ using ObjectPtr = std::shared_ptr<const json>;
 
 constexpr char kDriver[] = "hami-core-gpu.project-hami.io";
 
-// A GPU as the node's DRA driver publishes it: 8000 MiB and 100 cores, shareable.
-json Gpu(int index, const std::string& memory = "8000Mi") {
-  return {
-      {"name", "hami-gpu-" + std::to_string(index)},
-      {"allowMultipleAllocations", true},
-      {"attributes",
-       {{"type", {{"string", "hami-gpu"}}},
-        {"index", {{"int", index}}},
-        {"uuid", {{"string", "GPU-" + std::to_string(index)}}}}},
-      {"capacity",
-       {{"memory",
-         {{"value", memory},
-          {"requestPolicy",
-           {{"default", memory},
-            {"validRange", {{"min", "1Mi"}, {"max", memory}, {"step", "1Mi"}}}}}}},
-        {"cores",
-         {{"value", "100"},
-          {"requestPolicy",
-           {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}}}}};
-}
+using ::hami::sim::kube::testing::DraGpu;
 
 ObjectPtr Slice(const std::string& name, const std::string& node, json devices,
                 int64_t generation = 1, int64_t count = 1, const std::string& pool = "") {
@@ -75,7 +58,7 @@ class Allocator : public ::testing::Test {
     auto cls = ParseDeviceClass(Class("gpu", std::string("device.driver == \"") + kDriver + "\""));
     ASSERT_TRUE(cls.ok()) << cls.error().message();
     classes_.emplace("gpu", std::move(*cls));
-    slices_ = {Slice("n1-gpus", "n1", json::array({Gpu(0), Gpu(1)}))};
+    slices_ = {Slice("n1-gpus", "n1", json::array({DraGpu(0), DraGpu(1)}))};
   }
 
   AllocationOutcome Allocate(const std::vector<json>& claims) {
@@ -252,7 +235,7 @@ TEST_F(Allocator, CountTakesDistinctDevicesAndBacktracks) {
 }
 
 TEST_F(Allocator, AnExclusiveDeviceIsNotShared) {
-  json exclusive = Gpu(0);
+  json exclusive = DraGpu(0);
   exclusive.erase("allowMultipleAllocations");
   exclusive["capacity"]["memory"].erase("requestPolicy");
   exclusive["capacity"]["cores"].erase("requestPolicy");
@@ -272,11 +255,11 @@ TEST_F(Allocator, AnExclusiveDeviceIsNotShared) {
 }
 
 TEST_F(Allocator, ATaintedDeviceIsSkippedUnlessTolerated) {
-  json sick = Gpu(0);
+  json sick = DraGpu(0);
   sick["taints"] = json::array({{{"key", "hami-core-gpu.project-hami.io/unhealthy"},
                                  {"value", "xid-79"},
                                  {"effect", "NoSchedule"}}});
-  slices_ = {Slice("n1-gpus", "n1", json::array({sick, Gpu(1)}))};
+  slices_ = {Slice("n1-gpus", "n1", json::array({sick, DraGpu(1)}))};
   json a = AllocateOne(OneRequest("a", json{{"memory", "1Gi"}}));
   ASSERT_FALSE(a.is_null());
   EXPECT_EQ(Result0(a)["device"], "hami-gpu-1");
@@ -298,14 +281,14 @@ TEST_F(Allocator, ATaintedDeviceIsSkippedUnlessTolerated) {
 }
 
 TEST_F(Allocator, UsesTheNewestCompletePoolOnly) {
-  slices_ = {Slice("old", "n1", json::array({Gpu(0), Gpu(1)}), 1),
-             Slice("new", "n1", json::array({Gpu(5)}), 2)};
+  slices_ = {Slice("old", "n1", json::array({DraGpu(0), DraGpu(1)}), 1),
+             Slice("new", "n1", json::array({DraGpu(5)}), 2)};
   json a = AllocateOne(OneRequest("a"));
   ASSERT_FALSE(a.is_null());
   EXPECT_EQ(Result0(a)["device"], "hami-gpu-5");
 
   // Generation 3 says two slices; one is visible: the pool is incomplete and skipped.
-  slices_.push_back(Slice("newer", "n1", json::array({Gpu(7)}), 3, 2));
+  slices_.push_back(Slice("newer", "n1", json::array({DraGpu(7)}), 3, 2));
   NodeDevices devices = DevicesForNode(slices_, NodeView{"n1", {}});
   EXPECT_TRUE(devices.devices.empty());
   EXPECT_EQ(devices.incomplete, std::vector<std::string>{std::string(kDriver) + "/n1"});

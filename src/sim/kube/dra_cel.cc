@@ -352,31 +352,28 @@ class Parser {
     return OkStatus();
   }
 
-  Result<Node> Or(int depth) {
-    HAMI_TRY(Deeper(depth));
-    Node left = HAMI_TRY(And(depth + 1));
-    while (IsOp("||")) {
+  // `operand (op operand)*`, grouped to the left as nodes of `kind`.
+  template <typename Operand>
+  Result<Node> LeftAssociative(std::string_view op, Node::Kind kind, Operand operand) {
+    Node left = HAMI_TRY(operand());
+    while (IsOp(op)) {
       ++pos_;
-      Node right = HAMI_TRY(And(depth + 1));
+      Node right = HAMI_TRY(operand());
       Node n;
-      n.kind = Node::Kind::kOr;
+      n.kind = kind;
       n.children = {std::move(left), std::move(right)};
       left = std::move(n);
     }
     return left;
   }
 
+  Result<Node> Or(int depth) {
+    HAMI_TRY(Deeper(depth));
+    return LeftAssociative("||", Node::Kind::kOr, [&] { return And(depth + 1); });
+  }
+
   Result<Node> And(int depth) {
-    Node left = HAMI_TRY(Relation(depth));
-    while (IsOp("&&")) {
-      ++pos_;
-      Node right = HAMI_TRY(Relation(depth));
-      Node n;
-      n.kind = Node::Kind::kAnd;
-      n.children = {std::move(left), std::move(right)};
-      left = std::move(n);
-    }
-    return left;
+    return LeftAssociative("&&", Node::Kind::kAnd, [&] { return Relation(depth); });
   }
 
   Result<Node> Relation(int depth) {

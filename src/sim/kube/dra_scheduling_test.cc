@@ -17,6 +17,7 @@
 #include "kube/resource.h"
 #include "sim/kube/api_server.h"
 #include "sim/kube/dra_allocator.h"
+#include "sim/kube/dra_test_devices.h"
 #include "sim/kube/scheduler_standin.h"
 #include "support/kube_control.h"
 
@@ -42,26 +43,7 @@ json Node(const std::string& name, json allocatable = json::object()) {
             {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
 }
 
-// The shape the node's DRA driver publishes (docs/dra.md), written here by hand.
-json Gpu(int index, const std::string& memory) {
-  return {
-      {"name", "hami-gpu-" + std::to_string(index)},
-      {"allowMultipleAllocations", true},
-      {"attributes",
-       {{"type", {{"string", "hami-gpu"}}},
-        {"index", {{"int", index}}},
-        {"uuid", {{"string", "GPU-" + std::to_string(index)}}}}},
-      {"capacity",
-       {{"memory",
-         {{"value", memory},
-          {"requestPolicy",
-           {{"default", memory},
-            {"validRange", {{"min", "1Mi"}, {"max", memory}, {"step", "1Mi"}}}}}}},
-        {"cores",
-         {{"value", "100"},
-          {"requestPolicy",
-           {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}}}}};
-}
+using ::hami::sim::kube::testing::DraGpu;
 
 json Slice(const std::string& node, const std::string& memory) {
   return {{"apiVersion", "resource.k8s.io/v1"},
@@ -71,7 +53,7 @@ json Slice(const std::string& node, const std::string& memory) {
            {{"driver", kDriver},
             {"nodeName", node},
             {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", json::array({Gpu(0, memory), Gpu(1, memory)})}}}};
+            {"devices", json::array({DraGpu(0, memory), DraGpu(1, memory)})}}}};
 }
 
 json DeviceClass(const std::string& name, const std::string& expression,
