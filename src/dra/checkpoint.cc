@@ -214,6 +214,13 @@ Status CheckpointWriter::Truncate(Durability durability) {
 
 Status CheckpointWriter::Record(const Checkpoint& checkpoint, const std::string& uid,
                                 Durability durability) {
+  if (broken_) {
+    // The snapshot holds everything; once written, the log's torn tail no longer matters.
+    HAMI_TRY(SaveCheckpoint(path_, checkpoint, durability));
+    HAMI_TRY(Truncate(durability));
+    broken_ = false;
+    return OkStatus();
+  }
   if (log_bytes_ >= kCompactBytes) {
     // The snapshot first: a plugin that dies before the log is emptied replays changes the
     // snapshot already holds, which is harmless (each line is the claim's whole state).
@@ -223,6 +230,10 @@ Status CheckpointWriter::Record(const Checkpoint& checkpoint, const std::string&
   }
   const std::string line = EncodeCheckpointChange(checkpoint, uid);
   if (Status s = WriteAll(log_.get(), line); !s.ok()) {
+    // A part of the line may be in the file (a full disk, a size limit): cut it off, or the
+    // next line would be glued to it and the log would not load. If even that fails, the
+    // next change rewrites the snapshot and empties the log instead of appending.
+    if (::ftruncate(log_.get(), off_t(log_bytes_)) != 0) broken_ = true;
     return std::move(s).error().Context("appending to " + log_path_);
   }
   log_bytes_ += line.size();

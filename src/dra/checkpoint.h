@@ -111,6 +111,7 @@ class CheckpointWriter {
   const std::string log_path_;
   UniqueFd log_;
   size_t log_bytes_ = 0;
+  bool broken_ = false;  // a failed append left a part of a line that could not be cut off
 };
 
 // Writes `text` at `path` whole or not at all: a temporary file ".<name>.tmp-<pid>" in the same

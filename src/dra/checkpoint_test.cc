@@ -2,7 +2,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -152,6 +156,45 @@ TEST(Checkpoint, TheWriterAppendsOneLineAChangeAndFoldsTheLogPastItsLimit) {
   EXPECT_EQ(st.st_size, 0);
   EXPECT_EQ(*LoadCheckpoint(path), claims);
   EXPECT_EQ(LoadCheckpoint(path)->size(), size_t(n));  // u-2 and c-1..c-<n-1>
+}
+
+TEST(Checkpoint, AnAppendCutShortIsTakenBackAndTheNextChangeLoads) {
+  TempDir dir("hami-dra-ckpt");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.File("checkpoint.json");
+  Checkpoint claims = Sample();
+  // In a child: a file size limit makes the kernel write only a part of the next line.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto writer = CheckpointWriter::Start(path, claims);
+    if (!writer.ok()) _exit(2);
+    struct stat st {};
+    if (stat(CheckpointLogPath(path).c_str(), &st) != 0) _exit(3);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small {
+      rlim_t(st.st_size + 10), RLIM_INFINITY
+    };
+    if (setrlimit(RLIMIT_FSIZE, &small) != 0) _exit(4);
+    claims["u-2"].state = ClaimState::kPrepared;
+    if ((*writer)->Record(claims, "u-2", Durability::kRenamed).ok()) _exit(5);  // refused
+    struct rlimit big {
+      RLIM_INFINITY, RLIM_INFINITY
+    };
+    if (setrlimit(RLIMIT_FSIZE, &big) != 0) _exit(6);
+    claims.erase("u-1");
+    if (!(*writer)->Record(claims, "u-1", Durability::kRenamed).ok()) _exit(7);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The refused change is not there, the next one is, and the log loads.
+  auto loaded = LoadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  Checkpoint want = Sample();
+  want.erase("u-1");
+  EXPECT_EQ(*loaded, want);
 }
 
 TEST(Checkpoint, ACorruptFileIsAnError) {
